@@ -1,0 +1,73 @@
+//! Errors, one enum per area. Bindings map each variant to an exception or error class of their
+//! language using [`Error::code`], and keep the message.
+
+use crate::model::Usage;
+
+/// Everything a run or a configuration call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The agent or a tool was configured wrongly (duplicate tool names, a schema that is not an object, …).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The model provider failed, after retries where a retry made sense.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The run used its turn budget without the model giving a final answer.
+    #[error("the run reached its limit of {max_turns} turns without a final answer")]
+    MaxTurns { max_turns: u32, usage: Usage },
+    /// The run was cancelled. A signal, not a failure.
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+impl Error {
+    /// A stable machine-readable code, the same in every language.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Model(e) => e.code(),
+            Error::MaxTurns { .. } => "max_turns",
+            Error::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A failure talking to the model provider.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an error status.
+    #[error("the model provider answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    /// The request never got an answer (connection refused, reset, timed out).
+    #[error("could not reach the model provider: {0}")]
+    Transport(String),
+    /// The provider answered with something that is not the wire format.
+    #[error("the model provider's answer could not be read: {0}")]
+    InvalidResponse(String),
+}
+
+impl ModelError {
+    /// A stable machine-readable code, the same in every language.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ModelError::Http { .. } => "model_http",
+            ModelError::Transport(_) => "model_transport",
+            ModelError::InvalidResponse(_) => "model_response",
+        }
+    }
+}
+
+/// What a tool returns when it fails. The model sees the message as an error result; the run goes on.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    Failed(String),
+    #[error("the tool call was cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        ToolError::Failed(message.to_string())
+    }
+}

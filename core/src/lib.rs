@@ -1,0 +1,40 @@
+//! # ambit
+//!
+//! The core of the ambit agent SDK: the agent loop, host tools, and the model wires. Every rule lives
+//! here; the Python, Node and Swift bindings only translate types, errors and async.
+//!
+//! ```no_run
+//! use ambit::{Agent, OpenAiChat, tool_fn};
+//! use serde::Deserialize;
+//! use serde_json::json;
+//!
+//! #[derive(Deserialize)]
+//! struct WeatherArgs { city: String }
+//!
+//! # async fn demo() -> Result<(), ambit::Error> {
+//! let agent = Agent::builder()
+//!     .model(OpenAiChat::new("gpt-4.1").base_url("http://127.0.0.1:8080/v1"))
+//!     .instructions("You answer weather questions.")
+//!     .tool(tool_fn(
+//!         "get_weather",
+//!         "Current weather for a city",
+//!         json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+//!         |args: WeatherArgs| async move { Ok::<_, String>(format!("sunny in {}", args.city)) },
+//!     ))
+//!     .build()?;
+//! let result = agent.run("Weather in Paris?").await?;
+//! println!("{}", result.output);
+//! # Ok(()) }
+//! ```
+
+pub mod agent;
+pub mod error;
+pub mod model;
+pub mod runtime;
+pub mod tools;
+
+pub use agent::{Agent, AgentBuilder, RunResult, ToolCallRecord};
+pub use error::{Error, ModelError, ToolError};
+pub use model::openai_chat::OpenAiChat;
+pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
+pub use tools::{FnTool, Tool, ToolRegistry, ToolSpec, tool_fn};

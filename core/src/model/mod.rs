@@ -1,0 +1,89 @@
+//! The model side of the loop: a provider-neutral conversation, the [`Model`] trait, and one module per
+//! wire format.
+
+pub mod openai_chat;
+mod retry;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ModelError;
+use crate::tools::ToolSpec;
+
+/// Token counts, per request and summed per run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.requests += other.requests;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// A tool call the model asked for. `arguments` is the raw JSON text the model wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One entry of the conversation, independent of any wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    User { content: String },
+    Assistant { content: Option<String>, tool_calls: Vec<ToolCall> },
+    Tool { call_id: String, name: String, content: String, is_error: bool },
+}
+
+/// Everything one model request carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub instructions: Option<String>,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    ContentFilter,
+    Other,
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    pub id: String,
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop: StopReason,
+    pub usage: Usage,
+}
+
+/// A model reachable over some wire.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The model's name as the provider knows it.
+    fn name(&self) -> &str;
+    async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
