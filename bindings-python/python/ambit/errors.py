@@ -1,0 +1,69 @@
+"""The exceptions ambit raises. Every one is an :class:`AmbitError` with a stable ``code``, the same
+code the Rust, Node and Swift bindings report."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["AmbitError", "ConfigError", "ModelError", "MaxTurnsExceeded", "RunCancelled"]
+
+
+class AmbitError(Exception):
+    """Base class of every ambit error."""
+
+    code: str = "ambit"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(AmbitError, ValueError):
+    """The agent or a tool was configured wrongly (a duplicate tool name, a schema that is not an object…)."""
+
+    code = "config"
+
+
+class ModelError(AmbitError):
+    """The model provider failed: an HTTP error (``status`` set), no connection, or an unreadable answer."""
+
+    code = "model_http"
+    status: int | None = None
+
+
+class MaxTurnsExceeded(AmbitError):
+    """The run reached its turn limit without a final answer. ``usage`` holds what it used."""
+
+    code = "max_turns"
+    max_turns: int = 0
+    usage: dict[str, int]
+
+
+class RunCancelled(AmbitError):
+    """The run was cancelled."""
+
+    code = "cancelled"
+
+
+_BY_CODE: dict[str, type[AmbitError]] = {
+    "config": ConfigError,
+    "model_http": ModelError,
+    "model_transport": ModelError,
+    "model_response": ModelError,
+    "max_turns": MaxTurnsExceeded,
+    "cancelled": RunCancelled,
+}
+
+
+def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
+    """Called by the native module to turn a core error into its exception."""
+    exc = _BY_CODE.get(code, AmbitError)(message, code=code)
+    if "status" in details:
+        exc.status = details["status"]  # type: ignore[attr-defined]
+    if "max_turns" in details:
+        exc.max_turns = details["max_turns"]  # type: ignore[attr-defined]
+    if "usage" in details:
+        exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
+    return exc

@@ -1,0 +1,63 @@
+"""Shared fixtures: the scenario files and the loopback provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((REPO / "tests" / "scenarios").glob("*.json"))
+
+
+def provider_bin() -> str:
+    path = os.environ.get("AMBIT_PROVIDER_BIN")
+    if not path:
+        target = os.environ.get("CARGO_TARGET_DIR", str(REPO / "target"))
+        path = str(Path(target) / "debug" / "ambit-provider")
+    if not Path(path).exists():
+        raise RuntimeError(f"the loopback provider is not built at {path}: run `cargo build -p ambit-test-provider`")
+    return path
+
+
+class Provider:
+    """A running `ambit-provider` serving one scenario file."""
+
+    def __init__(self, scenario: Path) -> None:
+        self.proc = subprocess.Popen([provider_bin(), "--exit-on-eof", str(scenario)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the provider did not start: {self.base_url!r}")
+
+    def state(self) -> dict[str, Any]:
+        import urllib.request
+        with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/__ambit/state") as r:
+            return json.load(r)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture
+def start_provider() -> Iterator[Any]:
+    started: list[Provider] = []
+
+    def start(scenario: Path) -> Provider:
+        p = Provider(scenario)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.close()

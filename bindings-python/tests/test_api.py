@@ -1,0 +1,148 @@
+"""The Python surface: schemas from type hints, typed errors for bad input, results as dataclasses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Literal, Optional
+
+import pytest
+
+import ambit
+from conftest import REPO
+
+
+def test_schema_from_type_hints_and_docstring() -> None:
+    @ambit.tool
+    def get_weather(city: str, days: int = 1, unit: Literal["c", "f"] = "c", detail: Optional[bool] = None,
+                    tags: list[str] | None = None) -> str:
+        """Current weather for a city.
+
+        Args:
+            city: City name.
+            days: How many days ahead,
+                counting today.
+        """
+        return "sunny"
+
+    assert get_weather.name == "get_weather"
+    assert get_weather.description == "Current weather for a city."
+    assert get_weather.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name."},
+            "days": {"type": "integer", "description": "How many days ahead, counting today.", "default": 1},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+            "detail": {"type": "boolean"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["city"],
+    }
+    assert get_weather("x") == "sunny"  # still callable as a function
+
+
+def test_a_type_without_schema_is_refused_by_name() -> None:
+    class Point:
+        pass
+
+    with pytest.raises(TypeError, match="tool 'f', parameter 'p'"):
+        @ambit.tool
+        def f(p: Point) -> str:
+            return ""
+
+
+def test_duplicate_tool_names_are_a_config_error() -> None:
+    def a(x: str) -> str:
+        return x
+
+    with pytest.raises(ambit.ConfigError, match="'a' is already registered") as info:
+        ambit.Agent(model="gpt-4.1", tools=[a, ambit.tool(a)])
+    assert info.value.code == "config"
+    assert isinstance(info.value, ValueError)
+
+
+def test_parameters_that_are_not_an_object_schema_are_refused() -> None:
+    with pytest.raises(ambit.ConfigError, match="tool 't': parameters must be a JSON Schema object"):
+        ambit.Agent(model="gpt-4.1", tools=[ambit.tool(lambda: "", name="t", parameters={"type": "string"})])
+
+
+@pytest.mark.parametrize("bad", [0, -1, "3", True])
+def test_max_turns_must_be_a_positive_integer(bad: Any) -> None:
+    with pytest.raises(ambit.ConfigError, match="max_turns"):
+        ambit.Agent(model="gpt-4.1", max_turns=bad)
+
+
+def test_wrong_types_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="model must be"):
+        ambit.Agent(model=42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a tool needs a function"):
+        ambit.Tool("not callable")  # type: ignore[arg-type]
+    agent = ambit.Agent(model="gpt-4.1")
+    with pytest.raises(TypeError, match="input must be a string"):
+        asyncio.run(agent.run(5))  # type: ignore[arg-type]
+
+
+def test_run_sync_inside_a_loop_says_what_to_do() -> None:
+    agent = ambit.Agent(model="gpt-4.1")
+
+    async def inside() -> None:
+        agent.run_sync("hi")
+
+    with pytest.raises(RuntimeError, match="await agent.run"):
+        asyncio.run(inside())
+
+
+def test_unreachable_provider_is_a_model_error() -> None:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=f"http://127.0.0.1:{port}/v1"))
+    with pytest.raises(ambit.ModelError) as info:
+        agent.run_sync("hi")
+    assert info.value.code == "model_transport"
+
+
+def test_http_error_carries_status(start_provider: Any) -> None:
+    path = REPO / "tests" / "scenarios" / "provider_error.json"
+    provider = start_provider(path)
+    agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-wrong"))
+    with pytest.raises(ambit.ModelError) as info:
+        agent.run_sync("Hello?")
+    assert info.value.status == 401
+    assert "Incorrect API key provided" in str(info.value)
+
+
+def test_max_turns_error_reports_usage(start_provider: Any) -> None:
+    path = REPO / "tests" / "scenarios" / "turn_limit.json"
+    scenario = json.loads(path.read_text())
+    provider = start_provider(path)
+
+    def get_weather(city: str) -> str:
+        return "sunny"
+
+    agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url), tools=[get_weather],
+                        max_turns=scenario["agent"]["max_turns"])
+    with pytest.raises(ambit.MaxTurnsExceeded) as info:
+        agent.run_sync(scenario["input"])
+    assert info.value.max_turns == 2
+    assert info.value.usage["requests"] == 2 and info.value.usage["input_tokens"] == 30
+
+
+def test_result_types(start_provider: Any) -> None:
+    path = REPO / "tests" / "scenarios" / "weather_single_call.json"
+    provider = start_provider(path)
+
+    @ambit.tool
+    def get_weather(city: str) -> dict[str, str]:
+        """Current weather for a city."""
+        return {"sky": "sunny"} if city == "never" else "sunny"  # type: ignore[return-value]
+
+    agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-test-ambit"),
+                        instructions="You answer weather questions.", tools=[get_weather])
+    result = agent.run_sync("Weather in Paris?")
+    assert isinstance(result, ambit.RunResult) and isinstance(result.usage, ambit.Usage)
+    assert result.tool_calls[0] == ambit.ToolCall(id="call_paris_1", name="get_weather",
+                                                 arguments={"city": "Paris"}, result="sunny", is_error=False)
+    assert result.turns == 2 and result.usage.total_tokens == 84 + 23
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
