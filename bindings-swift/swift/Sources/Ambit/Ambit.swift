@@ -1,0 +1,187 @@
+// The hand-written facade over the UniFFI-generated layer (ambit_swift.swift). It only translates:
+// Swift tools into `HostTool`, configuration into `AgentConfig`, `CoreError` into `AmbitError`.
+// Every rule (tool names, schemas, the loop, error texts) lives in the Rust core.
+
+import Foundation
+
+/// A tool the agent can call: a type with a name, a description, a JSON Schema and an async `call`.
+///
+/// ```swift
+/// struct GetWeather: AmbitTool {
+///     let name = "get_weather"
+///     let description = "Current weather for a city."
+///     let parameters = #"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+///     func call(arguments: [String: Any]) async throws -> String { "sunny" }
+/// }
+/// ```
+///
+/// A thrown error becomes an error result the model sees ("Error: tool 'get_weather' failed: <message>");
+/// the message is the error's `errorDescription` when it is a `LocalizedError`, else its description.
+public protocol AmbitTool: Sendable {
+    var name: String { get }
+    var description: String { get }
+    /// The JSON Schema of the arguments, as JSON text; must be an object schema.
+    var parameters: String { get }
+    /// Runs the tool on the JSON object the model sent. The returned text reaches the model.
+    func call(arguments: [String: Any]) async throws -> String
+}
+
+/// A simple error for tools to throw: the message reaches the model as it is.
+public struct ToolError: LocalizedError, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var errorDescription: String? { message }
+    public var description: String { message }
+}
+
+/// Which model to talk to, and where.
+public struct Model: Sendable, Equatable {
+    public var name: String
+    public var baseURL: String?
+    public var apiKey: String?
+
+    /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
+    /// Without a base URL or key, `OPENAI_BASE_URL` and `OPENAI_API_KEY` are used, else OpenAI's URL.
+    public static func openAIChat(_ name: String, baseURL: String? = nil, apiKey: String? = nil) -> Model {
+        Model(name: name, baseURL: baseURL, apiKey: apiKey)
+    }
+
+    public static func openAIChat(_ name: String, baseURL: URL, apiKey: String? = nil) -> Model {
+        Model(name: name, baseURL: baseURL.absoluteString, apiKey: apiKey)
+    }
+}
+
+/// Every failure of configuring or running an agent. `code` is the same in every language.
+public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertible {
+    /// The agent or a tool was configured wrongly (duplicate tool names, a schema that is not an object, …).
+    case config(message: String)
+    /// The provider answered with an error status.
+    case modelHTTP(status: Int, message: String)
+    /// The provider could not be reached.
+    case modelTransport(message: String)
+    /// The provider's answer could not be read.
+    case modelResponse(message: String)
+    /// The run used its turn budget without a final answer.
+    case maxTurns(limit: Int, usage: Usage, message: String)
+    /// The run was cancelled.
+    case cancelled(message: String)
+
+    /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns` or `cancelled`.
+    public var code: String {
+        switch self {
+        case .config: return "config"
+        case .modelHTTP: return "model_http"
+        case .modelTransport: return "model_transport"
+        case .modelResponse: return "model_response"
+        case .maxTurns: return "max_turns"
+        case .cancelled: return "cancelled"
+        }
+    }
+
+    /// The core's text for the error.
+    public var message: String {
+        switch self {
+        case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
+             let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message):
+            return message
+        }
+    }
+
+    public var errorDescription: String? { message }
+    public var description: String { message }
+
+    init(_ error: CoreError) {
+        switch error {
+        case let .Config(message): self = .config(message: message)
+        case let .ModelHttp(status, message): self = .modelHTTP(status: Int(status), message: message)
+        case let .ModelTransport(message): self = .modelTransport(message: message)
+        case let .ModelResponse(message): self = .modelResponse(message: message)
+        case let .MaxTurns(maxTurns, usage, message):
+            self = .maxTurns(limit: Int(maxTurns), usage: usage, message: message)
+        case let .Cancelled(message): self = .cancelled(message: message)
+        }
+    }
+}
+
+/// An agent: a model, instructions and tools. Safe to share; runs share nothing but configuration.
+public final class Agent: Sendable {
+    private let core: CoreAgent
+
+    /// Builds the agent. A bad configuration (duplicate tool names, parameters that are not a JSON object
+    /// schema, `maxTurns` below 1, …) throws `AmbitError.config`.
+    public init(model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil) throws {
+        var turns: UInt32? = nil
+        if let maxTurns {
+            guard let n = UInt32(exactly: maxTurns) else {
+                throw AmbitError.config(message: "invalid configuration: max_turns must be at least 1, got \(maxTurns)")
+            }
+            turns = n
+        }
+        let config = AgentConfig(
+            model: model.name,
+            baseUrl: model.baseURL,
+            apiKey: model.apiKey,
+            instructions: instructions,
+            maxTurns: turns,
+            tools: tools.map { tool in
+                ToolDefinition(
+                    name: tool.name,
+                    description: tool.description,
+                    parametersJson: tool.parameters,
+                    implementation: ToolAdapter(tool)
+                )
+            }
+        )
+        do {
+            core = try CoreAgent(config: config)
+        } catch let error as CoreError {
+            throw AmbitError(error)
+        }
+    }
+
+    /// The names of the tools, in registration order.
+    public var toolNames: [String] { core.toolNames() }
+
+    /// Runs the agent from one user message to the final answer.
+    public func run(_ input: String) async throws -> RunResult {
+        do {
+            return try await core.run(input: input)
+        } catch let error as CoreError {
+            throw AmbitError(error)
+        }
+    }
+}
+
+extension ToolCall {
+    /// The arguments as the model sent them, decoded (nil when they are not JSON).
+    public var arguments: Any? {
+        try? JSONSerialization.jsonObject(with: Data(argumentsJson.utf8), options: [.fragmentsAllowed])
+    }
+}
+
+/// Adapts an `AmbitTool` to the generated `HostTool` the core calls.
+final class ToolAdapter: HostTool {
+    private let tool: any AmbitTool
+
+    init(_ tool: any AmbitTool) { self.tool = tool }
+
+    func call(argumentsJson: String) async throws -> String {
+        // The core only calls a tool with a JSON object.
+        let parsed = try? JSONSerialization.jsonObject(with: Data(argumentsJson.utf8))
+        guard let arguments = parsed as? [String: Any] else {
+            throw HostToolError.Failed(message: "the arguments are not a JSON object: \(argumentsJson)")
+        }
+        do {
+            return try await tool.call(arguments: arguments)
+        } catch {
+            throw HostToolError.Failed(message: Self.message(of: error))
+        }
+    }
+
+    static func message(of error: any Error) -> String {
+        if let localized = error as? LocalizedError, let text = localized.errorDescription, !text.isEmpty {
+            return text
+        }
+        return String(describing: error)
+    }
+}

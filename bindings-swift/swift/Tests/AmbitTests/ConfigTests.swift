@@ -1,0 +1,107 @@
+// Bad input is a Swift error (AmbitError.config), never a crash. No provider is needed: the agent is
+// checked when it is built.
+
+import Foundation
+import Testing
+
+@testable import Ambit
+
+struct NamedTool: AmbitTool {
+    var name = "get_weather"
+    var description = "Current weather for a city."
+    var parameters = #"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+    func call(arguments: [String: Any]) async throws -> String { "sunny" }
+}
+
+let model = Model.openAIChat("gpt-4.1", baseURL: "http://127.0.0.1:9/v1", apiKey: "sk-test")
+
+func configError(_ build: () throws -> Agent) -> AmbitError? {
+    do {
+        _ = try build()
+        return nil
+    } catch {
+        return error as? AmbitError
+    }
+}
+
+@Suite struct ConfigTests {
+    @Test func buildsAgent() throws {
+        let agent = try Agent(model: model, instructions: "Be brief.", tools: [NamedTool()], maxTurns: 3)
+        #expect(agent.toolNames == ["get_weather"])
+    }
+
+    @Test func duplicateToolNamesAreAConfigError() throws {
+        let error = try #require(configError { try Agent(model: model, tools: [NamedTool(), NamedTool()]) })
+        #expect(error.code == "config")
+        #expect(error.message.contains("get_weather"))
+        guard case .config = error else { Issue.record("not .config: \(error)"); return }
+    }
+
+    @Test(arguments: [
+        #"{"type":"string"}"#,
+        #"[1,2]"#,
+        #""object""#,
+        #"not json"#,
+    ])
+    func parametersNotAnObjectSchemaAreAConfigError(_ parameters: String) throws {
+        let tool = NamedTool(parameters: parameters)
+        let error = try #require(configError { try Agent(model: model, tools: [tool]) })
+        #expect(error.code == "config", "\(error)")
+    }
+
+    @Test func emptyToolNameIsAConfigError() throws {
+        let error = try #require(configError { try Agent(model: model, tools: [NamedTool(name: " ")]) })
+        #expect(error.code == "config")
+    }
+
+    @Test(arguments: [0, -1, Int(UInt32.max) + 1])
+    func maxTurnsOutOfRangeIsAConfigError(_ maxTurns: Int) throws {
+        let error = try #require(configError { try Agent(model: model, maxTurns: maxTurns) })
+        #expect(error.code == "config")
+    }
+
+    @Test func unreachableProviderIsATransportError() async throws {
+        let agent = try Agent(model: model)
+        do {
+            _ = try await agent.run("Hello?")
+            Issue.record("the run should fail")
+        } catch let error as AmbitError {
+            #expect(error.code == "model_transport", "\(error)")
+        }
+    }
+}
+
+struct Raising: AmbitTool {
+    struct Plain: Error {}
+    let name = "raising"
+    let description = "Always fails."
+    let parameters = #"{"type":"object"}"#
+    let localized: Bool
+    func call(arguments: [String: Any]) async throws -> String {
+        if localized { throw ToolError("no data for \(arguments["city"] as? String ?? "?")") }
+        throw Plain()
+    }
+}
+
+@Suite struct ToolAdapterTests {
+    func failure(_ tool: any AmbitTool, _ json: String) async -> String? {
+        do {
+            _ = try await ToolAdapter(tool).call(argumentsJson: json)
+            return nil
+        } catch let HostToolError.Failed(message) {
+            return message
+        } catch {
+            return "unexpected \(error)"
+        }
+    }
+
+    @Test func thrownErrorsKeepTheirMessage() async {
+        #expect(await failure(Raising(localized: true), #"{"city":"Oslo"}"#) == "no data for Oslo")
+        #expect(await failure(Raising(localized: false), "{}") == "Plain()")
+    }
+
+    @Test func argumentsAreDecoded() async throws {
+        #expect(try await ToolAdapter(NamedTool()).call(argumentsJson: #"{"city":"Oslo"}"#) == "sunny")
+        #expect(await failure(NamedTool(), "[1]")?.contains("not a JSON object") == true)
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the Swift binding and runs its tests (every scenario of tests/scenarios plus the configuration
+# tests) with `swift test` inside the cached Swift root (scripts/swift-toolchain.sh). Idempotent; reruns
+# are incremental: generated files and artifacts are only replaced when they changed, and SwiftPM's build
+# directory lives in the cached root, so it survives a fresh clone.
+#
+#   scripts/test-swift.sh [extra `swift test` arguments, e.g. --filter ConfigTests]
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=env.sh
+source "$repo/scripts/env.sh"
+pkg="$repo/bindings-swift/swift"
+art="$pkg/.artifacts"
+debug="$CARGO_TARGET_DIR/debug"
+
+bash "$repo/scripts/swift-toolchain.sh" ensure
+
+echo "test-swift: building ambit-swift and ambit-provider" >&2
+(cd "$repo" && cargo build -q -p ambit-swift -p ambit-test-provider)
+echo "test-swift: building uniffi-bindgen" >&2
+(cd "$repo/bindings-swift/uniffi-bindgen" && cargo build -q --locked)
+
+# put SRC DEST: copy when the content differs (keeps SwiftPM's incremental build).
+put() {
+  mkdir -p "$(dirname "$2")"
+  if ! cmp -s "$1" "$2"; then cp "$1" "$2"; fi
+}
+
+gen="$(mktemp -d)"
+trap 'rm -rf "$gen"' EXIT
+"$debug/uniffi-bindgen" generate --library "$debug/libambit_swift.so" --language swift --out-dir "$gen" \
+  2>&1 | { grep -v 'Unable to auto-format' || true; } >&2
+put "$gen/ambit_swift.swift" "$pkg/Sources/Ambit/ambit_swift.swift"
+put "$gen/ambit_swiftFFI.h" "$pkg/Sources/AmbitFFI/ambit_swiftFFI.h"
+# SwiftPM wants `module.modulemap`; the generated one also `use`s Darwin modules, which Linux lacks.
+printf 'module ambit_swiftFFI {\n    header "ambit_swiftFFI.h"\n    export *\n}\n' >"$gen/module.modulemap"
+put "$gen/module.modulemap" "$pkg/Sources/AmbitFFI/module.modulemap"
+
+# What the chroot needs, inside the bind-mounted package directory.
+put "$debug/libambit_swift.so" "$art/lib/libambit_swift.so"
+put "$debug/ambit-provider" "$art/bin/ambit-provider"
+chmod +x "$art/bin/ambit-provider"
+mkdir -p "$art/scenarios"
+find "$art/scenarios" -name '*.json' -delete
+cp "$repo"/tests/scenarios/*.json "$art/scenarios/"
+
+# SwiftPM's build directory, inside the cached root (one per package path).
+scratch="/var/cache/ambit-swiftpm/$(printf '%s' "$pkg" | sha256sum | cut -c1-16)"
+
+echo "test-swift: swift test" >&2
+bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift test --scratch-path "$scratch" "$@"
