@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every test in every language: Rust format and lints, the Rust suite, then pytest, node --test and
+# swift test, each running the shared scenario files in tests/scenarios/. Slow things are cached outside
+# the clone in $AMBIT_CACHE (default ~/.cache/ambit): the cargo target directory, the Python venv, the
+# Swift toolchain root and SwiftPM's build directory.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+source "$here/scripts/env.sh"
+cd "$here"
+
+declare -a timings=()
+step() {
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "==> $name" >&2
+  "$@"
+  timings+=("$(printf '%-8s %4ss' "$name" $((SECONDS - t0)))")
+}
+
+step fmt cargo fmt --all --check
+step clippy cargo clippy -q --workspace --all-targets -- -D warnings
+step rust cargo test -q
+step python bash scripts/test-python.sh
+step node bash scripts/test-node.sh
+step swift bash scripts/test-swift.sh
+
+echo "==> all suites passed" >&2
+printf '  %s\n' "${timings[@]}" >&2
