@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the Node binding (debug) and the loopback provider, then runs the Node suite (node --test).
+# Idempotent; runs from anywhere. Needs Node >= 20, npm and Rust.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=env.sh
+source "$ROOT/scripts/env.sh"
+
+cd "$ROOT/bindings-node"
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund
+else
+  npm install --no-audit --no-fund
+fi
+npm run build
+(cd "$ROOT" && cargo build -p ambit-test-provider)
+export AMBIT_PROVIDER="$CARGO_TARGET_DIR/debug/ambit-provider"
+node --test tests/
