@@ -37,6 +37,8 @@ put "$gen/ambit_swiftFFI.h" "$pkg/Sources/AmbitFFI/ambit_swiftFFI.h"
 printf 'module ambit_swiftFFI {\n    header "ambit_swiftFFI.h"\n    export *\n}\n' >"$gen/module.modulemap"
 put "$gen/module.modulemap" "$pkg/Sources/AmbitFFI/module.modulemap"
 
+put "$repo/examples/swift/main.swift" "$pkg/Sources/AmbitWeather/main.swift"
+
 # What the chroot needs, inside the bind-mounted package directory.
 put "$debug/libambit_swift.so" "$art/lib/libambit_swift.so"
 put "$debug/ambit-provider" "$art/bin/ambit-provider"
@@ -50,3 +52,16 @@ scratch="/var/cache/ambit-swiftpm/$(printf '%s' "$pkg" | sha256sum | cut -c1-16)
 
 echo "test-swift: swift test" >&2
 bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift test --scratch-path "$scratch" "$@"
+
+# The example, against the loopback provider (started on the host; the root shares its network).
+echo "test-swift: examples/swift/main.swift" >&2
+urlfile="$gen/provider-url"
+"$debug/ambit-provider" "$repo/examples/scripted/weather.json" >"$urlfile" </dev/null &
+provider_pid=$!
+for _ in $(seq 100); do [ -s "$urlfile" ] && break; sleep 0.05; done
+url="$(head -n 1 "$urlfile")"
+out="$(bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift run -q --scratch-path "$scratch" AmbitWeather --base-url "$url")" \
+  || { kill "$provider_pid"; echo "$out"; exit 1; }
+kill "$provider_pid" 2>/dev/null || true
+echo "$out"
+grep -q "(scripted) In Paris it is sunny" <<<"$out" || { echo "test-swift: the example did not print the scripted answer" >&2; exit 1; }

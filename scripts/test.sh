@@ -20,6 +20,13 @@ step() {
 step fmt cargo fmt --all --check
 step clippy cargo clippy -q --workspace --all-targets -- -D warnings
 step rust cargo test -q
+rust_example() {
+  local out
+  out="$(env -u OPENAI_API_KEY -u OPENAI_BASE_URL cargo run -q --example weather)"
+  echo "$out"
+  grep -q "(scripted) In Paris it is sunny and 22 °C." <<<"$out"
+}
+step example rust_example
 step python bash scripts/test-python.sh
 step node bash scripts/test-node.sh
 step swift bash scripts/test-swift.sh

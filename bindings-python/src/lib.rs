@@ -70,7 +70,11 @@ impl Tool for PyTool {
             .map_err(|e| Python::attach(|py| ToolError::Failed(exception_text(py, &e))))?;
             let out = fut.await;
             return Python::attach(|py| match out {
-                Ok(v) => v.bind(py).extract::<String>().map(Value::String).map_err(|e| ToolError::Failed(exception_text(py, &e))),
+                Ok(v) => v
+                    .bind(py)
+                    .extract::<String>()
+                    .map(Value::String)
+                    .map_err(|e| ToolError::Failed(exception_text(py, &e))),
                 Err(e) => Err(ToolError::Failed(exception_text(py, &e))),
             });
         }
@@ -121,9 +125,8 @@ impl NativeAgent {
             b = b.max_turns(n);
         }
         for (name, description, parameters, call, is_async) in tools {
-            let parameters: Value = serde_json::from_str(&parameters).map_err(|e| {
-                core_err(Error::Config(format!("tool '{name}': parameters are not JSON: {e}")))
-            })?;
+            let parameters: Value = serde_json::from_str(&parameters)
+                .map_err(|e| core_err(Error::Config(format!("tool '{name}': parameters are not JSON: {e}"))))?;
             b = b.tool(PyTool { spec: ToolSpec::new(name, description, parameters), call, is_async });
         }
         let agent = b.build().map_err(core_err)?;

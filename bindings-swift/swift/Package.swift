@@ -9,6 +9,7 @@ let package = Package(
     name: "Ambit",
     products: [
         .library(name: "Ambit", targets: ["Ambit"]),
+        .executable(name: "AmbitWeather", targets: ["AmbitWeather"]),
     ],
     targets: [
         // The generated C header and module map of the Rust library (module `ambit_swiftFFI`).
@@ -22,6 +23,8 @@ let package = Package(
                 .unsafeFlags(["-L", libDir, "-Xlinker", "-rpath", "-Xlinker", libDir]),
             ]
         ),
+        // examples/swift/main.swift, copied in by scripts/test-swift.sh.
+        .executableTarget(name: "AmbitWeather", dependencies: ["Ambit"], path: "Sources/AmbitWeather"),
         .testTarget(name: "AmbitTests", dependencies: ["Ambit"], path: "Tests/AmbitTests"),
     ]
 )

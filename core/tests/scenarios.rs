@@ -73,7 +73,11 @@ async fn run_scenario(path: &Path) -> Result<(), String> {
     }
     for t in scenario["tools"].as_array().into_iter().flatten() {
         builder = builder.tool(ScenarioTool {
-            spec: ToolSpec::new(t["name"].as_str().unwrap(), t["description"].as_str().unwrap(), t["parameters"].clone()),
+            spec: ToolSpec::new(
+                t["name"].as_str().unwrap(),
+                t["description"].as_str().unwrap(),
+                t["parameters"].clone(),
+            ),
             behavior: t["behavior"].clone(),
         });
     }

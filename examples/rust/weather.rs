@@ -16,14 +16,18 @@ struct WeatherArgs {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = std::env::var("AMBIT_MODEL").unwrap_or_else(|_| "gpt-4.1-mini".into());
-    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"].iter().any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+    let configured =
+        ["OPENAI_API_KEY", "OPENAI_BASE_URL"].iter().any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     let mut _provider = None;
     let model = if configured {
         OpenAiChat::new(name)
     } else {
-        let script = Script::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripted/weather.json"))?;
+        let script =
+            Script::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scripted/weather.json"))?;
         let p = Provider::start(script).await?;
-        println!("No OPENAI_API_KEY or OPENAI_BASE_URL set: the model's answers are SCRIPTED by the loopback provider.");
+        println!(
+            "No OPENAI_API_KEY or OPENAI_BASE_URL set: the model's answers are SCRIPTED by the loopback provider."
+        );
         let m = OpenAiChat::new(name).base_url(p.base_url()).api_key("sk-scripted");
         _provider = Some(p);
         m
@@ -46,6 +50,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  tool {}({}) -> {}", c.name, c.arguments, c.result);
     }
     println!("{}", result.output);
-    println!("[{} model requests, {} input + {} output tokens]", result.usage.requests, result.usage.input_tokens, result.usage.output_tokens);
+    println!(
+        "[{} model requests, {} input + {} output tokens]",
+        result.usage.requests, result.usage.input_tokens, result.usage.output_tokens
+    );
     Ok(())
 }

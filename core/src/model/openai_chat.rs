@@ -202,8 +202,9 @@ impl Model for OpenAiChat {
                         resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
                     let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
                     if (200..300).contains(&status) {
-                        let v: Value = serde_json::from_str(&text)
-                            .map_err(|e| ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&text, 300))))?;
+                        let v: Value = serde_json::from_str(&text).map_err(|e| {
+                            ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&text, 300)))
+                        })?;
                         return parse_response(&v);
                     }
                     let err = ModelError::Http { status, message: error_message(&text) };

@@ -14,7 +14,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_retries: 2, initial_backoff: Duration::from_millis(500), max_backoff: Duration::from_secs(30) }
+        RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
     }
 }
 
@@ -26,8 +30,7 @@ pub fn retryable_status(status: u16) -> bool {
 /// The wait before retry number `attempt` (0-based): the server's `retry-after` when it gave one (capped
 /// by `max_backoff`), else exponential backoff with up to 25 % jitter.
 pub fn backoff(policy: &RetryPolicy, attempt: u32, retry_after: Option<&str>) -> Duration {
-    if let Some(secs) = retry_after.and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0)
-    {
+    if let Some(secs) = retry_after.and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0) {
         return Duration::from_secs_f64(secs).min(policy.max_backoff);
     }
     let base = policy.initial_backoff.saturating_mul(1u32 << attempt.min(16)).min(policy.max_backoff);

@@ -138,8 +138,8 @@ where
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        let args: A = serde_json::from_value(arguments)
-            .map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
+        let args: A =
+            serde_json::from_value(arguments).map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
         let out = (self.f)(args).await.map_err(ToolError::failed)?;
         serde_json::to_value(out).map_err(|e| ToolError::Failed(format!("the result is not JSON: {e}")))
     }

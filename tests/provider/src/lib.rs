@@ -127,7 +127,12 @@ async fn handle(
         i
     };
     let Some(exchange) = script.exchanges.get(index) else {
-        let msg = format!("scenario '{}' has {} exchanges; request {} is one too many", script.name, script.exchanges.len(), index + 1);
+        let msg = format!(
+            "scenario '{}' has {} exchanges; request {} is one too many",
+            script.name,
+            script.exchanges.len(),
+            index + 1
+        );
         state.lock().unwrap_or_else(|p| p.into_inner()).mismatches.push(msg.clone());
         return Ok(error_response(400, &msg, None));
     };
@@ -167,10 +172,11 @@ pub fn chat_completion(id: &str, model: &str, respond: &Value) -> Value {
         })
         .unwrap_or_default();
     let content = respond.get("content").cloned().unwrap_or(Value::Null);
-    let finish = respond
-        .get("finish_reason")
-        .and_then(Value::as_str)
-        .unwrap_or(if calls.is_empty() { "stop" } else { "tool_calls" });
+    let finish = respond.get("finish_reason").and_then(Value::as_str).unwrap_or(if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    });
     let mut message = json!({"role": "assistant", "content": content, "refusal": null, "annotations": []});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
@@ -287,7 +293,11 @@ fn error_response(status: u16, message: &str, retry_after: Option<&str>) -> Resp
         400 | 404 => ("invalid_request_error", "invalid_request"),
         _ => ("server_error", "server_error"),
     };
-    json_response(status, &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}), retry_after)
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+        retry_after,
+    )
 }
 
 #[cfg(test)]
@@ -309,7 +319,11 @@ mod tests {
         assert_eq!(r["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
         assert_eq!(r["choices"][0]["message"]["content"], Value::Null);
-        let r = chat_completion("id2", "m", &json!({"content": "hi", "usage": {"prompt_tokens": 3, "completion_tokens": 2}}));
+        let r = chat_completion(
+            "id2",
+            "m",
+            &json!({"content": "hi", "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
+        );
         assert_eq!(r["choices"][0]["finish_reason"], "stop");
         assert_eq!(r["usage"]["total_tokens"], 5);
     }
