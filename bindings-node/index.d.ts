@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'model_transport'
   | 'model_response'
   | 'max_turns'
+  | 'budget_exceeded'
   | 'cancelled';
 
 /** Every error ambit throws. `code` is the core's stable machine-readable code. */
@@ -44,6 +45,8 @@ export declare class ModelError extends AmbitError {
 /** The run used its turn budget without the model giving a final answer. */
 export declare class MaxTurnsError extends AmbitError {
   readonly code: 'max_turns';
+  /** What the run used before it stopped. */
+  readonly usage: Usage | undefined;
   constructor(message: string, options?: ErrorOptions);
 }
 
@@ -53,20 +56,98 @@ export declare class CancelledError extends AmbitError {
   constructor(message: string, options?: ErrorOptions);
 }
 
-export interface OpenAIChatOptions {
-  /** Defaults to `OPENAI_BASE_URL`, else `https://api.openai.com/v1`. */
+export interface ModelOptions {
+  /** Defaults to `OPENAI_BASE_URL` (Anthropic: `ANTHROPIC_BASE_URL` + `/v1`), else the vendor's URL. */
   baseUrl?: string;
-  /** Defaults to `OPENAI_API_KEY`, else no key. */
+  /** Defaults to `OPENAI_API_KEY` (Anthropic: `ANTHROPIC_API_KEY`), else no key. */
   apiKey?: string;
+  /** Stream answers (SSE); text reaches `stream()` events as it is written. Default false. */
+  stream?: boolean;
+  /** The limit on one HTTP request in seconds, retries not included (default 600). */
+  timeout?: number;
+  /** Attempts after the first on 429, 5xx and connection errors (default 2). */
+  maxRetries?: number;
 }
 
-/** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
-export declare class OpenAIChat {
+/** @deprecated use {@link ModelOptions} */
+export type OpenAIChatOptions = ModelOptions;
+
+/** What every wire takes; use {@link OpenAIChat}, {@link Anthropic} or {@link OpenAIResponses}. */
+export declare class Model {
+  readonly wire: 'openai_chat' | 'anthropic' | 'openai_responses';
   readonly model: string;
   readonly baseUrl: string | undefined;
   readonly apiKey: string | undefined;
-  constructor(model: string, options?: OpenAIChatOptions);
+  readonly stream: boolean;
+  readonly timeout: number | undefined;
+  readonly maxRetries: number | undefined;
 }
+
+/** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
+export declare class OpenAIChat extends Model {
+  readonly wire: 'openai_chat';
+  constructor(model: string, options?: ModelOptions);
+}
+
+/** A model on the OpenAI Responses wire. */
+export declare class OpenAIResponses extends Model {
+  readonly wire: 'openai_responses';
+  constructor(model: string, options?: ModelOptions);
+}
+
+/** A model on the Anthropic Messages wire (`baseUrl` ends in `/v1`). */
+export declare class Anthropic extends Model {
+  readonly wire: 'anthropic';
+  /** The most tokens one answer may have (default 4096). */
+  readonly maxTokens: number | undefined;
+  constructor(model: string, options?: ModelOptions & { maxTokens?: number });
+}
+
+/** The run went past a hard budget. */
+export declare class BudgetError extends AmbitError {
+  readonly code: 'budget_exceeded';
+  /** Which budget: tokens or cost. */
+  readonly budget: 'tokens' | 'cost';
+  readonly limit: number;
+  readonly spent: number;
+  /** What the run cost, when the price table has the model. */
+  readonly cost: number | undefined;
+  /** What the run used before it stopped. */
+  readonly usage: Usage;
+}
+
+/** What a model costs per million tokens, in any unit (the cost budget uses the same unit). */
+export interface Price {
+  inputPerMtok?: number;
+  outputPerMtok?: number;
+  cacheReadPerMtok?: number;
+  cacheWritePerMtok?: number;
+}
+
+/** One item of a run's checklist. */
+export interface ChecklistItem {
+  id: number;
+  text: string;
+  status: 'pending' | 'in_progress' | 'deferred' | 'completed' | 'canceled';
+  reason: string | undefined;
+  task: string | undefined;
+}
+
+/** One event of a run, as `Agent.stream` yields it. */
+export type AgentEvent =
+  | { type: 'run_started'; input: string }
+  | { type: 'model_request'; turn: number }
+  | { type: 'text_delta'; text: string }
+  | { type: 'model_response'; turn: number; usage: Usage; cost: number | null }
+  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue }
+  | { type: 'tool_started'; id: string; name: string }
+  | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
+  | { type: 'tool_refused'; id: string; name: string; reason: string }
+  | { type: 'checklist_nudge'; nudge: number; openItems: string[] }
+  | { type: 'background_task_started'; taskId: string; callId: string; name: string }
+  | { type: 'background_task_progress'; taskId: string; note: string }
+  | { type: 'background_task_reported'; taskId: string; name: string; result: string; isError: boolean }
+  | { type: 'run_finished'; usage: Usage; result: RunResult };
 
 export interface ToolDefinition<Args extends Record<string, any> = Record<string, any>> {
   /** The name the model calls the tool by; unique within an agent. */
@@ -81,6 +162,15 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
    * (`Error: tool '<name>' failed: <message>`); the run goes on.
    */
   run: (args: Args) => unknown | Promise<unknown>;
+  /**
+   * The lowest level the tool may run at. Undeclared: `"unrestricted"` (the SDK cannot know what a
+   * host function does). An unknown level is a ConfigError when the agent is built.
+   */
+  level?: Level;
+  /** Every call goes to the approval handler, whatever the level (default false). */
+  requiresApproval?: boolean;
+  /** String arguments whose blank value is itself the value (kept, not read as left out). */
+  allowBlank?: string[];
 }
 
 /** A tool made by {@link tool}. */
@@ -89,6 +179,9 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
   readonly description: string;
   readonly parameters: JsonSchema;
   readonly run: (args: Args) => unknown | Promise<unknown>;
+  readonly level: Level | undefined;
+  readonly requiresApproval: boolean | undefined;
+  readonly allowBlank: string[] | undefined;
 }
 
 /** Declares a host tool. Throws a TypeError when `name` or `run` is missing or of the wrong type. */
@@ -97,12 +190,127 @@ export declare function tool<Args extends Record<string, any> = Record<string, a
 ): Tool<Args>;
 
 export interface AgentOptions {
-  model: OpenAIChat;
+  model: Model;
+  /** The most tool calls of one turn running at the same time (default 8); results keep the model's order. */
+  maxConcurrency?: number;
+  /** Hard budget: the most tokens (input, output, cache-read and cache-write together) a run may use. */
+  maxTokens?: number;
+  /** Hard budget: the most a run may cost, by `prices`. */
+  maxCost?: number;
+  /** Prices per model name. */
+  prices?: Record<string, Price>;
+  /**
+   * The checklist tools (checklist_add, checklist_edit, checklist_read) and the rule that a run cannot
+   * end its turn while an item is pending or in_progress. Default false.
+   */
+  checklist?: boolean;
+  /** How many times the loop nudges the model about open items before the run ends anyway (default 3). */
+  checklistNudgeCap?: number;
+  /**
+   * Background calls: every tool gains an optional `background` parameter; such a call returns a task id
+   * at once and its result arrives as its own turn (tools `task_list`, `task_cancel`). Default false.
+   */
+  background?: boolean;
+  /** Seconds a background task may stay silent before it is failed as dead (default 300). */
+  heartbeat?: number;
+  /**
+   * The scratchpad: every tool gains an optional `scratchpad` parameter that saves its output under a name
+   * instead of returning it, and the scratchpad tools. Default false.
+   */
+  scratchpad?: boolean;
   /** The system instructions sent with every request. */
   instructions?: string;
   tools?: Tool<any>[];
   /** The most model requests one run may make (default 10, at least 1). */
   maxTurns?: number;
+  /**
+   * The permission policy. Without one the agent runs at `"unrestricted"` with approvals off. Unknown
+   * keys or values are a ConfigError naming them.
+   */
+  policy?: Policy;
+  /** Built-in tools to register, by name (registered after `tools`); an unknown name is a ConfigError. */
+  builtins?: BuiltinName[];
+  /** MCP servers, connected before the first model request; their tools are `mcp__<server>__<tool>`. */
+  mcpServers?: McpServerConfig[];
+  /** Which tools wait in the catalog until the model loads them (MCP tools are deferred by default). */
+  deferral?: DeferralOptions;
+  /**
+   * Sub-agents: the tools agent_spawn, agent_list, agent_followup, agent_steer and agent_delete. A
+   * sub-agent is never wider than its parent (level, directories, network, tools); a wider request is
+   * refused by name. `true` takes the defaults.
+   */
+  subagents?: boolean | SubagentOptions;
+}
+
+/** Sub-agent settings. */
+export interface SubagentOptions {
+  /** Levels of sub-agents below this agent (default 3; 1: sub-agents cannot spawn; 0: no agent tools). */
+  maxDepth?: number;
+  /** Whether this agent holds a memory store it may grant sub-agents read access to (default "none"). */
+  memory?: 'none' | 'read';
+}
+
+/** Permission levels, in order: none < read < workspace < unrestricted. */
+export type Level = 'none' | 'read' | 'workspace' | 'unrestricted';
+
+/** How a tool that may be deferred ships: listed until loaded, declared from the start, or not at all. */
+export type DeferralSetting = 'deferred' | 'eager' | 'hidden';
+
+/** One MCP server. Unknown keys or values are a ConfigError naming them. */
+export interface McpServerConfig {
+  /** The `<server>` of `mcp__<server>__<tool>`: ASCII letters, digits, `_` or `-`. */
+  name: string;
+  transport:
+    | { type: 'stdio'; command: string; args?: string[]; env?: Record<string, string>; cwd?: string }
+    | { type: 'http'; url: string };
+  /** `initialize` (2025-11-25, default), `stateless` (2026-07-28) or `auto`. */
+  protocol?: 'initialize' | 'stateless' | 'auto';
+  /** Believe the server's annotations (`readOnlyHint` gives level `read`). */
+  trusted?: boolean;
+  /** The level of a tool, by the server's name for it; wins over annotations. Others: `unrestricted`. */
+  levels?: Record<string, Level>;
+  /** This server's setting; absent: the agent's `deferral.setting`. */
+  deferral?: DeferralSetting;
+  /** Tools (the server's names) that ship their schemas from the first request under every setting. */
+  eagerLoadTools?: string[];
+}
+
+export interface DeferralOptions {
+  /** The install-wide setting (default `deferred`): servers without their own and `deferrableTools` follow it. */
+  setting?: DeferralSetting;
+  /** `append` (a loaded schema joins the tools; default) or `eager` (every schema from the first request). */
+  strategy?: 'append' | 'eager';
+  /** Host tools and built-ins that may be deferred (all others are eager). */
+  deferrableTools?: string[];
+}
+
+type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport'>;
+
+/** Makes server configurations. */
+export declare const McpServer: {
+  stdio(
+    name: string,
+    command: string,
+    args?: string[],
+    options?: McpServerOptions & { env?: Record<string, string>; cwd?: string },
+  ): McpServerConfig;
+  http(name: string, url: string, options?: McpServerOptions): McpServerConfig;
+};
+
+/** One line of the listing API. */
+export interface ToolListing {
+  name: string;
+  /** The level the tool requires after overrides. */
+  level: Level;
+  /** The level the tool declares. */
+  declaredLevel: Level;
+  /**
+   * `offered`; `blocked` (allow/block lists); `above_level` (approvals off); `deferred` (offered once
+   * loaded: in the catalog); `hidden` (the deferral setting keeps it out altogether).
+   */
+  status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden';
+  /** Whether a call goes to the approval handler. */
+  approval: boolean;
 }
 
 /** One tool call made during a run, as the model saw it. */
@@ -147,6 +355,10 @@ export interface RunResult {
   usage: Usage;
   /** Model requests made. */
   turns: number;
+  /** What the run cost, when the price table has the model. */
+  cost: number | undefined;
+  /** Checklist items still pending or in_progress when the run ended (past the nudge cap). */
+  openItems: ChecklistItem[];
   /** The whole conversation, the input first. */
   messages: Message[];
 }
@@ -159,4 +371,114 @@ export declare class Agent {
    * MaxTurnsError or CancelledError (all AmbitError).
    */
   run(input: string): Promise<RunResult>;
+  /**
+   * Runs the agent, yielding its events as they happen; the last is `run_finished`. A failed run throws
+   * its error after the events before it; leaving the loop early cancels the run.
+   */
+  stream(input: string): AsyncGenerator<AgentEvent, void, undefined>;
+  /** Every tool (host tools, then built-ins) with its effective level and status. */
+  listTools(): ToolListing[];
+}
+
+// ---- The work ledger (ledger.js). Times are milliseconds since the Unix epoch. ----
+
+export type GrantReason = 'fresh' | 'cooldown_expired' | 'fingerprint_changed';
+export type SkipReason = 'in_flight' | 'cooling_down' | 'over_limit';
+export type Outcome = 'productive' | 'empty' | 'failed' | 'released';
+export type AttemptOutcome = Outcome | 'abandoned';
+export type EntryState = 'in_flight' | 'cooling_down' | 'eligible';
+
+/** A ledger call refused or failed; a refused batch wrote nothing. */
+export declare class LedgerError extends AmbitError {}
+/** An unknown outcome, a missing subject_key or the same subject twice (code "ledger_invalid_batch"). */
+export declare class InvalidBatchError extends LedgerError {}
+/** A record for a grant another run has since reclaimed (code "ledger_stale_token"). */
+export declare class StaleTokenError extends LedgerError {
+  subjectKey: string;
+}
+/** A record for a subject this run never claimed (code "ledger_not_claimed"). */
+export declare class NotClaimedError extends LedgerError {
+  subjectKey: string;
+}
+/** A routine claiming outside the scope its first claim pinned (code "ledger_scope_pinned"). */
+export declare class ScopePinnedError extends LedgerError {
+  routineId: string;
+  pinnedScope: string;
+  scope: string;
+}
+
+export interface LabelledCandidate {
+  subjectKey: string;
+  status: 'granted' | 'skipped';
+  grantReason?: GrantReason;
+  /** The claim token (the attempt number) that fences the record. */
+  token?: number;
+  leaseUntil?: number;
+  skipReason?: SkipReason;
+  eligibleAt?: number | null;
+}
+
+export declare class ClaimResult {
+  scope: string;
+  candidates: LabelledCandidate[];
+  readonly granted: LabelledCandidate[];
+  get(subjectKey: string): LabelledCandidate | undefined;
+}
+
+export interface RecordInput {
+  subjectKey: string;
+  outcome: Outcome;
+  token?: number;
+  fingerprint?: string;
+}
+
+export interface RecordResult {
+  scope: string;
+  recorded: { subjectKey: string; outcome: Outcome; attempts: number; misses: number; eligibleAt: number | null; escalate: boolean }[];
+  escalate: string[];
+}
+
+export interface LedgerEntry {
+  scope: string;
+  subjectKey: string;
+  state: EntryState;
+  eligibleAt: number | null;
+  lastOutcome: AttemptOutcome | null;
+  lastGrantReason: GrantReason | null;
+  attempts: number;
+  misses: number;
+  claimToken: number;
+  escalate: boolean;
+  routineId: string | null;
+  lastAttemptAt: number | null;
+}
+
+export interface RoutineLimits {
+  parallelLimit?: number;
+  dailyCap?: number | null;
+  running?: number;
+  startedToday?: number;
+}
+
+export declare class Ledger {
+  static open(url: string, options?: { durability?: 'full' | 'fast' }): Promise<Ledger>;
+  claim(
+    scope: string,
+    candidates: (string | { subjectKey: string; fingerprint?: string })[],
+    options?: { limit?: number; leaseMs?: number; runId?: string | null; routineId?: string | null },
+  ): Promise<ClaimResult>;
+  record(scope: string, records: RecordInput[], options?: { runId?: string | null }): Promise<RecordResult>;
+  list(options?: { scope?: string | null; state?: 'all' | 'eligible' | 'suppressed'; routineId?: string | null }): Promise<LedgerEntry[]>;
+  grantReasonCounts(scope: string): Promise<{ fresh: number; cooldownExpired: number; fingerprintChanged: number }>;
+  reportBacklog(
+    routineId: string,
+    subjectKeys: string[],
+    batchSize: number,
+    options?: { limits?: RoutineLimits; runId?: string | null },
+  ): Promise<{ routineId: string; scope: string | null; workable: number; extraRuns: number }>;
+  drainDecision(
+    routineId: string,
+    runId: string,
+    options?: { limits?: RoutineLimits },
+  ): Promise<{ stop: 'nothing_workable' | 'queue_empty' | 'run_did_not_report' | 'report_stale' | null; startRuns: number }>;
 }

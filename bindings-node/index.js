@@ -4,6 +4,10 @@
 // agent loop, tool validation, error formatting) lives in the Rust core.
 
 const native = require('./native/index.js');
+const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
+const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
+const { McpServer, toNativeTooling } = require('./mcp.js');
+const { toNativeSubagents } = require('./subagents.js');
 
 /** Every error ambit throws. `code` is the core's stable machine-readable code. */
 class AmbitError extends Error {
@@ -40,6 +44,23 @@ class MaxTurnsError extends AmbitError {
   }
 }
 
+/**
+ * The run went past a hard budget (code "budget_exceeded"). `budget` is "tokens" or "cost"; `limit`
+ * and `spent` are in its unit; `usage` (and `cost`, when the price table has the model) is what the run
+ * used.
+ */
+class BudgetError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'budget_exceeded', options);
+    this.name = 'BudgetError';
+    this.budget = details.budget;
+    this.limit = details.limit;
+    this.spent = details.spent;
+    this.cost = details.cost ?? undefined;
+    this.usage = details.usage ? toUsage(details.usage) : undefined;
+  }
+}
+
 /** The run was cancelled (code "cancelled"). */
 class CancelledError extends AmbitError {
   constructor(message, options) {
@@ -51,11 +72,17 @@ class CancelledError extends AmbitError {
 /** Turns a core error (`{code, message, status}`) into the matching error class. */
 function toError(e) {
   const message = e.message;
+  const details = e.details ? JSON.parse(e.details) : {};
   switch (e.code) {
     case 'config':
       return new ConfigError(message);
-    case 'max_turns':
-      return new MaxTurnsError(message);
+    case 'max_turns': {
+      const err = new MaxTurnsError(message);
+      if (details.usage) err.usage = toUsage(details.usage);
+      return err;
+    }
+    case 'budget_exceeded':
+      return new BudgetError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     default:
@@ -70,34 +97,6 @@ function describe(value) {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   return typeof value;
-}
-
-/** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
-class OpenAIChat {
-  /**
-   * @param {string} model the model name, e.g. "gpt-4.1"
-   * @param {{baseUrl?: string, apiKey?: string}} [options] default to OPENAI_BASE_URL / OPENAI_API_KEY
-   */
-  constructor(model, options = {}) {
-    if (typeof model !== 'string') {
-      throw new TypeError(`OpenAIChat: the model name must be a string, got ${describe(model)}`);
-    }
-    if (options === null || typeof options !== 'object') {
-      throw new TypeError(`OpenAIChat: options must be an object, got ${describe(options)}`);
-    }
-    for (const key of ['baseUrl', 'apiKey']) {
-      if (options[key] != null && typeof options[key] !== 'string') {
-        throw new TypeError(`OpenAIChat: options.${key} must be a string, got ${describe(options[key])}`);
-      }
-    }
-    this.model = model;
-    this.baseUrl = options.baseUrl ?? undefined;
-    this.apiKey = options.apiKey ?? undefined;
-  }
-
-  toNative() {
-    return { model: this.model, baseUrl: this.baseUrl, apiKey: this.apiKey };
-  }
 }
 
 const TOOL = Symbol('ambit.tool');
@@ -144,7 +143,16 @@ function tool(definition) {
       return JSON.stringify({ ok: false, message: errorMessage(e) });
     }
   };
-  return Object.freeze({ [TOOL]: true, name, description, parameters, run, _native: { name, description, parameters: parametersJson, call } });
+  const declared = toolDeclarations(name, definition);
+  return Object.freeze({
+    [TOOL]: true,
+    name,
+    description,
+    parameters,
+    run,
+    ...declared,
+    _native: { name, description, parameters: parametersJson, call, ...declared },
+  });
 }
 
 /** An agent: a model, instructions and tools. */
@@ -158,8 +166,27 @@ class Agent {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`Agent: expected an options object {model, instructions, tools, maxTurns}, got ${describe(options)}`);
     }
-    const { model, instructions, tools = [], maxTurns } = options;
-    if (model != null && !(model instanceof OpenAIChat)) {
+    const {
+      model,
+      instructions,
+      tools = [],
+      maxTurns,
+      policy,
+      builtins,
+      maxConcurrency,
+      maxTokens,
+      maxCost,
+      prices,
+      checklist,
+      checklistNudgeCap,
+      background,
+      heartbeat,
+      scratchpad,
+      mcpServers,
+      deferral,
+      subagents,
+    } = options;
+    if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
     }
     if (instructions != null && typeof instructions !== 'string') {
@@ -181,11 +208,57 @@ class Agent {
         model: model == null ? undefined : model.toNative(),
         instructions: instructions ?? undefined,
         maxTurns: maxTurns ?? undefined,
+        options: loopOptions({
+          maxConcurrency,
+          maxTokens,
+          maxCost,
+          prices,
+          checklist,
+          checklistNudgeCap,
+          background,
+          heartbeat,
+          scratchpad,
+        }, { ...toNativeTooling(mcpServers, deferral), ...toNativeSubagents(subagents) }),
+        ...toNativePolicy(policy),
+        builtins: toNativeBuiltins(builtins),
       },
       tools.map((t) => t._native),
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;
+  }
+
+  /**
+   * Every tool (host tools, then built-ins, in registration order) with its effective level, declared
+   * level, status ("offered", "blocked", "above_level", "deferred" or "hidden") and whether its calls
+   * go to the approval handler. MCP tools appear once their server was listed (a run lists it before
+   * its first model request).
+   */
+  listTools() {
+    return toToolListing(this.#native.listTools());
+  }
+
+  /**
+   * Runs the agent like {@link Agent#run}, yielding its events as they happen; the last is
+   * `{type: "run_finished", usage, result}`. A failed run throws its error after the events before it.
+   * Leaving the loop early cancels the run.
+   * @param {string} input
+   */
+  async *stream(input) {
+    if (typeof input !== 'string') {
+      throw new TypeError(`Agent.stream: input must be a string, got ${describe(input)}`);
+    }
+    const feed = this.#native.stream(input);
+    try {
+      for (;;) {
+        const envelope = JSON.parse(await feed.next());
+        if (!envelope.ok) throw toError(envelope.error);
+        if (envelope.done) return;
+        yield toEvent(envelope.event);
+      }
+    } finally {
+      feed.cancel();
+    }
   }
 
   /**
@@ -200,6 +273,76 @@ class Agent {
     if (!envelope.ok) throw toError(envelope.error);
     return toRunResult(envelope.result);
   }
+}
+
+/** The loop's settings as the core's AgentOptions (snake_case JSON), or undefined when none is set. */
+function loopOptions({
+  maxConcurrency,
+  maxTokens,
+  maxCost,
+  prices,
+  checklist,
+  checklistNudgeCap,
+  background,
+  heartbeat,
+  scratchpad,
+}, tooling = {}) {
+  // `tooling`: the MCP servers and deferral settings, already in the core's form (mcp.js).
+  const options = { ...tooling };
+  for (const [key, value] of [
+    ['background', background],
+    ['scratchpad', scratchpad],
+  ]) {
+    if (value == null) continue;
+    if (typeof value !== 'boolean') throw new TypeError(`Agent: ${key} must be a boolean, got ${describe(value)}`);
+    options[key] = value;
+  }
+  if (heartbeat != null) options.heartbeat_secs = heartbeat;
+  if (maxConcurrency != null) options.max_concurrency = maxConcurrency;
+  if (checklist != null) {
+    if (typeof checklist !== 'boolean') throw new TypeError(`Agent: checklist must be a boolean, got ${describe(checklist)}`);
+    options.checklist = checklist;
+  }
+  if (checklistNudgeCap != null) options.checklist_nudge_cap = checklistNudgeCap;
+  const budget = {};
+  if (maxTokens != null) budget.max_tokens = maxTokens;
+  if (maxCost != null) budget.max_cost = maxCost;
+  if (Object.keys(budget).length > 0) options.budget = budget;
+  if (prices != null) {
+    if (typeof prices !== 'object') throw new TypeError(`Agent: prices must be an object, got ${describe(prices)}`);
+    options.prices = {};
+    for (const [name, p] of Object.entries(prices)) {
+      options.prices[name] = {
+        input_per_mtok: p.inputPerMtok ?? 0,
+        output_per_mtok: p.outputPerMtok ?? 0,
+        cache_read_per_mtok: p.cacheReadPerMtok ?? 0,
+        cache_write_per_mtok: p.cacheWritePerMtok ?? 0,
+      };
+    }
+  }
+  return Object.keys(options).length > 0 ? JSON.stringify(options) : undefined;
+}
+
+function toUsage(u) {
+  return {
+    requests: u.requests,
+    inputTokens: u.input_tokens,
+    outputTokens: u.output_tokens,
+    cacheReadTokens: u.cache_read_tokens,
+    cacheWriteTokens: u.cache_write_tokens,
+  };
+}
+
+/** A core event (snake_case) as a JS object: `type` keeps the core's name, fields are camelCase. */
+function toEvent(e) {
+  const out = {};
+  for (const [key, value] of Object.entries(e)) {
+    const camel = key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+    out[camel] = value;
+  }
+  if (e.usage) out.usage = toUsage(e.usage);
+  if (e.type === 'run_finished') out.result = toRunResult(e.result);
+  return out;
 }
 
 function toRunResult(r) {
@@ -220,6 +363,14 @@ function toRunResult(r) {
       cacheWriteTokens: r.usage.cache_write_tokens,
     },
     turns: r.turns,
+    cost: r.cost ?? undefined,
+    openItems: (r.open_items || []).map((i) => ({
+      id: i.id,
+      text: i.text,
+      status: i.status,
+      reason: i.reason ?? undefined,
+      task: i.task ?? undefined,
+    })),
     messages: r.messages.map(toMessage),
   };
 }
@@ -241,7 +392,12 @@ function toMessage(m) {
 
 module.exports = {
   Agent,
+  McpServer,
+  Model,
   OpenAIChat,
+  OpenAIResponses,
+  Anthropic,
+  BudgetError,
   tool,
   AmbitError,
   ConfigError,
@@ -249,3 +405,5 @@ module.exports = {
   MaxTurnsError,
   CancelledError,
 };
+// The work ledger (after the exports above: ledger.js takes AmbitError from them).
+Object.assign(module.exports, require('./ledger.js'));

@@ -4,7 +4,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$here/scripts/env.sh"
 venv="$AMBIT_CACHE/venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.9,<2" "pytest>=8"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.9,<2" "pytest>=8" \
+  "openai>=3,<4" "anthropic>=2,<3"
 cargo build -q -p ambit-test-provider
 (cd "$here/bindings-python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop -q --skip-install 2>&1 \
   | grep -vE '^(🍹|📦|🔗|🐍|💻|✏️|🛠|📖|Installed)' || true)

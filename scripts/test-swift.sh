@@ -47,6 +47,20 @@ mkdir -p "$art/scenarios"
 find "$art/scenarios" -name '*.json' -delete
 cp "$repo"/tests/scenarios/*.json "$art/scenarios/"
 
+# server-everything over streamable HTTP on 127.0.0.1 for the MCP scenarios (the root shares the host's
+# network; it has no Node): its URL goes in .artifacts/mcp/everything.url; stopped at exit.
+mcp_dir="$(bash "$repo/scripts/mcp-servers.sh")"
+mcp_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mcp_log="$gen/everything.log"
+PORT="$mcp_port" node "$mcp_dir/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js" streamableHttp \
+  >/dev/null 2>"$mcp_log" </dev/null &
+mcp_pid=$!
+trap 'kill "$mcp_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 200); do grep -q "$mcp_port" "$mcp_log" 2>/dev/null && break; sleep 0.05; done
+grep -q "$mcp_port" "$mcp_log" || { echo "test-swift: server-everything did not start: $(cat "$mcp_log")" >&2; exit 1; }
+mkdir -p "$art/mcp"
+echo "http://127.0.0.1:$mcp_port/mcp" >"$art/mcp/everything.url"
+
 # SwiftPM's build directory, inside the cached root (one per package path).
 scratch="/var/cache/ambit-swiftpm/$(printf '%s' "$pkg" | sha256sum | cut -c1-16)"
 

@@ -17,6 +17,14 @@ step() {
   timings+=("$(printf '%-8s %4ss' "$name" $((SECONDS - t0)))")
 }
 
+# PostgreSQL for the work ledger's tests (they fail without it): a throwaway server, stopped at exit.
+pg_dir="$(mktemp -u -d /tmp/ambit-pg.XXXXXX)"
+trap 'bash "$here/scripts/postgres.sh" stop "$pg_dir"' EXIT
+AMBIT_TEST_POSTGRES_URL="$(bash "$here/scripts/postgres.sh" start "$pg_dir")"
+export AMBIT_TEST_POSTGRES_URL
+
+# The MCP servers the MCP tests run against (npm and PyPI packages, cached under $AMBIT_CACHE/mcp).
+step mcp bash "$here/scripts/mcp-servers.sh"
 step fmt cargo fmt --all --check
 step clippy cargo clippy -q --workspace --all-targets -- -D warnings
 step rust cargo test -q

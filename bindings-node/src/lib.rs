@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ambit::{Agent, Error, ModelError, OpenAiChat, RunResult, Tool, ToolError, ToolSpec};
+use ambit::{Agent, AgentOptions, Error, ModelConfig, ModelError, RunResult, Tool, ToolError, ToolSpec};
 use async_trait::async_trait;
 use napi::Status;
 use napi::bindgen_prelude::{Either, Promise};
@@ -12,17 +12,18 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::{Value, json};
 
+pub mod ledger;
+mod policy;
+
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of
 /// a JSON string back. Not callee-handled (called with the value itself), weak (a tool does not keep
 /// the process alive; a pending run does).
 type JsToolFn = ThreadsafeFunction<String, Promise<String>, String, Status, false, true>;
 
-/// The model settings (the OpenAI Chat Completions wire).
+/// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …).
 #[napi(object, object_to_js = false)]
 pub struct NativeModelConfig {
-    pub model: String,
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
+    pub config: String,
 }
 
 /// The agent settings.
@@ -31,6 +32,15 @@ pub struct NativeAgentConfig {
     pub model: Option<NativeModelConfig>,
     pub instructions: Option<String>,
     pub max_turns: Option<u32>,
+    /// The loop's settings: the JSON text of the core's `AgentOptions` (max_concurrency, budget, prices).
+    pub options: Option<String>,
+    /// The permission policy: the JSON text of the core's `PolicyConfig` (snake_case).
+    pub policy: Option<String>,
+    /// The approval handler (see `policy::JsApprovalFn`).
+    #[napi(ts_type = "(requestJson: string) => Promise<string>")]
+    pub approvals: Option<policy::JsApprovalFn>,
+    /// Built-in tools to register, by name.
+    pub builtins: Option<Vec<String>>,
 }
 
 /// One host tool. `parameters` is the JSON text of the schema. `call` receives the JSON text of the
@@ -43,6 +53,10 @@ pub struct NativeToolConfig {
     pub parameters: String,
     #[napi(ts_type = "(argumentsJson: string) => Promise<string>")]
     pub call: JsToolFn,
+    /// The lowest level the tool may run at (`none`, `read`, `workspace`, `unrestricted`).
+    pub level: Option<String>,
+    pub requires_approval: Option<bool>,
+    pub allow_blank: Option<Vec<String>>,
 }
 
 /// A core error as data: the facade throws the matching error class.
@@ -52,6 +66,9 @@ pub struct NativeError {
     pub message: String,
     /// The HTTP status, for `model_http`.
     pub status: Option<u32>,
+    /// The JSON text of the error's details: `usage` (turn limit, budget), `budget`, `limit`, `spent`,
+    /// `cost` (budget).
+    pub details: Option<String>,
 }
 
 impl NativeError {
@@ -60,7 +77,18 @@ impl NativeError {
             Error::Model(ModelError::Http { status, .. }) => Some(u32::from(*status)),
             _ => None,
         };
-        NativeError { code: e.code().to_string(), message: e.to_string(), status }
+        let mut details = serde_json::Map::new();
+        if let Some(u) = e.usage() {
+            details.insert("usage".into(), json!(u));
+        }
+        if let Error::Budget { budget, limit, spent, cost, .. } = e {
+            details.insert("budget".into(), json!(budget));
+            details.insert("limit".into(), json!(limit));
+            details.insert("spent".into(), json!(spent));
+            details.insert("cost".into(), json!(cost));
+        }
+        let details = (!details.is_empty()).then(|| Value::Object(details).to_string());
+        NativeError { code: e.code().to_string(), message: e.to_string(), status, details }
     }
 }
 
@@ -111,6 +139,7 @@ impl NativeAgent {
                 code: "internal".to_string(),
                 message: format!("the run stopped unexpectedly: {e}"),
                 status: None,
+                details: None,
             }),
         };
         let envelope = match outcome {
@@ -121,9 +150,52 @@ impl NativeAgent {
                     "message": format!("the run result could not be serialized: {e}"),
                 }}),
             },
-            Err(e) => json!({"ok": false, "error": {"code": e.code, "message": e.message, "status": e.status}}),
+            Err(e) => error_envelope(&e),
         };
         envelope.to_string()
+    }
+
+    /// Starts the run as a stream of events; `NativeRunStream.next` hands them out.
+    #[napi]
+    pub fn stream(&self, input: String) -> NativeRunStream {
+        let feed = ambit::EventFeed::start(self.agent.stream(input), |run| ambit::runtime::runtime().spawn(run));
+        NativeRunStream { feed: Arc::new(feed) }
+    }
+}
+
+fn error_envelope(e: &NativeError) -> Value {
+    json!({"ok": false, "error": {"code": e.code, "message": e.message, "status": e.status, "details": e.details}})
+}
+
+/// The events of one run.
+#[napi]
+pub struct NativeRunStream {
+    feed: Arc<ambit::EventFeed>,
+}
+
+#[napi]
+impl NativeRunStream {
+    /// Resolves (never rejects for a core error) to the JSON text of `{"ok": true, "event": Event}`,
+    /// `{"ok": true, "done": true}` at the end, or `{"ok": false, "error": {...}}` when the run failed.
+    #[napi]
+    pub async fn next(&self) -> String {
+        let feed = self.feed.clone();
+        let item = match ambit::runtime::runtime().spawn(async move { feed.next().await }).await {
+            Ok(item) => item,
+            Err(e) => return json!({"ok": false, "error": {"code": "internal", "message": e.to_string()}}).to_string(),
+        };
+        match item {
+            Some(Ok(event)) => json!({"ok": true, "event": event}),
+            Some(Err(e)) => error_envelope(&NativeError::from_core(&e)),
+            None => json!({"ok": true, "done": true}),
+        }
+        .to_string()
+    }
+
+    /// Stops the run: its HTTP request and its tools are dropped.
+    #[napi]
+    pub fn cancel(&self) {
+        self.feed.cancel();
     }
 }
 
@@ -139,14 +211,10 @@ pub fn create_agent(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> 
 fn build(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Result<Agent, Error> {
     let mut builder = Agent::builder();
     if let Some(m) = config.model {
-        let mut model = OpenAiChat::new(m.model);
-        if let Some(url) = m.base_url {
-            model = model.base_url(url);
-        }
-        if let Some(key) = m.api_key {
-            model = model.api_key(key);
-        }
-        builder = builder.model_arc(Arc::new(model));
+        builder = builder.model_arc(ModelConfig::from_json(&m.config)?.build()?);
+    }
+    if let Some(o) = config.options {
+        builder = builder.options(AgentOptions::from_json(&o)?);
     }
     if let Some(instructions) = config.instructions {
         builder = builder.instructions(instructions);
@@ -157,8 +225,15 @@ fn build(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Result<Agen
     for t in tools {
         let parameters: Value = serde_json::from_str(&t.parameters)
             .map_err(|e| Error::Config(format!("tool '{}': parameters are not valid JSON: {e}", t.name)))?;
-        let spec = ToolSpec::new(t.name, t.description, parameters);
+        let spec = policy::declare(
+            ToolSpec::new(t.name, t.description, parameters),
+            t.level,
+            t.requires_approval,
+            t.allow_blank,
+        )?;
         builder = builder.tool_arc(Arc::new(JsTool { spec, call: t.call }));
     }
+    builder = policy::apply_builtins(builder, config.builtins.unwrap_or_default())?;
+    builder = policy::apply_policy(builder, config.policy, config.approvals)?;
     builder.build()
 }

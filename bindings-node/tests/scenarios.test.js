@@ -11,17 +11,21 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 
 const {
   Agent,
   OpenAIChat,
+  OpenAIResponses,
+  Anthropic,
+  BudgetError,
   tool,
   AmbitError,
   ConfigError,
   ModelError,
   MaxTurnsError,
   CancelledError,
+  McpServer,
 } = require('..');
 
 const REPO = path.resolve(__dirname, '..', '..');
@@ -78,11 +82,13 @@ function startProvider(file) {
   });
 }
 
-/** Replaces every `{arg}` with that argument's value. */
+/** Replaces every `{arg}` with that argument's value (a string as it is, anything else as JSON). */
 function substitute(text, args) {
-  return text.replace(/\{([^{}]+)\}/g, (whole, key) =>
-    Object.prototype.hasOwnProperty.call(args, key) ? String(args[key]) : whole,
-  );
+  return text.replace(/\{([^{}]+)\}/g, (whole, key) => {
+    if (!Object.prototype.hasOwnProperty.call(args, key)) return whole;
+    const value = args[key];
+    return typeof value === 'string' ? value : JSON.stringify(value);
+  });
 }
 
 function scenarioTool(spec) {
@@ -97,7 +103,23 @@ function scenarioTool(spec) {
   } else {
     throw new Error(`unknown tool behavior in scenario: ${JSON.stringify(behavior)}`);
   }
-  return tool({ name: spec.name, description: spec.description, parameters: spec.parameters, run });
+  if (behavior.sleeps_ms != null) {
+    // A slow job (a background task the scenario cancels); the timer does not keep the process alive.
+    const act = run;
+    run = async (args) => {
+      await new Promise((resolve) => setTimeout(resolve, behavior.sleeps_ms).unref());
+      return act(args);
+    };
+  }
+  return tool({
+    name: spec.name,
+    description: spec.description,
+    parameters: spec.parameters,
+    run,
+    level: spec.level,
+    requiresApproval: spec.requires_approval,
+    allowBlank: spec.allow_blank,
+  });
 }
 
 const CAMEL = {
@@ -114,6 +136,7 @@ const CLASS_BY_CODE = {
   model_transport: ModelError,
   model_response: ModelError,
   max_turns: MaxTurnsError,
+  budget_exceeded: BudgetError,
   cancelled: CancelledError,
 };
 
@@ -130,6 +153,13 @@ function checkResult(result, expect) {
       assert.equal(typeof got.id, 'string', `toolCalls[${i}].id`);
     });
   }
+  if ('open_items' in expect) {
+    assert.deepEqual(
+      result.openItems.map((i) => i.text),
+      expect.open_items,
+      'openItems',
+    );
+  }
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -138,21 +168,160 @@ function checkResult(result, expect) {
   }
 }
 
-async function runScenario(file) {
+/** `block_tools` → `blockTools`: a scenario file's snake_case keys as the JS API spells them. */
+function camelCase(key) {
+  return key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+}
+
+/**
+ * The host's approval handler in a scenario (an async function): answers from `approvals`, in order,
+ * and records every request it gets.
+ */
+function scriptedApprovals(scenario) {
+  const answers = [...(scenario.approvals ?? [])];
+  const requests = [];
+  const handler = async (request) => {
+    requests.push(request);
+    await new Promise((r) => setImmediate(r));
+    if (answers.length === 0) throw new Error('the scenario has no answer left');
+    return answers.shift();
+  };
+  return { handler, requests };
+}
+
+/** The scenario's `policy` as the JS options: camelCase keys, `approvals: true` → the host handler. */
+function scenarioPolicy(scenario, approvals) {
+  if (!scenario.policy) return {};
+  const policy = {};
+  for (const [key, value] of Object.entries(scenario.policy)) {
+    if (key === 'approvals') {
+      if (value === true) policy.approvals = approvals.handler;
+    } else {
+      policy[camelCase(key)] = value;
+    }
+  }
+  return { policy };
+}
+
+/** `expect.tool_list`: same length as listTools(), each entry's given keys equal. */
+function checkToolList(got, want) {
+  assert.equal(got.length, want.length, `listTools() length: ${JSON.stringify(got)}`);
+  want.forEach((w, i) => {
+    for (const [key, value] of Object.entries(w)) {
+      assert.ok(camelCase(key) in got[i], `listTools()[${i}] has no ${camelCase(key)}`);
+      assert.deepEqual(got[i][camelCase(key)], value, `listTools()[${i}].${camelCase(key)}`);
+    }
+  });
+}
+
+/** `expect.approval_requests`: same length as the recorded requests, each entry's given keys equal. */
+function checkApprovalRequests(got, want) {
+  assert.equal(got.length, want.length, `approval requests: ${JSON.stringify(got)}`);
+  want.forEach((w, i) => {
+    for (const [key, value] of Object.entries(w)) {
+      assert.ok(camelCase(key) in got[i], `approval request ${i} has no ${camelCase(key)}`);
+      assert.deepEqual(got[i][camelCase(key)], value, `approval request ${i}: ${camelCase(key)}`);
+    }
+  });
+}
+
+/** Where scripts/mcp-servers.sh installed the MCP servers (idempotent; run once). */
+let mcpDirCache;
+function mcpDir() {
+  mcpDirCache ??= execFileSync('bash', [path.join(REPO, 'scripts', 'mcp-servers.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+  return mcpDirCache;
+}
+
+/** The scenario's `mcp_servers` and `deferral` as the JS options; `server` names a real server, run over stdio. */
+function scenarioTooling(scenario) {
+  const out = {};
+  if (scenario.mcp_servers) {
+    out.mcpServers = scenario.mcp_servers.map(({ name, server, ...settings }) => {
+      assert.equal(server, 'everything', `unknown MCP server in scenario: ${server}`);
+      const js = path.join(mcpDir(), 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+      const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
+      return McpServer.stdio(name, 'node', [js, 'stdio'], options);
+    });
+  }
+  if (scenario.deferral) {
+    out.deferral = Object.fromEntries(Object.entries(scenario.deferral).map(([k, v]) => [camelCase(k), v]));
+  }
+  return out;
+}
+
+const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
+
+/** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
+async function viaStream(agent, scenario) {
+  const events = [];
+  for await (const e of agent.stream(scenario.input)) events.push(e);
+  const finished = events.pop();
+  assert.equal(finished.type, 'run_finished');
+  assert.deepEqual(finished.usage, finished.result.usage);
+  assert.equal(events[0].type, 'run_started');
+  assert.equal(events[0].input, scenario.input);
+  const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
+  assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
+  const types = events.map((e) => e.type);
+  let at = 0;
+  for (const want of scenario.expect.events || []) {
+    const i = types.indexOf(want, at);
+    assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
+    at = i + 1;
+  }
+  return finished.result;
+}
+
+async function runScenario(file, mode = 'run') {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
-  assert.equal(scenario.wire, 'openai_chat', `unsupported wire: ${scenario.wire}`);
+  const Wire = MODELS[scenario.wire || 'openai_chat'];
+  assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const provider = await startProvider(file);
+  const approvals = scriptedApprovals(scenario);
   try {
     const cfg = scenario.agent;
     const agent = new Agent({
-      model: new OpenAIChat(cfg.model, { baseUrl: provider.baseUrl, apiKey: cfg.api_key }),
+      model: new Wire(cfg.model, {
+        baseUrl: provider.baseUrl,
+        apiKey: cfg.api_key,
+        stream: scenario.stream ?? false,
+        maxRetries: 0,
+      }),
       instructions: cfg.instructions,
       tools: scenario.tools.map(scenarioTool),
       maxTurns: cfg.max_turns,
+      maxConcurrency: cfg.max_concurrency,
+      checklist: cfg.checklist,
+      checklistNudgeCap: cfg.checklist_nudge_cap,
+      background: cfg.background,
+      scratchpad: cfg.scratchpad,
+      subagents: cfg.subagents ? { maxDepth: cfg.subagents.max_depth, memory: cfg.subagents.memory } : undefined,
+      maxTokens: cfg.budget ? cfg.budget.max_tokens : undefined,
+      maxCost: cfg.budget ? cfg.budget.max_cost : undefined,
+      prices: cfg.prices
+        ? Object.fromEntries(
+            Object.entries(cfg.prices).map(([m, p]) => [
+              m,
+              {
+                inputPerMtok: p.input_per_mtok,
+                outputPerMtok: p.output_per_mtok,
+                cacheReadPerMtok: p.cache_read_per_mtok,
+                cacheWritePerMtok: p.cache_write_per_mtok,
+              },
+            ]),
+          )
+        : undefined,
+      ...scenarioPolicy(scenario, approvals),
+      ...scenarioTooling(scenario),
     });
     const { expect } = scenario;
+    const go = () => (mode === 'stream' ? viaStream(agent, scenario) : agent.run(scenario.input));
+    if (expect.tool_list) checkToolList(agent.listTools(), expect.tool_list);
     if (expect.error) {
-      await assert.rejects(agent.run(scenario.input), (e) => {
+      await assert.rejects(go(), (e) => {
         assert.ok(e instanceof AmbitError, `expected an AmbitError, got ${e && e.stack}`);
         assert.equal(e.code, expect.error.code, `error code (message: ${e.message})`);
         const cls = CLASS_BY_CODE[expect.error.code];
@@ -164,16 +333,21 @@ async function runScenario(file) {
           );
         }
         if (e.code === 'model_http') assert.equal(typeof e.status, 'number', 'ModelError.status');
+        for (const [key, value] of Object.entries(expect.error.usage || {})) {
+          assert.equal(e.usage[CAMEL[key]], value, `error usage.${CAMEL[key]}`);
+        }
         return true;
       });
     } else {
       let result;
       try {
-        result = await agent.run(scenario.input);
+        result = await go();
       } catch (e) {
         throw new Error(`the run failed: ${e.message} (code ${e.code}); provider stderr: ${provider.stderr()}`);
       }
       checkResult(result, expect);
+      if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
+      if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
     }
   } finally {
     provider.stop();
@@ -196,6 +370,7 @@ describe('scenarios', () => {
 
   for (const f of files) {
     test(f.replace(/\.json$/, ''), () => runScenario(path.join(SCENARIOS_DIR, f)));
+    test(`${f.replace(/\.json$/, '')} (stream)`, () => runScenario(path.join(SCENARIOS_DIR, f), 'stream'));
   }
 });
 

@@ -2,7 +2,15 @@
 //! futures become awaitables on the core's runtime, core errors become the exceptions defined in
 //! `ambit.errors`. Every rule lives in the core.
 
-use ambit::{Agent, Error, OpenAiChat, Tool, ToolError, ToolSpec};
+mod awaitable;
+mod ledger;
+
+use std::sync::Arc;
+
+use ambit::{
+    Agent, AgentOptions, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, ModelConfig, PolicyConfig, Tool,
+    ToolError, ToolSpec,
+};
 use async_trait::async_trait;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -13,13 +21,21 @@ fn core_err(e: Error) -> PyErr {
     Python::attach(|py| {
         let details = PyDict::new(py);
         let _ = details.set_item("code", e.code());
+        if let Some(usage) = e.usage() {
+            let _ = details.set_item("usage", serde_json::to_string(usage).unwrap_or_default());
+        }
         match &e {
             Error::Model(ambit::ModelError::Http { status, .. }) => {
                 let _ = details.set_item("status", *status);
             }
-            Error::MaxTurns { max_turns, usage } => {
+            Error::MaxTurns { max_turns, .. } => {
                 let _ = details.set_item("max_turns", *max_turns);
-                let _ = details.set_item("usage", serde_json::to_string(usage).unwrap_or_default());
+            }
+            Error::Budget { budget, limit, spent, cost, .. } => {
+                let _ = details.set_item("budget", budget);
+                let _ = details.set_item("limit", *limit);
+                let _ = details.set_item("spent", *spent);
+                let _ = details.set_item("cost", *cost);
             }
             _ => {}
         }
@@ -58,36 +74,53 @@ impl Tool for PyTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        let args = arguments.to_string();
-        if self.is_async {
-            // The run's future carries its event loop as a task local (set by future_into_py_with_locals),
-            // so the coroutine runs on the loop that awaited the run.
-            let fut = Python::attach(|py| {
-                let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-                let coro = self.call.bind(py).call1((args,))?;
-                pyo3_async_runtimes::into_future_with_locals(&locals, coro)
-            })
-            .map_err(|e| Python::attach(|py| ToolError::Failed(exception_text(py, &e))))?;
-            let out = fut.await;
-            return Python::attach(|py| match out {
-                Ok(v) => v
-                    .bind(py)
-                    .extract::<String>()
-                    .map(Value::String)
-                    .map_err(|e| ToolError::Failed(exception_text(py, &e))),
-                Err(e) => Err(ToolError::Failed(exception_text(py, &e))),
-            });
-        }
-        let call = Python::attach(|py| self.call.clone_ref(py));
-        // A plain function runs on a blocking thread, so it never stalls the runtime's workers.
-        tokio::task::spawn_blocking(move || {
-            Python::attach(|py| match call.bind(py).call1((args,)).and_then(|v| v.extract::<String>()) {
-                Ok(s) => Ok(Value::String(s)),
-                Err(e) => Err(ToolError::Failed(exception_text(py, &e))),
-            })
+        call_python(&self.call, arguments.to_string(), self.is_async)
+            .await
+            .map(Value::String)
+            .map_err(ToolError::Failed)
+    }
+}
+
+/// Awaits a Python callable's result: the value itself, or the coroutine it returned (run on the event
+/// loop that awaited the run, which the run's future carries as a task local).
+async fn call_python(call: &Py<PyAny>, arg: String, is_async: bool) -> Result<String, String> {
+    if is_async {
+        let fut = Python::attach(|py| {
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let coro = call.bind(py).call1((arg,))?;
+            pyo3_async_runtimes::into_future_with_locals(&locals, coro)
         })
-        .await
-        .map_err(|e| ToolError::Failed(format!("the tool's thread failed: {e}")))?
+        .map_err(|e| Python::attach(|py| exception_text(py, &e)))?;
+        let out = fut.await;
+        return Python::attach(|py| match out {
+            Ok(v) => v.bind(py).extract::<String>().map_err(|e| exception_text(py, &e)),
+            Err(e) => Err(exception_text(py, &e)),
+        });
+    }
+    let call = Python::attach(|py| call.clone_ref(py));
+    // A plain function runs on a blocking thread, so it never stalls the runtime's workers.
+    tokio::task::spawn_blocking(move || {
+        Python::attach(|py| {
+            call.bind(py).call1((arg,)).and_then(|v| v.extract::<String>()).map_err(|e| exception_text(py, &e))
+        })
+    })
+    .await
+    .map_err(|e| format!("the callback's thread failed: {e}"))?
+}
+
+/// A Python approval handler. The facade hands over `decide(request_json) -> decision_json` (or a
+/// coroutine); an exception is the core's denial.
+struct PyApproval {
+    call: Py<PyAny>,
+    is_async: bool,
+}
+
+#[async_trait]
+impl ApprovalHandler for PyApproval {
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalDecision, String> {
+        let request = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        let answer = call_python(&self.call, request, self.is_async).await?;
+        serde_json::from_str(&answer).map_err(|e| format!("the approval handler's answer is not a decision: {e}"))
     }
 }
 
@@ -99,35 +132,55 @@ struct NativeAgent {
 
 #[pymethods]
 impl NativeAgent {
-    /// `tools` holds `(name, description, parameters_json, call, is_async)` tuples.
+    /// `tools` holds `(spec_json, call, is_async)` tuples; `policy` is a PolicyConfig as JSON;
+    /// `approvals` is `(decide, is_async)`; `builtins` names built-in tools.
     #[new]
-    #[pyo3(signature = (model, tools, base_url=None, api_key=None, instructions=None, max_turns=None))]
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
-        tools: Vec<(String, String, String, Py<PyAny>, bool)>,
-        base_url: Option<String>,
-        api_key: Option<String>,
+        tools: Vec<(String, Py<PyAny>, bool)>,
         instructions: Option<String>,
         max_turns: Option<u32>,
+        options: Option<String>,
+        policy: Option<String>,
+        approvals: Option<(Py<PyAny>, bool)>,
+        builtins: Vec<String>,
     ) -> PyResult<Self> {
-        let mut m = OpenAiChat::new(model);
-        if let Some(url) = base_url {
-            m = m.base_url(url);
+        // `model` is a ModelConfig as JSON: the wire, the model's name, where, and how.
+        let m = ModelConfig::from_json(&model).and_then(|c| c.build()).map_err(core_err)?;
+        let mut b = Agent::builder().model_arc(m);
+        if let Some(o) = options {
+            b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);
         }
-        if let Some(key) = api_key {
-            m = m.api_key(key);
-        }
-        let mut b = Agent::builder().model(m);
         if let Some(i) = instructions {
             b = b.instructions(i);
         }
         if let Some(n) = max_turns {
             b = b.max_turns(n);
         }
-        for (name, description, parameters, call, is_async) in tools {
-            let parameters: Value = serde_json::from_str(&parameters)
-                .map_err(|e| core_err(Error::Config(format!("tool '{name}': parameters are not JSON: {e}"))))?;
-            b = b.tool(PyTool { spec: ToolSpec::new(name, description, parameters), call, is_async });
+        for (spec, call, is_async) in tools {
+            let spec: ToolSpec = serde_json::from_str(&spec)
+                .map_err(|e| core_err(Error::Config(format!("a tool's declaration is not valid: {e}"))))?;
+            b = b.tool(PyTool { spec, call, is_async });
+        }
+        for name in builtins {
+            let tool = ambit::tools::builtin::by_name(&name).ok_or_else(|| {
+                core_err(Error::Config(format!(
+                    "there is no built-in tool named '{name}' (built-ins: {})",
+                    ambit::tools::builtin::NAMES.join(", ")
+                )))
+            })?;
+            b = b.tool_arc(tool);
+        }
+        let handler =
+            approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
+        if policy.is_some() || handler.is_some() {
+            let config = match policy {
+                Some(p) => PolicyConfig::from_json(&p).map_err(core_err)?,
+                None => PolicyConfig::default(),
+            };
+            b = b.policy(config.into_policy(handler).map_err(core_err)?);
         }
         let agent = b.build().map_err(core_err)?;
         Ok(NativeAgent { agent })
@@ -137,10 +190,25 @@ impl NativeAgent {
     fn run<'py>(&self, py: Python<'py>, input: String) -> PyResult<Bound<'py, PyAny>> {
         let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let agent = self.agent.clone();
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, task_locals, async move {
+        awaitable::into_awaitable(py, task_locals, async move {
             let result = agent.run(input).await.map_err(core_err)?;
             serde_json::to_string(&result).map_err(|e| core_err(Error::Config(e.to_string())))
         })
+    }
+
+    /// Runs the agent as a stream of events.
+    fn stream(&self, py: Python<'_>, input: String) -> PyResult<NativeRunStream> {
+        // Async tools run on the event loop that started the stream: the run carries it as a task local.
+        let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let feed = ambit::EventFeed::start(self.agent.stream(input), |run| {
+            ambit::runtime::runtime().spawn(pyo3_async_runtimes::tokio::scope(task_locals, run))
+        });
+        Ok(NativeRunStream { feed: Arc::new(feed) })
+    }
+
+    /// Every tool with its effective level and status, as JSON.
+    fn list_tools(&self) -> PyResult<String> {
+        serde_json::to_string(&self.agent.list_tools()).map_err(|e| core_err(Error::Config(e.to_string())))
     }
 
     /// The names of the registered tools, in order.
@@ -149,10 +217,42 @@ impl NativeAgent {
     }
 }
 
+/// The events of one run; `ambit.Agent.stream` iterates it.
+#[pyclass(name = "NativeRunStream", module = "ambit._native", frozen)]
+struct NativeRunStream {
+    feed: Arc<ambit::EventFeed>,
+}
+
+#[pymethods]
+impl NativeRunStream {
+    /// An awaitable of the next event as JSON, `None` at the end; raises the run's error.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let feed = self.feed.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            match feed.next().await {
+                Some(Ok(event)) => {
+                    serde_json::to_string(&event).map(Some).map_err(|e| core_err(Error::Config(e.to_string())))
+                }
+                Some(Err(e)) => Err(core_err(e)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Stops the run: its HTTP request and its tools are dropped.
+    fn cancel(&self) {
+        self.feed.cancel();
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_async_runtimes::tokio::init_with_runtime(ambit::runtime::runtime());
     m.add_class::<NativeAgent>()?;
+    m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
+    m.add_class::<NativeRunStream>()?;
+    m.add_class::<ledger::NativeLedger>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -146,3 +146,67 @@ def test_result_types(start_provider: Any) -> None:
                                                  arguments={"city": "Paris"}, result="sunny", is_error=False)
     assert result.turns == 2 and result.usage.total_tokens == 84 + 23
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_policy_bad_input_is_a_config_error_naming_it(tmp_path: Any) -> None:
+    with pytest.raises(ambit.ConfigError, match="unknown variant `Read`"):
+        ambit.Agent(model="m", policy=ambit.Policy(level="Read"))  # type: ignore[arg-type]
+    with pytest.raises(ambit.ConfigError, match="working directory '.*nowhere'"):
+        ambit.Agent(model="m", policy=ambit.Policy(level="read", working_directory=tmp_path / "nowhere"))
+    with pytest.raises(ambit.ConfigError, match="allow_tools is empty"):
+        ambit.Agent(model="m", policy=ambit.Policy(allow_tools=[]))
+    with pytest.raises(ambit.ConfigError, match="no built-in tool named 'file_delete'"):
+        ambit.Agent(model="m", builtins=["file_delete"])
+    with pytest.raises(TypeError, match="policy must be an ambit.Policy"):
+        ambit.Agent(model="m", policy={"level": "read"})  # type: ignore[arg-type]
+
+
+def test_list_tools_shows_effective_levels_and_status(tmp_path: Any) -> None:
+    @ambit.tool(level="read")
+    def look(q: str) -> str:
+        return q
+
+    def anything() -> str:
+        return ""
+
+    agent = ambit.Agent(model="m", tools=[look, anything], builtins=["file_read", "file_write"],
+                        policy=ambit.Policy(level="read", working_directory=tmp_path,
+                                            level_overrides={"file_read": "workspace"}, block_tools=["anything"]))
+    got = {t.name: (t.level, t.declared_level, t.status, t.approval) for t in agent.list_tools()}
+    assert got == {
+        "look": ("read", "read", "offered", False),
+        "anything": ("unrestricted", "unrestricted", "blocked", False),
+        "file_read": ("workspace", "read", "above_level", False),
+        "file_write": ("workspace", "workspace", "above_level", False),
+    }
+    asking = ambit.Agent(model="m", builtins=["file_write"],
+                         policy=ambit.Policy(level="read", approvals=lambda r: ambit.Approve(),
+                                             working_directory=tmp_path))
+    assert [(t.status, t.approval) for t in asking.list_tools()] == [("offered", True)]
+
+
+def test_a_failing_or_wrong_handler_denies_the_call(start_provider: Any) -> None:
+    path = REPO / "tests" / "scenarios" / "approval_deny.json"
+    scenario = json.loads(path.read_text())
+    ran: list[str] = []
+
+    @ambit.tool(name="delete_branch", level="workspace")
+    def delete_branch(branch: str) -> str:
+        ran.append(branch)
+        return "deleted"
+
+    for handler, reason in [
+        (lambda r: 1 / 0, "division by zero"),
+        (lambda r: "yes", "an approval handler returns Approve(), Deny(reason) or Revise(arguments)"),
+    ]:
+        provider = start_provider(path)
+        # The scenario's second request expects its own denial text; this test checks the handler's failure
+        # reached the model as a denial, so it reads the result, not the provider's verdict.
+        agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url), tools=[delete_branch],
+                            policy=ambit.Policy(level="read", approvals=handler))
+        with pytest.raises(ambit.ModelError):
+            agent.run_sync(scenario["input"])  # the provider refuses the unexpected denial text (HTTP 400)
+        state = provider.state()
+        assert any(f"the call to tool 'delete_branch' was denied: the approval handler failed" in m
+                   and reason in m for m in state["mismatches"]), state
+    assert ran == []

@@ -4,14 +4,17 @@ suites run."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ambit
-from conftest import SCENARIOS
+from conftest import REPO, SCENARIOS
+from wire_types import validate_exchanges
 
 
 def fill(template: str, args: dict[str, Any]) -> str:
@@ -29,31 +32,130 @@ def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
         raise RuntimeError(fill(behavior["raises"], kwargs))
 
     async def act_async(**kwargs: Any) -> str:
-        await asyncio.sleep(0)
+        # `sleeps_ms`: a slow job (a background task the scenario cancels). Always a coroutine, so a
+        # cancelled run leaves no thread sleeping behind it.
+        await asyncio.sleep(behavior.get("sleeps_ms", 0) / 1000)
         return act(**kwargs)
 
-    return ambit.tool(act_async if use_async else act, name=spec["name"], description=spec["description"],
-                      parameters=spec["parameters"])
+    return ambit.tool(act_async if use_async or "sleeps_ms" in behavior else act, name=spec["name"], description=spec["description"],
+                      parameters=spec["parameters"], level=spec.get("level"),
+                      requires_approval=spec.get("requires_approval", False), allow_blank=spec.get("allow_blank", ()))
 
 
-def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False) -> ambit.Agent:
+class ScriptedApprovals:
+    """The host's approval handler: answers from the scenario's `approvals`, in order, and records what
+    it was asked. A plain function in the sync runs, a coroutine in the async ones."""
+
+    def __init__(self, scenario: dict[str, Any]) -> None:
+        self.answers = list(scenario.get("approvals", []))
+        self.requests: list[ambit.ApprovalRequest] = []
+
+    def answer(self, request: ambit.ApprovalRequest) -> ambit.Approve | ambit.Deny | ambit.Revise:
+        self.requests.append(request)
+        a = self.answers.pop(0)
+        if a["decision"] == "approve":
+            return ambit.Approve()
+        if a["decision"] == "deny":
+            return ambit.Deny(a["reason"])
+        return ambit.Revise(a["arguments"])
+
+    async def answer_async(self, request: ambit.ApprovalRequest) -> ambit.Approve | ambit.Deny | ambit.Revise:
+        await asyncio.sleep(0)
+        return self.answer(request)
+
+
+def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_async: bool) -> ambit.Policy | None:
+    if "policy" not in scenario:
+        return None
+    p = dict(scenario["policy"])
+    on = p.pop("approvals", False)
+    handler = (approvals.answer_async if use_async else approvals.answer) if on else None
+    return ambit.Policy(approvals=handler, **p)
+
+
+def subset(want: Any, got: Any, path: str) -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict), (path, got)
+        for k, v in want.items():
+            subset(v, got.get(k), f"{path}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(want) == len(got), (path, want, got)
+        for i, (w, g) in enumerate(zip(want, got)):
+            subset(w, g, f"{path}[{i}]")
+    else:
+        assert want == got, (path, want, got)
+
+
+@functools.cache
+def mcp_dir() -> Path:
+    """Where scripts/mcp-servers.sh installed the MCP servers (idempotent; run once per session)."""
+    out = subprocess.run(["bash", str(REPO / "scripts" / "mcp-servers.sh")], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def scenario_mcp(scenario: dict[str, Any]) -> list[ambit.McpServer]:
+    """The scenario's MCP servers; `server` names a real one, run here over stdio."""
+    servers = []
+    for s in scenario.get("mcp_servers", []):
+        s = dict(s)
+        kind = s.pop("server")
+        assert kind == "everything", kind
+        js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+        servers.append(ambit.McpServer.stdio(s.pop("name"), "node", [str(js), "stdio"], **s))
+    return servers
+
+
+def scenario_deferral(scenario: dict[str, Any]) -> ambit.Deferral | None:
+    return ambit.Deferral(**scenario["deferral"]) if "deferral" in scenario else None
+
+
+MODELS = {"openai_chat": ambit.OpenAIChat, "anthropic": ambit.Anthropic, "openai_responses": ambit.OpenAIResponses}
+
+
+def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
+    """The scenario's model on its wire, streamed or not."""
     cfg = scenario["agent"]
+    return MODELS[scenario.get("wire", "openai_chat")](cfg["model"], base_url=base_url, api_key=cfg.get("api_key"),
+                                                       stream=scenario.get("stream", False), max_retries=0)
+
+
+def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
+                approvals: ScriptedApprovals | None = None) -> ambit.Agent:
+    cfg = scenario["agent"]
+    approvals = approvals or ScriptedApprovals(scenario)
     return ambit.Agent(
-        model=ambit.OpenAIChat(cfg["model"], base_url=base_url, api_key=cfg.get("api_key")),
+        policy=scenario_policy(scenario, approvals, use_async),
+        model=scenario_model(scenario, base_url),
         instructions=cfg.get("instructions"),
         max_turns=cfg.get("max_turns"),
+        max_concurrency=cfg.get("max_concurrency"),
+        max_tokens=cfg.get("budget", {}).get("max_tokens"),
+        max_cost=cfg.get("budget", {}).get("max_cost"),
+        prices={m: ambit.Price(**p) for m, p in cfg.get("prices", {}).items()},
+        checklist=cfg.get("checklist", False),
+        checklist_nudge_cap=cfg.get("checklist_nudge_cap"),
+        background=cfg.get("background", False),
+        scratchpad=cfg.get("scratchpad", False),
+        subagents=ambit.Subagents(**cfg["subagents"]) if "subagents" in cfg else None,
         tools=[scenario_tool(t, use_async) for t in scenario["tools"]],
+        mcp=scenario_mcp(scenario),
+        deferral=scenario_deferral(scenario),
     )
 
 
-def check(scenario: dict[str, Any], run: Any) -> None:
+def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
+          approvals: ScriptedApprovals | None = None) -> None:
     expect = scenario["expect"]
+    if agent is not None and "tool_list" in expect:
+        subset(expect["tool_list"], [vars(t) for t in agent.list_tools()], "tool_list")
     if "error" in expect:
         with pytest.raises(ambit.AmbitError) as info:
             run()
         assert info.value.code == expect["error"]["code"], info.value
         if "message_contains" in expect["error"]:
             assert expect["error"]["message_contains"] in str(info.value)
+        for key, value in expect["error"].get("usage", {}).items():
+            assert info.value.usage[key] == value, (key, info.value.usage)  # type: ignore[attr-defined]
         return
     result = run()
     if "output" in expect:
@@ -65,22 +167,69 @@ def check(scenario: dict[str, Any], run: Any) -> None:
                 assert getattr(got, key) == value, (key, got)
     for key, value in expect.get("usage", {}).items():
         assert getattr(result.usage, key) == value, (key, result.usage)
+    if "open_items" in expect:
+        assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
+    if agent is not None and "tool_list_after" in expect:
+        subset(expect["tool_list_after"], [vars(t) for t in agent.list_tools()], "tool_list_after")
+    if approvals is not None and "approval_requests" in expect:
+        subset(expect["approval_requests"], [vars(r) for r in approvals.requests], "approval_requests")
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_async(path: Path, start_provider: Any) -> None:
     scenario = json.loads(path.read_text())
     provider = start_provider(path)
-    agent = build_agent(scenario, provider.base_url, use_async=True)
-    check(scenario, lambda: asyncio.run(agent.run(scenario["input"])))
+    approvals = ScriptedApprovals(scenario)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    check(scenario, lambda: asyncio.run(agent.run(scenario["input"])), agent, approvals)
     state = provider.state()
     assert state["mismatches"] == [] and state["remaining"] == 0, state
+    # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
+    assert validate_exchanges(state) == len(scenario["exchanges"])
+
+
+async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]:
+    """Runs `agent.stream`; returns the events before the end, and the RunFinished event."""
+    seen: list[Any] = []
+    async for event in agent.stream(text):
+        seen.append(event)
+    assert isinstance(seen[-1], ambit.events.RunFinished), seen[-1]
+    return seen[:-1], seen[-1]
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario_stream(path: Path, start_provider: Any) -> None:
+    """The same scenarios through `async for event in agent.stream(...)`: typed events in order, text
+    deltas adding up to the output, the same result (or error) as `run`."""
+    scenario = json.loads(path.read_text())
+    provider = start_provider(path)
+    approvals = ScriptedApprovals(scenario)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    seen: list[Any] = []
+
+    def run() -> Any:
+        events, finished = asyncio.run(collect_events(agent, scenario["input"]))
+        seen.extend(events)
+        assert finished.usage == finished.result.usage
+        text = "".join(e.text for e in events if isinstance(e, ambit.events.TextDelta))
+        assert text.endswith(finished.result.output), (text, finished.result.output)
+        return finished.result
+
+    check(scenario, run, agent, approvals)
+    if "error" not in scenario["expect"]:
+        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == scenario["input"]
+        types = [e.type for e in seen]
+        at = 0
+        for want in scenario["expect"].get("events", []):
+            assert want in types[at:], (want, types)
+            at += types[at:].index(want) + 1
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_sync(path: Path, start_provider: Any) -> None:
     scenario = json.loads(path.read_text())
     provider = start_provider(path)
-    agent = build_agent(scenario, provider.base_url, use_async=False)
-    check(scenario, lambda: agent.run_sync(scenario["input"]))
+    approvals = ScriptedApprovals(scenario)
+    agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
+    check(scenario, lambda: agent.run_sync(scenario["input"]), agent, approvals)
     assert provider.state()["remaining"] == 0

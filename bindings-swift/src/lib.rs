@@ -12,6 +12,13 @@ use serde_json::Value;
 
 uniffi::setup_scaffolding!();
 
+mod ledger;
+mod policy;
+mod run;
+mod subagent;
+pub use subagent::SubagentSettings;
+pub use run::{AgentEvent, ChecklistItem, CoreRunStream, LoopSettings, ModelSettings, Price, Wire};
+
 /// Every failure of a configuration call or a run, one case per code of the core's [`ambit::Error`].
 /// `message` is the core's text for the error, the same in every language. The Swift facade rethrows it
 /// as its `AmbitError` (lowerCamelCase cases, `code`, `message`).
@@ -32,6 +39,9 @@ pub enum CoreError {
     /// The run used its turn budget without a final answer (code `max_turns`).
     #[error("{message}")]
     MaxTurns { max_turns: u32, usage: Usage, message: String },
+    /// The run went past a hard budget (code `budget_exceeded`); `budget` is `tokens` or `cost`.
+    #[error("{message}")]
+    BudgetExceeded { budget: String, limit: f64, spent: f64, cost: Option<f64>, usage: Usage, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -49,6 +59,9 @@ impl From<ambit::Error> for CoreError {
             },
             ambit::Error::MaxTurns { max_turns, usage } => {
                 CoreError::MaxTurns { max_turns, usage: usage.into(), message }
+            }
+            ambit::Error::Budget { budget, limit, spent, usage, cost } => {
+                CoreError::BudgetExceeded { budget, limit, spent, cost, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
         }
@@ -91,18 +104,24 @@ pub struct ToolDefinition {
     /// The JSON Schema of the arguments, as text; must be an object schema.
     pub parameters_json: String,
     pub implementation: Arc<dyn HostTool>,
+    /// The lowest level the tool may run at; absent: undeclared (`unrestricted`).
+    #[uniffi(default = None)]
+    pub level: Option<policy::Level>,
+    /// Every call goes to the approval handler, whatever the level.
+    #[uniffi(default = false)]
+    pub requires_approval: bool,
+    /// String arguments whose blank value is kept.
+    #[uniffi(default = [])]
+    pub allow_blank: Vec<String>,
 }
 
-/// An agent's configuration. The model is reached on the OpenAI Chat Completions wire.
+/// An agent's configuration.
 #[derive(uniffi::Record)]
 pub struct AgentConfig {
-    pub model: String,
-    /// The provider's base URL (`…/v1`); absent: `OPENAI_BASE_URL`, else OpenAI's.
+    pub model: ModelSettings,
+    /// Concurrency within a turn, hard budgets, the checklist.
     #[uniffi(default = None)]
-    pub base_url: Option<String>,
-    /// absent: `OPENAI_API_KEY`, else none.
-    #[uniffi(default = None)]
-    pub api_key: Option<String>,
+    pub settings: Option<LoopSettings>,
     #[uniffi(default = None)]
     pub instructions: Option<String>,
     /// The most model requests one run may make; absent: the core's default.
@@ -110,6 +129,20 @@ pub struct AgentConfig {
     pub max_turns: Option<u32>,
     #[uniffi(default = [])]
     pub tools: Vec<ToolDefinition>,
+    /// The permission policy; absent: `unrestricted`, approvals off.
+    #[uniffi(default = None)]
+    pub policy: Option<policy::PolicySettings>,
+    /// Built-in tools to register (after `tools`), by name.
+    #[uniffi(default = [])]
+    pub builtins: Vec<String>,
+    /// MCP servers and deferral: the JSON text of the core's `ToolingOptions`
+    /// (`{"mcp_servers": [...], "deferral": {...}}`); the Swift facade writes it from `McpServer` and
+    /// `Deferral`.
+    #[uniffi(default = None)]
+    pub tooling_json: Option<String>,
+    /// The agent tools; absent: none.
+    #[uniffi(default = None)]
+    pub subagents: Option<SubagentSettings>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -148,12 +181,16 @@ pub struct ToolCall {
 }
 
 /// What a finished run returns.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct RunResult {
     pub output: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub turns: u32,
+    /// What the run cost, when the price table has the model.
+    pub cost: Option<f64>,
+    /// Checklist items still pending or in_progress when the run ended (past the nudge cap).
+    pub open_items: Vec<ChecklistItem>,
 }
 
 impl From<ambit::RunResult> for RunResult {
@@ -176,6 +213,8 @@ impl From<ambit::RunResult> for RunResult {
                 .collect(),
             usage: r.usage.into(),
             turns: r.turns,
+            cost: r.cost,
+            open_items: r.open_items.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -212,14 +251,10 @@ impl CoreAgent {
     /// is a `CoreError::Config`.
     #[uniffi::constructor]
     pub fn new(config: AgentConfig) -> Result<Arc<Self>, CoreError> {
-        let mut model = ambit::OpenAiChat::new(config.model);
-        if let Some(url) = config.base_url {
-            model = model.base_url(url);
+        let mut builder = ambit::Agent::builder().model_arc(config.model.build()?);
+        if let Some(settings) = config.settings {
+            builder = settings.apply(builder);
         }
-        if let Some(key) = config.api_key {
-            model = model.api_key(key);
-        }
-        let mut builder = ambit::Agent::builder().model_arc(Arc::new(model));
         if let Some(instructions) = config.instructions {
             builder = builder.instructions(instructions);
         }
@@ -229,8 +264,20 @@ impl CoreAgent {
         for tool in config.tools {
             let parameters: Value = serde_json::from_str(&tool.parameters_json)
                 .map_err(|e| ambit::Error::Config(format!("tool '{}': parameters are not JSON: {e}", tool.name)))?;
-            let spec = ambit::ToolSpec::new(tool.name, tool.description, parameters);
+            let spec = policy::declare(
+                ambit::ToolSpec::new(tool.name, tool.description, parameters),
+                tool.level,
+                tool.requires_approval,
+                tool.allow_blank,
+            );
             builder = builder.tool_arc(Arc::new(SwiftTool { spec, implementation: tool.implementation }));
+        }
+        builder = policy::apply(builder, config.builtins, config.policy)?;
+        if let Some(tooling) = config.tooling_json {
+            builder = builder.tooling(ambit::ToolingOptions::from_json(&tooling)?);
+        }
+        if let Some(s) = config.subagents {
+            builder = builder.subagents(s.into_core()?);
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }
@@ -243,5 +290,11 @@ impl CoreAgent {
     /// Runs the agent from one user message to the final answer.
     pub async fn run(&self, input: String) -> Result<RunResult, CoreError> {
         Ok(self.inner.run(input).await?.into())
+    }
+
+    /// Starts the run as a stream of events.
+    pub fn stream(&self, input: String) -> Arc<CoreRunStream> {
+        let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
+        Arc::new(CoreRunStream { feed })
     }
 }

@@ -15,6 +15,10 @@ pub enum Error {
     /// The run used its turn budget without the model giving a final answer.
     #[error("the run reached its limit of {max_turns} turns without a final answer")]
     MaxTurns { max_turns: u32, usage: Usage },
+    /// The run went past a hard budget (`budget` is `tokens` or `cost`); `usage` and `cost` are what it
+    /// used up to then.
+    #[error("the run went past its {budget} budget of {limit} (spent {spent})")]
+    Budget { budget: String, limit: f64, spent: f64, usage: Usage, cost: Option<f64> },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -27,7 +31,15 @@ impl Error {
             Error::Config(_) => "config",
             Error::Model(e) => e.code(),
             Error::MaxTurns { .. } => "max_turns",
+            Error::Budget { .. } => "budget_exceeded",
             Error::Cancelled => "cancelled",
+        }
+    }
+    /// What the run used before it stopped, for the errors that stop a run part-way (turn limit, budget).
+    pub fn usage(&self) -> Option<&Usage> {
+        match self {
+            Error::MaxTurns { usage, .. } | Error::Budget { usage, .. } => Some(usage),
+            _ => None,
         }
     }
 }

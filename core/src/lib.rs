@@ -28,13 +28,29 @@
 //! ```
 
 pub mod agent;
+pub mod deferral;
 pub mod error;
+pub mod ledger;
+pub mod mcp;
 pub mod model;
+pub mod permission;
 pub mod runtime;
 pub mod tools;
 
-pub use agent::{Agent, AgentBuilder, RunResult, ToolCallRecord};
+pub use agent::{
+    Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, RunResult, RunStream, ToolCallRecord,
+};
+pub use agent::{ToolListing, ToolingOptions};
+pub use agent::subagent::SubagentConfig;
 pub use error::{Error, ModelError, ToolError};
+pub use ledger::{Ledger, LedgerError};
+pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
+pub use model::openai_responses::OpenAiResponses;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-pub use tools::{FnTool, Tool, ToolRegistry, ToolSpec, tool_fn};
+pub use model::{ModelConfig, Price, PriceTable, Wire};
+pub use permission::{
+    ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
+    Scope, ToolStatus,
+};
+pub use tools::{FnTool, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ambit::{Agent, OpenAiChat, Tool, ToolError, ToolSpec};
+use ambit::{Agent, Budget, Event, ModelConfig, OpenAiChat, PolicyConfig, Tool, ToolError, ToolSpec};
 use ambit_test_provider::{Provider, Script};
 use async_trait::async_trait;
+use futures::StreamExt;
 use serde_json::Value;
 
 /// A host tool that does what a scenario's `behavior` says.
@@ -33,6 +34,9 @@ impl Tool for ScenarioTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        if let Some(ms) = self.behavior.get("sleeps_ms").and_then(Value::as_u64) {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         if let Some(t) = self.behavior.get("returns").and_then(Value::as_str) {
             return Ok(Value::String(fill(t, &arguments)));
         }
@@ -40,6 +44,30 @@ impl Tool for ScenarioTool {
             return Err(ToolError::Failed(fill(t, &arguments)));
         }
         Err(ToolError::Failed(format!("the scenario gives no behavior this suite knows: {}", self.behavior)))
+    }
+}
+
+/// The host's approval handler in a scenario: answers from `approvals`, in order, and records what it
+/// was asked.
+#[derive(Clone)]
+struct ScriptedApprovals {
+    answers: Arc<std::sync::Mutex<std::collections::VecDeque<Value>>>,
+    requests: Arc<std::sync::Mutex<Vec<ambit::ApprovalRequest>>>,
+}
+
+impl ScriptedApprovals {
+    fn new(scenario: &Value) -> Self {
+        let answers = scenario.get("approvals").and_then(Value::as_array).cloned().unwrap_or_default();
+        ScriptedApprovals { answers: Arc::new(std::sync::Mutex::new(answers.into())), requests: Arc::default() }
+    }
+}
+
+#[async_trait]
+impl ambit::ApprovalHandler for ScriptedApprovals {
+    async fn decide(&self, request: &ambit::ApprovalRequest) -> Result<ambit::ApprovalDecision, String> {
+        self.requests.lock().unwrap().push(request.clone());
+        let answer = self.answers.lock().unwrap().pop_front().ok_or("the scenario has no answer left")?;
+        serde_json::from_value(answer).map_err(|e| e.to_string())
     }
 }
 
@@ -55,16 +83,55 @@ fn scenario_files() -> Vec<PathBuf> {
     files
 }
 
-async fn run_scenario(path: &Path) -> Result<(), String> {
+/// The model a scenario names, on its wire, streamed or not, at the provider's URL.
+fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, String> {
+    let cfg = &scenario["agent"];
+    let config = serde_json::json!({
+        "wire": scenario.get("wire").cloned().unwrap_or_else(|| "openai_chat".into()),
+        "model": cfg["model"],
+        "base_url": base_url,
+        "api_key": cfg["api_key"],
+        "stream": scenario.get("stream").cloned().unwrap_or(Value::Bool(false)),
+        "max_retries": 0,
+    });
+    ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
+}
+
+/// How a scenario is run: to the result, or as a stream of events.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Run,
+    Stream,
+}
+
+async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let scenario: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
     let cfg = &scenario["agent"];
-    let mut model = OpenAiChat::new(cfg["model"].as_str().unwrap()).base_url(provider.base_url()).max_retries(0);
-    if let Some(key) = cfg["api_key"].as_str() {
-        model = model.api_key(key);
+    let expect = &scenario["expect"];
+    let model = scenario_model(&scenario, provider.base_url())?.build().map_err(|e| e.to_string())?;
+    let mut builder = Agent::builder().model_arc(model);
+    if let Some(n) = cfg["max_concurrency"].as_u64() {
+        builder = builder.max_concurrency(n as usize);
     }
-    let mut builder = Agent::builder().model(model);
+    if let Some(b) = cfg.get("budget") {
+        builder = builder.budget(serde_json::from_value::<Budget>(b.clone()).map_err(|e| e.to_string())?);
+    }
+    if let Some(p) = cfg.get("prices") {
+        builder = builder.prices(serde_json::from_value(p.clone()).map_err(|e| e.to_string())?);
+    }
+    if cfg["checklist"].as_bool() == Some(true) {
+        builder = builder.checklist(true);
+    }
+    if let Some(n) = cfg["checklist_nudge_cap"].as_u64() {
+        builder = builder.checklist_nudge_cap(n as u32);
+    }
+    builder = builder.background(cfg["background"].as_bool() == Some(true));
+    builder = builder.scratchpad(cfg["scratchpad"].as_bool() == Some(true));
+    if let Some(s) = cfg.get("subagents") {
+        builder = builder.subagents(serde_json::from_value(s.clone()).map_err(|e| format!("subagents: {e}"))?);
+    }
     if let Some(i) = cfg["instructions"].as_str() {
         builder = builder.instructions(i);
     }
@@ -72,18 +139,45 @@ async fn run_scenario(path: &Path) -> Result<(), String> {
         builder = builder.max_turns(n as u32);
     }
     for t in scenario["tools"].as_array().into_iter().flatten() {
-        builder = builder.tool(ScenarioTool {
-            spec: ToolSpec::new(
-                t["name"].as_str().unwrap(),
-                t["description"].as_str().unwrap(),
-                t["parameters"].clone(),
-            ),
-            behavior: t["behavior"].clone(),
-        });
+        // The scenario's tool object is a ToolSpec (name, description, parameters, level,
+        // requires_approval, allow_blank) plus the behavior.
+        let spec: ToolSpec = serde_json::from_value(t.clone()).map_err(|e| format!("tool spec: {e}"))?;
+        builder = builder.tool(ScenarioTool { spec, behavior: t["behavior"].clone() });
+    }
+    let approvals = ScriptedApprovals::new(&scenario);
+    if let Some(policy) = scenario.get("policy") {
+        let mut config = policy.clone();
+        let on = config.as_object_mut().and_then(|o| o.remove("approvals")) == Some(Value::Bool(true));
+        let config = PolicyConfig::from_json(&config.to_string()).map_err(|e| e.to_string())?;
+        let handler: Option<Arc<dyn ambit::ApprovalHandler>> = on.then(|| Arc::new(approvals.clone()) as _);
+        builder = builder.policy(config.into_policy(handler).map_err(|e| e.to_string())?);
+    }
+    if scenario.get("mcp_servers").is_some() || scenario.get("deferral").is_some() {
+        builder = builder.tooling(scenario_tooling(&scenario)?);
     }
     let agent = builder.build().map_err(|e| e.to_string())?;
-    let outcome = agent.run(scenario["input"].as_str().unwrap()).await;
-    let expect = &scenario["expect"];
+    if let Some(want) = expect.get("tool_list").and_then(Value::as_array) {
+        let got = serde_json::to_value(agent.list_tools()).unwrap();
+        ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
+    }
+    let input = scenario["input"].as_str().unwrap();
+    let outcome = match mode {
+        Mode::Run => agent.run(input).await,
+        Mode::Stream => {
+            let mut events = Vec::new();
+            let mut stream = agent.stream(input);
+            let mut end = None;
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(Event::RunFinished { result, .. }) => end = Some(Ok(result)),
+                    Ok(e) => events.push(e),
+                    Err(e) => end = Some(Err(e)),
+                }
+            }
+            check_events(expect, &events, end.as_ref())?;
+            end.ok_or("the stream ended without run_finished or an error")?
+        }
+    };
     if let Some(err) = expect.get("error") {
         let e = match outcome {
             Ok(r) => return Err(format!("expected error {err}, got output {:?}", r.output)),
@@ -97,9 +191,22 @@ async fn run_scenario(path: &Path) -> Result<(), String> {
         {
             return Err(format!("error message {e:?} does not contain {m:?}"));
         }
+        if let Some(want) = err.get("usage").and_then(Value::as_object) {
+            let got =
+                serde_json::to_value(e.usage().ok_or_else(|| format!("the error carries no usage: {e}"))?).unwrap();
+            for (k, w) in want {
+                if w != &got[k] {
+                    return Err(format!("error usage.{k}: expected {w}, got {}", got[k]));
+                }
+            }
+        }
         return Ok(());
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
+    if let Some(want) = expect.get("approval_requests") {
+        let got = serde_json::to_value(approvals.requests.lock().unwrap().clone()).unwrap();
+        ambit_test_provider::subset(want, &got, "approval_requests")?;
+    }
     if let Some(out) = expect.get("output")
         && out.as_str() != Some(result.output.as_str())
     {
@@ -118,6 +225,16 @@ async fn run_scenario(path: &Path) -> Result<(), String> {
                     return Err(format!("tool call {k}: expected {w}, got {}", got_v[k]));
                 }
             }
+        }
+    }
+    if let Some(want) = expect.get("tool_list_after").and_then(Value::as_array) {
+        let got = serde_json::to_value(agent.list_tools()).unwrap();
+        ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list_after")?;
+    }
+    if let Some(want) = expect.get("open_items") {
+        let got: Vec<&str> = result.open_items.iter().map(|i| i.text.as_str()).collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("open_items: expected {want}, got {got:?}"));
         }
     }
     if let Some(usage) = expect.get("usage").and_then(Value::as_object) {
@@ -139,15 +256,90 @@ async fn run_scenario(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Where scripts/mcp-servers.sh installed the MCP servers (it runs once per test binary; idempotent).
+fn mcp_dir() -> Result<PathBuf, String> {
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-servers.sh");
+        let out = std::process::Command::new("bash").arg(script).output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("mcp-servers.sh failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    })
+    .clone()
+}
+
+/// The scenario's `mcp_servers` and `deferral`: each server's `server` names a real server, run here
+/// over stdio (`everything`: @modelcontextprotocol/server-everything).
+fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
+    let mut servers = Vec::new();
+    for s in scenario["mcp_servers"].as_array().into_iter().flatten() {
+        let mut s = s.clone();
+        let kind = s.as_object_mut().and_then(|o| o.remove("server")).unwrap_or(Value::Null);
+        let transport = match kind.as_str() {
+            Some("everything") => {
+                let js = mcp_dir()?.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+                serde_json::json!({"type": "stdio", "command": "node", "args": [js, "stdio"]})
+            }
+            other => return Err(format!("unknown MCP server {other:?} in the scenario")),
+        };
+        s["transport"] = transport;
+        servers.push(s);
+    }
+    let options = serde_json::json!({"mcp_servers": servers, "deferral": scenario.get("deferral")});
+    ambit::ToolingOptions::from_json(&options.to_string()).map_err(|e| e.to_string())
+}
+
+/// `expect.events`: event types that must appear in this order (others may come between), and the
+/// streamed text, which must add up to the output.
+fn check_events(
+    expect: &Value,
+    events: &[Event],
+    end: Option<&Result<ambit::RunResult, ambit::Error>>,
+) -> Result<(), String> {
+    let types: Vec<String> =
+        events.iter().map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    if types.first().map(String::as_str) != Some("run_started") {
+        return Err(format!("the first event is not run_started: {types:?}"));
+    }
+    if let Some(want) = expect.get("events").and_then(Value::as_array) {
+        let mut at = 0;
+        for w in want {
+            let w = w.as_str().unwrap();
+            match types[at..].iter().position(|t| t == w) {
+                Some(i) => at += i + 1,
+                None => return Err(format!("event {w} missing (in order) from {types:?}")),
+            }
+        }
+    }
+    if let Some(Ok(result)) = end {
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !text.ends_with(&result.output) {
+            return Err(format!("the text deltas {text:?} do not end with the output {:?}", result.output));
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_file_passes() {
     let mut failures = Vec::new();
     let files = scenario_files();
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        match run_scenario(f).await {
-            Ok(()) => println!("scenario {name}: ok"),
-            Err(e) => failures.push(format!("{name}: {e}")),
+        for mode in [Mode::Run, Mode::Stream] {
+            let how = if mode == Mode::Run { "run" } else { "stream" };
+            match run_scenario(f, mode).await {
+                Ok(()) => println!("scenario {name} ({how}): ok"),
+                Err(e) => failures.push(format!("{name} ({how}): {e}")),
+            }
         }
     }
     assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), files.len(), failures.join("\n"));

@@ -13,19 +13,48 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import json
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Union, overload
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Union, overload
 
 from . import _native
 from ._schema import function_schema
-from .errors import AmbitError, ConfigError, MaxTurnsExceeded, ModelError, RunCancelled
+from . import events
+from .errors import AmbitError, BudgetExceeded, ConfigError, MaxTurnsExceeded, ModelError, RunCancelled
+from .events import Event
+from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
+from .policy import Approve, ApprovalRequest, Deny, Level, Policy, Revise, ToolListing
+from .mcp import Deferral, McpServer
+from .subagents import Subagents, subagents_config
+from . import ledger
+from .ledger import Ledger, LedgerError
 
 __all__ = [
     "Agent",
+    "Subagents",
+    "Ledger",
+    "LedgerError",
+    "ledger",
     "AmbitError",
+    "Anthropic",
+    "BudgetExceeded",
+    "ChecklistItem",
+    "Event",
+    "Model",
+    "OpenAIResponses",
+    "Price",
+    "events",
+    "ApprovalRequest",
+    "Approve",
+    "Deny",
+    "Policy",
+    "Revise",
+    "ToolListing",
     "ConfigError",
+    "Deferral",
+    "McpServer",
     "MaxTurnsExceeded",
     "ModelError",
     "OpenAIChat",
@@ -39,23 +68,8 @@ __all__ = [
 
 __version__: str = _native.__version__
 
-
-@dataclass(frozen=True)
-class OpenAIChat:
-    """A model on the OpenAI Chat Completions wire; any OpenAI-compatible server works by ``base_url``.
-
-    ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``."""
-
-    model: str
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"OpenAIChat needs a model name, got {model!r}")
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "base_url", base_url)
-        object.__setattr__(self, "api_key", api_key)
+# No native worker may still be inside Python when the interpreter finalizes.
+atexit.register(_native._drain)
 
 
 @dataclass(frozen=True)
@@ -93,15 +107,41 @@ class RunResult:
     usage: Usage
     turns: int
     messages: list[dict[str, Any]]
+    #: What the run cost, when the agent's price table has the model.
+    cost: float | None = None
+    #: Checklist items still pending or in_progress when the run ended (past the nudge cap).
+    open_items: list[ChecklistItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    """One item of a run's checklist; ``status`` is pending, in_progress, deferred, completed or canceled."""
+
+    id: int
+    text: str
+    status: str
+    reason: str | None = None
+    task: str | None = None
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a model costs per million tokens, in any unit (the cost budget uses the same unit)."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+    cache_read_per_mtok: float = 0.0
+    cache_write_per_mtok: float = 0.0
 
 
 class Tool:
     """A Python function the model can call. Make one with :func:`tool`."""
 
-    __slots__ = ("fn", "name", "description", "parameters", "is_async")
+    __slots__ = ("fn", "name", "description", "parameters", "is_async", "level", "requires_approval", "allow_blank")
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 parameters: Mapping[str, Any] | None = None) -> None:
+                 parameters: Mapping[str, Any] | None = None, level: Level | None = None,
+                 requires_approval: bool = False, allow_blank: Iterable[str] = ()) -> None:
         if not callable(fn):
             raise TypeError(f"a tool needs a function, got {fn!r}")
         self.fn = fn
@@ -110,6 +150,10 @@ class Tool:
         self.description: str = description if description is not None else doc_description
         self.parameters: dict[str, Any] = schema
         self.is_async: bool = inspect.iscoroutinefunction(fn)
+        #: The lowest level the tool may run at; ``None`` is undeclared, which means ``unrestricted``.
+        self.level: Level | None = level
+        self.requires_approval: bool = requires_approval
+        self.allow_blank: list[str] = list(allow_blank)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -117,7 +161,7 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
 
-    def _native_entry(self) -> tuple[str, str, str, Callable[[str], Any], bool]:
+    def _native_entry(self) -> tuple[str, Callable[[str], Any], bool]:
         fn = self.fn
         if self.is_async:
             async def call(arguments: str) -> str:
@@ -125,7 +169,11 @@ class Tool:
         else:
             def call(arguments: str) -> str:  # type: ignore[misc]
                 return _to_text(fn(**json.loads(arguments)))
-        return (self.name, self.description, json.dumps(self.parameters), call, self.is_async)
+        spec: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters,
+                                "requires_approval": self.requires_approval, "allow_blank": self.allow_blank}
+        if self.level is not None:
+            spec["level"] = self.level
+        return (json.dumps(spec), call, self.is_async)
 
 
 def _to_text(value: Any) -> str:
@@ -139,17 +187,23 @@ ToolLike = Union[Tool, Callable[..., Any]]
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, name: str | None = None, description: str | None = None,
-         parameters: Mapping[str, Any] | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+         parameters: Mapping[str, Any] | None = None, level: Level | None = None, requires_approval: bool = False,
+         allow_blank: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
-         parameters: Mapping[str, Any] | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         parameters: Mapping[str, Any] | None = None, level: Level | None = None, requires_approval: bool = False,
+         allow_blank: Iterable[str] = ()) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Makes a tool from a plain or async function. The schema comes from the type hints and the
     description from the docstring (an ``Args:`` section describes the parameters), unless given.
 
-    Use as ``@tool`` or ``@tool(name=..., description=..., parameters=...)``. What the function
+    Use as ``@tool`` or ``@tool(name=..., description=..., parameters=..., level="read")``. ``level`` is
+    the lowest permission level the tool may run at (undeclared: ``unrestricted``, since the SDK cannot
+    know what a function does); ``requires_approval`` puts every call to the policy's approval handler;
+    ``allow_blank`` names string parameters whose empty value is itself the value. What the function
     returns reaches the model as text: a string as is, anything else as JSON. An exception it raises
     becomes an error result the model sees; the run goes on."""
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, parameters=parameters)
+        return Tool(f, name=name, description=description, parameters=parameters, level=level,
+                    requires_approval=requires_approval, allow_blank=allow_blank)
     return wrap(fn) if fn is not None else wrap
 
 
@@ -159,26 +213,102 @@ class Agent:
     ``await agent.run(input)`` drives the loop to the final answer; ``agent.run_sync(input)`` does the
     same outside asyncio."""
 
-    def __init__(self, *, model: OpenAIChat | str, instructions: str | None = None,
-                 tools: Iterable[ToolLike] = (), max_turns: int | None = None) -> None:
+    def __init__(self, *, model: Model | str, instructions: str | None = None,
+                 tools: Iterable[ToolLike] = (), max_turns: int | None = None, policy: Policy | None = None,
+                 builtins: Iterable[str] = (), max_concurrency: int | None = None, max_tokens: int | None = None,
+                 max_cost: float | None = None, prices: Mapping[str, Price] | None = None,
+                 checklist: bool = False, checklist_nudge_cap: int | None = None, background: bool = False,
+                 heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
+                 deferral: Deferral | None = None, subagents: Subagents | bool | None = None) -> None:
+        """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
+        ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
+        task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
+        silent for ``heartbeat`` seconds (default 300) is failed as dead. ``scratchpad`` adds an optional
+        ``scratchpad`` parameter that saves a call's output under a name instead of returning it, and
+        the scratchpad tools. ``checklist`` gives the agent the checklist tools and holds a turn open while an item is pending
+        or in_progress, nudging the model up to ``checklist_nudge_cap`` times (default 3);
+        ``max_tokens`` and ``max_cost`` are hard budgets on a run (input, output and cache tokens
+        together; cost by ``prices``, per model name), past which it raises :class:`BudgetExceeded`.
+        ``mcp`` lists MCP servers (:class:`McpServer`), connected before the first model request;
+        ``deferral`` (:class:`Deferral`) says which tools wait in the catalog for ``tool_load``;
+        ``subagents`` (``True`` or :class:`Subagents`) adds the five agent tools."""
         if isinstance(model, str):
             model = OpenAIChat(model)
-        if not isinstance(model, OpenAIChat):
-            raise TypeError(f"model must be an OpenAIChat or a model name, got {type(model).__name__}")
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a model (OpenAIChat, Anthropic, OpenAIResponses) or a model name, "
+                            f"got {type(model).__name__}")
         if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
             raise ConfigError(f"max_turns must be a positive integer, got {max_turns!r}")
         self.model = model
         self.instructions = instructions
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError(f"policy must be an ambit.Policy, got {type(policy).__name__}")
         self.tools: list[Tool] = [t if isinstance(t, Tool) else Tool(t) for t in tools]
+        self.policy = policy
+        options: dict[str, Any] = {}
+        if max_concurrency is not None:
+            options["max_concurrency"] = max_concurrency
+        budget = {k: v for k, v in (("max_tokens", max_tokens), ("max_cost", max_cost)) if v is not None}
+        if budget:
+            options["budget"] = budget
+        if checklist:
+            options["checklist"] = True
+        if checklist_nudge_cap is not None:
+            options["checklist_nudge_cap"] = checklist_nudge_cap
+        if background:
+            options["background"] = True
+        if heartbeat is not None:
+            options["heartbeat_secs"] = heartbeat
+        if scratchpad:
+            options["scratchpad"] = True
+        servers = list(mcp)
+        for s in servers:
+            if not isinstance(s, McpServer):
+                raise TypeError(f"mcp must hold ambit.McpServer objects, got {type(s).__name__}")
+        if servers:
+            options["mcp_servers"] = [s._config() for s in servers]
+        if deferral is not None:
+            if not isinstance(deferral, Deferral):
+                raise TypeError(f"deferral must be an ambit.Deferral, got {type(deferral).__name__}")
+            options["deferral"] = deferral._config()
+        sub = subagents_config(subagents)
+        if sub is not None:
+            options["subagents"] = sub
+        if prices:
+            options["prices"] = {name: (asdict(p) if isinstance(p, Price) else dict(p)) for name, p in prices.items()}
         self._native = _native.NativeAgent(
-            model.model, [t._native_entry() for t in self.tools], base_url=model.base_url,
-            api_key=model.api_key, instructions=instructions, max_turns=max_turns)
+            model._config_json(), [t._native_entry() for t in self.tools],
+            instructions=instructions, max_turns=max_turns, options=json.dumps(options),
+            policy=policy._config_json() if policy else None,
+            approvals=policy._native_approvals() if policy else None,
+            builtins=list(builtins))
+
+    def list_tools(self) -> list[ToolListing]:
+        """Every tool with its effective level and status: ``offered``, ``blocked`` (filtered out),
+        ``above_level``, ``deferred`` (offered once loaded) or ``hidden`` (by the deferral setting);
+        ``approval`` says whether its calls go to the approval handler. MCP tools appear once their
+        server was listed (before a run's first model request)."""
+        return [ToolListing(**t) for t in json.loads(self._native.list_tools())]
 
     async def run(self, input: str) -> RunResult:
         """Runs the loop from one user message to the final answer."""
         if not isinstance(input, str):
             raise TypeError(f"input must be a string, got {type(input).__name__}")
         return _result(json.loads(await self._native.run(input)))
+
+    async def stream(self, input: str) -> AsyncIterator[events.RunStarted | events.TextDelta | Any]:
+        """Runs the loop like :meth:`run`, yielding its events (``ambit.events``) as they happen; the
+        last is :class:`ambit.events.RunFinished` with the result. A failed run raises its error after
+        the events before it. Closing the iterator early (``contextlib.aclosing``, or when it is collected)
+        cancels the run, its HTTP request and its tools."""
+        if not isinstance(input, str):
+            raise TypeError(f"input must be a string, got {type(input).__name__}")
+        native = self._native.stream(input)
+        try:
+            while (raw := await native.next()) is not None:
+                yield _event(json.loads(raw))
+        finally:
+            native.cancel()
 
     def run_sync(self, input: str) -> RunResult:
         """:meth:`run` for code outside asyncio. Inside a running event loop, ``await run()`` instead."""
@@ -189,8 +319,28 @@ class Agent:
         raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
 
 
+_EVENTS: dict[str, type] = {cls.type: cls for cls in (
+    events.RunStarted, events.ModelRequest, events.TextDelta, events.ModelResponse, events.ToolCallRequested,
+    events.ToolStarted, events.ToolFinished, events.ToolRefused, events.ChecklistNudge, events.RunFinished,
+    events.BackgroundTaskStarted, events.BackgroundTaskProgress, events.BackgroundTaskReported)}
+
+
+def _event(raw: dict[str, Any]) -> Any:
+    kind = raw.pop("type")
+    cls = _EVENTS.get(kind)
+    if cls is None:
+        return Event(kind, raw)
+    if "usage" in raw:
+        raw["usage"] = Usage(**raw["usage"])
+    if kind == "run_finished":
+        raw["result"] = _result(raw["result"])
+    return cls(**raw)
+
+
 def _result(raw: dict[str, Any]) -> RunResult:
     return RunResult(
+        cost=raw.get("cost"),
+        open_items=[ChecklistItem(**i) for i in raw.get("open_items", [])],
         output=raw["output"],
         tool_calls=[ToolCall(**c) for c in raw["tool_calls"]],
         usage=Usage(**raw["usage"]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["AmbitError", "ConfigError", "ModelError", "MaxTurnsExceeded", "RunCancelled"]
+__all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "ModelError", "MaxTurnsExceeded", "RunCancelled"]
 
 
 class AmbitError(Exception):
@@ -41,6 +41,18 @@ class MaxTurnsExceeded(AmbitError):
     usage: dict[str, int]
 
 
+class BudgetExceeded(AmbitError):
+    """The run went past a hard budget. ``budget`` is ``"tokens"`` or ``"cost"``; ``limit`` and ``spent``
+    are in its unit; ``usage`` (and ``cost``, when the price table has the model) is what the run used."""
+
+    code = "budget_exceeded"
+    budget: str = ""
+    limit: float = 0.0
+    spent: float = 0.0
+    cost: float | None = None
+    usage: dict[str, int]
+
+
 class RunCancelled(AmbitError):
     """The run was cancelled."""
 
@@ -53,6 +65,7 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "model_transport": ModelError,
     "model_response": ModelError,
     "max_turns": MaxTurnsExceeded,
+    "budget_exceeded": BudgetExceeded,
     "cancelled": RunCancelled,
 }
 
@@ -64,6 +77,9 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
         exc.status = details["status"]  # type: ignore[attr-defined]
     if "max_turns" in details:
         exc.max_turns = details["max_turns"]  # type: ignore[attr-defined]
+    for key in ("budget", "limit", "spent", "cost"):
+        if key in details:
+            setattr(exc, key, details[key])
     if "usage" in details:
         exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
     return exc

@@ -1,19 +1,44 @@
 //! The agent loop: model turns, tool dispatch (the calls of one turn in parallel), results back, until
 //! the model answers with text or the turn limit is reached.
 
+pub mod background;
+pub mod budget;
+mod call;
+pub mod checklist;
+pub mod events;
+mod gate;
+#[cfg(test)]
+mod gate_props;
+pub mod options;
+pub(crate) mod run_state;
+pub mod scratchpad;
+pub mod subagent;
+mod tooling;
+
 use std::sync::Arc;
 
-use futures::future::join_all;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
 use crate::error::{Error, ToolError};
-use crate::model::{Message, Model, ModelRequest, ToolCall, Usage};
-use crate::tools::{Tool, ToolRegistry};
+use crate::model::{Message, Model, ModelRequest, PriceTable, ToolCall, Usage};
+use crate::permission::Policy;
+use crate::tools::{Tool, ToolRegistry, ToolSpec};
+pub use budget::Budget;
+pub use checklist::ChecklistItem;
+use events::Emitter;
+pub use events::{Event, EventFeed, RunStream};
+pub use gate::ToolListing;
+pub use options::AgentOptions;
+use run_state::RunState;
+pub use tooling::ToolingOptions;
 
 /// The default limit on model requests in one run.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
+/// The default limit on tool calls of one turn running at the same time.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 8;
 
 /// One tool call made during a run, as the model saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +66,12 @@ pub struct RunResult {
     pub usage: Usage,
     /// Model requests made.
     pub turns: u32,
+    /// What the run cost, when the price table has the model.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    /// Checklist items still pending or in_progress when the run ended (after the nudge cap).
+    #[serde(default)]
+    pub open_items: Vec<ChecklistItem>,
     /// The whole conversation, the input first.
     pub messages: Vec<Message>,
 }
@@ -51,11 +82,25 @@ pub struct Agent {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     model: Arc<dyn Model>,
     instructions: Option<String>,
     tools: ToolRegistry,
     max_turns: u32,
+    max_concurrency: usize,
+    budget: Budget,
+    prices: PriceTable,
+    session: gate::Session,
+    /// The checklist's nudge cap; `None` when the checklist is off.
+    nudge_cap: Option<u32>,
+    /// Background calls' heartbeat window; `None` when background calls are off.
+    heartbeat: Option<std::time::Duration>,
+    scratchpad: bool,
+    /// The tools at run time: deferral and MCP servers (agent/tooling.rs).
+    tooling: Arc<crate::deferral::Tooling>,
+    /// The sub-agent tree this agent's agent tools act on (agent/subagent.rs).
+    subagents: Option<Arc<subagent::Frame>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -75,6 +120,18 @@ pub struct AgentBuilder {
     instructions: Option<String>,
     tools: Vec<Arc<dyn Tool>>,
     max_turns: Option<u32>,
+    max_concurrency: Option<usize>,
+    budget: Budget,
+    prices: PriceTable,
+    policy: Option<Policy>,
+    checklist: bool,
+    nudge_cap: Option<u32>,
+    background: bool,
+    heartbeat: Option<std::time::Duration>,
+    scratchpad: bool,
+    deferral: crate::deferral::DeferralConfig,
+    mcp: Vec<crate::mcp::McpServer>,
+    subagents: Option<subagent::SubagentConfig>,
 }
 
 impl AgentBuilder {
@@ -113,17 +170,129 @@ impl AgentBuilder {
         self
     }
 
+    /// The most tool calls of one turn that run at the same time (default [`DEFAULT_MAX_CONCURRENCY`]);
+    /// results still go back in the model's order.
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n);
+        self
+    }
+
+    /// Hard budgets: a run that goes past one stops with [`Error::Budget`].
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The permission policy: level, approvals, filters, scope, network. Without one the agent runs at
+    /// `unrestricted` with approvals off.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Gives the agent the checklist tools and the rule that a run cannot end its turn while an item is
+    /// pending or in_progress (SPEC §6).
+    pub fn checklist(mut self, on: bool) -> Self {
+        self.checklist = on;
+        self
+    }
+
+    /// How many times the loop nudges the model about open items before the run ends anyway and reports
+    /// them (default [`checklist::DEFAULT_NUDGE_CAP`]).
+    pub fn checklist_nudge_cap(mut self, n: u32) -> Self {
+        self.nudge_cap = Some(n);
+        self
+    }
+
+    /// Background calls (SPEC §5): every tool gains an optional `background` parameter; such a call
+    /// returns a task id at once and its result arrives as its own turn. Adds `task_list` and
+    /// `task_cancel`.
+    pub fn background(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// How long a background task may stay silent before it is failed as dead (default
+    /// [`background::DEFAULT_HEARTBEAT`]).
+    pub fn heartbeat(mut self, window: std::time::Duration) -> Self {
+        self.heartbeat = Some(window);
+        self
+    }
+
+    /// The scratchpad (SPEC §5): every tool gains an optional `scratchpad` parameter that saves its
+    /// output under a name instead of returning it; adds the scratchpad tools.
+    pub fn scratchpad(mut self, on: bool) -> Self {
+        self.scratchpad = on;
+        self
+    }
+
+    /// Prices per model name, for [`RunResult::cost`] and the cost budget.
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
+    }
+
     pub fn build(self) -> Result<Agent, Error> {
         let model = self.model.ok_or_else(|| Error::Config("an agent needs a model".into()))?;
         let max_turns = self.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
         if max_turns == 0 {
             return Err(Error::Config("max_turns must be at least 1".into()));
         }
+        let max_concurrency = self.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY);
+        if max_concurrency == 0 {
+            return Err(Error::Config("max_concurrency must be at least 1".into()));
+        }
+        self.budget.validate(model.name(), &self.prices)?;
         let mut tools = ToolRegistry::new();
         for t in self.tools {
             tools.register(t)?;
         }
-        Ok(Agent { inner: Arc::new(Inner { model, instructions: self.instructions, tools, max_turns }) })
+        if self.checklist {
+            for t in checklist::tools() {
+                tools.register(t)?;
+            }
+        }
+        let nudge_cap = self.checklist.then(|| self.nudge_cap.unwrap_or(checklist::DEFAULT_NUDGE_CAP));
+        if self.background {
+            for t in background::tools() {
+                tools.register(t)?;
+            }
+        }
+        if self.scratchpad {
+            for t in scratchpad::tools() {
+                tools.register(t)?;
+            }
+        }
+        let frame = subagent::install(&mut tools, self.subagents.as_ref())?;
+        let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
+        if heartbeat.is_some_and(|h| h.is_zero()) {
+            return Err(Error::Config("heartbeat must be longer than zero".into()));
+        }
+        let session = gate::Session::new(self.policy.unwrap_or_default()).map_err(Error::Config)?;
+        // Names a wire refuses (too long, or with other characters) reach it cut and hashed (SPEC §3).
+        let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        let (tooling, model) = tooling::build(&tools, &session, self.deferral, self.mcp, model);
+        let model = crate::tools::wire_name::WireNamedModel::wrap(model, names.iter().map(String::as_str))
+            .map_err(Error::Config)?;
+        let agent = Agent {
+            inner: Arc::new(Inner {
+                model,
+                instructions: self.instructions,
+                tools,
+                max_turns,
+                max_concurrency,
+                budget: self.budget,
+                prices: self.prices,
+                session,
+                nudge_cap,
+                heartbeat,
+                scratchpad: self.scratchpad,
+                tooling,
+                subagents: frame.clone(),
+            }),
+        };
+        subagent::bind(frame, &agent);
+        Ok(agent)
     }
 }
 
@@ -136,37 +305,141 @@ impl Agent {
         &self.inner.tools
     }
 
+    /// Every registered tool with its effective level and status (offered, blocked, above level) and
+    /// whether its calls go to the approval handler.
+    pub fn list_tools(&self) -> Vec<ToolListing> {
+        // With deferral and MCP (agent/tooling.rs): `deferred` and `hidden` too, and the MCP tools as
+        // last listed.
+        self.inner.tooling.listing()
+    }
+
+    /// The tools sent to the model: those the policy offers. At `none`, nothing.
+    pub fn offered_specs(&self) -> Vec<ToolSpec> {
+        let session = &self.inner.session;
+        self.inner
+            .tools
+            .iter()
+            .filter(|t| session.status(t.as_ref()) == crate::permission::ToolStatus::Offered)
+            .map(|t| t.spec().clone())
+            .collect()
+    }
+
     /// Runs the loop from one user message to the final answer.
     pub async fn run(&self, input: impl Into<String>) -> Result<RunResult, Error> {
         let span = tracing::info_span!("run", model = self.inner.model.name());
-        self.run_inner(input.into()).instrument(span).await
+        self.run_inner(input.into(), Emitter::default()).instrument(span).await
     }
 
-    async fn run_inner(&self, input: String) -> Result<RunResult, Error> {
+    /// Runs the loop like [`Agent::run`], as a stream of [`Event`]s ending with
+    /// [`Event::RunFinished`] (or the run's error). Polling the stream drives the run; dropping it
+    /// cancels the run.
+    pub fn stream(&self, input: impl Into<String>) -> RunStream {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let agent = self.clone();
+        let input = input.into();
+        let span = tracing::info_span!("run", model = self.inner.model.name());
+        RunStream::new(Box::pin(async move { agent.run_inner(input, Emitter::new(tx)).instrument(span).await }), rx)
+    }
+
+    async fn run_inner(&self, input: String, events: Emitter) -> Result<RunResult, Error> {
+        let state = Arc::new(RunState::default());
+        // Background tasks are polled beside the loop, in the run's own task; they stop with the run.
+        let background = state.tasks.driver();
+        let run = self.run_loop(input, events, state.clone());
+        state
+            .scope(async move {
+                futures::pin_mut!(run, background);
+                match futures::future::select(run, background).await {
+                    futures::future::Either::Left((outcome, _)) => outcome,
+                    futures::future::Either::Right(((), run)) => run.await,
+                }
+            })
+            .await
+    }
+
+    async fn run_loop(&self, input: String, events: Emitter, state: Arc<RunState>) -> Result<RunResult, Error> {
         let inner = &self.inner;
+        let mut nudges = 0;
+        events.emit(Event::RunStarted { input: input.clone() });
         let mut request = ModelRequest {
             instructions: inner.instructions.clone(),
-            messages: vec![Message::User { content: input }],
-            tools: inner.tools.specs(),
+            messages: subagent::opening(input),
+            tools: self.offered_specs(),
         };
         let mut usage = Usage::default();
         let mut records = Vec::new();
+        let model_name = inner.model.name().to_string();
         for turn in 1..=inner.max_turns {
-            let response = inner.model.respond(&request).instrument(tracing::info_span!("turn", turn)).await?;
+            self.prepare_request(&mut request, &state).await;
+            self.add_loop_params(&mut request.tools);
+            events.emit(Event::ModelRequest { turn });
+            let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
+            let response = if events.is_on() {
+                inner.model.respond_streaming(&request, &sink).instrument(tracing::info_span!("turn", turn)).await?
+            } else {
+                inner.model.respond(&request).instrument(tracing::info_span!("turn", turn)).await?
+            };
             usage.add(&response.usage);
+            let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
+            events.emit(Event::ModelResponse { turn, usage: response.usage, cost: request_cost });
+            let cost = budget::cost_of(&inner.prices, &model_name, &usage);
+            inner.budget.check(&usage, cost)?;
             let calls = response.tool_calls;
             request.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
+            if calls.is_empty() && state.tasks.outstanding() > 0 {
+                // Background results arrive as their own turns, one per turn, once the model has ended
+                // its turn: the next one that is ready, or the next to finish.
+                let window = inner.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT);
+                if let Some(r) = state.tasks.next_report(window).await {
+                    deliver(&mut request, &events, r);
+                    continue;
+                }
+            }
+            if calls.is_empty() && subagent::steer_into(&mut request.messages) {
+                // A sub-agent steered while it wrote this answer reads the message and answers it.
+                continue;
+            }
             if calls.is_empty() {
+                // The checklist gate: open items keep the run going, up to the nudge cap.
+                let open: Vec<ChecklistItem> = match inner.nudge_cap {
+                    Some(_) => {
+                        let list = state.checklist.lock().unwrap_or_else(|p| p.into_inner());
+                        list.open().into_iter().cloned().collect()
+                    }
+                    None => Vec::new(),
+                };
+                if let Some(cap) = inner.nudge_cap
+                    && !open.is_empty()
+                    && nudges < cap
+                {
+                    nudges += 1;
+                    let open_items = open.iter().map(ChecklistItem::line).collect();
+                    events.emit(Event::ChecklistNudge { nudge: nudges, open_items });
+                    let refs: Vec<&ChecklistItem> = open.iter().collect();
+                    request.messages.push(Message::User { content: checklist::nudge_message(&refs, nudges, cap) });
+                    continue;
+                }
                 return Ok(RunResult {
                     output: response.text.unwrap_or_default(),
                     tool_calls: records,
                     usage,
                     turns: turn,
+                    cost,
+                    open_items: open,
                     messages: request.messages,
                 });
             }
-            // The calls of one turn run together; results go back in the model's order.
-            let outcomes = join_all(calls.iter().map(|c| self.dispatch(c))).await;
+            // The calls of one turn run together, at most `max_concurrency` at a time; results go back
+            // in the model's order.
+            if events.is_on() {
+                for c in &calls {
+                    let arguments = serde_json::from_str::<Value>(&c.arguments)
+                        .unwrap_or_else(|_| Value::String(c.arguments.clone()));
+                    events.emit(Event::ToolCallRequested { id: c.id.clone(), name: c.name.clone(), arguments });
+                }
+            }
+            let pending: Vec<_> = calls.iter().map(|c| self.dispatch_call(c, &events, &state)).collect();
+            let outcomes: Vec<_> = futures::stream::iter(pending).buffered(inner.max_concurrency).collect().await;
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
                 request.messages.push(Message::Tool {
                     call_id: call.id.clone(),
@@ -176,12 +449,26 @@ impl Agent {
                 });
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
             }
+            subagent::steer_into(&mut request.messages);
         }
         Err(Error::MaxTurns { max_turns: inner.max_turns, usage })
     }
 
-    /// Runs one call; every failure becomes an error result the model sees.
-    async fn dispatch(&self, call: &ToolCall) -> (Value, String, bool) {
+    /// [`Agent::dispatch`] with its events around it.
+    async fn dispatch_observed(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
+        events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
+        let outcome = self.dispatch(call, events).await;
+        events.emit(Event::ToolFinished {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            result: outcome.1.clone(),
+            is_error: outcome.2,
+        });
+        outcome
+    }
+
+    /// Runs one call through the gate; every failure becomes an error result the model sees.
+    async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let arguments = match serde_json::from_str::<Value>(raw) {
@@ -191,19 +478,42 @@ impl Agent {
                 return (Value::String(call.arguments.clone()), msg, true);
             }
         };
-        let Some(tool) = self.inner.tools.get(&call.name) else {
+        let Some(tool) = self.lookup_tool(&call.name) else {
             return (arguments, format!("Error: there is no tool named '{}'", call.name), true);
         };
-        if !arguments.is_object() {
-            let msg = format!("Error: the arguments for tool '{}' must be a JSON object", call.name);
-            return (arguments, msg, true);
-        }
-        let outcome = tool.call(arguments.clone()).instrument(span).await;
+        let on_approval = |r: &crate::permission::ApprovalRequest| {
+            events.emit(Event::ApprovalRequested { request: r.clone() });
+        };
+        let outcome = gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval)
+            .instrument(span)
+            .await;
+        let refused = |reason: String| {
+            events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
+            reason
+        };
         match outcome {
-            Ok(Value::String(s)) => (arguments, s, false),
-            Ok(v) => (arguments, v.to_string(), false),
-            Err(ToolError::Failed(m)) => (arguments, format!("Error: tool '{}' failed: {m}", call.name), true),
-            Err(ToolError::Cancelled) => (arguments, format!("Error: tool '{}' was cancelled", call.name), true),
+            gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
+            gate::GateOutcome::Denied { reason } => {
+                let msg = refused(format!("the call to tool '{}' was denied: {reason}", call.name));
+                (arguments, format!("Error: {msg}"), true)
+            }
+            gate::GateOutcome::Ran { arguments, result } => match result {
+                Ok(Value::String(s)) => (arguments, s, false),
+                Ok(v) => (arguments, v.to_string(), false),
+                Err(ToolError::Failed(m)) => (arguments, format!("Error: tool '{}' failed: {m}", call.name), true),
+                Err(ToolError::Cancelled) => (arguments, format!("Error: tool '{}' was cancelled", call.name), true),
+            },
         }
     }
+}
+
+/// Hands a background task's result to the model as its own turn.
+fn deliver(request: &mut ModelRequest, events: &Emitter, r: background::Report) {
+    events.emit(Event::BackgroundTaskReported {
+        task_id: r.id.clone(),
+        name: r.name.clone(),
+        result: r.result.clone(),
+        is_error: r.is_error,
+    });
+    request.messages.push(Message::User { content: r.message() });
 }

@@ -1,8 +1,17 @@
 //! The model side of the loop: a provider-neutral conversation, the [`Model`] trait, and one module per
 //! wire format.
 
+pub mod anthropic;
+mod config;
+pub(crate) mod http;
 pub mod openai_chat;
+pub mod openai_responses;
+pub mod pricing;
 mod retry;
+pub mod sse;
+
+pub use config::{ModelConfig, Wire};
+pub use pricing::{Price, PriceTable};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -80,10 +89,32 @@ pub struct ModelResponse {
     pub usage: Usage,
 }
 
+/// Where a streaming wire hands each piece of text as it arrives.
+pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
+
 /// A model reachable over some wire.
 #[async_trait]
 pub trait Model: Send + Sync {
     /// The model's name as the provider knows it.
     fn name(&self) -> &str;
+    /// The longest tool name the wire accepts, in bytes (SPEC §3): 64 on Chat Completions, 128 on the
+    /// Anthropic Messages and OpenAI Responses wires, or less where an endpoint holds names shorter.
+    /// Longer names reach the model cut to fit, as [`crate::tools::wire_name::wire_name`] says.
+    fn max_tool_name_bytes(&self) -> usize {
+        crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT
+    }
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+    /// Like [`Model::respond`], handing text to `sink` as it arrives when the model streams. A model
+    /// that does not stream answers whole (the default).
+    async fn respond_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self.respond(request).await?;
+        if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
+            sink(t);
+        }
+        Ok(response)
+    }
 }

@@ -6,88 +6,69 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, backoff, retryable_status};
-use super::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
+use super::http::{Endpoint, count, json_body, truncate};
+use super::sse::read_events;
+use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
 /// A model on the Chat Completions wire.
 #[derive(Debug, Clone)]
 pub struct OpenAiChat {
-    model: String,
-    base_url: String,
-    api_key: Option<String>,
-    timeout: Duration,
-    retry: RetryPolicy,
-    client: Option<reqwest::Client>,
+    endpoint: Endpoint,
 }
 
 impl OpenAiChat {
     /// A model by name. The base URL and key default to `OPENAI_BASE_URL` and `OPENAI_API_KEY`, else
     /// `https://api.openai.com/v1` and no key.
     pub fn new(model: impl Into<String>) -> Self {
-        OpenAiChat {
-            model: model.into(),
-            base_url: std::env::var("OPENAI_BASE_URL")
-                .ok()
-                .filter(|s| !s.trim().is_empty())
-                .unwrap_or_else(|| "https://api.openai.com/v1".to_string()),
-            api_key: std::env::var("OPENAI_API_KEY").ok().filter(|s| !s.trim().is_empty()),
-            timeout: Duration::from_secs(600),
-            retry: RetryPolicy::default(),
-            client: None,
-        }
+        OpenAiChat { endpoint: Endpoint::new(model.into(), openai_base_url(), env_key("OPENAI_API_KEY")) }
     }
 
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.endpoint.base_url = url.into();
         self
     }
 
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
+        self.endpoint.api_key = Some(key.into());
         self
     }
 
-    /// The limit on one HTTP request, retries not included.
+    /// The limit on one HTTP request, retries not included (default 600 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.endpoint.timeout = timeout;
+        self.endpoint.reset_client();
         self
     }
 
     pub fn max_retries(mut self, n: u32) -> Self {
-        self.retry.max_retries = n;
+        self.endpoint.retry.max_retries = n;
         self
     }
 
-    fn client(&self) -> Result<reqwest::Client, ModelError> {
-        if let Some(c) = &self.client {
-            return Ok(c.clone());
-        }
-        http_client(self.timeout)
+    /// Streams answers (SSE): text reaches the run's events as it is written.
+    pub fn stream(mut self, on: bool) -> Self {
+        self.endpoint.stream = on;
+        self
     }
 
     /// Builds the HTTP client now instead of at the first request.
-    pub fn connect(mut self) -> Result<Self, ModelError> {
-        self.client = Some(http_client(self.timeout)?);
+    pub fn connect(self) -> Result<Self, ModelError> {
+        self.endpoint.client()?;
         Ok(self)
-    }
-
-    fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
     }
 }
 
-pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {
-    // reqwest is built without a default crypto provider; ring is ours. A second install is a no-op.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .build()
-        .map_err(|e| ModelError::Transport(format!("the HTTP client could not be built: {e}")))
+pub(crate) fn env_key(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|s| !s.trim().is_empty())
+}
+
+pub(crate) fn openai_base_url() -> String {
+    env_key("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_string())
 }
 
 /// The request body for a conversation, exactly as the Chat Completions API takes it.
-pub fn request_body(model: &str, req: &ModelRequest) -> Value {
+pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
     if let Some(instructions) = &req.instructions {
         messages.push(json!({"role": "system", "content": instructions}));
@@ -116,6 +97,10 @@ pub fn request_body(model: &str, req: &ModelRequest) -> Value {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
+    if stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
     body
 }
 
@@ -136,25 +121,8 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
             });
         }
     }
-    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
-        Some("stop") => StopReason::EndTurn,
-        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
-        Some("length") => StopReason::MaxTokens,
-        Some("content_filter") => StopReason::ContentFilter,
-        _ if !tool_calls.is_empty() => StopReason::ToolUse,
-        _ => StopReason::Other,
-    };
-    let u = body.get("usage");
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    let cached = n(u.and_then(|u| u.get("prompt_tokens_details")).and_then(|d| d.get("cached_tokens")));
-    let usage = Usage {
-        requests: 1,
-        // Chat Completions counts cached tokens inside prompt_tokens; we report them apart.
-        input_tokens: n(u.and_then(|u| u.get("prompt_tokens"))).saturating_sub(cached),
-        output_tokens: n(u.and_then(|u| u.get("completion_tokens"))),
-        cache_read_tokens: cached,
-        cache_write_tokens: 0,
-    };
+    let stop = stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty());
+    let usage = parse_usage(body.get("usage"));
     Ok(ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,
@@ -164,66 +132,145 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
     })
 }
 
-fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
+fn stop_reason(finish: Option<&str>, has_calls: bool) -> StopReason {
+    match finish {
+        Some("stop") => StopReason::EndTurn,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        _ if has_calls => StopReason::ToolUse,
+        _ => StopReason::Other,
     }
 }
 
-/// The message of an error body (`{"error": {"message": …}}`), else the body itself.
-pub(crate) fn error_message(text: &str) -> String {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| truncate(text, 500).to_string())
+fn parse_usage(u: Option<&Value>) -> Usage {
+    let cached = count(u.and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens")));
+    let written = count(u.and_then(|u| u.pointer("/prompt_tokens_details/cache_write_tokens")));
+    Usage {
+        requests: 1,
+        // Chat Completions counts cache reads and writes inside prompt_tokens; we report them apart.
+        input_tokens: count(u.and_then(|u| u.get("prompt_tokens"))).saturating_sub(cached + written),
+        output_tokens: count(u.and_then(|u| u.get("completion_tokens"))),
+        cache_read_tokens: cached,
+        cache_write_tokens: written,
+    }
+}
+
+/// Folds `chat.completion.chunk` events into one response.
+#[derive(Default)]
+struct ChunkFold {
+    id: String,
+    text: Option<String>,
+    calls: Vec<ToolCall>,
+    finish: Option<String>,
+    usage: Option<Value>,
+}
+
+impl ChunkFold {
+    fn push(&mut self, chunk: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
+        if let Some(e) = chunk.get("error") {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
+            return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
+        }
+        if self.id.is_empty()
+            && let Some(id) = chunk.get("id").and_then(Value::as_str)
+        {
+            self.id = id.to_string();
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(u.clone());
+        }
+        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) else { return Ok(()) };
+        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(f.to_string());
+        }
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(t) = delta.get("content").and_then(Value::as_str) {
+            self.text.get_or_insert_with(String::new).push_str(t);
+            if !t.is_empty() {
+                sink(t);
+            }
+        }
+        for c in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let index = c.get("index").and_then(Value::as_u64).unwrap_or(self.calls.len() as u64) as usize;
+            while self.calls.len() <= index {
+                self.calls.push(ToolCall { id: String::new(), name: String::new(), arguments: String::new() });
+            }
+            let call = &mut self.calls[index];
+            if let Some(id) = c.get("id").and_then(Value::as_str) {
+                call.id = id.to_string();
+            }
+            if let Some(n) = c.pointer("/function/name").and_then(Value::as_str) {
+                call.name.push_str(n);
+            }
+            if let Some(a) = c.pointer("/function/arguments").and_then(Value::as_str) {
+                call.arguments.push_str(a);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<ModelResponse, ModelError> {
+        if self.id.is_empty() && self.finish.is_none() {
+            return Err(ModelError::InvalidResponse("the stream ended before any chunk".into()));
+        }
+        if let Some(c) = self.calls.iter().find(|c| c.id.is_empty() || c.name.is_empty()) {
+            return Err(ModelError::InvalidResponse(format!("a streamed tool call without id or name: {c:?}")));
+        }
+        let stop = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
+        Ok(ModelResponse {
+            id: self.id,
+            text: self.text,
+            tool_calls: self.calls,
+            stop,
+            usage: parse_usage(self.usage.as_ref()),
+        })
+    }
 }
 
 #[async_trait]
 impl Model for OpenAiChat {
     fn name(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
-    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "openai_chat", model = %self.model))]
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let client = self.client()?;
-        let body = request_body(&self.model, request);
-        let mut attempt = 0;
-        loop {
-            let mut http = client.post(self.endpoint()).json(&body);
-            if let Some(key) = &self.api_key {
-                http = http.bearer_auth(key);
-            }
-            let (err, retry_after) = match http.send().await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let retry_after =
-                        resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-                    let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
-                    if (200..300).contains(&status) {
-                        let v: Value = serde_json::from_str(&text).map_err(|e| {
-                            ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&text, 300)))
-                        })?;
-                        return parse_response(&v);
-                    }
-                    let err = ModelError::Http { status, message: error_message(&text) };
-                    if !retryable_status(status) {
-                        return Err(err);
-                    }
-                    (err, retry_after)
-                }
-                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
-                    (ModelError::Transport(format!("{e} ({})", self.endpoint())), None)
-                }
-                Err(e) => return Err(ModelError::Transport(e.to_string())),
-            };
-            if attempt >= self.retry.max_retries {
-                return Err(err);
-            }
-            tokio::time::sleep(backoff(&self.retry, attempt, retry_after.as_deref())).await;
-            attempt += 1;
+        self.respond_streaming(request, &|_| {}).await
+    }
+
+    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "openai_chat", model = %self.endpoint.model))]
+    async fn respond_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let ep = &self.endpoint;
+        let body = request_body(&ep.model, request, ep.stream);
+        let mut headers = Vec::new();
+        if let Some(key) = &ep.api_key {
+            headers.push(("authorization", format!("Bearer {key}")));
         }
+        let resp = ep.post(&ep.url("chat/completions"), &headers, &body).await?;
+        if !ep.stream {
+            let response = parse_response(&json_body(resp).await?)?;
+            if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
+                sink(t);
+            }
+            return Ok(response);
+        }
+        let mut fold = ChunkFold::default();
+        read_events(resp, |e| {
+            if e.data.trim() == "[DONE]" {
+                return Ok(false);
+            }
+            let v: Value = serde_json::from_str(&e.data).map_err(|err| {
+                ModelError::InvalidResponse(format!("a chunk is not JSON ({err}): {}", truncate(&e.data, 300)))
+            })?;
+            fold.push(&v, sink)?;
+            Ok(true)
+        })
+        .await?;
+        fold.finish()
     }
 }
 
@@ -246,7 +293,7 @@ mod tests {
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object", "properties": {}}))],
         };
-        let b = request_body("m", &req);
+        let b = request_body("m", &req, false);
         assert_eq!(b["messages"][0], json!({"role": "system", "content": "be brief"}));
         assert_eq!(b["messages"][2]["tool_calls"][0]["function"]["name"], "f");
         assert_eq!(b["messages"][3], json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}));

@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, ToolError};
+use crate::permission::{Level, Network, Scope, WriteReach};
+
+pub mod args;
+pub mod builtin;
+pub mod wire_name;
 
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,11 +24,45 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments; always an object schema.
     pub parameters: Value,
+    /// The lowest level the tool may run at; `None` means undeclared (`unrestricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    /// Every call goes to the approval handler, whatever the level.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_approval: bool,
+    /// String arguments whose blank value is itself the value (SPEC §2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_blank: Vec<String>,
 }
 
 impl ToolSpec {
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
-        ToolSpec { name: name.into(), description: description.into(), parameters }
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            level: None,
+            requires_approval: false,
+            allow_blank: Vec::new(),
+        }
+    }
+
+    /// Declares the lowest level the tool may run at.
+    pub fn with_level(mut self, level: Level) -> Self {
+        self.level = Some(level);
+        self
+    }
+
+    /// Puts every call to the approval handler.
+    pub fn with_requires_approval(mut self, yes: bool) -> Self {
+        self.requires_approval = yes;
+        self
+    }
+
+    /// Names string arguments whose blank value is kept.
+    pub fn with_allow_blank(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allow_blank = names.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Checks what the registry relies on: a name, and an object schema.
@@ -46,9 +85,47 @@ impl ToolSpec {
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
-    /// Runs the tool. `arguments` is the JSON object the model sent. The returned value reaches the
-    /// model as text: a string as it is, anything else as JSON.
+    /// Runs the tool. `arguments` is the JSON object the model sent, already read by the argument rule
+    /// ([`args::read_arguments`]). The returned value reaches the model as text: a string as it is,
+    /// anything else as JSON.
     async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+    /// Runs the tool with the session's context (level, scope, network). The loop calls this; tools
+    /// that need the context (the built-ins) implement it, the rest keep the default.
+    async fn call_in(&self, arguments: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        self.call(arguments).await
+    }
+    /// The lowest level at which the tool may run. Undeclared, `unrestricted`: the SDK cannot know what
+    /// a host function does.
+    fn level(&self) -> Level {
+        self.spec().level.unwrap_or(Level::Unrestricted)
+    }
+    /// Whether every call goes to a person, whatever the level.
+    fn requires_approval(&self) -> bool {
+        self.spec().requires_approval
+    }
+}
+
+/// What a tool call knows of the session it runs in.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The call id the model gave.
+    pub call_id: String,
+    /// The session's level. An approved call still runs at this level: approval never widens reach.
+    pub level: Level,
+    pub scope: std::sync::Arc<Scope>,
+    pub network: Network,
+}
+
+impl ToolContext {
+    /// Where writes may land at this level: anywhere at `unrestricted`, under the workspace roots at
+    /// `workspace`, nowhere below.
+    pub fn write_reach(&self) -> WriteReach {
+        match self.level {
+            Level::Unrestricted => WriteReach::Anywhere,
+            Level::Workspace => WriteReach::WorkspaceRoots,
+            Level::Read | Level::None => WriteReach::Nowhere,
+        }
+    }
 }
 
 /// One namespace of tools, in registration order.
@@ -85,6 +162,11 @@ impl ToolRegistry {
         self.by_name.get(name).map(|&i| &self.tools[i])
     }
 
+    /// The tools in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|t| t.spec().clone()).collect()
     }
@@ -103,6 +185,26 @@ pub struct FnTool<F, A, Fut> {
     spec: ToolSpec,
     f: F,
     _types: std::marker::PhantomData<fn(A) -> Fut>,
+}
+
+impl<F, A, Fut> FnTool<F, A, Fut> {
+    /// Declares the lowest level the tool may run at (undeclared: `unrestricted`).
+    pub fn level(mut self, level: Level) -> Self {
+        self.spec.level = Some(level);
+        self
+    }
+
+    /// Puts every call to the approval handler, whatever the level.
+    pub fn requires_approval(mut self) -> Self {
+        self.spec.requires_approval = true;
+        self
+    }
+
+    /// Names string arguments whose blank value is kept (SPEC §2).
+    pub fn allow_blank(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.spec.allow_blank = names.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 /// Makes a tool from an async closure. The closure takes the arguments deserialized into `A`;

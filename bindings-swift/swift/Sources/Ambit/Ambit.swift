@@ -24,6 +24,12 @@ public protocol AmbitTool: Sendable {
     var parameters: String { get }
     /// Runs the tool on the JSON object the model sent. The returned text reaches the model.
     func call(arguments: [String: Any]) async throws -> String
+    /// The lowest level the tool may run at (default `.unrestricted`: undeclared; see Policy.swift).
+    var level: Level { get }
+    /// Every call goes to the approval handler, whatever the level (default false).
+    var requiresApproval: Bool { get }
+    /// String arguments whose blank value is itself the value (default none).
+    var allowBlank: [String] { get }
 }
 
 /// A simple error for tools to throw: the message reaches the model as it is.
@@ -34,20 +40,61 @@ public struct ToolError: LocalizedError, CustomStringConvertible, Sendable {
     public var description: String { message }
 }
 
-/// Which model to talk to, and where.
+/// Which model to talk to, on which wire, where, and how.
 public struct Model: Sendable, Equatable {
+    public var wire: Wire
     public var name: String
     public var baseURL: String?
     public var apiKey: String?
+    /// Stream answers (SSE); text reaches `stream(_:)` events as it is written.
+    public var stream: Bool
+    /// The limit on one HTTP request in seconds, retries not included (default 600).
+    public var timeout: Double?
+    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    public var maxRetries: Int?
+    /// Anthropic only: the most tokens one answer may have (default 4096).
+    public var maxTokens: Int?
+
+    public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
+                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil) {
+        self.wire = wire
+        self.name = name
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.stream = stream
+        self.timeout = timeout
+        self.maxRetries = maxRetries
+        self.maxTokens = maxTokens
+    }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
     /// Without a base URL or key, `OPENAI_BASE_URL` and `OPENAI_API_KEY` are used, else OpenAI's URL.
-    public static func openAIChat(_ name: String, baseURL: String? = nil, apiKey: String? = nil) -> Model {
-        Model(name: name, baseURL: baseURL, apiKey: apiKey)
+    public static func openAIChat(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
+                                  stream: Bool = false) -> Model {
+        Model(wire: .openAiChat, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream)
     }
 
-    public static func openAIChat(_ name: String, baseURL: URL, apiKey: String? = nil) -> Model {
-        Model(name: name, baseURL: baseURL.absoluteString, apiKey: apiKey)
+    public static func openAIChat(_ name: String, baseURL: URL, apiKey: String? = nil, stream: Bool = false) -> Model {
+        Model(wire: .openAiChat, name: name, baseURL: baseURL.absoluteString, apiKey: apiKey, stream: stream)
+    }
+
+    /// A model on the OpenAI Responses wire (`OPENAI_BASE_URL` and `OPENAI_API_KEY` by default).
+    public static func openAIResponses(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
+                                       stream: Bool = false) -> Model {
+        Model(wire: .openAiResponses, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream)
+    }
+
+    /// A model on the Anthropic Messages wire; the base URL ends in `/v1` (`ANTHROPIC_BASE_URL` + `/v1`
+    /// and `ANTHROPIC_API_KEY` by default).
+    public static func anthropic(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
+                                 stream: Bool = false, maxTokens: Int? = nil) -> Model {
+        Model(wire: .anthropic, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream, maxTokens: maxTokens)
+    }
+
+    var settings: ModelSettings {
+        ModelSettings(
+            wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
+            maxRetries: maxRetries.flatMap { UInt32(exactly: $0) }, maxTokens: maxTokens.flatMap { UInt32(exactly: $0) })
     }
 }
 
@@ -63,6 +110,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     case modelResponse(message: String)
     /// The run used its turn budget without a final answer.
     case maxTurns(limit: Int, usage: Usage, message: String)
+    /// The run went past a hard budget (`budget` is "tokens" or "cost"); `usage` is what it used.
+    case budgetExceeded(budget: String, limit: Double, spent: Double, cost: Double?, usage: Usage, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
 
@@ -74,6 +123,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .modelTransport: return "model_transport"
         case .modelResponse: return "model_response"
         case .maxTurns: return "max_turns"
+        case .budgetExceeded: return "budget_exceeded"
         case .cancelled: return "cancelled"
         }
     }
@@ -82,7 +132,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     public var message: String {
         switch self {
         case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
-             let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message):
+             let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
+             let .budgetExceeded(_, _, _, _, _, message):
             return message
         }
     }
@@ -98,6 +149,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case let .ModelResponse(message): self = .modelResponse(message: message)
         case let .MaxTurns(maxTurns, usage, message):
             self = .maxTurns(limit: Int(maxTurns), usage: usage, message: message)
+        case let .BudgetExceeded(budget, limit, spent, cost, usage, message):
+            self = .budgetExceeded(budget: budget, limit: limit, spent: spent, cost: cost, usage: usage, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         }
     }
@@ -108,8 +161,20 @@ public final class Agent: Sendable {
     private let core: CoreAgent
 
     /// Builds the agent. A bad configuration (duplicate tool names, parameters that are not a JSON object
-    /// schema, `maxTurns` below 1, …) throws `AmbitError.config`.
-    public init(model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil) throws {
+    /// schema, `maxTurns` below 1, an unknown built-in, a policy directory that does not exist, …) throws
+    /// `AmbitError.config`. `policy`: the permission policy (none: `.unrestricted`, approvals off);
+    /// `builtins`: built-in tools by name (`builtinToolNames`), registered after `tools`.
+    /// `mcpServers`: MCP servers (`McpServer.stdio`, `.http`), connected before the first model request;
+    /// `deferral`: which tools wait in the catalog until the model loads them (MCP tools by default).
+    /// `subagents`: the five agent tools (`SubagentSettings(maxDepth:memory:)`); a sub-agent is never
+    /// wider than its parent, and a wider request is refused by name.
+    public init(
+        model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
+        policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
+        maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
+        background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
+        mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil
+    ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
             guard let n = UInt32(exactly: maxTurns) else {
@@ -118,9 +183,18 @@ public final class Agent: Sendable {
             turns = n
         }
         let config = AgentConfig(
-            model: model.name,
-            baseUrl: model.baseURL,
-            apiKey: model.apiKey,
+            model: model.settings,
+            settings: LoopSettings(
+                maxConcurrency: maxConcurrency.map { UInt32(clamping: max($0, 0)) },
+                maxTokens: maxTokens.map { UInt64(clamping: max($0, 0)) },
+                maxCost: maxCost,
+                prices: prices,
+                checklist: checklist,
+                checklistNudgeCap: checklistNudgeCap.map { UInt32(clamping: max($0, 0)) },
+                background: background,
+                heartbeatSecs: heartbeat,
+                scratchpad: scratchpad
+            ),
             instructions: instructions,
             maxTurns: turns,
             tools: tools.map { tool in
@@ -128,9 +202,16 @@ public final class Agent: Sendable {
                     name: tool.name,
                     description: tool.description,
                     parametersJson: tool.parameters,
-                    implementation: ToolAdapter(tool)
+                    implementation: ToolAdapter(tool),
+                    level: tool.level,
+                    requiresApproval: tool.requiresApproval,
+                    allowBlank: tool.allowBlank
                 )
-            }
+            },
+            policy: policy?.settings,
+            builtins: builtins,
+            toolingJson: toolingJSON(mcpServers, deferral),
+            subagents: subagents
         )
         do {
             core = try CoreAgent(config: config)
@@ -141,6 +222,36 @@ public final class Agent: Sendable {
 
     /// The names of the tools, in registration order.
     public var toolNames: [String] { core.toolNames() }
+
+    /// Every tool (host tools, then built-ins, then MCP tools once their server was listed) with its
+    /// effective level, declared level, status (`deferred` and `hidden` by the deferral settings) and
+    /// whether its calls go to the approval handler.
+    public func listTools() -> [ToolListing] { core.listTools() }
+
+    /// Runs the agent like `run(_:)`, as its events in order; the last is `.runFinished` with the result.
+    /// A failed run throws its `AmbitError` after the events before it. Ending the iteration early
+    /// cancels the run.
+    public func stream(_ input: String) -> AsyncThrowingStream<AgentEvent, any Error> {
+        let feed = core.stream(input: input)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    while let event = try await feed.next() {
+                        continuation.yield(event)
+                    }
+                    continuation.finish()
+                } catch let error as CoreError {
+                    continuation.finish(throwing: AmbitError(error))
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in
+                task.cancel()
+                feed.cancel()
+            }
+        }
+    }
 
     /// Runs the agent from one user message to the final answer.
     public func run(_ input: String) async throws -> RunResult {

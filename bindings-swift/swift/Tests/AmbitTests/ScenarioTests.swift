@@ -16,6 +16,14 @@ enum Paths {
         return packageDir.appendingPathComponent(".artifacts/scenarios")
     }
 
+    /// The streamable-HTTP URL of server-everything, started on the host by scripts/test-swift.sh (the
+    /// root shares the host's network); AMBIT_MCP_EVERYTHING_URL overrides it.
+    static func everythingURL() throws -> String {
+        if let url = ProcessInfo.processInfo.environment["AMBIT_MCP_EVERYTHING_URL"] { return url }
+        let file = packageDir.appendingPathComponent(".artifacts/mcp/everything.url")
+        return try String(contentsOf: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     static var provider: URL {
         if let bin = ProcessInfo.processInfo.environment["AMBIT_PROVIDER"] { return URL(fileURLWithPath: bin) }
         return packageDir.appendingPathComponent(".artifacts/bin/ambit-provider")
@@ -78,8 +86,14 @@ struct ScenarioTool: AmbitTool {
     let parameters: String
     let returns: String?
     let raises: String?
+    var level: Level = .unrestricted
+    var requiresApproval = false
+    var allowBlank: [String] = []
+    /// A slow job (a background task the scenario cancels).
+    var sleepsMs: Int? = nil
 
     func call(arguments: [String: Any]) async throws -> String {
+        if let sleepsMs { try await Task.sleep(nanoseconds: UInt64(sleepsMs) * 1_000_000) }
         if let raises { throw ToolError(substitute(raises, arguments)) }
         return substitute(returns ?? "", arguments)
     }
@@ -99,6 +113,31 @@ struct ScenarioTool: AmbitTool {
         }
         return text
     }
+}
+
+/// The scenario's `mcp_servers` and `deferral`; `server` names a real server, reached here over
+/// streamable HTTP on 127.0.0.1.
+func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral?) {
+    var servers: [McpServer] = []
+    for s in scenario["mcp_servers"] as? [[String: Any]] ?? [] {
+        guard s["server"] as? String == "everything" else {
+            throw ScenarioError("unknown MCP server in the scenario: \(s["server"] ?? "none")")
+        }
+        let levels = try (s["levels"] as? [String: String] ?? [:]).mapValues { try Level($0) }
+        servers.append(
+            .http(
+                s["name"] as? String ?? "", url: try Paths.everythingURL(), trusted: s["trusted"] as? Bool ?? false,
+                levels: levels, deferral: (s["deferral"] as? String).flatMap(DeferralSetting.init(rawValue:)),
+                eagerLoadTools: s["eager_load_tools"] as? [String] ?? []))
+    }
+    var deferral: Deferral? = nil
+    if let d = scenario["deferral"] as? [String: Any] {
+        deferral = Deferral(
+            setting: (d["setting"] as? String).flatMap(DeferralSetting.init(rawValue:)) ?? .deferred,
+            strategy: (d["strategy"] as? String).flatMap(LoadStrategy.init(rawValue:)) ?? .append,
+            deferrableTools: d["deferrable_tools"] as? [String] ?? [])
+    }
+    return (servers, deferral)
 }
 
 func jsonText(_ value: Any) throws -> String {
@@ -136,10 +175,65 @@ func int(_ value: Any?) -> Int? {
 
     @Test(arguments: scenarioFiles())
     func scenario(_ file: String) async throws {
+        try await runScenario(file, streamed: false)
+    }
+
+    /// The same files through `agent.stream(_:)`: events in order, text deltas adding up to the output.
+    @Test(arguments: scenarioFiles())
+    func scenarioStreamed(_ file: String) async throws {
+        try await runScenario(file, streamed: true)
+    }
+
+    /// Runs through `stream`, checks the events, and returns the result `run` would.
+    func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
+        var kinds: [String] = []
+        var text = ""
+        var finished: RunResult?
+        for try await event in agent.stream(input) {
+            switch event {
+            case let .runStarted(got):
+                #expect(got == input, "\(file)")
+                kinds.append("run_started")
+            case .modelRequest: kinds.append("model_request")
+            case let .textDelta(piece):
+                text += piece
+                kinds.append("text_delta")
+            case .modelResponse: kinds.append("model_response")
+            case .toolCallRequested: kinds.append("tool_call_requested")
+            case .toolStarted: kinds.append("tool_started")
+            case .toolFinished: kinds.append("tool_finished")
+            case .toolRefused: kinds.append("tool_refused")
+            case .checklistNudge: kinds.append("checklist_nudge")
+            case .backgroundTaskStarted: kinds.append("background_task_started")
+            case .backgroundTaskProgress: kinds.append("background_task_progress")
+            case .backgroundTaskReported: kinds.append("background_task_reported")
+            case let .runFinished(usage, result):
+                #expect(usage == result.usage, "\(file)")
+                finished = result
+            case let .other(kind, _): kinds.append(kind)
+            }
+        }
+        #expect(kinds.first == "run_started", "\(file): \(kinds)")
+        var at = 0
+        for want in expect["events"] as? [String] ?? [] {
+            let rest = kinds[at...]
+            guard let i = rest.firstIndex(of: want) else {
+                Issue.record("\(file): event \(want) missing (in order) from \(kinds)")
+                break
+            }
+            at = i + 1
+        }
+        let result = try #require(finished, "\(file): the stream ended without runFinished")
+        #expect(text.hasSuffix(result.output), "\(file): text deltas \(text.debugDescription)")
+        return result
+    }
+
+    func runScenario(_ file: String, streamed: Bool) async throws {
         let url = Paths.scenarios.appendingPathComponent(file)
         let scenario = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
-        #expect(scenario["wire"] as? String == "openai_chat", "unsupported wire in \(file)")
+        let wires: [String: Wire] = ["openai_chat": .openAiChat, "anthropic": .anthropic, "openai_responses": .openAiResponses]
+        let wire = try #require(wires[scenario["wire"] as? String ?? "openai_chat"], "unsupported wire in \(file)")
         let agentSettings = scenario["agent"] as? [String: Any] ?? [:]
         let expect = scenario["expect"] as? [String: Any] ?? [:]
 
@@ -150,27 +244,66 @@ func int(_ value: Any?) -> Int? {
                 description: t["description"] as? String ?? "",
                 parameters: try jsonText(t["parameters"] ?? [String: Any]()),
                 returns: behavior["returns"] as? String,
-                raises: behavior["raises"] as? String
+                raises: behavior["raises"] as? String,
+                level: try (t["level"] as? String).map { try Level($0) } ?? .unrestricted,
+                requiresApproval: t["requires_approval"] as? Bool ?? false,
+                allowBlank: t["allow_blank"] as? [String] ?? [],
+                sleepsMs: int(behavior["sleeps_ms"])
             )
         }
+        let approvals = try ScriptedApprovals(scenario)
+        let policy = try scenarioPolicy(scenario, approvals)
 
+        let (mcpServers, deferral) = try scenarioTooling(scenario)
         let provider = try Provider(scenario: url)
         defer { provider.stop() }
 
         let agent = try Agent(
-            model: .openAIChat(
-                agentSettings["model"] as? String ?? "",
+            model: Model(
+                wire: wire,
+                name: agentSettings["model"] as? String ?? "",
                 baseURL: provider.baseURL,
-                apiKey: agentSettings["api_key"] as? String
+                apiKey: agentSettings["api_key"] as? String,
+                stream: scenario["stream"] as? Bool ?? false,
+                maxRetries: 0
             ),
             instructions: agentSettings["instructions"] as? String,
             tools: tools,
-            maxTurns: int(agentSettings["max_turns"])
+            maxTurns: int(agentSettings["max_turns"]),
+            policy: policy,
+            maxConcurrency: int(agentSettings["max_concurrency"]),
+            maxTokens: int((agentSettings["budget"] as? [String: Any])?["max_tokens"]),
+            maxCost: ((agentSettings["budget"] as? [String: Any])?["max_cost"] as? NSNumber)?.doubleValue,
+            prices: (agentSettings["prices"] as? [String: [String: Any]] ?? [:]).mapValues { p in
+                Price(
+                    inputPerMtok: (p["input_per_mtok"] as? NSNumber)?.doubleValue ?? 0,
+                    outputPerMtok: (p["output_per_mtok"] as? NSNumber)?.doubleValue ?? 0,
+                    cacheReadPerMtok: (p["cache_read_per_mtok"] as? NSNumber)?.doubleValue ?? 0,
+                    cacheWritePerMtok: (p["cache_write_per_mtok"] as? NSNumber)?.doubleValue ?? 0
+                )
+            },
+            checklist: agentSettings["checklist"] as? Bool ?? false,
+            checklistNudgeCap: int(agentSettings["checklist_nudge_cap"]),
+            background: agentSettings["background"] as? Bool ?? false,
+            scratchpad: agentSettings["scratchpad"] as? Bool ?? false,
+            mcpServers: mcpServers,
+            deferral: deferral,
+            subagents: (agentSettings["subagents"] as? [String: Any]).map { sub in
+                SubagentSettings(
+                    maxDepth: UInt32(clamping: int(sub["max_depth"]) ?? 3),
+                    memory: sub["memory"] as? String ?? "none"
+                )
+            }
         )
+        if let list = expect["tool_list"] as? [[String: Any]] {
+            try checkToolList(agent.listTools(), list, file)
+        }
 
         let outcome: Result<RunResult, any Error>
         do {
-            outcome = .success(try await agent.run(scenario["input"] as? String ?? ""))
+            let input = scenario["input"] as? String ?? ""
+            outcome = .success(
+                streamed ? try await viaStream(agent, input, expect, file) : try await agent.run(input))
         } catch {
             outcome = .failure(error)
         }
@@ -186,6 +319,16 @@ func int(_ value: Any?) -> Int? {
                 }
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
+                }
+                if let usage = expectedError["usage"] as? [String: Any] {
+                    let got: Usage
+                    switch ambit {
+                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _): got = u
+                    default:
+                        Issue.record("\(file): the error carries no usage: \(ambit)")
+                        return
+                    }
+                    try checkUsage(got, usage, file)
                 }
             }
             return
@@ -214,18 +357,31 @@ func int(_ value: Any?) -> Int? {
                 if let isError = wanted["is_error"] as? Bool { #expect(actual.isError == isError) }
             }
         }
+        if let requests = expect["approval_requests"] as? [[String: Any]] {
+            try await checkApprovalRequests(approvals.requests, requests, file)
+        }
+        if let list = expect["tool_list_after"] as? [[String: Any]] {
+            try checkToolList(agent.listTools(), list, "\(file) (after the run)")
+        }
+        if let open = expect["open_items"] as? [String] {
+            #expect(result.openItems.map(\.text) == open, "\(file): open items \(result.openItems)")
+        }
         if let usage = expect["usage"] as? [String: Any] {
-            let actual: [String: UInt64] = [
-                "requests": result.usage.requests,
-                "input_tokens": result.usage.inputTokens,
-                "output_tokens": result.usage.outputTokens,
-                "cache_read_tokens": result.usage.cacheReadTokens,
-                "cache_write_tokens": result.usage.cacheWriteTokens,
-            ]
-            for (key, value) in usage {
-                let got = try #require(actual[key], "\(file): unknown usage field \(key)")
-                #expect(int(value).map(UInt64.init) == got, "\(file): usage.\(key)")
-            }
+            try checkUsage(result.usage, usage, file)
+        }
+    }
+
+    func checkUsage(_ got: Usage, _ usage: [String: Any], _ file: String) throws {
+        let actual: [String: UInt64] = [
+            "requests": got.requests,
+            "input_tokens": got.inputTokens,
+            "output_tokens": got.outputTokens,
+            "cache_read_tokens": got.cacheReadTokens,
+            "cache_write_tokens": got.cacheWriteTokens,
+        ]
+        for (key, value) in usage {
+            let field = try #require(actual[key], "\(file): unknown usage field \(key)")
+            #expect(int(value).map(UInt64.init) == field, "\(file): usage.\(key)")
         }
     }
 }

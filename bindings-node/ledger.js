@@ -1,0 +1,173 @@
+'use strict';
+// The work ledger in Node: `Ledger.open("sqlite:///path")` or a `postgres://` URL. It only translates:
+// camelCase in, the core's snake_case JSON out as camelCase objects, and the core's ledger error codes
+// to error classes. Every rule (claims, fencing, cooldowns, backlog) lives in the Rust core. Times are
+// milliseconds since the Unix epoch.
+
+const native = require('./native/index.js');
+const { AmbitError } = require('./index.js');
+
+/** A ledger call refused or failed; a refused batch wrote nothing. */
+class LedgerError extends AmbitError {
+  constructor(message, code = 'ledger_store', details = {}, options) {
+    super(message, code, options);
+    this.name = 'LedgerError';
+    Object.assign(this, details);
+  }
+}
+
+/** An unknown outcome, a missing subject_key or the same subject twice (code "ledger_invalid_batch"). */
+class InvalidBatchError extends LedgerError {
+  constructor(message, details) {
+    super(message, 'ledger_invalid_batch', details);
+    this.name = 'InvalidBatchError';
+  }
+}
+
+/** A record for a grant another run has since reclaimed (code "ledger_stale_token"); `subjectKey`. */
+class StaleTokenError extends LedgerError {
+  constructor(message, details) {
+    super(message, 'ledger_stale_token', details);
+    this.name = 'StaleTokenError';
+  }
+}
+
+/** A record for a subject this run never claimed (code "ledger_not_claimed"); `subjectKey`. */
+class NotClaimedError extends LedgerError {
+  constructor(message, details) {
+    super(message, 'ledger_not_claimed', details);
+    this.name = 'NotClaimedError';
+  }
+}
+
+/** A routine claiming outside the scope its first claim pinned (code "ledger_scope_pinned"). */
+class ScopePinnedError extends LedgerError {
+  constructor(message, details) {
+    super(message, 'ledger_scope_pinned', details);
+    this.name = 'ScopePinnedError';
+  }
+}
+
+const BY_CODE = {
+  ledger_invalid_batch: InvalidBatchError,
+  ledger_stale_token: StaleTokenError,
+  ledger_not_claimed: NotClaimedError,
+  ledger_scope_pinned: ScopePinnedError,
+};
+
+function toError(error) {
+  const Cls = BY_CODE[error.code];
+  return Cls ? new Cls(error.message, error.details || {}) : new LedgerError(error.message, error.code, error.details || {});
+}
+
+function unwrap(text) {
+  const envelope = JSON.parse(text);
+  if (!envelope.ok) throw toError(envelope.error);
+  return envelope.value;
+}
+
+const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+const snake = (s) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** snake_case keys to camelCase, deeply; values (reasons, states) stay as the core's strings. */
+function toCamel(v) {
+  if (Array.isArray(v)) return v.map(toCamel);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [camel(k), toCamel(x)]));
+  return v;
+}
+
+function toSnake(v) {
+  if (Array.isArray(v)) return v.map(toSnake);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [snake(k), toSnake(x)]));
+  return v;
+}
+
+function limitsJson(limits = {}) {
+  return JSON.stringify(toSnake({ parallelLimit: 1, running: 1, startedToday: 0, dailyCap: null, ...limits }));
+}
+
+class ClaimResult {
+  constructor(raw) {
+    this.scope = raw.scope;
+    /** Every candidate in the order given: `{subjectKey, status: "granted"|"skipped", grantReason, token, leaseUntil, skipReason, eligibleAt}`. */
+    this.candidates = raw.candidates;
+  }
+  /** The granted candidates. */
+  get granted() {
+    return this.candidates.filter((c) => c.status === 'granted');
+  }
+  /** The candidate with this subject key. */
+  get(subjectKey) {
+    return this.candidates.find((c) => c.subjectKey === subjectKey);
+  }
+}
+
+/** The work ledger on SQLite or PostgreSQL. */
+class Ledger {
+  constructor(handle) {
+    this._native = handle;
+  }
+
+  /** Opens `sqlite:///path` or `postgres://…`, applying migrations; `{durability: "fast"}` trades durability for speed. */
+  static async open(url, { durability = 'full' } = {}) {
+    try {
+      return new Ledger(await native.openLedger(url, durability));
+    } catch (e) {
+      let error;
+      try {
+        error = JSON.parse(e.message);
+      } catch {
+        throw e;
+      }
+      throw toError(error);
+    }
+  }
+
+  /** Labels every candidate granted or skipped, granting at most `limit`, in one atomic step. */
+  async claim(scope, candidates, { limit, leaseMs = 3_600_000, runId = null, routineId = null } = {}) {
+    const request = {
+      scope,
+      candidates: candidates.map((c) => (typeof c === 'string' ? { subject_key: c } : toSnake(c))),
+      limit: limit ?? candidates.length,
+      lease_ms: leaseMs,
+      run_id: runId,
+      routine_id: routineId,
+    };
+    return new ClaimResult(toCamel(unwrap(await this._native.claim(JSON.stringify(request)))));
+  }
+
+  /** Records outcomes (`{subjectKey, outcome, token?, fingerprint?}`): the whole batch or nothing. */
+  async record(scope, records, { runId = null } = {}) {
+    return toCamel(unwrap(await this._native.record(scope, JSON.stringify(toSnake(records)), runId)));
+  }
+
+  /** Ledger rows, soonest eligible first; `state` is "all", "eligible" or "suppressed". */
+  async list({ scope = null, state = 'all', routineId = null } = {}) {
+    return toCamel(unwrap(await this._native.list(JSON.stringify({ scope, state, routine_id: routineId }))));
+  }
+
+  /** Per scope, how many rows were last granted for each reason (the fingerprint health check). */
+  async grantReasonCounts(scope) {
+    return toCamel(unwrap(await this._native.grantReasonCounts(scope)));
+  }
+
+  /** Counts the workable subjects of a queue; answers the extra runs to start. */
+  async reportBacklog(routineId, subjectKeys, batchSize, { limits, runId = null } = {}) {
+    return toCamel(unwrap(await this._native.reportBacklog(routineId, subjectKeys, batchSize, limitsJson(limits), runId)));
+  }
+
+  /** After a run of a draining routine finishes: `{stop, startRuns}`. */
+  async drainDecision(routineId, runId, { limits } = {}) {
+    return toCamel(unwrap(await this._native.drainDecision(routineId, runId, limitsJson(limits))));
+  }
+}
+
+module.exports = {
+  Ledger,
+  ClaimResult,
+  LedgerError,
+  InvalidBatchError,
+  StaleTokenError,
+  NotClaimedError,
+  ScopePinnedError,
+};

@@ -1,0 +1,138 @@
+//! The work ledger for Node. Every call resolves to the JSON text of `{"ok": true, "value": …}` or
+//! `{"ok": false, "error": {code, message, details}}`; `ledger.js` turns these into objects and typed
+//! errors. Every rule lives in the core.
+
+use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions, ListQuery, RoutineLimits};
+use napi_derive::napi;
+use serde_json::{Value, json};
+
+fn error_value(e: &LedgerError) -> Value {
+    let details = match e {
+        LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key } => {
+            json!({"subjectKey": subject_key})
+        }
+        LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
+            json!({"routineId": routine_id, "pinnedScope": pinned_scope, "scope": scope})
+        }
+        _ => json!({}),
+    };
+    json!({"code": e.code(), "message": e.to_string(), "details": details})
+}
+
+/// Runs `f` on the core's runtime and answers the envelope.
+async fn envelope<F>(f: F) -> String
+where
+    F: std::future::Future<Output = Result<Value, LedgerError>> + Send + 'static,
+{
+    let out = match ambit::runtime::runtime().spawn(f).await {
+        Ok(Ok(value)) => json!({"ok": true, "value": value}),
+        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
+        Err(e) => {
+            json!({"ok": false, "error": {"code": "internal", "message": format!("the ledger call stopped unexpectedly: {e}")}})
+        }
+    };
+    out.to_string()
+}
+
+macro_rules! value {
+    ($v:expr) => {
+        serde_json::to_value($v).map_err(|e| LedgerError::Store(e.to_string()))
+    };
+}
+
+macro_rules! parse {
+    ($t:ty, $text:expr) => {
+        serde_json::from_str::<$t>($text).map_err(|e| LedgerError::InvalidArgument(e.to_string()))
+    };
+}
+
+/// An open ledger.
+#[napi]
+pub struct NativeLedger {
+    ledger: Ledger,
+}
+
+/// Opens `sqlite:///path` or `postgres://…`. Resolves to the ledger, or rejects with the JSON text of
+/// `{code, message}` as the message (the facade throws the typed error).
+#[napi]
+pub async fn open_ledger(url: String, durability: String) -> napi::Result<NativeLedger> {
+    let opened = ambit::runtime::runtime()
+        .spawn(async move {
+            let durability = match durability.as_str() {
+                "full" => Durability::Full,
+                "fast" => Durability::Fast,
+                other => {
+                    return Err(LedgerError::InvalidArgument(format!("durability is full or fast, got '{other}'")));
+                }
+            };
+            Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await
+        })
+        .await;
+    match opened {
+        Ok(Ok(ledger)) => Ok(NativeLedger { ledger }),
+        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
+        Err(e) => Err(napi::Error::from_reason(json!({"code": "internal", "message": e.to_string()}).to_string())),
+    }
+}
+
+#[napi]
+impl NativeLedger {
+    /// `request`: the JSON text of a ClaimRequest (snake_case).
+    #[napi]
+    pub async fn claim(&self, request: String) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move { value!(ledger.claim(parse!(ClaimRequest, &request)?).await?) }).await
+    }
+
+    /// `records`: the JSON text of a list of `{subject_key, outcome, token?, fingerprint?}`.
+    #[napi]
+    pub async fn record(&self, scope: String, records: String, run_id: Option<String>) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move {
+            let records = parse!(Value, &records)?;
+            value!(ledger.record_json(&scope, run_id.as_deref(), &records).await?)
+        })
+        .await
+    }
+
+    /// `query`: the JSON text of a ListQuery.
+    #[napi]
+    pub async fn list(&self, query: String) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move { value!(ledger.list(&parse!(ListQuery, &query)?).await?) }).await
+    }
+
+    #[napi]
+    pub async fn grant_reason_counts(&self, scope: String) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move { value!(ledger.grant_reason_counts(&scope).await?) }).await
+    }
+
+    /// `limits`: the JSON text of RoutineLimits.
+    #[napi]
+    pub async fn report_backlog(
+        &self,
+        routine_id: String,
+        subject_keys: Vec<String>,
+        batch_size: u32,
+        limits: String,
+        run_id: Option<String>,
+    ) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move {
+            let limits = parse!(RoutineLimits, &limits)?;
+            value!(ledger.report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits).await?)
+        })
+        .await
+    }
+
+    #[napi]
+    pub async fn drain_decision(&self, routine_id: String, run_id: String, limits: String) -> String {
+        let ledger = self.ledger.clone();
+        envelope(async move {
+            let limits = parse!(RoutineLimits, &limits)?;
+            value!(ledger.drain_decision(&routine_id, &run_id, &limits).await?)
+        })
+        .await
+    }
+}

@@ -1,0 +1,136 @@
+"""The events of a run, as ``agent.stream(...)`` yields them, in the order they happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from . import RunResult, Usage
+
+__all__ = [
+    "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
+    "ToolCallRequested", "ToolFinished", "ToolRefused", "ToolStarted",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Any event; ``type`` is its name (``run_started``, ``text_delta``, …). An event type this version
+    does not know arrives as a plain ``Event`` with its fields in ``data``."""
+
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    type: ClassVar[str] = "run_started"
+    input: str
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """A model request is about to be sent; ``turn`` counts from 1."""
+
+    type: ClassVar[str] = "model_request"
+    turn: int
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the model's text as it streams (the whole text at once on an unstreamed wire)."""
+
+    type: ClassVar[str] = "text_delta"
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """The model answered; ``usage`` is this request's, ``cost`` its cost when the agent's price table
+    has the model."""
+
+    type: ClassVar[str] = "model_response"
+    turn: int
+    usage: Usage
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallRequested:
+    type: ClassVar[str] = "tool_call_requested"
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    type: ClassVar[str] = "tool_started"
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    """The call ended; ``result`` is what the model sees."""
+
+    type: ClassVar[str] = "tool_finished"
+    id: str
+    name: str
+    result: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class ToolRefused:
+    """The call was refused before the tool ran; ``reason`` is what the model sees."""
+
+    type: ClassVar[str] = "tool_refused"
+    id: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BackgroundTaskStarted:
+    """A call went to the background as task ``task_id``."""
+
+    type: ClassVar[str] = "background_task_started"
+    task_id: str
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class BackgroundTaskProgress:
+    type: ClassVar[str] = "background_task_progress"
+    task_id: str
+    note: str
+
+
+@dataclass(frozen=True)
+class BackgroundTaskReported:
+    """A background task's result reached the model as its own turn."""
+
+    type: ClassVar[str] = "background_task_reported"
+    task_id: str
+    name: str
+    result: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class ChecklistNudge:
+    type: ClassVar[str] = "checklist_nudge"
+    nudge: int
+    open_items: list[str]
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """The last event of a run that did not fail."""
+
+    type: ClassVar[str] = "run_finished"
+    usage: Usage
+    result: RunResult

@@ -1,0 +1,330 @@
+"""The work ledger: effort already spent, and when it is worth spending again (SPEC §9).
+
+    ledger = await ambit.Ledger.open("sqlite:///var/lib/app/ledger.db")   # or postgres://...
+    claim = await ledger.claim("po.tracking", ["PO-1", "PO-2"], limit=1, run_id="run-7")
+    for g in claim.granted:
+        ...
+    await ledger.record("po.tracking", [{"subject_key": g.subject_key, "outcome": "empty"}], run_id="run-7")
+
+Every rule lives in the Rust core; this module turns its JSON into dataclasses and enums, and its
+errors into exceptions with the same ``code`` as every other language. Times are milliseconds since
+the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import _native
+from .errors import AmbitError
+
+__all__ = [
+    "Ledger", "LedgerError", "InvalidBatch", "StaleToken", "NotClaimed", "ScopePinned", "LedgerStoreError",
+    "InvalidLedgerArgument", "GrantReason", "SkipReason", "Outcome", "AttemptOutcome", "EntryState", "Candidate",
+    "Labelled", "ClaimResult", "Recorded", "RecordResult", "LedgerEntry", "GrantReasonCounts", "BacklogReport",
+    "DrainDecision", "RoutineLimits",
+]
+
+
+class LedgerError(AmbitError):
+    """A ledger call refused or failed. A refused batch wrote nothing."""
+
+    code = "ledger_store"
+
+
+class InvalidBatch(LedgerError, ValueError):
+    """An unknown outcome, a missing subject_key or the same subject twice: the whole batch was rejected."""
+
+    code = "ledger_invalid_batch"
+
+
+class StaleToken(LedgerError):
+    """A record for a grant that another run has since reclaimed. ``subject_key`` names it."""
+
+    code = "ledger_stale_token"
+    subject_key: str = ""
+
+
+class NotClaimed(LedgerError):
+    """A record for a subject this run never claimed (or already recorded). ``subject_key`` names it."""
+
+    code = "ledger_not_claimed"
+    subject_key: str = ""
+
+
+class ScopePinned(LedgerError):
+    """A routine's runs all claim in the scope its first claim pinned (``pinned_scope``)."""
+
+    code = "ledger_scope_pinned"
+    routine_id: str = ""
+    pinned_scope: str = ""
+    scope: str = ""
+
+
+class InvalidLedgerArgument(LedgerError, ValueError):
+    """An argument the ledger cannot use: an empty scope, a zero batch size, a bad URL."""
+
+    code = "ledger_invalid_argument"
+
+
+class LedgerStoreError(LedgerError):
+    """The store failed: unreachable, I/O, a migration that does not apply."""
+
+    code = "ledger_store"
+
+
+_BY_CODE: dict[str, type[LedgerError]] = {
+    c.code: c for c in (InvalidBatch, StaleToken, NotClaimed, ScopePinned, InvalidLedgerArgument, LedgerStoreError)
+}
+
+
+def _from_core(code: str, message: str, details: Mapping[str, Any]) -> LedgerError:
+    """Called by the native module to turn a ledger error into its exception."""
+    exc = _BY_CODE.get(code, LedgerError)(message, code=code)
+    for key, value in details.items():
+        setattr(exc, key, value)
+    return exc
+
+
+class GrantReason(str, Enum):
+    FRESH = "fresh"
+    COOLDOWN_EXPIRED = "cooldown_expired"
+    FINGERPRINT_CHANGED = "fingerprint_changed"
+
+
+class SkipReason(str, Enum):
+    IN_FLIGHT = "in_flight"
+    COOLING_DOWN = "cooling_down"
+    OVER_LIMIT = "over_limit"
+
+
+class Outcome(str, Enum):
+    PRODUCTIVE = "productive"
+    EMPTY = "empty"
+    FAILED = "failed"
+    RELEASED = "released"
+
+
+class AttemptOutcome(str, Enum):
+    PRODUCTIVE = "productive"
+    EMPTY = "empty"
+    FAILED = "failed"
+    RELEASED = "released"
+    ABANDONED = "abandoned"
+
+
+class EntryState(str, Enum):
+    IN_FLIGHT = "in_flight"
+    COOLING_DOWN = "cooling_down"
+    ELIGIBLE = "eligible"
+
+
+def _enum(kind: type[Enum], value: Optional[str]) -> Any:
+    return None if value is None else kind(value)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    subject_key: str
+    fingerprint: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One candidate of a claim: granted (``grant_reason``, ``token``, ``lease_until``) or skipped
+    (``skip_reason``, ``eligible_at`` when known)."""
+
+    subject_key: str
+    granted: bool
+    grant_reason: Optional[GrantReason] = None
+    token: Optional[int] = None
+    lease_until: Optional[int] = None
+    skip_reason: Optional[SkipReason] = None
+    eligible_at: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    scope: str
+    candidates: list[Labelled]
+
+    @property
+    def granted(self) -> list[Labelled]:
+        return [c for c in self.candidates if c.granted]
+
+    def __getitem__(self, subject_key: str) -> Labelled:
+        for c in self.candidates:
+            if c.subject_key == subject_key:
+                return c
+        raise KeyError(subject_key)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    subject_key: str
+    outcome: Outcome
+    attempts: int
+    misses: int
+    eligible_at: Optional[int]
+    escalate: bool
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    scope: str
+    recorded: list[Recorded]
+    escalate: list[str]
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    scope: str
+    subject_key: str
+    state: EntryState
+    eligible_at: Optional[int]
+    last_outcome: Optional[AttemptOutcome]
+    last_grant_reason: Optional[GrantReason]
+    attempts: int
+    misses: int
+    claim_token: int
+    escalate: bool
+    routine_id: Optional[str]
+    last_attempt_at: Optional[int]
+
+
+@dataclass(frozen=True)
+class GrantReasonCounts:
+    fresh: int
+    cooldown_expired: int
+    fingerprint_changed: int
+
+
+@dataclass(frozen=True)
+class BacklogReport:
+    routine_id: str
+    scope: Optional[str]
+    workable: int
+    extra_runs: int
+
+
+@dataclass(frozen=True)
+class DrainDecision:
+    stop: Optional[str]
+    start_runs: int
+
+
+@dataclass(frozen=True)
+class RoutineLimits:
+    parallel_limit: int = 1
+    daily_cap: Optional[int] = None
+    running: int = 1
+    started_today: int = 0
+
+
+def _candidate(c: Union[str, Candidate, Mapping[str, Any]]) -> dict[str, Any]:
+    if isinstance(c, str):
+        return {"subject_key": c}
+    if isinstance(c, Candidate):
+        return {k: v for k, v in asdict(c).items() if v is not None}
+    return dict(c)
+
+
+def _record(r: Any) -> Any:
+    if isinstance(r, Mapping):
+        out = dict(r)
+        if isinstance(out.get("outcome"), Enum):
+            out["outcome"] = out["outcome"].value
+        return out
+    return r
+
+
+class Ledger:
+    """The work ledger on SQLite (``sqlite:///path``) or PostgreSQL (``postgres://…``)."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    async def open(cls, url: str, *, durability: str = "full") -> "Ledger":
+        """Opens the ledger, applying its migrations. ``durability="fast"`` trades durability for speed."""
+        return cls(await _native.NativeLedger.open(url, durability))
+
+    async def claim(
+        self,
+        scope: str,
+        candidates: Iterable[Union[str, Candidate, Mapping[str, Any]]],
+        *,
+        limit: int,
+        lease_seconds: float = 3600,
+        run_id: Optional[str] = None,
+        routine_id: Optional[str] = None,
+    ) -> ClaimResult:
+        """Labels every candidate granted or skipped, granting at most ``limit``, in one atomic step."""
+        request = {
+            "scope": scope,
+            "candidates": [_candidate(c) for c in candidates],
+            "limit": limit,
+            "lease_ms": int(lease_seconds * 1000),
+            "run_id": run_id,
+            "routine_id": routine_id,
+        }
+        raw = json.loads(await self._native.claim(json.dumps(request)))
+        labelled = []
+        for c in raw["candidates"]:
+            granted = c["status"] == "granted"
+            labelled.append(
+                Labelled(
+                    subject_key=c["subject_key"],
+                    granted=granted,
+                    grant_reason=_enum(GrantReason, c.get("grant_reason")),
+                    token=c.get("token"),
+                    lease_until=c.get("lease_until"),
+                    skip_reason=_enum(SkipReason, c.get("skip_reason")),
+                    eligible_at=c.get("eligible_at"),
+                )
+            )
+        return ClaimResult(scope=raw["scope"], candidates=labelled)
+
+    async def record(self, scope: str, records: Iterable[Mapping[str, Any]], *, run_id: Optional[str] = None) -> RecordResult:
+        """Records outcomes (``subject_key``, ``outcome``, optionally ``token``, ``fingerprint``): the whole
+        batch or nothing."""
+        raw = json.loads(await self._native.record(scope, json.dumps([_record(r) for r in records]), run_id))
+        recorded = [Recorded(**{**r, "outcome": Outcome(r["outcome"])}) for r in raw["recorded"]]
+        return RecordResult(scope=raw["scope"], recorded=recorded, escalate=raw["escalate"])
+
+    async def list(self, scope: Optional[str] = None, *, state: str = "all", routine_id: Optional[str] = None) -> list[LedgerEntry]:
+        """Ledger rows, soonest eligible first; ``state`` is all, eligible or suppressed."""
+        query = {"scope": scope, "state": state, "routine_id": routine_id}
+        rows = json.loads(await self._native.list(json.dumps(query)))
+        return [
+            LedgerEntry(
+                **{
+                    **r,
+                    "state": EntryState(r["state"]),
+                    "last_outcome": _enum(AttemptOutcome, r["last_outcome"]),
+                    "last_grant_reason": _enum(GrantReason, r["last_grant_reason"]),
+                }
+            )
+            for r in rows
+        ]
+
+    async def grant_reason_counts(self, scope: str) -> GrantReasonCounts:
+        return GrantReasonCounts(**json.loads(await self._native.grant_reason_counts(scope)))
+
+    async def report_backlog(
+        self,
+        routine_id: str,
+        subject_keys: Iterable[str],
+        batch_size: int,
+        *,
+        limits: RoutineLimits = RoutineLimits(),
+        run_id: Optional[str] = None,
+    ) -> BacklogReport:
+        raw = await self._native.report_backlog(routine_id, list(subject_keys), batch_size, json.dumps(asdict(limits)), run_id)
+        return BacklogReport(**json.loads(raw))
+
+    async def drain_decision(self, routine_id: str, run_id: str, *, limits: RoutineLimits = RoutineLimits()) -> DrainDecision:
+        return DrainDecision(**json.loads(await self._native.drain_decision(routine_id, run_id, json.dumps(asdict(limits)))))

@@ -1,0 +1,89 @@
+"""MCP servers and deferral (SPEC §3–4), as plain data the core reads.
+
+>>> import ambit
+>>> server = ambit.McpServer.stdio("files", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+...                                trusted=True, eager_load_tools=["read_file"])
+>>> agent = ambit.Agent(model="gpt-4.1", mcp=[server], deferral=ambit.Deferral(setting="deferred"))
+
+The server's tools are named ``mcp__<server>__<tool>``. Deferred tools (the default for MCP tools) are
+listed by name in the catalog after the instructions, and their schemas are sent once the model loads
+them with ``tool_load`` (``tool_search`` finds them by keyword)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from os import PathLike, fspath
+from typing import Any, Literal, Mapping, Sequence
+
+from .policy import Level
+
+__all__ = ["Deferral", "DeferralSetting", "LoadStrategy", "McpProtocol", "McpServer"]
+
+DeferralSetting = Literal["deferred", "eager", "hidden"]
+LoadStrategy = Literal["append", "eager"]
+McpProtocol = Literal["initialize", "stateless", "auto"]
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One MCP server. Make one with :meth:`stdio` (a child process) or :meth:`http` (streamable HTTP).
+
+    ``trusted`` believes the server's annotations (``readOnlyHint`` gives level ``read``); ``levels``
+    sets the level of a tool by the server's name for it, and wins; any other tool is ``unrestricted``.
+    ``deferral`` is this server's setting (``None`` follows the agent's :class:`Deferral`), and the tools
+    in ``eager_load_tools`` ship their schemas from the first request under every setting.
+    ``protocol`` is the revision: ``initialize`` (2025-11-25), ``stateless`` (2026-07-28) or ``auto``."""
+
+    name: str
+    transport: Mapping[str, Any]
+    protocol: McpProtocol = "initialize"
+    trusted: bool = False
+    levels: Mapping[str, Level] = field(default_factory=dict)
+    deferral: DeferralSetting | None = None
+    eager_load_tools: Sequence[str] = ()
+
+    @classmethod
+    def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+              cwd: str | PathLike[str] | None = None, protocol: McpProtocol = "initialize", trusted: bool = False,
+              levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
+              eager_load_tools: Sequence[str] = ()) -> McpServer:
+        """A server run as a child process speaking on its stdin and stdout."""
+        if isinstance(args, str):
+            raise TypeError("args must be a list of strings, not one string")
+        transport: dict[str, Any] = {"type": "stdio", "command": command, "args": [fspath(a) for a in args],
+                                     "env": dict(env or {})}
+        if cwd is not None:
+            transport["cwd"] = fspath(cwd)
+        return cls(name, transport, protocol, trusted, dict(levels or {}), deferral, tuple(eager_load_tools))
+
+    @classmethod
+    def http(cls, name: str, url: str, *, protocol: McpProtocol = "initialize", trusted: bool = False,
+             levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
+             eager_load_tools: Sequence[str] = ()) -> McpServer:
+        """A server reached over streamable HTTP at ``url``."""
+        return cls(name, {"type": "http", "url": url}, protocol, trusted, dict(levels or {}), deferral,
+                   tuple(eager_load_tools))
+
+    def _config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"name": self.name, "transport": dict(self.transport), "protocol": self.protocol,
+                                  "trusted": self.trusted, "levels": dict(self.levels),
+                                  "eager_load_tools": list(self.eager_load_tools)}
+        if self.deferral is not None:
+            config["deferral"] = self.deferral
+        return config
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """How tools that may be deferred ship. ``setting`` is the install-wide one: MCP servers without
+    their own, and the host tools named in ``deferrable_tools``, follow it (``deferred``: listed in the
+    catalog until loaded; ``eager``: declared from the first request; ``hidden``: not registered at
+    all). ``strategy`` is how a load reaches the provider: ``append`` (a loaded schema joins the tools)
+    or ``eager`` (every schema from the first request)."""
+
+    setting: DeferralSetting = "deferred"
+    strategy: LoadStrategy = "append"
+    deferrable_tools: Sequence[str] = ()
+
+    def _config(self) -> dict[str, Any]:
+        return {"setting": self.setting, "strategy": self.strategy, "deferrable_tools": list(self.deferrable_tools)}

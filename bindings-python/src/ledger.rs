@@ -1,0 +1,152 @@
+//! `ambit._native.NativeLedger`: the work ledger for Python. Requests and results cross as JSON text;
+//! `ambit.ledger` turns them into dataclasses and enums, and ledger errors into its exceptions.
+
+use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions, ListQuery, RoutineLimits};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::awaitable;
+
+/// Builds the exception `ambit.ledger` defines for a ledger error, keeping its code and details.
+fn ledger_err(e: LedgerError) -> PyErr {
+    Python::attach(|py| {
+        let details = PyDict::new(py);
+        match &e {
+            LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key } => {
+                let _ = details.set_item("subject_key", subject_key);
+            }
+            LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
+                let _ = details.set_item("routine_id", routine_id);
+                let _ = details.set_item("pinned_scope", pinned_scope);
+                let _ = details.set_item("scope", scope);
+            }
+            _ => {}
+        }
+        let made = py
+            .import("ambit.ledger")
+            .and_then(|m| m.getattr("_from_core"))
+            .and_then(|f| f.call1((e.code(), e.to_string(), details)));
+        match made {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        }
+    })
+}
+
+fn bad_json(e: serde_json::Error) -> PyErr {
+    ledger_err(LedgerError::InvalidArgument(e.to_string()))
+}
+
+macro_rules! to_json {
+    ($v:expr) => {
+        serde_json::to_string($v).map_err(|e| ledger_err(LedgerError::Store(e.to_string())))
+    };
+}
+
+/// The native ledger; `ambit.ledger.Ledger` wraps it.
+#[pyclass(name = "NativeLedger", module = "ambit._native", frozen)]
+pub struct NativeLedger {
+    ledger: Ledger,
+}
+
+#[pymethods]
+impl NativeLedger {
+    /// Opens `sqlite:///path` or `postgres://…`; `durability` is `full` or `fast`.
+    #[staticmethod]
+    fn open<'py>(py: Python<'py>, url: String, durability: String) -> PyResult<Bound<'py, PyAny>> {
+        let durability = match durability.as_str() {
+            "full" => Durability::Full,
+            "fast" => Durability::Fast,
+            other => {
+                return Err(ledger_err(LedgerError::InvalidArgument(format!(
+                    "durability is full or fast, got '{other}'"
+                ))));
+            }
+        };
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() })
+                .await
+                .map_err(ledger_err)?;
+            Ok(NativeLedger { ledger })
+        })
+    }
+
+    /// Claims; `request` is a ClaimRequest as JSON. Returns the ClaimResult as JSON.
+    fn claim<'py>(&self, py: Python<'py>, request: String) -> PyResult<Bound<'py, PyAny>> {
+        let req: ClaimRequest = serde_json::from_str(&request).map_err(bad_json)?;
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move { to_json!(&ledger.claim(req).await.map_err(ledger_err)?) })
+    }
+
+    /// Records a batch given as JSON (a list of objects); the whole batch or nothing.
+    #[pyo3(signature = (scope, records, run_id=None))]
+    fn record<'py>(
+        &self,
+        py: Python<'py>,
+        scope: String,
+        records: String,
+        run_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let records: serde_json::Value = serde_json::from_str(&records).map_err(bad_json)?;
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            to_json!(&ledger.record_json(&scope, run_id.as_deref(), &records).await.map_err(ledger_err)?)
+        })
+    }
+
+    /// Lists rows; `query` is a ListQuery as JSON.
+    fn list<'py>(&self, py: Python<'py>, query: String) -> PyResult<Bound<'py, PyAny>> {
+        let query: ListQuery = serde_json::from_str(&query).map_err(bad_json)?;
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move { to_json!(&ledger.list(&query).await.map_err(ledger_err)?) })
+    }
+
+    fn grant_reason_counts<'py>(&self, py: Python<'py>, scope: String) -> PyResult<Bound<'py, PyAny>> {
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            to_json!(&ledger.grant_reason_counts(&scope).await.map_err(ledger_err)?)
+        })
+    }
+
+    #[pyo3(signature = (routine_id, subject_keys, batch_size, limits, run_id=None))]
+    fn report_backlog<'py>(
+        &self,
+        py: Python<'py>,
+        routine_id: String,
+        subject_keys: Vec<String>,
+        batch_size: u32,
+        limits: String,
+        run_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let report = ledger
+                .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits)
+                .await
+                .map_err(ledger_err)?;
+            to_json!(&report)
+        })
+    }
+
+    fn drain_decision<'py>(
+        &self,
+        py: Python<'py>,
+        routine_id: String,
+        run_id: String,
+        limits: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+        let ledger = self.ledger.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            to_json!(&ledger.drain_decision(&routine_id, &run_id, &limits).await.map_err(ledger_err)?)
+        })
+    }
+}

@@ -1,0 +1,57 @@
+"""The loop's settings and the event stream from Python, beyond the shared scenarios."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+
+import ambit
+from conftest import REPO
+
+
+def test_each_wire_has_a_model_class_and_bad_settings_are_typed_errors() -> None:
+    assert ambit.Anthropic("claude", stream=True)._config() == {"wire": "anthropic", "model": "claude", "stream": True}
+    assert ambit.OpenAIResponses("gpt", timeout=5)._config()["timeout_secs"] == 5
+    with pytest.raises(TypeError):
+        ambit.OpenAIChat("m", stream="yes")  # type: ignore[arg-type]
+    with pytest.raises(ambit.ConfigError, match="max_concurrency must be at least 1"):
+        ambit.Agent(model=ambit.OpenAIChat("m"), max_concurrency=0)
+    with pytest.raises(ambit.ConfigError, match="no price for the model 'm'"):
+        ambit.Agent(model=ambit.OpenAIChat("m"), max_cost=1.0)
+    with pytest.raises(ambit.ConfigError, match="timeout_secs must be a positive number"):
+        ambit.Agent(model=ambit.Anthropic("m", timeout=-1))
+
+
+def test_leaving_the_stream_early_stops_without_an_error(start_provider: Any) -> None:
+    path = REPO / "tests" / "scenarios" / "weather_two_calls.json"
+    provider = start_provider(path)
+
+    @ambit.tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    @ambit.tool
+    def get_time(city: str) -> str:
+        """Local time in a city."""
+        return "14:00"
+
+    cfg = json.loads(path.read_text())["agent"]
+    agent = ambit.Agent(model=ambit.OpenAIChat(cfg["model"], base_url=provider.base_url, api_key=cfg["api_key"]),
+                        instructions=cfg["instructions"], tools=[get_weather, get_time])
+
+    async def first_events() -> list[str]:
+        seen = []
+        async with contextlib.aclosing(agent.stream("Weather in Paris and London?")) as events:
+            async for event in events:
+                seen.append(event.type)
+                if event.type == "model_response":
+                    break
+        return seen
+
+    assert asyncio.run(first_events()) == ["run_started", "model_request", "model_response"]
+    assert provider.state()["mismatches"] == []

@@ -1,0 +1,256 @@
+//! The work ledger for Swift: `CoreLedger` (async, on the core's runtime) with records and enums for
+//! its results, and `LedgerCoreError` (one case per core code). The facade (`Ledger.swift`) wraps it.
+//! Every rule lives in the core.
+
+use std::sync::Arc;
+
+use ambit::ledger::{self as core, Durability, Ledger, LedgerOptions, ListFilter, ListQuery};
+use serde_json::json;
+
+/// A ledger failure, one case per code of the core's `LedgerError`; `message` is the core's text.
+#[derive(Debug, thiserror::Error, uniffi::Error)]
+pub enum LedgerCoreError {
+    /// Code `ledger_invalid_batch`: the whole batch was rejected, nothing written.
+    #[error("{message}")]
+    InvalidBatch { message: String },
+    /// Code `ledger_stale_token`.
+    #[error("{message}")]
+    StaleToken { subject_key: String, message: String },
+    /// Code `ledger_not_claimed`.
+    #[error("{message}")]
+    NotClaimed { subject_key: String, message: String },
+    /// Code `ledger_scope_pinned`.
+    #[error("{message}")]
+    ScopePinned { routine_id: String, pinned_scope: String, scope: String, message: String },
+    /// Code `ledger_invalid_argument`.
+    #[error("{message}")]
+    InvalidArgument { message: String },
+    /// Code `ledger_store`.
+    #[error("{message}")]
+    Store { message: String },
+}
+
+impl From<core::LedgerError> for LedgerCoreError {
+    fn from(e: core::LedgerError) -> Self {
+        let message = e.to_string();
+        match e {
+            core::LedgerError::InvalidBatch(_) => LedgerCoreError::InvalidBatch { message },
+            core::LedgerError::StaleToken { subject_key } => LedgerCoreError::StaleToken { subject_key, message },
+            core::LedgerError::NotClaimed { subject_key } => LedgerCoreError::NotClaimed { subject_key, message },
+            core::LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
+                LedgerCoreError::ScopePinned { routine_id, pinned_scope, scope, message }
+            }
+            core::LedgerError::InvalidArgument(_) => LedgerCoreError::InvalidArgument { message },
+            core::LedgerError::Store(_) => LedgerCoreError::Store { message },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum GrantReason {
+    Fresh,
+    CooldownExpired,
+    FingerprintChanged,
+}
+
+impl From<core::GrantReason> for GrantReason {
+    fn from(r: core::GrantReason) -> Self {
+        match r {
+            core::GrantReason::Fresh => GrantReason::Fresh,
+            core::GrantReason::CooldownExpired => GrantReason::CooldownExpired,
+            core::GrantReason::FingerprintChanged => GrantReason::FingerprintChanged,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum SkipReason {
+    InFlight,
+    CoolingDown,
+    OverLimit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum EntryState {
+    InFlight,
+    CoolingDown,
+    Eligible,
+}
+
+/// One candidate: a subject key and, optionally, a deterministic fingerprint of its state.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct WorkCandidate {
+    pub subject_key: String,
+    pub fingerprint: Option<String>,
+}
+
+/// One candidate of a claim, labelled.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LabelledCandidate {
+    pub subject_key: String,
+    pub grant_reason: Option<GrantReason>,
+    pub token: Option<i64>,
+    pub lease_until: Option<i64>,
+    pub skip_reason: Option<SkipReason>,
+    pub eligible_at: Option<i64>,
+}
+
+/// One record of a batch. `outcome` is `productive`, `empty`, `failed` or `released`; anything else
+/// rejects the batch.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct WorkRecord {
+    pub subject_key: String,
+    pub outcome: String,
+    pub token: Option<i64>,
+    pub fingerprint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct RecordedWork {
+    pub subject_key: String,
+    pub outcome: String,
+    pub attempts: i64,
+    pub misses: i64,
+    pub eligible_at: Option<i64>,
+    pub escalate: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LedgerEntry {
+    pub scope: String,
+    pub subject_key: String,
+    pub state: EntryState,
+    pub eligible_at: Option<i64>,
+    pub last_outcome: Option<String>,
+    pub last_grant_reason: Option<GrantReason>,
+    pub attempts: i64,
+    pub misses: i64,
+    pub claim_token: i64,
+    pub escalate: bool,
+    pub routine_id: Option<String>,
+}
+
+/// The ledger object under the Swift facade's `Ledger`.
+#[derive(uniffi::Object)]
+pub struct CoreLedger {
+    ledger: Ledger,
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl CoreLedger {
+    /// Opens `sqlite:///path` or `postgres://…`; `fast` trades durability for speed.
+    #[uniffi::constructor]
+    pub async fn open(url: String, fast: bool) -> Result<Arc<Self>, LedgerCoreError> {
+        let durability = if fast { Durability::Fast } else { Durability::Full };
+        let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await?;
+        Ok(Arc::new(CoreLedger { ledger }))
+    }
+
+    /// Labels every candidate granted or skipped, granting at most `limit`, in one atomic step.
+    pub async fn claim(
+        &self,
+        scope: String,
+        candidates: Vec<WorkCandidate>,
+        limit: u32,
+        lease_ms: i64,
+        run_id: Option<String>,
+        routine_id: Option<String>,
+    ) -> Result<Vec<LabelledCandidate>, LedgerCoreError> {
+        let mut req = core::ClaimRequest::new(
+            scope,
+            candidates.into_iter().map(|c| core::Candidate { subject_key: c.subject_key, fingerprint: c.fingerprint }),
+            limit as usize,
+        );
+        req.lease_ms = lease_ms;
+        req.run_id = run_id;
+        req.routine_id = routine_id;
+        let result = self.ledger.claim(req).await?;
+        Ok(result
+            .candidates
+            .into_iter()
+            .map(|c| match c.verdict {
+                core::Verdict::Granted { grant_reason, token, lease_until } => LabelledCandidate {
+                    subject_key: c.subject_key,
+                    grant_reason: Some(grant_reason.into()),
+                    token: Some(token),
+                    lease_until: Some(lease_until),
+                    skip_reason: None,
+                    eligible_at: None,
+                },
+                core::Verdict::Skipped { skip_reason, eligible_at } => LabelledCandidate {
+                    subject_key: c.subject_key,
+                    grant_reason: None,
+                    token: None,
+                    lease_until: None,
+                    skip_reason: Some(match skip_reason {
+                        core::SkipReason::InFlight => SkipReason::InFlight,
+                        core::SkipReason::CoolingDown => SkipReason::CoolingDown,
+                        core::SkipReason::OverLimit => SkipReason::OverLimit,
+                    }),
+                    eligible_at,
+                },
+            })
+            .collect())
+    }
+
+    /// Records a batch: the whole batch or nothing.
+    pub async fn record(
+        &self,
+        scope: String,
+        records: Vec<WorkRecord>,
+        run_id: Option<String>,
+    ) -> Result<Vec<RecordedWork>, LedgerCoreError> {
+        let batch = json!(
+            records
+                .iter()
+                .map(|r| json!({"subject_key": r.subject_key, "outcome": r.outcome, "token": r.token, "fingerprint": r.fingerprint}))
+                .collect::<Vec<_>>()
+        );
+        let result = self.ledger.record_json(&scope, run_id.as_deref(), &batch).await?;
+        Ok(result
+            .recorded
+            .into_iter()
+            .map(|r| RecordedWork {
+                subject_key: r.subject_key,
+                outcome: r.outcome.as_str().to_string(),
+                attempts: r.attempts,
+                misses: r.misses,
+                eligible_at: r.eligible_at,
+                escalate: r.escalate,
+            })
+            .collect())
+    }
+
+    /// Ledger rows, soonest eligible first; `state` is `all`, `eligible` or `suppressed`.
+    pub async fn list(
+        &self,
+        scope: Option<String>,
+        state: String,
+        routine_id: Option<String>,
+    ) -> Result<Vec<LedgerEntry>, LedgerCoreError> {
+        let state = ListFilter::parse(&state).ok_or_else(|| {
+            core::LedgerError::InvalidArgument(format!("state is all, eligible or suppressed, got '{state}'"))
+        })?;
+        let entries = self.ledger.list(&ListQuery { scope, state, routine_id }).await?;
+        Ok(entries
+            .into_iter()
+            .map(|e| LedgerEntry {
+                scope: e.scope,
+                subject_key: e.subject_key,
+                state: match e.state {
+                    core::EntryState::InFlight => EntryState::InFlight,
+                    core::EntryState::CoolingDown => EntryState::CoolingDown,
+                    core::EntryState::Eligible => EntryState::Eligible,
+                },
+                eligible_at: e.eligible_at,
+                last_outcome: e.last_outcome.map(|o| o.as_str().to_string()),
+                last_grant_reason: e.last_grant_reason.map(Into::into),
+                attempts: e.attempts,
+                misses: e.misses,
+                claim_token: e.claim_token,
+                escalate: e.escalate,
+                routine_id: e.routine_id,
+            })
+            .collect())
+    }
+}

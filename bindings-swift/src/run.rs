@@ -1,0 +1,281 @@
+//! The model settings, the loop's limits, and a run's events, as UniFFI types.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::{CoreError, RunResult, Usage};
+
+/// The three wires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Wire {
+    OpenAiChat,
+    Anthropic,
+    OpenAiResponses,
+}
+
+/// Which model, on which wire, where, and how.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ModelSettings {
+    pub wire: Wire,
+    pub model: String,
+    /// The provider's base URL (`…/v1`); absent: the wire's environment variable, else the vendor's URL.
+    #[uniffi(default = None)]
+    pub base_url: Option<String>,
+    #[uniffi(default = None)]
+    pub api_key: Option<String>,
+    /// Stream answers (SSE).
+    #[uniffi(default = false)]
+    pub stream: bool,
+    /// The limit on one HTTP request in seconds, retries not included (default 600).
+    #[uniffi(default = None)]
+    pub timeout_secs: Option<f64>,
+    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    #[uniffi(default = None)]
+    pub max_retries: Option<u32>,
+    /// Anthropic only: the most tokens one answer may have (default 4096).
+    #[uniffi(default = None)]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelSettings {
+    pub(crate) fn build(self) -> Result<Arc<dyn ambit::Model>, ambit::Error> {
+        let wire = match self.wire {
+            Wire::OpenAiChat => ambit::Wire::OpenaiChat,
+            Wire::Anthropic => ambit::Wire::Anthropic,
+            Wire::OpenAiResponses => ambit::Wire::OpenaiResponses,
+        };
+        let mut c = ambit::ModelConfig::new(wire, self.model);
+        c.base_url = self.base_url;
+        c.api_key = self.api_key;
+        c.stream = self.stream;
+        c.timeout_secs = self.timeout_secs;
+        c.max_retries = self.max_retries;
+        c.max_tokens = self.max_tokens;
+        c.build()
+    }
+}
+
+/// What a model costs per million tokens, in any unit (the cost budget uses the same unit).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct Price {
+    #[uniffi(default = 0.0)]
+    pub input_per_mtok: f64,
+    #[uniffi(default = 0.0)]
+    pub output_per_mtok: f64,
+    #[uniffi(default = 0.0)]
+    pub cache_read_per_mtok: f64,
+    #[uniffi(default = 0.0)]
+    pub cache_write_per_mtok: f64,
+}
+
+/// The loop's settings: concurrency within a turn, hard budgets, the checklist.
+#[derive(Debug, Clone, Default, uniffi::Record)]
+pub struct LoopSettings {
+    /// The most tool calls of one turn running at the same time (default 8).
+    #[uniffi(default = None)]
+    pub max_concurrency: Option<u32>,
+    /// The most tokens (input, output, cache-read and cache-write together) a run may use.
+    #[uniffi(default = None)]
+    pub max_tokens: Option<u64>,
+    /// The most a run may cost, by `prices`.
+    #[uniffi(default = None)]
+    pub max_cost: Option<f64>,
+    /// Prices per model name.
+    #[uniffi(default)]
+    pub prices: HashMap<String, Price>,
+    /// The checklist tools and the rule that a turn cannot end while an item is pending or in_progress.
+    #[uniffi(default = false)]
+    pub checklist: bool,
+    /// How many nudges about open items before the run ends anyway (default 3).
+    #[uniffi(default = None)]
+    pub checklist_nudge_cap: Option<u32>,
+    /// Background calls: an optional `background` parameter on every tool; the result arrives later
+    /// as its own turn.
+    #[uniffi(default = false)]
+    pub background: bool,
+    /// Seconds a background task may stay silent before it is failed as dead (default 300).
+    #[uniffi(default = None)]
+    pub heartbeat_secs: Option<f64>,
+    /// The scratchpad parameter and tools.
+    #[uniffi(default = false)]
+    pub scratchpad: bool,
+}
+
+impl LoopSettings {
+    pub(crate) fn apply(self, mut b: ambit::AgentBuilder) -> ambit::AgentBuilder {
+        if let Some(n) = self.max_concurrency {
+            b = b.max_concurrency(n as usize);
+        }
+        b = b.budget(ambit::Budget { max_tokens: self.max_tokens, max_cost: self.max_cost }).checklist(self.checklist);
+        if let Some(n) = self.checklist_nudge_cap {
+            b = b.checklist_nudge_cap(n);
+        }
+        b = b.background(self.background).scratchpad(self.scratchpad);
+        if let Some(s) = self.heartbeat_secs {
+            // A bad number becomes a zero window, which the core refuses by name.
+            b = b.heartbeat(std::time::Duration::try_from_secs_f64(s).unwrap_or(std::time::Duration::ZERO));
+        }
+        if !self.prices.is_empty() {
+            b = b.prices(
+                self.prices
+                    .into_iter()
+                    .map(|(m, p)| {
+                        let price = ambit::Price {
+                            input_per_mtok: p.input_per_mtok,
+                            output_per_mtok: p.output_per_mtok,
+                            cache_read_per_mtok: p.cache_read_per_mtok,
+                            cache_write_per_mtok: p.cache_write_per_mtok,
+                        };
+                        (m, price)
+                    })
+                    .collect(),
+            );
+        }
+        b
+    }
+}
+
+/// One event of a run, in the order it happened.
+#[derive(Debug, Clone, uniffi::Enum)]
+pub enum AgentEvent {
+    RunStarted {
+        input: String,
+    },
+    /// A model request is about to be sent (`turn` counts from 1).
+    ModelRequest {
+        turn: u32,
+    },
+    /// A piece of the model's text as it streams (the whole text at once on an unstreamed wire).
+    TextDelta {
+        text: String,
+    },
+    /// `usage` is this request's; `cost` its cost when the price table has the model.
+    ModelResponse {
+        turn: u32,
+        usage: Usage,
+        cost: Option<f64>,
+    },
+    ToolCallRequested {
+        id: String,
+        name: String,
+        arguments_json: String,
+    },
+    ToolStarted {
+        id: String,
+        name: String,
+    },
+    ToolFinished {
+        id: String,
+        name: String,
+        result: String,
+        is_error: bool,
+    },
+    ToolRefused {
+        id: String,
+        name: String,
+        reason: String,
+    },
+    ChecklistNudge {
+        nudge: u32,
+        open_items: Vec<String>,
+    },
+    BackgroundTaskStarted {
+        task_id: String,
+        call_id: String,
+        name: String,
+    },
+    BackgroundTaskProgress {
+        task_id: String,
+        note: String,
+    },
+    BackgroundTaskReported {
+        task_id: String,
+        name: String,
+        result: String,
+        is_error: bool,
+    },
+    RunFinished {
+        usage: Usage,
+        result: RunResult,
+    },
+    /// An event this version of the binding does not know: its `type` and its JSON.
+    Other {
+        kind: String,
+        json: String,
+    },
+}
+
+impl From<ambit::Event> for AgentEvent {
+    fn from(e: ambit::Event) -> Self {
+        use ambit::Event as E;
+        match e {
+            E::RunStarted { input } => AgentEvent::RunStarted { input },
+            E::ModelRequest { turn } => AgentEvent::ModelRequest { turn },
+            E::TextDelta { text } => AgentEvent::TextDelta { text },
+            E::ModelResponse { turn, usage, cost } => AgentEvent::ModelResponse { turn, usage: usage.into(), cost },
+            E::ToolCallRequested { id, name, arguments } => {
+                let arguments_json = match arguments {
+                    serde_json::Value::String(raw) => raw,
+                    other => other.to_string(),
+                };
+                AgentEvent::ToolCallRequested { id, name, arguments_json }
+            }
+            E::ToolStarted { id, name } => AgentEvent::ToolStarted { id, name },
+            E::ToolFinished { id, name, result, is_error } => AgentEvent::ToolFinished { id, name, result, is_error },
+            E::ToolRefused { id, name, reason } => AgentEvent::ToolRefused { id, name, reason },
+            E::ChecklistNudge { nudge, open_items } => AgentEvent::ChecklistNudge { nudge, open_items },
+            E::BackgroundTaskStarted { task_id, call_id, name } => {
+                AgentEvent::BackgroundTaskStarted { task_id, call_id, name }
+            }
+            E::BackgroundTaskProgress { task_id, note } => AgentEvent::BackgroundTaskProgress { task_id, note },
+            E::BackgroundTaskReported { task_id, name, result, is_error } => {
+                AgentEvent::BackgroundTaskReported { task_id, name, result, is_error }
+            }
+            E::RunFinished { usage, result } => AgentEvent::RunFinished { usage: usage.into(), result: result.into() },
+            other => {
+                let json = serde_json::to_value(&other).unwrap_or_default();
+                let kind = json.get("type").and_then(|t| t.as_str()).unwrap_or("unknown").to_string();
+                AgentEvent::Other { kind, json: json.to_string() }
+            }
+        }
+    }
+}
+
+/// The events of one run; the Swift facade turns it into an `AsyncThrowingStream`.
+#[derive(uniffi::Object)]
+pub struct CoreRunStream {
+    pub(crate) feed: ambit::EventFeed,
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl CoreRunStream {
+    /// The next event; `nil` at the end; throws the run's error.
+    pub async fn next(&self) -> Result<Option<AgentEvent>, CoreError> {
+        match self.feed.next().await {
+            Some(Ok(e)) => Ok(Some(e.into())),
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(None),
+        }
+    }
+
+    /// Stops the run: its HTTP request and its tools are dropped.
+    pub fn cancel(&self) {
+        self.feed.cancel();
+    }
+}
+
+/// One item of a run's checklist; `status` is pending, in_progress, deferred, completed or canceled.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ChecklistItem {
+    pub id: u32,
+    pub text: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub task: Option<String>,
+}
+
+impl From<ambit::ChecklistItem> for ChecklistItem {
+    fn from(i: ambit::ChecklistItem) -> Self {
+        ChecklistItem { id: i.id, text: i.text, status: i.status.as_str().to_string(), reason: i.reason, task: i.task }
+    }
+}

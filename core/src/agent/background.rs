@@ -1,0 +1,434 @@
+//! Background calls (SPEC §5): a call with `background: true` returns a task id at once and its result
+//! arrives later as its own turn. A task reports progress notes; one silent longer than its heartbeat
+//! window is failed as dead; cancellation is cooperative: the tool sees a token ([`TaskHandle`]) and
+//! unwinds at its next checkpoint (for async code, its next `.await`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::events::{Emitter, Event};
+use super::run_state::RunState;
+use crate::error::ToolError;
+use crate::permission::Level;
+use crate::tools::{Tool, ToolSpec};
+
+/// How long a background task may stay silent (no progress note, no result) before it is failed as dead.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(300);
+
+tokio::task_local! {
+    static CURRENT: TaskHandle;
+}
+
+struct Shared {
+    id: String,
+    cancelled: AtomicBool,
+    notify: Notify,
+    last_beat: Mutex<Instant>,
+    note: Mutex<Option<String>>,
+    events: Emitter,
+}
+
+/// What a tool running in the background sees of its task: its id, a way to report progress (which is
+/// also its heartbeat), and the cancellation token.
+#[derive(Clone)]
+pub struct TaskHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskHandle").field("id", &self.shared.id).finish()
+    }
+}
+
+impl TaskHandle {
+    /// The task the calling code runs in, when it runs in the background.
+    pub fn current() -> Option<TaskHandle> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Reports progress: a short note the run's events and `task_list` show. It is also proof of life.
+    pub fn progress(&self, note: impl Into<String>) {
+        let note = note.into();
+        *self.shared.last_beat.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.shared.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note.clone());
+        self.shared.events.emit(Event::BackgroundTaskProgress { task_id: self.shared.id.clone(), note });
+    }
+
+    /// Whether the task was asked to stop. A tool checks it at its checkpoints and unwinds.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the task is asked to stop.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.shared.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A finished task, as the loop delivers it.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub id: String,
+    pub name: String,
+    pub result: String,
+    pub is_error: bool,
+}
+
+impl Report {
+    /// The turn that carries the result to the model.
+    pub fn message(&self) -> String {
+        let how = if self.is_error { "failed" } else { "finished" };
+        format!("[background task {} ({}) {how}]\n{}", self.id, self.name, self.result)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    /// Its report is waiting for the loop.
+    Reported,
+    /// Its report reached the model.
+    Delivered,
+}
+
+struct Entry {
+    name: String,
+    handle: TaskHandle,
+    abort: futures::future::AbortHandle,
+    state: State,
+}
+
+type Work = futures::future::BoxFuture<'static, ()>;
+
+/// The background tasks of one run. They are polled by the run's own task ([`Tasks::driver`]), beside
+/// the loop, so they see what the run's task carries (a binding's event loop, the run's state) and stop
+/// when the run stops.
+pub(crate) struct Tasks {
+    next: AtomicU32,
+    entries: Mutex<BTreeMap<String, Entry>>,
+    tx: mpsc::UnboundedSender<Report>,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Report>>,
+    work_tx: mpsc::UnboundedSender<Work>,
+    work_rx: Mutex<Option<mpsc::UnboundedReceiver<Work>>>,
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tasks").finish_non_exhaustive()
+    }
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (work_tx, work_rx) = mpsc::unbounded_channel();
+        Tasks {
+            next: AtomicU32::new(0),
+            entries: Mutex::default(),
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+            work_tx,
+            work_rx: Mutex::new(Some(work_rx)),
+        }
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for e in self.entries.get_mut().unwrap_or_else(|p| p.into_inner()).values() {
+            e.abort.abort();
+        }
+    }
+}
+
+impl Tasks {
+    /// Polls the background tasks until dropped (never finishes); the run selects it beside the loop.
+    pub fn driver(&self) -> impl Future<Output = ()> + Send + 'static {
+        let incoming = self.work_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        async move {
+            use futures::StreamExt;
+            let Some(mut incoming) = incoming else { return std::future::pending().await };
+            let mut running = futures::stream::FuturesUnordered::new();
+            loop {
+                tokio::select! {
+                    Some(w) = incoming.recv() => running.push(w),
+                    Some(()) = running.next(), if !running.is_empty() => {}
+                    else => std::future::pending::<()>().await,
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts `work` (a tool call: its result text and whether it is an error) as task `task_N`.
+    pub fn spawn<F>(self: &Arc<Self>, name: &str, events: &Emitter, work: F) -> String
+    where
+        F: Future<Output = (String, bool)> + Send + 'static,
+    {
+        let id = format!("task_{}", self.next.fetch_add(1, Ordering::SeqCst) + 1);
+        let handle = TaskHandle {
+            shared: Arc::new(Shared {
+                id: id.clone(),
+                cancelled: AtomicBool::new(false),
+                notify: Notify::new(),
+                last_beat: Mutex::new(Instant::now()),
+                note: Mutex::new(None),
+                events: events.clone(),
+            }),
+        };
+        let tasks = Arc::downgrade(self);
+        let (task_id, task_name, scoped) = (id.clone(), name.to_string(), handle.clone());
+        // Registered before it is polled, so its report always finds its entry.
+        let (work, abort) = futures::future::abortable(async move {
+            let (result, is_error) = CURRENT.scope(scoped, work).await;
+            if let Some(tasks) = tasks.upgrade() {
+                tasks.report(Report { id: task_id, name: task_name, result, is_error });
+            }
+        });
+        self.lock().insert(id.clone(), Entry { name: name.to_string(), handle, abort, state: State::Running });
+        let _ = self.work_tx.send(Box::pin(async move {
+            let _ = work.await;
+        }));
+        id
+    }
+
+    /// Sends a task's report once: the first of finishing, being cancelled or being failed as dead wins.
+    fn report(&self, report: Report) {
+        let mut entries = self.lock();
+        if let Some(e) = entries.get_mut(&report.id)
+            && e.state == State::Running
+        {
+            e.state = State::Reported;
+            let _ = self.tx.send(report);
+        }
+    }
+
+    /// Tasks whose result has not reached the model yet.
+    pub fn outstanding(&self) -> usize {
+        self.lock().values().filter(|e| e.state != State::Delivered).count()
+    }
+
+    /// Waits for the next report, failing as dead every task silent for longer than `heartbeat`; `None`
+    /// when nothing is outstanding. The report is marked delivered.
+    pub async fn next_report(&self, heartbeat: Duration) -> Option<Report> {
+        let r = self.wait_report(heartbeat).await?;
+        if let Some(e) = self.lock().get_mut(&r.id) {
+            e.state = State::Delivered;
+        }
+        Some(r)
+    }
+
+    async fn wait_report(&self, heartbeat: Duration) -> Option<Report> {
+        let mut rx = self.rx.lock().await;
+        loop {
+            let deadline = {
+                let entries = self.lock();
+                let running: Vec<Instant> = entries
+                    .values()
+                    .filter(|e| e.state == State::Running)
+                    .map(|e| *e.handle.shared.last_beat.lock().unwrap_or_else(|p| p.into_inner()) + heartbeat)
+                    .collect();
+                if running.is_empty() {
+                    return rx.try_recv().ok();
+                }
+                running.into_iter().min()
+            };
+            let deadline = deadline?;
+            tokio::select! {
+                r = rx.recv() => return r,
+                _ = tokio::time::sleep_until(deadline) => {
+                    let now = Instant::now();
+                    let dead: Vec<(String, String)> = self
+                        .lock()
+                        .iter()
+                        .filter(|(_, e)| e.state == State::Running)
+                        .filter(|(_, e)| *e.handle.shared.last_beat.lock().unwrap_or_else(|p| p.into_inner()) + heartbeat <= now)
+                        .map(|(id, e)| (id.clone(), e.name.clone()))
+                        .collect();
+                    for (id, name) in dead {
+                        self.stop(&id);
+                        let result = format!(
+                            "Error: background task {id} ({name}) was failed as dead: no progress note or result for more than {} s",
+                            heartbeat.as_secs_f64()
+                        );
+                        self.report(Report { id, name, result, is_error: true });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Signals the token, then stops the task at its next checkpoint.
+    fn stop(&self, id: &str) {
+        if let Some(e) = self.lock().get(id) {
+            e.handle.shared.cancelled.store(true, Ordering::SeqCst);
+            e.handle.shared.notify.notify_waiters();
+            e.abort.abort();
+        }
+    }
+
+    /// Cancels a running task; its report (an error result) arrives as its own turn.
+    pub fn cancel(&self, id: &str, reason: Option<&str>) -> Result<String, String> {
+        let name = {
+            let entries = self.lock();
+            let e = entries.get(id).ok_or_else(|| format!("there is no background task '{id}'"))?;
+            if e.state != State::Running {
+                return Err(format!("background task {id} ({}) has already reported", e.name));
+            }
+            e.name.clone()
+        };
+        self.stop(id);
+        let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+        let result = format!("Error: background task {id} ({name}) was cancelled{why}");
+        self.report(Report { id: id.to_string(), name: name.clone(), result, is_error: true });
+        Ok(format!("Cancelled background task {id} ({name}){why}."))
+    }
+
+    /// `task_list`: every task with its tool, status and latest progress note.
+    pub fn list(&self) -> String {
+        let entries = self.lock();
+        if entries.is_empty() {
+            return "No background tasks.".to_string();
+        }
+        let lines: Vec<String> = entries
+            .iter()
+            .map(|(id, e)| {
+                let status = if e.state == State::Running { "running" } else { "reported" };
+                let note = e.handle.shared.note.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match note {
+                    Some(n) => format!("{id} ({}): {status}; latest note: {n}", e.name),
+                    None => format!("{id} ({}): {status}", e.name),
+                }
+            })
+            .collect();
+        lines.join("\n")
+    }
+
+    /// Whether a checklist item may wait on `id`: a task that is still running.
+    pub fn may_be_waited_on(&self, id: &str) -> Result<(), String> {
+        match self.lock().get(id) {
+            None => Err(format!("there is no background task '{id}'")),
+            Some(e) if e.state != State::Running => Err(format!("background task {id} has already reported")),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// What the model is told about its background call.
+pub(crate) fn started_note(id: &str, name: &str) -> String {
+    format!(
+        "Started background task {id} ({name}). Its result will arrive as its own turn; do not wait for it. task_list shows it, task_cancel stops it."
+    )
+}
+
+struct ListTool(ToolSpec);
+struct CancelTool(ToolSpec);
+
+fn tasks() -> Result<Arc<RunState>, ToolError> {
+    RunState::current().ok_or_else(|| ToolError::failed("background tasks exist only inside a run"))
+}
+
+#[async_trait]
+impl Tool for ListTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
+        Ok(Value::String(tasks()?.tasks.list()))
+    }
+}
+
+#[async_trait]
+impl Tool for CancelTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let id = arguments.get("task_id").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+        let id = id.ok_or_else(|| ToolError::failed("task_id is required"))?;
+        let reason = arguments.get("reason").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+        tasks()?.tasks.cancel(id, reason).map(Value::String).map_err(ToolError::failed)
+    }
+}
+
+/// `task_list` and `task_cancel`, at level `read`.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ListTool(
+            ToolSpec::new(
+                "task_list",
+                "Lists this run's background tasks: id, tool, status and latest progress note.",
+                json!({"type": "object", "properties": {}}),
+            )
+            .with_level(Level::Read),
+        )),
+        Arc::new(CancelTool(
+            ToolSpec::new(
+                "task_cancel",
+                "Cancels a running background task by id. Cancellation is cooperative: the task stops at its next checkpoint; its result arrives as a cancelled error.",
+                json!({"type": "object", "properties": {"task_id": {"type": "string"}, "reason": {"type": "string"}}, "required": ["task_id"]}),
+            )
+            .with_level(Level::Read),
+        )),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_silent_task_is_failed_as_dead_and_a_cancelled_one_reports_once() {
+        let tasks = Arc::new(Tasks::default());
+        tokio::spawn(tasks.driver());
+        let events = Emitter::default();
+        let id = tasks.spawn("sleepy", &events, async {
+            std::future::pending::<()>().await;
+            (String::new(), false)
+        });
+        let r = tasks.next_report(Duration::from_millis(20)).await.unwrap();
+        assert_eq!(r.id, id);
+        assert!(r.is_error && r.result.contains("failed as dead"), "{r:?}");
+        assert!(tasks.cancel(&id, None).unwrap_err().contains("already reported"));
+
+        let id = tasks.spawn("waits", &events, async {
+            let me = TaskHandle::current().unwrap();
+            me.progress("started");
+            me.cancelled().await;
+            ("unwound".to_string(), false)
+        });
+        assert!(tasks.list().contains("running"));
+        assert_eq!(
+            tasks.cancel(&id, Some("not needed")).unwrap(),
+            format!("Cancelled background task {id} (waits): not needed.")
+        );
+        let r = tasks.next_report(Duration::from_secs(60)).await.unwrap();
+        assert!(r.result.contains("was cancelled: not needed"), "{r:?}");
+        assert_eq!(tasks.outstanding(), 0);
+        assert!(tasks.next_report(Duration::from_secs(60)).await.is_none());
+    }
+}

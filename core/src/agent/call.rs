@@ -1,0 +1,137 @@
+//! The two parameters the loop itself reads on every call (SPEC §5): `background` and `scratchpad`.
+//! They are type-checked here (`null` is absent), taken out of the arguments before the tool sees
+//! them, and acted on around [`Agent::dispatch`], which stays the one place a call is executed.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::events::{Emitter, Event};
+use super::run_state::RunState;
+use super::{Agent, background, scratchpad};
+use crate::model::ToolCall;
+use crate::tools::ToolSpec;
+
+const BACKGROUND_DOC: &str =
+    "Run this call in the background: a task id comes back at once and the result arrives later as its own turn.";
+const SCRATCHPAD_DOC: &str =
+    "Save this call's output to the scratchpad under this name instead of returning it (errors stay inline).";
+
+fn has_own(spec: &ToolSpec, param: &str) -> bool {
+    spec.parameters.pointer(&format!("/properties/{param}")).is_some()
+}
+
+impl Agent {
+    /// Adds `background` and `scratchpad` to the schemas offered, where they are on and the tool has no
+    /// parameter of that name of its own.
+    pub(crate) fn add_loop_params(&self, specs: &mut [ToolSpec]) {
+        let inner = &self.inner;
+        for spec in specs {
+            let Some(props) = spec
+                .parameters
+                .as_object_mut()
+                .map(|o| o.entry("properties").or_insert_with(|| Value::Object(Map::new())))
+            else {
+                continue;
+            };
+            let Some(props) = props.as_object_mut() else { continue };
+            if inner.heartbeat.is_some() && !props.contains_key("background") {
+                props.insert("background".into(), json!({"type": "boolean", "description": BACKGROUND_DOC}));
+            }
+            if inner.scratchpad && !props.contains_key("scratchpad") {
+                props.insert("scratchpad".into(), json!({"type": "string", "description": SCRATCHPAD_DOC}));
+            }
+        }
+    }
+
+    /// Runs one call as the model asked: in the background, saved to the scratchpad, or inline.
+    pub(crate) async fn dispatch_call(
+        &self,
+        call: &ToolCall,
+        events: &Emitter,
+        state: &Arc<RunState>,
+    ) -> (Value, String, bool) {
+        let inner = &self.inner;
+        let spec = inner.tools.get(&call.name).map(|t| t.spec().clone());
+        let parsed =
+            serde_json::from_str::<Value>(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
+        let (Some(spec), Ok(Value::Object(mut args))) = (spec, parsed) else {
+            return self.dispatch_observed(call, events).await;
+        };
+        let refuse = |args: Map<String, Value>, reason: String| {
+            events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
+            (Value::Object(args), format!("Error: {reason}"), true)
+        };
+        let mut background = false;
+        if inner.heartbeat.is_some() && !has_own(&spec, "background") {
+            match args.remove("background") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(b)) => background = b,
+                Some(other) => {
+                    args.insert("background".into(), other.clone());
+                    let reason = format!(
+                        "the call to '{}' was refused: background must be true or false, got {other}",
+                        call.name
+                    );
+                    return refuse(args, reason);
+                }
+            }
+        }
+        let mut save_as = None;
+        if inner.scratchpad && !has_own(&spec, "scratchpad") {
+            match args.remove("scratchpad") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s.trim().is_empty() => {}
+                Some(Value::String(s)) => save_as = Some(s.trim().to_string()),
+                Some(other) => {
+                    args.insert("scratchpad".into(), other.clone());
+                    let reason = format!(
+                        "the call to '{}' was refused: scratchpad must be a string (the entry's name), got {other}",
+                        call.name
+                    );
+                    return refuse(args, reason);
+                }
+            }
+        }
+        let call =
+            ToolCall { id: call.id.clone(), name: call.name.clone(), arguments: Value::Object(args).to_string() };
+        if background {
+            let (agent, ev, st, c, save) = (self.clone(), events.clone(), state.clone(), call.clone(), save_as.clone());
+            let id = state.tasks.spawn(&call.name, events, async move {
+                let (_, result, is_error) =
+                    st.clone().scope(scratchpad::with_saving(save.is_some(), agent.dispatch(&c, &ev))).await;
+                finish(&st, save.as_deref(), result, is_error)
+            });
+            events.emit(Event::BackgroundTaskStarted {
+                task_id: id.clone(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+            });
+            let arguments = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+            let note = background::started_note(&id, &call.name);
+            events.emit(Event::ToolFinished {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                result: note.clone(),
+                is_error: false,
+            });
+            return (arguments, note, false);
+        }
+        let (arguments, result, is_error) =
+            scratchpad::with_saving(save_as.is_some(), self.dispatch_observed(&call, events)).await;
+        let (result, is_error) = finish(state, save_as.as_deref(), result, is_error);
+        (arguments, result, is_error)
+    }
+}
+
+/// Saves a successful output under `save_as`; the model then sees a note instead. Errors stay inline.
+fn finish(state: &RunState, save_as: Option<&str>, result: String, is_error: bool) -> (String, bool) {
+    match save_as {
+        Some(name) if !is_error => {
+            let note = scratchpad::saved_note(name, &result);
+            state.scratchpad.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), result);
+            (note, false)
+        }
+        _ => (result, is_error),
+    }
+}

@@ -1,0 +1,180 @@
+//! The typed events of a run, and the stream that carries them ([`Agent::stream`](super::Agent::stream)).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::RunResult;
+use crate::error::Error;
+use crate::model::Usage;
+
+/// One thing that happened during a run, in the order it happened. Serialized with a `type` tag
+/// (`run_started`, `model_request`, …), the form every binding hands to its language.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The run began with this user message.
+    RunStarted { input: String },
+    /// A model request is about to be sent (`turn` counts from 1).
+    ModelRequest { turn: u32 },
+    /// A piece of the model's text, as it streams (the whole text at once on an unstreamed wire).
+    TextDelta { text: String },
+    /// The model answered; `usage` is this request's, `cost` its cost when the price table has the model.
+    ModelResponse { turn: u32, usage: Usage, cost: Option<f64> },
+    /// The model asked for a tool call.
+    ToolCallRequested { id: String, name: String, arguments: Value },
+    /// The tool call is about to run.
+    ToolStarted { id: String, name: String },
+    /// The tool call ended; `result` is what the model sees.
+    ToolFinished { id: String, name: String, result: String, is_error: bool },
+    /// The call was refused before the tool ran; `reason` is what the model sees.
+    ToolRefused { id: String, name: String, reason: String },
+    /// A call was put to the approval handler.
+    ApprovalRequested { request: crate::permission::ApprovalRequest },
+    /// A call went to the background as task `task_id`.
+    BackgroundTaskStarted { task_id: String, call_id: String, name: String },
+    /// A background task reported progress.
+    BackgroundTaskProgress { task_id: String, note: String },
+    /// A background task's result reached the model as its own turn (finished, failed, cancelled, or
+    /// failed as dead).
+    BackgroundTaskReported { task_id: String, name: String, result: String, is_error: bool },
+    /// The loop told the model its checklist still has open items (`nudge` counts from 1).
+    ChecklistNudge { nudge: u32, open_items: Vec<String> },
+    /// The run ended with this result.
+    RunFinished { usage: Usage, result: RunResult },
+}
+
+/// Where the loop sends events; a run without a listener sends nowhere.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Emitter {
+    tx: Option<mpsc::UnboundedSender<Event>>,
+}
+
+impl Emitter {
+    pub fn new(tx: mpsc::UnboundedSender<Event>) -> Self {
+        Emitter { tx: Some(tx) }
+    }
+
+    pub fn emit(&self, event: Event) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(event);
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.tx.is_some()
+    }
+}
+
+type RunFuture = Pin<Box<dyn Future<Output = Result<RunResult, Error>> + Send>>;
+
+/// The events of one run, ending with [`Event::RunFinished`], or with the run's error as the last item.
+/// The run is driven by polling the stream; dropping the stream cancels the run, its HTTP request and
+/// its tools.
+pub struct RunStream {
+    run: Option<RunFuture>,
+    rx: mpsc::UnboundedReceiver<Event>,
+    end: Option<Result<RunResult, Error>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStream").field("done", &self.done).finish()
+    }
+}
+
+impl RunStream {
+    pub(crate) fn new(run: RunFuture, rx: mpsc::UnboundedReceiver<Event>) -> Self {
+        RunStream { run: Some(run), rx, end: None, done: false }
+    }
+}
+
+impl Stream for RunStream {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if let Some(run) = this.run.as_mut()
+            && let Poll::Ready(outcome) = run.as_mut().poll(cx)
+        {
+            this.run = None;
+            this.end = Some(outcome);
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(e)) => return Poll::Ready(Some(Ok(e))),
+            Poll::Ready(None) | Poll::Pending if this.run.is_none() => {}
+            _ => return Poll::Pending,
+        }
+        // The run is over and every event it sent has been handed out.
+        if let Ok(e) = this.rx.try_recv() {
+            return Poll::Ready(Some(Ok(e)));
+        }
+        this.done = true;
+        match this.end.take() {
+            Some(Ok(result)) => Poll::Ready(Some(Ok(Event::RunFinished { usage: result.usage, result }))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+type Spawned = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A run's stream driven by a task of its own, for the bindings: each language awaits [`EventFeed::next`]
+/// from its own event loop, and [`EventFeed::cancel`] stops the run, its HTTP request and its tools.
+pub struct EventFeed {
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Result<Event, Error>>>,
+    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for EventFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventFeed").finish_non_exhaustive()
+    }
+}
+
+impl EventFeed {
+    /// Starts driving `stream` with `spawn` (which puts the future on a runtime, wrapped as the binding
+    /// needs, e.g. with its language's task locals).
+    pub fn start(mut stream: RunStream, spawn: impl FnOnce(Spawned) -> tokio::task::JoinHandle<()>) -> Self {
+        use futures::StreamExt;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = spawn(Box::pin(async move {
+            while let Some(item) = stream.next().await {
+                if tx.send(item).is_err() {
+                    break;
+                }
+            }
+        }));
+        EventFeed { rx: tokio::sync::Mutex::new(rx), task: std::sync::Mutex::new(Some(task)) }
+    }
+
+    /// The next event; the run's error as the last item when it fails; `None` once the run is over
+    /// (or cancelled).
+    pub async fn next(&self) -> Option<Result<Event, Error>> {
+        self.rx.lock().await.recv().await
+    }
+
+    /// Stops the run: its task is aborted, which drops its HTTP request and its tool calls.
+    pub fn cancel(&self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for EventFeed {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}

@@ -1,0 +1,133 @@
+//! The gate every tool call passes before the tool runs: the permission decision, the argument rule,
+//! and the approval handler. Approval never widens reach: the tool then runs with the session's context.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ToolError;
+use crate::permission::decision::{SessionFacts, ToolFacts, decide, status};
+use crate::permission::{ApprovalDecision, ApprovalRequest, CallDecision, Level, Policy, Scope, ToolStatus};
+use crate::tools::args::read_arguments;
+use crate::tools::{Tool, ToolContext};
+
+/// A policy with its scope resolved, as a run holds it.
+#[derive(Clone)]
+pub(crate) struct Session {
+    pub policy: Policy,
+    pub scope: Arc<Scope>,
+}
+
+impl Session {
+    pub fn new(policy: Policy) -> Result<Session, String> {
+        let scope = match &policy.scope {
+            Some(s) => s.clone(),
+            None => Scope::current_dir()?,
+        };
+        Ok(Session { policy, scope: Arc::new(scope) })
+    }
+
+    fn facts(&self) -> SessionFacts<'_> {
+        SessionFacts {
+            level: self.policy.level,
+            approvals: self.policy.approvals.is_some(),
+            filters: &self.policy.filters,
+        }
+    }
+
+    pub fn status(&self, tool: &dyn Tool) -> ToolStatus {
+        status(tool_facts(tool), self.facts())
+    }
+}
+
+fn tool_facts(tool: &dyn Tool) -> ToolFacts<'_> {
+    ToolFacts { name: &tool.spec().name, declared_level: tool.level(), requires_approval: tool.requires_approval() }
+}
+
+/// One line of the listing API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolListing {
+    pub name: String,
+    /// The level the tool requires after overrides.
+    pub level: Level,
+    /// The level the tool declares.
+    pub declared_level: Level,
+    pub status: ToolStatus,
+    /// Whether a call goes to the approval handler.
+    pub approval: bool,
+}
+
+/// What became of a call at the gate.
+#[derive(Debug)]
+pub(crate) enum GateOutcome {
+    /// The tool ran (perhaps after an approval) with these arguments.
+    Ran { arguments: Value, result: Result<Value, ToolError> },
+    /// Refused before it ran: level, filters, or the argument rule. The text names why.
+    Refused { message: String },
+    /// A person denied it.
+    Denied { reason: String },
+}
+
+/// Decides, reads the arguments, asks when it must, and runs the tool.
+pub(crate) async fn run_call(
+    session: &Session,
+    tool: &dyn Tool,
+    call_id: &str,
+    arguments: Value,
+    on_approval: impl FnOnce(&ApprovalRequest),
+) -> GateOutcome {
+    let spec = tool.spec();
+    let decision = decide(tool_facts(tool), session.facts());
+    if let CallDecision::Refuse(message) = decision {
+        return GateOutcome::Refused { message };
+    }
+    let arguments = match read_arguments(&spec.parameters, &spec.allow_blank, arguments) {
+        Ok(a) => a,
+        Err(e) => return GateOutcome::Refused { message: format!("tool '{}' refused the call: {e}", spec.name) },
+    };
+    let ctx = ToolContext {
+        call_id: call_id.to_string(),
+        level: session.policy.level,
+        scope: session.scope.clone(),
+        network: session.policy.network,
+    };
+    let CallDecision::Ask(reason) = decision else {
+        let result = tool.call_in(arguments.clone(), &ctx).await;
+        return GateOutcome::Ran { arguments, result };
+    };
+    let Some(handler) = &session.policy.approvals else {
+        return GateOutcome::Refused {
+            message: format!("tool '{}' needs an approval and no handler is set", spec.name),
+        };
+    };
+    let request = ApprovalRequest {
+        call_id: call_id.to_string(),
+        tool: spec.name.clone(),
+        arguments: arguments.clone(),
+        tool_level: session.policy.filters.effective_level(&spec.name, tool.level()),
+        session_level: session.policy.level,
+        reason,
+    };
+    on_approval(&request);
+    let answer = handler
+        .decide(&request)
+        .await
+        .unwrap_or_else(|e| ApprovalDecision::Deny { reason: format!("the approval handler failed: {e}") });
+    let run_with = match &answer {
+        ApprovalDecision::Approve => arguments,
+        ApprovalDecision::Deny { reason } => return GateOutcome::Denied { reason: reason.clone() },
+        ApprovalDecision::Revise { arguments: revised } => {
+            match read_arguments(&spec.parameters, &spec.allow_blank, revised.clone()) {
+                Ok(a) => a,
+                Err(e) => {
+                    return GateOutcome::Refused {
+                        message: format!("tool '{}' refused the revised call: {e}", spec.name),
+                    };
+                }
+            }
+        }
+    };
+    let result = tool.call_in(run_with.clone(), &ctx).await;
+    GateOutcome::Ran { arguments: run_with, result }
+}

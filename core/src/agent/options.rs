@@ -1,0 +1,114 @@
+//! The loop's settings as plain data, for the bindings: one JSON object instead of one argument per
+//! setting, so a new setting reaches every language the same way.
+
+use serde::{Deserialize, Serialize};
+
+use super::{AgentBuilder, Budget};
+use crate::error::Error;
+use crate::model::PriceTable;
+
+/// Loop settings; absent fields keep the builder's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentOptions {
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    #[serde(default)]
+    pub prices: Option<PriceTable>,
+    /// The checklist tools and gate (SPEC §6).
+    #[serde(default)]
+    pub checklist: Option<bool>,
+    /// How many nudges about open items before the run ends anyway (default 3).
+    #[serde(default)]
+    pub checklist_nudge_cap: Option<u32>,
+    /// Background calls (SPEC §5).
+    #[serde(default)]
+    pub background: Option<bool>,
+    /// How long a background task may stay silent before it is failed as dead, in seconds (default 300).
+    #[serde(default)]
+    pub heartbeat_secs: Option<f64>,
+    /// The scratchpad parameter and tools (SPEC §5).
+    #[serde(default)]
+    pub scratchpad: Option<bool>,
+    /// MCP servers (SPEC §3), added to those of the builder.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<crate::mcp::McpServer>>,
+    /// Deferral settings (SPEC §4).
+    #[serde(default)]
+    pub deferral: Option<crate::deferral::DeferralConfig>,
+    /// The agent tools and their depth (SPEC §7).
+    #[serde(default)]
+    pub subagents: Option<super::subagent::SubagentConfig>,
+}
+
+impl AgentOptions {
+    /// Reads the JSON form, refusing unknown fields by name.
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        let options: AgentOptions =
+            serde_json::from_str(text).map_err(|e| Error::Config(format!("agent options: {e}")))?;
+        for s in options.mcp_servers.iter().flatten() {
+            s.validate().map_err(Error::Config)?;
+        }
+        Ok(options)
+    }
+}
+
+impl AgentBuilder {
+    /// Applies every setting `options` holds.
+    pub fn options(mut self, options: AgentOptions) -> Self {
+        if let Some(n) = options.max_turns {
+            self = self.max_turns(n);
+        }
+        if let Some(n) = options.max_concurrency {
+            self = self.max_concurrency(n);
+        }
+        if let Some(b) = options.budget {
+            self = self.budget(b);
+        }
+        if let Some(p) = options.prices {
+            self = self.prices(p);
+        }
+        if let Some(on) = options.checklist {
+            self = self.checklist(on);
+        }
+        if let Some(n) = options.checklist_nudge_cap {
+            self = self.checklist_nudge_cap(n);
+        }
+        if let Some(on) = options.background {
+            self = self.background(on);
+        }
+        if let Some(s) = options.heartbeat_secs {
+            // A bad number becomes a zero window, which `build` refuses by name.
+            let window = std::time::Duration::try_from_secs_f64(s).unwrap_or(std::time::Duration::ZERO);
+            self = self.heartbeat(window);
+        }
+        if let Some(on) = options.scratchpad {
+            self = self.scratchpad(on);
+        }
+        if let Some(s) = options.subagents {
+            self = self.subagents(s);
+        }
+        self = self.tooling(super::ToolingOptions {
+            mcp_servers: options.mcp_servers.unwrap_or_default(),
+            deferral: options.deferral,
+        });
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let o = AgentOptions::from_json(r#"{"max_concurrency": 2, "budget": {"max_tokens": 10}}"#).unwrap();
+        assert_eq!(o.budget.unwrap().max_tokens, Some(10));
+        let e = AgentOptions::from_json(r#"{"max_concurency": 2}"#).unwrap_err();
+        assert!(e.to_string().contains("max_concurency"), "{e}");
+    }
+}

@@ -1,0 +1,692 @@
+//! Sub-agents (SPEC §7): `agent_spawn`, `agent_list`, `agent_followup`, `agent_steer`,
+//! `agent_delete`. The narrowing rules are pure ([`crate::permission::narrow`]); this module holds the
+//! tree of sub-agents and runs them.
+//!
+//! Each agent in the tree has a [`Frame`]: what it holds and the sub-agents it spawned. A sub-agent is an
+//! [`Agent`] made from its parent's configuration with a narrowed policy, no instructions unless granted,
+//! and its own five agent tools bound to its own frame, so a nested spawn is judged against the
+//! sub-agent's grant and never its parent's. A run of a sub-agent has its own checklist and scratchpad
+//! (each run does). Its conversation is kept for follow-ups.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Agent, AgentBuilder, Inner};
+use crate::error::{Error, ToolError};
+use crate::model::Message;
+use crate::permission::narrow::{
+    self, AGENT_TOOLS, Admitted, Grant, KnownNames, MemoryGrant, RealDirs, SpawnTerms, ToolLists,
+};
+use crate::permission::{Filters, Level, Policy};
+use crate::tools::{Tool, ToolContext, ToolRegistry, ToolSpec};
+
+/// Sub-agent settings, as plain data (`AgentOptions::subagents`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentConfig {
+    /// Levels of sub-agents below this agent (default 3; 1: sub-agents cannot spawn; 0: no agent tools).
+    /// Real nesting is also bounded by [`narrow::ABSOLUTE_MAX_DEPTH`].
+    #[serde(default = "default_depth")]
+    pub max_depth: u32,
+    /// Whether this agent holds a memory store it may grant read access to.
+    #[serde(default)]
+    pub memory: MemoryGrant,
+}
+
+fn default_depth() -> u32 {
+    narrow::DEFAULT_MAX_DEPTH
+}
+
+impl Default for SubagentConfig {
+    fn default() -> Self {
+        SubagentConfig { max_depth: narrow::DEFAULT_MAX_DEPTH, memory: MemoryGrant::None }
+    }
+}
+
+impl AgentBuilder {
+    /// Gives the agent the five agent tools (SPEC §7). `max_depth` 0 gives it none of them.
+    pub fn subagents(mut self, config: SubagentConfig) -> Self {
+        self.subagents = Some(config);
+        self
+    }
+}
+
+/// One agent of the tree: what it holds and the sub-agents it spawned.
+pub(crate) struct Frame {
+    /// This agent's id ("root" for the agent the host built).
+    id: String,
+    /// The agent this frame belongs to (weak: the agent owns its tools, which own the frame).
+    agent: Mutex<Weak<Inner>>,
+    /// What this agent holds now. The root's comes from its policy when the agent is built.
+    grant: Mutex<Option<Grant>>,
+    /// The host's memory setting, for the root's grant.
+    memory: MemoryGrant,
+    /// `max_depth` as configured, for the root's grant.
+    max_depth: u32,
+    children: Arc<Mutex<BTreeMap<String, Arc<Child>>>>,
+    spawned: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame").field("id", &self.id).finish()
+    }
+}
+
+/// A sub-agent as its parent keeps it.
+struct Child {
+    id: String,
+    /// The spawn's terms, replayed on every follow-up.
+    terms: SpawnTerms,
+    /// Where a sub-agent spawned with no scope of its own was spawned.
+    spawned_in: Option<PathBuf>,
+    prompt_cwd: Mutex<PathBuf>,
+    held: Mutex<Grant>,
+    agent: Mutex<Agent>,
+    frame: Arc<Frame>,
+    messages: Mutex<Vec<Message>>,
+    turns: AtomicU32,
+    last_active: Mutex<String>,
+    /// A run (spawn or follow-up) is under way.
+    busy: AtomicBool,
+    inbox: Mutex<Vec<String>>,
+}
+
+tokio::task_local! {
+    /// The sub-agent whose run this code is part of.
+    static RUNNING: Arc<Running>;
+}
+
+struct Running {
+    child: Arc<Child>,
+    /// The conversation a follow-up continues, taken once by the run that starts.
+    history: Mutex<Option<Vec<Message>>>,
+}
+
+/// The messages a run opens with: the conversation a follow-up continues, then the input.
+pub(crate) fn opening(input: String) -> Vec<Message> {
+    let mut messages = RUNNING
+        .try_with(|r| r.history.lock().unwrap_or_else(|p| p.into_inner()).take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    messages.push(Message::User { content: input });
+    messages
+}
+
+/// At a round boundary: the steering messages waiting in the inbox of the sub-agent this run is, as
+/// user turns. Whether there were any.
+pub(crate) fn steer_into(messages: &mut Vec<Message>) -> bool {
+    let waiting = RUNNING.try_with(|r| std::mem::take(&mut *lock(&r.child.inbox))).unwrap_or_default();
+    let any = !waiting.is_empty();
+    messages.extend(waiting.into_iter().map(|content| Message::User { content }));
+    any
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Now, as the report lines show it (UTC, RFC 3339, seconds).
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+impl Frame {
+    fn new(id: String, config: &SubagentConfig) -> Frame {
+        Frame {
+            id,
+            agent: Mutex::new(Weak::new()),
+            grant: Mutex::new(None),
+            memory: config.memory,
+            max_depth: config.max_depth.min(narrow::ABSOLUTE_MAX_DEPTH),
+            children: Arc::default(),
+            spawned: Arc::default(),
+        }
+    }
+
+    fn agent(&self) -> Result<Agent, ToolError> {
+        lock(&self.agent)
+            .upgrade()
+            .map(|inner| Agent { inner })
+            .ok_or_else(|| ToolError::Failed("the agent that owns this sub-agent tool is gone".into()))
+    }
+
+    /// What this agent holds now; the root's from its policy.
+    fn grant(&self) -> Result<Grant, ToolError> {
+        if let Some(g) = lock(&self.grant).clone() {
+            return Ok(g);
+        }
+        let agent = self.agent()?;
+        Ok(root_grant(&agent.inner, self.max_depth, self.memory))
+    }
+
+    fn known(&self) -> Result<KnownNames, ToolError> {
+        let agent = self.agent()?;
+        let tools = agent.inner.tools.iter().map(|t| t.spec().name.clone()).collect();
+        let servers =
+            agent.inner.tools.iter().filter_map(|t| narrow::server_of(&t.spec().name).map(str::to_string)).collect();
+        Ok(KnownNames { tools, servers })
+    }
+
+    /// A child of this session by its full id or a prefix unique among them.
+    fn find(&self, given: &str) -> Result<Arc<Child>, ToolError> {
+        let children = lock(&self.children);
+        if let Some(c) = children.get(given) {
+            return Ok(c.clone());
+        }
+        let matches: Vec<&Arc<Child>> =
+            children.values().filter(|c| !given.is_empty() && c.id.starts_with(given)).collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(ToolError::Failed(format!("'{given}' is not a sub-agent of this session"))),
+            many => Err(ToolError::Failed(format!(
+                "'{given}' is a prefix of more than one sub-agent: {}",
+                many.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    fn next_id(&self) -> String {
+        let n = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
+        let digest = Sha256::digest(format!("{}/{n}", self.id).as_bytes());
+        digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The root's grant: its policy, scope and network; its filters as the first tool lists.
+fn root_grant(inner: &Inner, max_depth: u32, memory: MemoryGrant) -> Grant {
+    let policy = &inner.session.policy;
+    Grant {
+        level: policy.level,
+        scope: (*inner.session.scope).clone(),
+        network: policy.network,
+        tools: ToolLists {
+            allow_tools: policy.filters.allow.clone(),
+            deny_tools: policy.filters.block.clone(),
+            allow_servers: None,
+            deny_servers: Default::default(),
+        },
+        depth_left: max_depth,
+        depth: 0,
+        memory,
+        instructions: inner.instructions.clone(),
+    }
+}
+
+/// Registers the agent tools for a new root agent (none when `max_depth` is 0); the frame is bound to
+/// the agent once it exists ([`bind`]).
+pub(crate) fn install(tools: &mut ToolRegistry, config: Option<&SubagentConfig>) -> Result<Option<Arc<Frame>>, Error> {
+    let Some(config) = config else { return Ok(None) };
+    if config.max_depth == 0 {
+        return Ok(None);
+    }
+    let frame = Arc::new(Frame::new("root".into(), config));
+    for t in agent_tools(&frame) {
+        tools.register(t)?;
+    }
+    Ok(Some(frame))
+}
+
+/// Points the frame at the agent it belongs to.
+pub(crate) fn bind(frame: Option<Arc<Frame>>, agent: &Agent) {
+    if let Some(f) = frame {
+        *lock(&f.agent) = Arc::downgrade(&agent.inner);
+    }
+}
+
+fn agent_tools(frame: &Arc<Frame>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(SpawnTool { spec: spawn_spec(), frame: frame.clone() }),
+        Arc::new(ListTool { spec: list_spec(), frame: frame.clone() }),
+        Arc::new(FollowupTool { spec: followup_spec(), frame: frame.clone() }),
+        Arc::new(SteerTool { spec: steer_spec(), frame: frame.clone() }),
+        Arc::new(DeleteTool { spec: delete_spec(), frame: frame.clone() }),
+    ]
+}
+
+impl Agent {
+    /// The same agent under another policy, keeping its sub-agents: a follow-up then re-admits a
+    /// sub-agent against this policy's reach (a level dropped to narrows it; a directory no longer
+    /// held refuses it).
+    pub fn with_policy(&self, policy: Policy) -> Result<Agent, Error> {
+        let session = super::gate::Session::new(policy).map_err(Error::Config)?;
+        let old = self.frame();
+        let frame = old.as_ref().map(|f| {
+            Arc::new(Frame {
+                id: f.id.clone(),
+                agent: Mutex::new(Weak::new()),
+                grant: Mutex::new(None),
+                memory: f.memory,
+                max_depth: f.max_depth,
+                children: f.children.clone(),
+                spawned: f.spawned.clone(),
+            })
+        });
+        let tools = rebind(&self.inner.tools, frame.as_ref())?;
+        let (tooling, model) = super::tooling::build(
+            &tools,
+            &session,
+            self.inner.tooling.config().clone(),
+            Vec::new(),
+            self.inner.model.clone(),
+        );
+        let agent = Agent {
+            inner: Arc::new(Inner {
+                session,
+                tools,
+                subagents: frame.clone(),
+                tooling,
+                model,
+                ..(*self.inner).clone()
+            }),
+        };
+        bind(frame, &agent);
+        Ok(agent)
+    }
+
+    fn frame(&self) -> Option<Arc<Frame>> {
+        self.inner.subagents.clone()
+    }
+}
+
+/// The registry with the five agent tools replaced by ones bound to `frame` (or removed when `None`).
+fn rebind(tools: &ToolRegistry, frame: Option<&Arc<Frame>>) -> Result<ToolRegistry, Error> {
+    let mut out = ToolRegistry::new();
+    let mut fresh: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
+    if let Some(f) = frame {
+        for t in agent_tools(f) {
+            fresh.insert(t.spec().name.clone(), t);
+        }
+    }
+    for t in tools.iter() {
+        let name = &t.spec().name;
+        if AGENT_TOOLS.contains(&name.as_str()) {
+            if let Some(new) = fresh.remove(name) {
+                out.register(new)?;
+            }
+        } else {
+            out.register(t.clone())?;
+        }
+    }
+    Ok(out)
+}
+
+/// A sub-agent made from its parent: the parent's model, tools and loop settings; the grant's policy;
+/// instructions only when granted; its agent tools bound to its own frame.
+fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agent, ToolError> {
+    let p = &parent.inner;
+    let held: std::collections::BTreeSet<String> =
+        p.tools.iter().map(|t| t.spec().name.clone()).filter(|n| grant.holds_tool(n)).collect();
+    let mut held = held;
+    if grant.depth_left == 0 {
+        // A sub-agent that cannot spawn has no sub-agents for the other four to act on.
+        for n in AGENT_TOOLS {
+            held.remove(n);
+        }
+    }
+    let policy = Policy {
+        level: grant.level,
+        approvals: p.session.policy.approvals.clone(),
+        filters: Filters {
+            allow: Some(held),
+            block: Default::default(),
+            overrides: p.session.policy.filters.overrides.clone(),
+        },
+        scope: Some(grant.scope.clone()),
+        network: grant.network,
+    };
+    let session = super::gate::Session { policy, scope: Arc::new(grant.scope.clone()) };
+    let tools =
+        rebind(&p.tools, (grant.depth_left > 0).then_some(frame)).map_err(|e| ToolError::Failed(e.to_string()))?;
+    // Its own tooling over its own registry and filters; MCP servers are not handed down.
+    let (tooling, model) =
+        super::tooling::build(&tools, &session, p.tooling.config().clone(), Vec::new(), p.model.clone());
+    let agent = Agent {
+        inner: Arc::new(Inner {
+            session,
+            tools,
+            instructions: grant.instructions.clone(),
+            subagents: Some(frame.clone()),
+            tooling,
+            model,
+            ..(**p).clone()
+        }),
+    };
+    *lock(&frame.agent) = Arc::downgrade(&agent.inner);
+    *lock(&frame.grant) = Some(grant.clone());
+    Ok(agent)
+}
+
+/// Runs the sub-agent on `input`, continuing `history`, and keeps the conversation.
+async fn run_child(child: Arc<Child>, input: String, history: Vec<Message>) -> Result<String, ToolError> {
+    let agent = lock(&child.agent).clone();
+    let running = Arc::new(Running { child: child.clone(), history: Mutex::new(Some(history)) });
+    let outcome = RUNNING.scope(running, agent.run(input)).await;
+    *lock(&child.last_active) = timestamp();
+    child.busy.store(false, Ordering::SeqCst);
+    match outcome {
+        Ok(result) => {
+            child.turns.fetch_add(result.turns, Ordering::SeqCst);
+            *lock(&child.messages) = result.messages;
+            Ok(result.output)
+        }
+        Err(e) => Err(ToolError::Failed(format!("sub-agent {} failed: {e}", child.id))),
+    }
+}
+
+fn report(id: &str, admitted: &Admitted, body: &str) -> String {
+    let mut out = narrow::header(id, &admitted.grant);
+    for w in &admitted.warnings {
+        out.push_str(&format!("Warning: {w}\n"));
+    }
+    out.push('\n');
+    out.push_str(body);
+    out
+}
+
+fn string_arg(args: &Value, key: &str) -> Result<String, ToolError> {
+    match args.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        _ => Err(ToolError::Failed(format!("'{key}' is required: a non-empty string"))),
+    }
+}
+
+const DIR_ITEMS: &str = "string";
+
+fn spawn_spec() -> ToolSpec {
+    let list = |d: &str| json!({"type": "array", "items": {"type": DIR_ITEMS}, "description": d});
+    ToolSpec::new(
+        "agent_spawn",
+        "Start a sub-agent on a delegated task; it returns one text report headed by its id and the scope it holds. \
+         Several spawns in one turn run in parallel. A sub-agent can only be narrower than you: a wider request \
+         is refused by name.",
+        json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The task, complete: the sub-agent starts with a clean slate."},
+                "permission": {"type": "string", "enum": ["none", "read", "workspace", "unrestricted"], "description": "Its level; default yours."},
+                "working_directory": {"type": "string", "description": "Where it works, relative to yours; naming it states its whole scope."},
+                "additional_workspace_directories": list("More of its workspace (needs working_directory)."),
+                "additional_readable_directories": list("Directories it may read, never write (needs working_directory)."),
+                "network": {"type": "string", "enum": ["none", "remote", "unrestricted"], "description": "Default yours."},
+                "allow_tools": list("Exactly the tools it sees."),
+                "deny_tools": list("Tools withheld from it."),
+                "allow_servers": list("The MCP servers it may see."),
+                "deny_servers": list("MCP servers withheld from it."),
+                "max_depth": {"type": "integer", "minimum": 1, "description": "How deep its subtree may nest (1: it cannot spawn)."},
+                "memory": {"type": "string", "enum": ["none", "read"], "description": "Default none."},
+                "instructions": {"type": "string", "enum": ["none", "inherit"], "description": "Default none."}
+            },
+            "required": ["prompt"]
+        }),
+    )
+    .with_level(Level::Read)
+}
+
+fn list_spec() -> ToolSpec {
+    ToolSpec::new(
+        "agent_list",
+        "The sub-agents this session spawned, one per line: <id>\\t<cwd>\\tturns=<n>\\tlast_active=<timestamp>.",
+        json!({"type": "object", "properties": {}}),
+    )
+    .with_level(Level::Read)
+}
+
+fn followup_spec() -> ToolSpec {
+    ToolSpec::new(
+        "agent_followup",
+        "Ask a sub-agent another question; it keeps its conversation. Its spawn's terms are replayed against \
+         your reach now. Returns its new report.",
+        json!({"type": "object", "properties": {
+            "id": {"type": "string", "description": "Its id, or a prefix unique among your sub-agents."},
+            "prompt": {"type": "string"}
+        }, "required": ["id", "prompt"]}),
+    )
+    .with_level(Level::Read)
+}
+
+fn steer_spec() -> ToolSpec {
+    ToolSpec::new(
+        "agent_steer",
+        "Put a message in a sub-agent's inbox and return at once: a running one reads it at its next round \
+         boundary, a finished one at the start of its next follow-up.",
+        json!({"type": "object", "properties": {
+            "id": {"type": "string"},
+            "message": {"type": "string"},
+            "interrupt": {"type": "boolean", "description": "Read it as soon as the step under way ends."}
+        }, "required": ["id", "message"]}),
+    )
+    .with_level(Level::Read)
+}
+
+fn delete_spec() -> ToolSpec {
+    ToolSpec::new(
+        "agent_delete",
+        "Discard a sub-agent: its conversation and the sub-agents it spawned. Nothing it wrote to disk is touched.",
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+    )
+    .with_level(Level::Read)
+}
+
+/// The terms of a spawn call: everything but the prompt (and the loop's own parameters).
+fn read_terms(args: &Value) -> Result<SpawnTerms, ToolError> {
+    let mut obj = args.as_object().cloned().unwrap_or_default();
+    obj.remove("prompt");
+    obj.retain(|_, v| !v.is_null());
+    serde_json::from_value(Value::Object(obj))
+        .map_err(|e| ToolError::Failed(format!("the sub-agent was not started: {e}")))
+}
+
+struct SpawnTool {
+    spec: ToolSpec,
+    frame: Arc<Frame>,
+}
+
+#[async_trait]
+impl Tool for SpawnTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
+        Err(ToolError::Failed("agent_spawn runs only inside an agent's loop".into()))
+    }
+
+    async fn call_in(&self, arguments: Value, _ctx: &ToolContext) -> Result<Value, ToolError> {
+        let prompt = string_arg(&arguments, "prompt")?;
+        let terms = read_terms(&arguments)?;
+        let parent = self.frame.agent()?;
+        let grant = self.frame.grant()?;
+        let admitted = narrow::admit(&grant, &terms, &self.frame.known()?, &RealDirs)
+            .map_err(|r| ToolError::Failed(r.to_string()))?;
+        let id = self.frame.next_id();
+        let frame = Arc::new(Frame::new(id.clone(), &SubagentConfig::default()));
+        let agent = child_agent(&parent, &admitted.grant, &frame)?;
+        let child = Arc::new(Child {
+            id: id.clone(),
+            spawned_in: (!admitted.stated_scope).then(|| admitted.grant.scope.working_dir.clone()),
+            prompt_cwd: Mutex::new(admitted.grant.scope.working_dir.clone()),
+            terms,
+            held: Mutex::new(admitted.grant.clone()),
+            agent: Mutex::new(agent),
+            frame,
+            messages: Mutex::default(),
+            turns: AtomicU32::new(0),
+            last_active: Mutex::new(timestamp()),
+            busy: AtomicBool::new(true),
+            inbox: Mutex::default(),
+        });
+        // Registered before the sub-agent's first request, so a steer in the same turn finds it.
+        lock(&self.frame.children).insert(id.clone(), child.clone());
+        let body = run_child(child, prompt, Vec::new()).await?;
+        Ok(Value::String(report(&id, &admitted, &body)))
+    }
+}
+
+struct ListTool {
+    spec: ToolSpec,
+    frame: Arc<Frame>,
+}
+
+#[async_trait]
+impl Tool for ListTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
+        let children = lock(&self.frame.children);
+        if children.is_empty() {
+            return Ok(Value::String("No sub-agents.".into()));
+        }
+        let lines: Vec<String> = children
+            .values()
+            .map(|c| {
+                format!(
+                    "{}\t{}\tturns={}\tlast_active={}",
+                    c.id,
+                    lock(&c.prompt_cwd).display(),
+                    c.turns.load(Ordering::SeqCst),
+                    lock(&c.last_active)
+                )
+            })
+            .collect();
+        Ok(Value::String(lines.join("\n")))
+    }
+}
+
+struct FollowupTool {
+    spec: ToolSpec,
+    frame: Arc<Frame>,
+}
+
+#[async_trait]
+impl Tool for FollowupTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let child = self.frame.find(&string_arg(&arguments, "id")?)?;
+        let prompt = string_arg(&arguments, "prompt")?;
+        if child.busy.swap(true, Ordering::SeqCst) {
+            return Err(ToolError::Failed(format!(
+                "sub-agent {} is still running: reach it with agent_steer, or follow up once it has finished",
+                child.id
+            )));
+        }
+        let readmitted = (|| {
+            let parent = self.frame.agent()?;
+            let grant = self.frame.grant()?;
+            let held = lock(&child.held).clone();
+            let admitted = narrow::readmit(
+                &grant,
+                &child.terms,
+                &held,
+                child.spawned_in.as_deref(),
+                &self.frame.known()?,
+                &RealDirs,
+            )
+            .map_err(|r| {
+                ToolError::Failed(r.to_string().replace("the sub-agent was not started", "the follow-up was refused"))
+            })?;
+            let agent = child_agent(&parent, &admitted.grant, &child.frame)?;
+            Ok::<_, ToolError>((admitted, agent))
+        })();
+        let (admitted, agent) = match readmitted {
+            Ok(x) => x,
+            Err(e) => {
+                child.busy.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        *lock(&child.held) = admitted.grant.clone();
+        *lock(&child.prompt_cwd) = admitted.grant.scope.working_dir.clone();
+        *lock(&child.agent) = agent;
+        // Messages steered to it since it finished follow the follow-up's own words.
+        let mut input = prompt;
+        for m in std::mem::take(&mut *lock(&child.inbox)) {
+            input.push_str("\n\n");
+            input.push_str(&m);
+        }
+        let history = lock(&child.messages).clone();
+        let body = run_child(child.clone(), input, history).await?;
+        Ok(Value::String(report(&child.id, &admitted, &body)))
+    }
+}
+
+struct SteerTool {
+    spec: ToolSpec,
+    frame: Arc<Frame>,
+}
+
+#[async_trait]
+impl Tool for SteerTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let child = self.frame.find(&string_arg(&arguments, "id")?)?;
+        let message = string_arg(&arguments, "message")?;
+        let sender = &self.frame.id;
+        let from = if sender == "root" { "your parent".to_string() } else { format!("your parent, agent {sender}") };
+        lock(&child.inbox).push(format!("[Message from {from}, sent {}]\n{message}", timestamp()));
+        let when = if child.busy.load(Ordering::SeqCst) {
+            "at its next round boundary"
+        } else {
+            "at the start of its next follow-up"
+        };
+        Ok(Value::String(format!("Message left for sub-agent {}; it reads it {when}.", child.id)))
+    }
+}
+
+struct DeleteTool {
+    spec: ToolSpec,
+    frame: Arc<Frame>,
+}
+
+#[async_trait]
+impl Tool for DeleteTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let child = self.frame.find(&string_arg(&arguments, "id")?)?;
+        if child.busy.load(Ordering::SeqCst) {
+            return Err(ToolError::Failed(format!(
+                "sub-agent {} is still running; delete it once it has finished",
+                child.id
+            )));
+        }
+        lock(&self.frame.children).remove(&child.id);
+        let nested = count(&child.frame);
+        let tail = if nested == 0 { String::new() } else { format!(" and the {nested} sub-agent(s) it spawned") };
+        Ok(Value::String(format!("Deleted sub-agent {}{tail}.", child.id)))
+    }
+}
+
+fn count(frame: &Frame) -> usize {
+    lock(&frame.children).values().map(|c| 1 + count(&c.frame)).sum()
+}

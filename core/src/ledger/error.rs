@@ -1,0 +1,45 @@
+//! The ledger's errors. Each has a stable `code`, the same in every language.
+
+/// A ledger call refused or failed. A refused batch wrote nothing.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LedgerError {
+    /// A record batch is malformed (an unknown outcome, a missing subject_key, the same subject twice);
+    /// the whole call was rejected and nothing written.
+    #[error("record batch rejected, nothing written: {0}")]
+    InvalidBatch(String),
+    /// A record carries the token (or run id) of a grant that another run has since reclaimed.
+    #[error("record batch rejected, nothing written: the claim on '{subject_key}' is stale (its lease was reclaimed)")]
+    StaleToken { subject_key: String },
+    /// A record for a subject this run never claimed (or whose claim is already recorded).
+    #[error("record batch rejected, nothing written: '{subject_key}' has no open claim by this run")]
+    NotClaimed { subject_key: String },
+    /// The routine's runs all claim in one scope, pinned by its first claim.
+    #[error("routine '{routine_id}' claims in scope '{pinned_scope}', not '{scope}'")]
+    ScopePinned { routine_id: String, pinned_scope: String, scope: String },
+    /// A call with arguments the ledger cannot use (an empty scope, a zero batch size, a bad URL).
+    #[error("invalid ledger argument: {0}")]
+    InvalidArgument(String),
+    /// The store failed (unreachable, I/O, a migration that does not apply).
+    #[error("ledger store error: {0}")]
+    Store(String),
+}
+
+impl LedgerError {
+    /// A stable machine-readable code, the same in every language.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LedgerError::InvalidBatch(_) => "ledger_invalid_batch",
+            LedgerError::StaleToken { .. } => "ledger_stale_token",
+            LedgerError::NotClaimed { .. } => "ledger_not_claimed",
+            LedgerError::ScopePinned { .. } => "ledger_scope_pinned",
+            LedgerError::InvalidArgument(_) => "ledger_invalid_argument",
+            LedgerError::Store(_) => "ledger_store",
+        }
+    }
+}
+
+impl From<sqlx::Error> for LedgerError {
+    fn from(e: sqlx::Error) -> Self {
+        LedgerError::Store(e.to_string())
+    }
+}

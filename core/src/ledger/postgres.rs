@@ -1,0 +1,390 @@
+//! The PostgreSQL store, for many machines sharing one ledger. A claim is one READ COMMITTED
+//! transaction: placeholder rows for new subjects (`ON CONFLICT DO NOTHING`, keys sorted), then one
+//! statement that picks eligible rows in candidate order `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE,
+//! updates them (re-checking the lease in the UPDATE), logs the grants and returns every candidate.
+//! Batched writes lock rows in key order, so concurrent batches never deadlock.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Row};
+
+use super::rules::{self, Fence, ItemState};
+use super::sqlite::{add_count, record_result, recorded_entry, stored_row};
+use super::{
+    AttemptOutcome, BacklogReport, ClaimRequest, ClaimResult, Durability, GrantReason, GrantReasonCounts, Labelled,
+    LedgerError, LedgerOptions, LedgerStore, Record, RecordResult, RunActivity, StoredRow, Verdict,
+};
+
+/// The ledger in a PostgreSQL database.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `postgres://…` and applies the migrations.
+    pub async fn open(url: &str, options: &LedgerOptions) -> Result<PgStore, LedgerError> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| LedgerError::InvalidArgument(format!("bad PostgreSQL URL: {e}")))?
+            .options([(
+                "synchronous_commit",
+                match options.durability {
+                    Durability::Full => "on",
+                    Durability::Fast => "off",
+                },
+            )]);
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(connect)
+            .await?;
+        super::migrate::postgres(&pool, options.clock.now_ms()).await?;
+        Ok(PgStore { pool })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+async fn pin(tx: &mut Tx, routine_id: Option<&str>, scope: &str, now: i64) -> Result<(), LedgerError> {
+    let Some(routine_id) = routine_id else { return Ok(()) };
+    sqlx::query(
+        "INSERT INTO ambit_ledger_routines (routine_id, scope, pinned_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    )
+    .bind(routine_id)
+    .bind(scope)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let pinned: String = sqlx::query_scalar("SELECT scope FROM ambit_ledger_routines WHERE routine_id = $1")
+        .bind(routine_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    if pinned != scope {
+        return Err(LedgerError::ScopePinned {
+            routine_id: routine_id.into(),
+            pinned_scope: pinned,
+            scope: scope.into(),
+        });
+    }
+    Ok(())
+}
+
+const CLAIM: &str = "
+WITH cand AS (
+    SELECT c.subject_key, c.fingerprint, c.ord
+    FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS c(subject_key, fingerprint, ord)
+),
+picked AS MATERIALIZED (
+    SELECT i.subject_key, c.ord, c.fingerprint AS new_fingerprint,
+           CASE WHEN i.lease_until IS NOT NULL THEN 'cooldown_expired'
+                WHEN i.attempts = 0 THEN 'fresh'
+                WHEN i.eligible_at IS NULL OR i.eligible_at <= $4 THEN 'cooldown_expired'
+                ELSE 'fingerprint_changed' END AS grant_reason,
+           CASE WHEN i.lease_until IS NOT NULL THEN i.claim_token END AS abandons
+    FROM ambit_ledger_items i JOIN cand c ON i.subject_key = c.subject_key
+    WHERE i.scope = $1
+      AND (i.lease_until IS NULL OR i.lease_until <= $4)
+      AND (i.lease_until IS NOT NULL OR i.attempts = 0 OR i.eligible_at IS NULL OR i.eligible_at <= $4
+           OR (c.fingerprint IS NOT NULL AND i.fingerprint IS NOT NULL AND i.fingerprint <> c.fingerprint))
+    ORDER BY c.ord
+    LIMIT $5
+    FOR UPDATE OF i SKIP LOCKED
+),
+granted AS (
+    UPDATE ambit_ledger_items i SET
+        routine_id = COALESCE($8, i.routine_id),
+        attempts = i.attempts + 1,
+        claim_token = i.claim_token + 1,
+        lease_until = $6,
+        lease_run_id = $7,
+        fingerprint = COALESCE(p.new_fingerprint, i.fingerprint),
+        last_grant_reason = p.grant_reason,
+        last_attempt_at = $4,
+        last_outcome = CASE WHEN p.abandons IS NOT NULL THEN 'abandoned' ELSE i.last_outcome END
+    FROM picked p
+    WHERE i.scope = $1 AND i.subject_key = p.subject_key AND (i.lease_until IS NULL OR i.lease_until <= $4)
+    RETURNING i.subject_key, i.claim_token, p.grant_reason, p.abandons
+),
+abandoned AS (
+    UPDATE ambit_ledger_attempts a SET outcome = 'abandoned', finished_at = $4
+    FROM granted g
+    WHERE g.abandons IS NOT NULL AND a.scope = $1 AND a.subject_key = g.subject_key
+      AND a.token = g.abandons AND a.outcome IS NULL
+),
+logged AS (
+    INSERT INTO ambit_ledger_attempts (scope, subject_key, token, run_id, routine_id, grant_reason, granted_at, lease_until)
+    SELECT $1, g.subject_key, g.claim_token, $7, $8, g.grant_reason, $4, $6 FROM granted g
+)
+SELECT c.subject_key, g.claim_token AS token, g.grant_reason,
+       i.attempts, i.claim_token, i.lease_until, i.eligible_at, i.fingerprint
+FROM cand c
+LEFT JOIN granted g ON g.subject_key = c.subject_key
+LEFT JOIN ambit_ledger_items i ON i.scope = $1 AND i.subject_key = c.subject_key
+ORDER BY c.ord";
+
+const ROWS_OF: &str = "SELECT scope, subject_key, routine_id, attempts, misses, claim_token, lease_until, lease_run_id, \
+     eligible_at, fingerprint, last_outcome, last_grant_reason, last_attempt_at FROM ambit_ledger_items \
+     WHERE scope = $1 AND subject_key = ANY($2) ORDER BY subject_key";
+
+async fn rows_of(
+    tx: &mut Tx,
+    scope: &str,
+    keys: &[String],
+    lock: bool,
+) -> Result<HashMap<String, StoredRow>, LedgerError> {
+    let rows = if lock {
+        sqlx::query(ROWS_OF_LOCKED).bind(scope).bind(keys).fetch_all(&mut **tx).await?
+    } else {
+        sqlx::query(ROWS_OF).bind(scope).bind(keys).fetch_all(&mut **tx).await?
+    };
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let row: StoredRow = stored_row!(r);
+        out.insert(row.subject_key.clone(), row);
+    }
+    Ok(out)
+}
+
+const ROWS_OF_LOCKED: &str = "SELECT scope, subject_key, routine_id, attempts, misses, claim_token, lease_until, \
+     lease_run_id, eligible_at, fingerprint, last_outcome, last_grant_reason, last_attempt_at FROM ambit_ledger_items \
+     WHERE scope = $1 AND subject_key = ANY($2) ORDER BY subject_key FOR UPDATE";
+
+#[async_trait]
+impl LedgerStore for PgStore {
+    async fn claim(&self, req: &ClaimRequest, now: i64) -> Result<ClaimResult, LedgerError> {
+        let mut tx = self.pool.begin().await?;
+        pin(&mut tx, req.routine_id.as_deref(), &req.scope, now).await?;
+        let keys: Vec<String> = req.candidates.iter().map(|c| c.subject_key.clone()).collect();
+        let fingerprints: Vec<Option<String>> = req.candidates.iter().map(|c| c.fingerprint.clone()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sqlx::query(
+            "INSERT INTO ambit_ledger_items (scope, subject_key) \
+             SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING",
+        )
+        .bind(&req.scope)
+        .bind(&sorted)
+        .execute(&mut *tx)
+        .await?;
+        let lease_until = now.saturating_add(req.lease_ms);
+        let rows = sqlx::query(CLAIM)
+            .bind(&req.scope)
+            .bind(&keys)
+            .bind(&fingerprints)
+            .bind(now)
+            .bind(i64::try_from(req.limit).unwrap_or(i64::MAX))
+            .bind(lease_until)
+            .bind(&req.run_id)
+            .bind(&req.routine_id)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+
+        let mut granted_count = 0;
+        let mut last_granted = None;
+        for (i, r) in rows.iter().enumerate() {
+            if r.try_get::<Option<i64>, _>(1)?.is_some() {
+                granted_count += 1;
+                last_granted = Some(i);
+            }
+        }
+        let mut candidates = Vec::with_capacity(rows.len());
+        for (i, (r, c)) in rows.iter().zip(&req.candidates).enumerate() {
+            let verdict = match (r.try_get::<Option<i64>, _>(1)?, r.try_get::<Option<String>, _>(2)?) {
+                (Some(token), Some(reason)) => Verdict::Granted {
+                    grant_reason: GrantReason::parse(&reason)
+                        .ok_or_else(|| LedgerError::Store(format!("unknown grant reason '{reason}'")))?,
+                    token,
+                    lease_until,
+                },
+                _ => {
+                    let snapshot = match r.try_get::<Option<i64>, _>(3)? {
+                        None => None,
+                        Some(attempts) => Some(ItemState {
+                            attempts,
+                            claim_token: r.try_get(4)?,
+                            lease_until: r.try_get(5)?,
+                            eligible_at: r.try_get(6)?,
+                            fingerprint: r.try_get(7)?,
+                            ..ItemState::default()
+                        }),
+                    };
+                    let seen = rules::eligibility(snapshot.as_ref(), c.fingerprint.as_deref(), now);
+                    rules::label_not_granted(seen, i, granted_count, req.limit, last_granted)
+                }
+            };
+            candidates.push(Labelled { subject_key: c.subject_key.clone(), verdict });
+        }
+        Ok(ClaimResult { scope: req.scope.clone(), candidates })
+    }
+
+    async fn record(
+        &self,
+        scope: &str,
+        run_id: Option<&str>,
+        records: &[Record],
+        now: i64,
+    ) -> Result<RecordResult, LedgerError> {
+        let mut tx = self.pool.begin().await?;
+        let mut keys: Vec<String> = records.iter().map(|r| r.subject_key.clone()).collect();
+        keys.sort();
+        let rows = rows_of(&mut tx, scope, &keys, true).await?;
+        let mut applied = Vec::with_capacity(records.len());
+        for r in records {
+            let state = rows.get(&r.subject_key).map(|row| &row.state);
+            let mut verdict = rules::fence(state, r.token, run_id, false);
+            if verdict == Err(Fence::NotClaimed)
+                && let Some(run) = run_id
+            {
+                let before: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM ambit_ledger_attempts WHERE scope = $1 AND subject_key = $2 AND run_id = $3)",
+                )
+                .bind(scope)
+                .bind(&r.subject_key)
+                .bind(run)
+                .fetch_one(&mut *tx)
+                .await?;
+                verdict = rules::fence(state, r.token, run_id, before);
+            }
+            match verdict {
+                Ok(()) => {}
+                Err(Fence::Stale) => return Err(LedgerError::StaleToken { subject_key: r.subject_key.clone() }),
+                Err(Fence::NotClaimed) => return Err(LedgerError::NotClaimed { subject_key: r.subject_key.clone() }),
+            }
+            let state = state.expect("the fence passed, so the row exists");
+            applied.push((r, state.claim_token, rules::apply_outcome(state, r.outcome, now)));
+        }
+        let recorded: Vec<_> = applied.iter().map(|(r, _, next)| recorded_entry(r, next)).collect();
+        applied.sort_by(|a, b| a.0.subject_key.cmp(&b.0.subject_key));
+        for (r, token, next) in &applied {
+            sqlx::query(
+                "UPDATE ambit_ledger_items SET attempts = $3, misses = $4, lease_until = NULL, lease_run_id = NULL, \
+                     eligible_at = $5, last_outcome = $6, fingerprint = COALESCE($7, fingerprint) \
+                 WHERE scope = $1 AND subject_key = $2",
+            )
+            .bind(scope)
+            .bind(&r.subject_key)
+            .bind(next.attempts)
+            .bind(next.misses)
+            .bind(next.eligible_at)
+            .bind(next.last_outcome.map(AttemptOutcome::as_str))
+            .bind(&r.fingerprint)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE ambit_ledger_attempts SET outcome = $4, finished_at = $5 \
+                 WHERE scope = $1 AND subject_key = $2 AND token = $3",
+            )
+            .bind(scope)
+            .bind(&r.subject_key)
+            .bind(token)
+            .bind(r.outcome.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(record_result(scope, recorded))
+    }
+
+    async fn rows(&self, scope: Option<&str>, routine_id: Option<&str>) -> Result<Vec<StoredRow>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT scope, subject_key, routine_id, attempts, misses, claim_token, lease_until, lease_run_id, \
+                 eligible_at, fingerprint, last_outcome, last_grant_reason, last_attempt_at \
+             FROM ambit_ledger_items WHERE claim_token > 0 AND ($1::text IS NULL OR scope = $1) \
+               AND ($2::text IS NULL OR scope IN (SELECT scope FROM ambit_ledger_items WHERE routine_id = $2 \
+                                                  UNION SELECT scope FROM ambit_ledger_routines WHERE routine_id = $2))",
+        )
+        .bind(scope)
+        .bind(routine_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(stored_row!(r))).collect()
+    }
+
+    async fn states(&self, scope: &str, keys: &[String]) -> Result<Vec<(String, ItemState)>, LedgerError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = rows_of(&mut tx, scope, keys, false).await?;
+        tx.rollback().await?;
+        Ok(rows.into_iter().map(|(k, r)| (k, r.state)).collect())
+    }
+
+    async fn grant_reason_counts(&self, scope: &str) -> Result<GrantReasonCounts, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT last_grant_reason, COUNT(*) FROM ambit_ledger_items \
+             WHERE scope = $1 AND last_grant_reason IS NOT NULL GROUP BY 1",
+        )
+        .bind(scope)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut counts = GrantReasonCounts::default();
+        for r in &rows {
+            let reason: String = r.try_get(0)?;
+            add_count(&mut counts, &reason, r.try_get::<i64, _>(1)?);
+        }
+        Ok(counts)
+    }
+
+    async fn pinned_scope(&self, routine_id: &str) -> Result<Option<String>, LedgerError> {
+        Ok(sqlx::query_scalar("SELECT scope FROM ambit_ledger_routines WHERE routine_id = $1")
+            .bind(routine_id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn save_report(
+        &self,
+        report: &BacklogReport,
+        run_id: Option<&str>,
+        subjects: usize,
+        batch_size: u32,
+        now: i64,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO ambit_ledger_backlog_reports (routine_id, run_id, scope, reported_at, subjects, workable, \
+                 batch_size, extra_runs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&report.routine_id)
+        .bind(run_id)
+        .bind(&report.scope)
+        .bind(now)
+        .bind(subjects as i64)
+        .bind(report.workable as i64)
+        .bind(i64::from(batch_size))
+        .bind(i64::from(report.extra_runs))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn latest_report(&self, routine_id: &str) -> Result<Option<(i64, u64)>, LedgerError> {
+        let row: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT reported_at, workable FROM ambit_ledger_backlog_reports WHERE routine_id = $1 \
+             ORDER BY reported_at DESC, id DESC LIMIT 1",
+        )
+        .bind(routine_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(at, w)| (at, w.max(0) as u64)))
+    }
+
+    async fn run_activity(&self, routine_id: &str, run_id: &str) -> Result<RunActivity, LedgerError> {
+        let (claimed, reported): (bool, bool) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM ambit_ledger_attempts WHERE run_id = $2), \
+                    EXISTS (SELECT 1 FROM ambit_ledger_backlog_reports WHERE routine_id = $1 AND run_id = $2)",
+        )
+        .bind(routine_id)
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(RunActivity { claimed, reported })
+    }
+}

@@ -1,0 +1,484 @@
+//! The ledger's rules as plain functions over plain data (SPEC §9): the cooldown ladder, claim
+//! verdicts, record fencing and outcomes, entry states, backlog and drain decisions. The stores call
+//! these; nothing here does I/O. Times are milliseconds since the Unix epoch.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::LedgerError;
+use super::types::{AttemptOutcome, EntryState, GrantReason, Outcome, SkipReason, Verdict};
+
+pub const HOUR_MS: i64 = 3_600_000;
+pub const DAY_MS: i64 = 24 * HOUR_MS;
+/// The default lease of a claim: 1 h.
+pub const DEFAULT_LEASE_MS: i64 = HOUR_MS;
+/// The cooldown ladder: 6 h, 12 h, 24 h, 48 h, 96 h, then capped at 7 days.
+pub const COOLDOWN_LADDER_MS: [i64; 5] = [6 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS, 48 * HOUR_MS, 96 * HOUR_MS];
+pub const COOLDOWN_CAP_MS: i64 = 7 * DAY_MS;
+/// After this many consecutive misses the ledger suggests escalating to a human.
+pub const ESCALATE_AFTER_MISSES: i64 = 5;
+/// A drain stops when its latest backlog report is older than this (1 h).
+pub const REPORT_MAX_AGE_MS: i64 = HOUR_MS;
+
+/// The cooldown after an attempt, given the consecutive misses counted after it (0 after a productive
+/// attempt, which waits the first step).
+pub fn cooldown_ms(misses: i64) -> i64 {
+    if misses <= 0 {
+        return COOLDOWN_LADDER_MS[0];
+    }
+    match COOLDOWN_LADDER_MS.get((misses - 1) as usize) {
+        Some(&ms) => ms,
+        None => COOLDOWN_CAP_MS,
+    }
+}
+
+/// Whether the ledger suggests a human look at a subject with this many consecutive misses.
+pub fn should_escalate(misses: i64) -> bool {
+    misses >= ESCALATE_AFTER_MISSES
+}
+
+/// What a store knows about one subject in a scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemState {
+    pub attempts: i64,
+    pub misses: i64,
+    pub claim_token: i64,
+    /// Set while a grant is open (claimed, not yet recorded), live or expired.
+    pub lease_until: Option<i64>,
+    pub lease_run_id: Option<String>,
+    pub eligible_at: Option<i64>,
+    pub fingerprint: Option<String>,
+    pub last_outcome: Option<AttemptOutcome>,
+}
+
+/// Whether a candidate may be granted now, and why; before the limit is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eligibility {
+    /// Eligible; `abandons` is the token of an expired open grant that this grant supersedes.
+    Eligible {
+        reason: GrantReason,
+        abandons: Option<i64>,
+    },
+    InFlight {
+        until: i64,
+    },
+    CoolingDown {
+        until: i64,
+    },
+}
+
+/// The claim rule for one candidate. Fingerprints are compared byte for byte, and only when both the
+/// candidate and the ledger have one: omitting a fingerprint is safe.
+pub fn eligibility(state: Option<&ItemState>, fingerprint: Option<&str>, now: i64) -> Eligibility {
+    let Some(s) = state else {
+        return Eligibility::Eligible { reason: GrantReason::Fresh, abandons: None };
+    };
+    if let Some(until) = s.lease_until {
+        if until > now {
+            return Eligibility::InFlight { until };
+        }
+        // The lease of a run that never recorded has run out.
+        return Eligibility::Eligible { reason: GrantReason::CooldownExpired, abandons: Some(s.claim_token) };
+    }
+    if s.attempts == 0 {
+        return Eligibility::Eligible { reason: GrantReason::Fresh, abandons: None };
+    }
+    match s.eligible_at {
+        Some(until) if until > now => {
+            let changed =
+                matches!((fingerprint, s.fingerprint.as_deref()), (Some(a), Some(b)) if a.as_bytes() != b.as_bytes());
+            if changed {
+                Eligibility::Eligible { reason: GrantReason::FingerprintChanged, abandons: None }
+            } else {
+                Eligibility::CoolingDown { until }
+            }
+        }
+        _ => Eligibility::Eligible { reason: GrantReason::CooldownExpired, abandons: None },
+    }
+}
+
+/// Labels candidates (in priority order) given their eligibility: eligible ones are granted until the
+/// limit is reached, the rest of the eligible ones are `over_limit`. `grant` produces the granted verdict
+/// (token and lease) for a candidate index.
+pub fn label(
+    eligibilities: &[Eligibility],
+    limit: usize,
+    mut grant: impl FnMut(usize, GrantReason) -> Verdict,
+) -> Vec<Verdict> {
+    let mut granted = 0;
+    eligibilities
+        .iter()
+        .enumerate()
+        .map(|(i, e)| match e {
+            Eligibility::InFlight { until } => {
+                Verdict::Skipped { skip_reason: SkipReason::InFlight, eligible_at: Some(*until) }
+            }
+            Eligibility::CoolingDown { until } => {
+                Verdict::Skipped { skip_reason: SkipReason::CoolingDown, eligible_at: Some(*until) }
+            }
+            Eligibility::Eligible { reason, .. } => {
+                if granted < limit {
+                    granted += 1;
+                    grant(i, *reason)
+                } else {
+                    Verdict::Skipped { skip_reason: SkipReason::OverLimit, eligible_at: None }
+                }
+            }
+        })
+        .collect()
+}
+
+/// Labels a candidate that a locking store (PostgreSQL, `SKIP LOCKED`) did not grant although its
+/// snapshot looked eligible: if the claim filled its limit before reaching it, it is `over_limit`;
+/// otherwise another run held its row locked, so it is `in_flight`.
+pub fn label_not_granted(
+    snapshot: Eligibility,
+    position: usize,
+    granted: usize,
+    limit: usize,
+    last_granted: Option<usize>,
+) -> Verdict {
+    match snapshot {
+        Eligibility::InFlight { until } => {
+            Verdict::Skipped { skip_reason: SkipReason::InFlight, eligible_at: Some(until) }
+        }
+        Eligibility::CoolingDown { until } => {
+            Verdict::Skipped { skip_reason: SkipReason::CoolingDown, eligible_at: Some(until) }
+        }
+        Eligibility::Eligible { .. } => {
+            if granted >= limit && last_granted.is_none_or(|last| position > last) {
+                Verdict::Skipped { skip_reason: SkipReason::OverLimit, eligible_at: None }
+            } else {
+                Verdict::Skipped { skip_reason: SkipReason::InFlight, eligible_at: None }
+            }
+        }
+    }
+}
+
+/// Why a record is refused by the fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    Stale,
+    NotClaimed,
+}
+
+/// The record fence: a record carries the claim token of its grant, or comes from the run that
+/// claimed. `run_claimed_before` says whether `run_id` was ever granted this subject (to tell a stale
+/// run from one that never claimed).
+pub fn fence(
+    state: Option<&ItemState>,
+    token: Option<i64>,
+    run_id: Option<&str>,
+    run_claimed_before: bool,
+) -> Result<(), Fence> {
+    let Some(s) = state else { return Err(Fence::NotClaimed) };
+    if s.lease_until.is_none() {
+        // Nothing open: a token of an earlier grant (or the run that made it) is stale.
+        return Err(if token.is_some_and(|t| t > 0 && t < s.claim_token) || run_claimed_before {
+            Fence::Stale
+        } else {
+            Fence::NotClaimed
+        });
+    }
+    match token {
+        Some(t) if t == s.claim_token => match run_id {
+            Some(r) if s.lease_run_id.as_deref() != Some(r) => Err(Fence::NotClaimed),
+            _ => Ok(()),
+        },
+        Some(t) if t > 0 && t < s.claim_token => Err(Fence::Stale),
+        Some(_) => Err(Fence::NotClaimed),
+        None => match run_id {
+            Some(r) if s.lease_run_id.as_deref() == Some(r) => Ok(()),
+            _ if run_claimed_before => Err(Fence::Stale),
+            _ => Err(Fence::NotClaimed),
+        },
+    }
+}
+
+/// The subject's state after a record is applied.
+pub fn apply_outcome(state: &ItemState, outcome: Outcome, now: i64) -> ItemState {
+    let mut next = ItemState { lease_until: None, lease_run_id: None, ..state.clone() };
+    match outcome {
+        Outcome::Productive => {
+            next.misses = 0;
+            next.eligible_at = Some(now + cooldown_ms(0));
+            next.last_outcome = Some(AttemptOutcome::Productive);
+        }
+        Outcome::Empty | Outcome::Failed => {
+            next.misses = state.misses + 1;
+            next.eligible_at = Some(now + cooldown_ms(next.misses));
+            next.last_outcome =
+                Some(if outcome == Outcome::Empty { AttemptOutcome::Empty } else { AttemptOutcome::Failed });
+        }
+        Outcome::Released => {
+            // Claimed but not attempted: the lease is dropped and no attempt counted.
+            next.attempts = (state.attempts - 1).max(0);
+        }
+    }
+    next
+}
+
+/// The state of a ledger row as `list` shows it, and the time it becomes (or became) eligible.
+pub fn entry_state(state: &ItemState, now: i64) -> (EntryState, Option<i64>) {
+    if let Some(until) = state.lease_until
+        && until > now
+    {
+        return (EntryState::InFlight, Some(until));
+    }
+    if state.lease_until.is_none()
+        && state.attempts > 0
+        && let Some(at) = state.eligible_at
+        && at > now
+    {
+        return (EntryState::CoolingDown, Some(at));
+    }
+    (EntryState::Eligible, if state.lease_until.is_some() { state.lease_until } else { state.eligible_at })
+}
+
+/// Whether a subject counts as workable for `report_backlog`: not in flight, not cooling down.
+pub fn workable(state: Option<&ItemState>, now: i64) -> bool {
+    state.is_none_or(|s| entry_state(s, now).0 == EntryState::Eligible)
+}
+
+/// A routine's run limits, as the host knows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineLimits {
+    /// Runs of the routine allowed at once; a routine without a setting runs one at a time.
+    #[serde(default = "one")]
+    pub parallel_limit: u32,
+    /// Runs of the routine allowed per day; `None` for no cap.
+    #[serde(default)]
+    pub daily_cap: Option<u32>,
+    /// Runs of the routine running now (the reporting run included).
+    #[serde(default = "one")]
+    pub running: u32,
+    /// Runs of the routine started today (the reporting run included).
+    #[serde(default)]
+    pub started_today: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for RoutineLimits {
+    fn default() -> Self {
+        RoutineLimits { parallel_limit: 1, daily_cap: None, running: 1, started_today: 0 }
+    }
+}
+
+/// `ceil(workable / batch_size)` extra runs, capped by the parallel limit (less the runs already
+/// running) and the daily cap (less the runs already started today).
+pub fn extra_runs(workable: u64, batch_size: u32, limits: &RoutineLimits) -> Result<u32, LedgerError> {
+    if batch_size == 0 {
+        return Err(LedgerError::InvalidArgument("batch_size must be at least 1".into()));
+    }
+    let wanted = workable.div_ceil(u64::from(batch_size));
+    let parallel = limits.parallel_limit.saturating_sub(limits.running);
+    let daily = limits.daily_cap.map_or(u32::MAX, |cap| cap.saturating_sub(limits.started_today));
+    Ok(wanted.min(u64::from(parallel)).min(u64::from(daily)) as u32)
+}
+
+/// Why a drain stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainStop {
+    /// The latest report counted nothing workable (or there is no report).
+    NothingWorkable,
+    /// The finished run found the queue empty: it ended without claiming anything.
+    QueueEmpty,
+    /// The finished run never reported its backlog.
+    RunDidNotReport,
+    /// The latest report is more than an hour old.
+    ReportStale,
+}
+
+/// What the ledger knows when a run of a draining routine finishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainFacts {
+    pub now: i64,
+    /// Whether the finished run was granted anything.
+    pub run_claimed: bool,
+    /// Whether the finished run reported its backlog.
+    pub run_reported: bool,
+    /// The routine's latest report: when, and how many subjects it counted workable.
+    pub latest_report: Option<(i64, u64)>,
+}
+
+/// The decision after a run finishes: stop (with the first stop condition that holds), or start the
+/// next run, if the daily cap allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainDecision {
+    pub stop: Option<DrainStop>,
+    /// Runs for the host to start now.
+    pub start_runs: u32,
+}
+
+pub fn drain_decision(facts: &DrainFacts, limits: &RoutineLimits) -> DrainDecision {
+    let stop = if !facts.run_claimed {
+        Some(DrainStop::QueueEmpty)
+    } else if !facts.run_reported {
+        Some(DrainStop::RunDidNotReport)
+    } else {
+        match facts.latest_report {
+            None | Some((_, 0)) => Some(DrainStop::NothingWorkable),
+            Some((at, _)) if facts.now - at > REPORT_MAX_AGE_MS => Some(DrainStop::ReportStale),
+            Some(_) => None,
+        }
+    };
+    let start_runs = match stop {
+        Some(_) => 0,
+        None => {
+            let daily = limits.daily_cap.map_or(u32::MAX, |cap| cap.saturating_sub(limits.started_today));
+            // The finished run freed its slot: the next one starts the moment it finishes.
+            let parallel = limits.parallel_limit.saturating_sub(limits.running.saturating_sub(1));
+            1.min(daily).min(parallel)
+        }
+    };
+    DrainDecision { stop, start_runs }
+}
+
+/// Reads a record batch sent as JSON (by a binding or an agent tool): a list of objects with
+/// `subject_key`, `outcome` and optionally `token` and `fingerprint`. Any malformed entry rejects the
+/// whole batch.
+pub fn parse_records(value: &serde_json::Value) -> Result<Vec<super::types::Record>, LedgerError> {
+    use serde_json::Value;
+    let items =
+        value.as_array().ok_or_else(|| LedgerError::InvalidBatch("records must be a list of objects".into()))?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let obj = item.as_object().ok_or_else(|| LedgerError::InvalidBatch(format!("record {i} is not an object")))?;
+        let subject_key = match obj.get("subject_key") {
+            Some(Value::String(k)) => k.clone(),
+            _ => return Err(LedgerError::InvalidBatch(format!("record {i} has no subject_key"))),
+        };
+        let outcome = match obj.get("outcome") {
+            Some(Value::String(o)) => Outcome::parse(o).ok_or_else(|| {
+                LedgerError::InvalidBatch(format!(
+                    "record {i} ('{subject_key}') has the unknown outcome '{o}' (productive, empty, failed or released)"
+                ))
+            })?,
+            _ => return Err(LedgerError::InvalidBatch(format!("record {i} ('{subject_key}') has no outcome"))),
+        };
+        let token = match obj.get("token") {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(t.as_i64().ok_or_else(|| {
+                LedgerError::InvalidBatch(format!("record {i} ('{subject_key}'): token must be an integer"))
+            })?),
+        };
+        let fingerprint = match obj.get("fingerprint") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(f)) => Some(f.clone()),
+            Some(_) => {
+                return Err(LedgerError::InvalidBatch(format!(
+                    "record {i} ('{subject_key}'): fingerprint must be a string"
+                )));
+            }
+        };
+        out.push(super::types::Record { subject_key, outcome, token, fingerprint });
+    }
+    Ok(out)
+}
+
+/// The checks every record batch passes before a store sees it: each subject named once, none empty.
+/// Duplicates are rejected, never merged.
+pub fn validate_records(records: &[super::types::Record]) -> Result<(), LedgerError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, r) in records.iter().enumerate() {
+        if r.subject_key.is_empty() {
+            return Err(LedgerError::InvalidBatch(format!("record {i} has no subject_key")));
+        }
+        if !seen.insert(r.subject_key.as_str()) {
+            return Err(LedgerError::InvalidBatch(format!("the subject '{}' appears twice", r.subject_key)));
+        }
+    }
+    Ok(())
+}
+
+/// The checks every claim passes: a scope, each candidate named once.
+pub fn validate_claim(req: &super::types::ClaimRequest) -> Result<(), LedgerError> {
+    if req.scope.is_empty() {
+        return Err(LedgerError::InvalidArgument("a claim needs a scope".into()));
+    }
+    if req.lease_ms <= 0 {
+        return Err(LedgerError::InvalidArgument("the lease must be positive".into()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in &req.candidates {
+        if c.subject_key.is_empty() {
+            return Err(LedgerError::InvalidArgument("a candidate has an empty subject_key".into()));
+        }
+        if !seen.insert(c.subject_key.as_str()) {
+            return Err(LedgerError::InvalidArgument(format!("the candidate '{}' appears twice", c.subject_key)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_is_6_12_24_48_96_hours_then_7_days() {
+        let hours: Vec<i64> = (1..=8).map(|m| cooldown_ms(m) / HOUR_MS).collect();
+        assert_eq!(hours, [6, 12, 24, 48, 96, 168, 168, 168]);
+        assert_eq!(cooldown_ms(0), 6 * HOUR_MS);
+        assert!(!should_escalate(4));
+        assert!(should_escalate(5));
+    }
+
+    #[test]
+    fn extra_runs_is_ceil_capped() {
+        let l = RoutineLimits { parallel_limit: 10, daily_cap: Some(20), running: 1, started_today: 1 };
+        assert_eq!(extra_runs(0, 5, &l).unwrap(), 0);
+        assert_eq!(extra_runs(11, 5, &l).unwrap(), 3);
+        assert_eq!(extra_runs(1000, 5, &l).unwrap(), 9);
+        let l = RoutineLimits { parallel_limit: 10, daily_cap: Some(4), running: 1, started_today: 2 };
+        assert_eq!(extra_runs(1000, 5, &l).unwrap(), 2);
+        assert_eq!(extra_runs(1000, 5, &RoutineLimits::default()).unwrap(), 0);
+        assert!(extra_runs(1, 0, &l).is_err());
+    }
+
+    #[test]
+    fn drain_stops_on_each_condition() {
+        let l = RoutineLimits { parallel_limit: 3, daily_cap: None, running: 3, started_today: 3 };
+        let ok = DrainFacts {
+            now: 10 * HOUR_MS,
+            run_claimed: true,
+            run_reported: true,
+            latest_report: Some((10 * HOUR_MS - 1000, 4)),
+        };
+        assert_eq!(drain_decision(&ok, &l), DrainDecision { stop: None, start_runs: 1 });
+        let f = |facts: DrainFacts| drain_decision(&facts, &l).stop;
+        assert_eq!(f(DrainFacts { run_claimed: false, ..ok.clone() }), Some(DrainStop::QueueEmpty));
+        assert_eq!(f(DrainFacts { run_reported: false, ..ok.clone() }), Some(DrainStop::RunDidNotReport));
+        assert_eq!(f(DrainFacts { latest_report: Some((ok.now, 0)), ..ok.clone() }), Some(DrainStop::NothingWorkable));
+        assert_eq!(f(DrainFacts { latest_report: None, ..ok.clone() }), Some(DrainStop::NothingWorkable));
+        let stale = DrainFacts { latest_report: Some((ok.now - HOUR_MS - 1, 4)), ..ok.clone() };
+        assert_eq!(f(stale), Some(DrainStop::ReportStale));
+        let exactly_an_hour = DrainFacts { latest_report: Some((ok.now - HOUR_MS, 4)), ..ok.clone() };
+        assert_eq!(f(exactly_an_hour), None);
+        let capped = RoutineLimits { daily_cap: Some(3), ..l };
+        assert_eq!(drain_decision(&ok, &capped), DrainDecision { stop: None, start_runs: 0 });
+    }
+
+    #[test]
+    fn fence_rules() {
+        let open = ItemState {
+            attempts: 2,
+            claim_token: 3,
+            lease_until: Some(5),
+            lease_run_id: Some("b".into()),
+            ..Default::default()
+        };
+        assert_eq!(fence(Some(&open), Some(3), None, false), Ok(()));
+        assert_eq!(fence(Some(&open), None, Some("b"), true), Ok(()));
+        assert_eq!(fence(Some(&open), Some(2), None, false), Err(Fence::Stale));
+        assert_eq!(fence(Some(&open), None, Some("a"), true), Err(Fence::Stale));
+        assert_eq!(fence(Some(&open), None, Some("c"), false), Err(Fence::NotClaimed));
+        assert_eq!(fence(None, Some(1), None, false), Err(Fence::NotClaimed));
+        let closed = ItemState { lease_until: None, lease_run_id: None, ..open };
+        assert_eq!(fence(Some(&closed), Some(3), None, false), Err(Fence::NotClaimed));
+        assert_eq!(fence(Some(&closed), Some(1), None, false), Err(Fence::Stale));
+    }
+}

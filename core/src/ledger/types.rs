@@ -1,0 +1,351 @@
+//! The ledger's plain data: what goes into a claim or a record and what comes back. Everything is
+//! serde, so the bindings and the agent tools pass it as JSON. Times are milliseconds since the Unix
+//! epoch.
+
+use serde::{Deserialize, Serialize};
+
+use super::rules::DEFAULT_LEASE_MS;
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Why a candidate was granted.
+    GrantReason {
+        /// Never attempted in this scope.
+        Fresh => "fresh",
+        /// Its cooldown, or the lease of a run that never recorded, has run out.
+        CooldownExpired => "cooldown_expired",
+        /// Still cooling down, but its fingerprint differs from the last one recorded.
+        FingerprintChanged => "fingerprint_changed",
+    }
+);
+
+string_enum!(
+    /// Why a candidate was skipped. Never merged: each says something different.
+    SkipReason {
+        /// Claimed by another run whose lease is live.
+        InFlight => "in_flight",
+        /// Cooling down until `eligible_at`.
+        CoolingDown => "cooling_down",
+        /// Eligible, but the limit was reached; nothing has touched it.
+        OverLimit => "over_limit",
+    }
+);
+
+string_enum!(
+    /// What a run reports for a subject it claimed.
+    Outcome {
+        /// Work done.
+        Productive => "productive",
+        /// The attempt was correct and there was nothing there.
+        Empty => "empty",
+        /// The attempt itself failed.
+        Failed => "failed",
+        /// Claimed but not attempted: the lease is dropped, no attempt counted.
+        Released => "released",
+    }
+);
+
+string_enum!(
+    /// How an attempt ended: a recorded outcome, or `abandoned` when its expired lease was claimed again.
+    AttemptOutcome {
+        Productive => "productive",
+        Empty => "empty",
+        Failed => "failed",
+        Released => "released",
+        Abandoned => "abandoned",
+    }
+);
+
+string_enum!(
+    /// A ledger row's state as `list` shows it.
+    EntryState {
+        InFlight => "in_flight",
+        CoolingDown => "cooling_down",
+        Eligible => "eligible",
+    }
+);
+
+string_enum!(
+    /// Which rows `list` returns: all, eligible now, or suppressed (in flight or cooling down).
+    #[derive(Default)]
+    ListFilter {
+        #[default]
+        All => "all",
+        Eligible => "eligible",
+        Suppressed => "suppressed",
+    }
+);
+
+/// One candidate of a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub subject_key: String,
+    /// A deterministic rendering of the subject's state; compared byte for byte. Omitting it is safe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+impl Candidate {
+    pub fn new(subject_key: impl Into<String>) -> Self {
+        Candidate { subject_key: subject_key.into(), fingerprint: None }
+    }
+    pub fn with_fingerprint(subject_key: impl Into<String>, fingerprint: impl Into<String>) -> Self {
+        Candidate { subject_key: subject_key.into(), fingerprint: Some(fingerprint.into()) }
+    }
+}
+
+impl From<&str> for Candidate {
+    fn from(key: &str) -> Self {
+        Candidate::new(key)
+    }
+}
+
+impl From<&String> for Candidate {
+    fn from(key: &String) -> Self {
+        Candidate::new(key.clone())
+    }
+}
+
+impl From<String> for Candidate {
+    fn from(key: String) -> Self {
+        Candidate::new(key)
+    }
+}
+
+/// A claim: candidates in priority order, at most `limit` granted, each with a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    pub scope: String,
+    pub candidates: Vec<Candidate>,
+    pub limit: usize,
+    /// The lease of each grant in milliseconds (default 1 h).
+    #[serde(default = "default_lease")]
+    pub lease_ms: i64,
+    #[serde(default)]
+    pub run_id: Option<String>,
+    #[serde(default)]
+    pub routine_id: Option<String>,
+}
+
+fn default_lease() -> i64 {
+    DEFAULT_LEASE_MS
+}
+
+impl ClaimRequest {
+    pub fn new<C: Into<Candidate>>(
+        scope: impl Into<String>,
+        candidates: impl IntoIterator<Item = C>,
+        limit: usize,
+    ) -> Self {
+        ClaimRequest {
+            scope: scope.into(),
+            candidates: candidates.into_iter().map(Into::into).collect(),
+            limit,
+            lease_ms: DEFAULT_LEASE_MS,
+            run_id: None,
+            routine_id: None,
+        }
+    }
+    pub fn lease(mut self, lease: std::time::Duration) -> Self {
+        self.lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        self
+    }
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+    pub fn routine_id(mut self, routine_id: impl Into<String>) -> Self {
+        self.routine_id = Some(routine_id.into());
+        self
+    }
+}
+
+/// The label of one candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verdict {
+    Granted {
+        grant_reason: GrantReason,
+        /// The claim token (the attempt number); a record is fenced by it.
+        token: i64,
+        lease_until: i64,
+    },
+    Skipped {
+        skip_reason: SkipReason,
+        /// When it becomes eligible (cooling down), or when the live lease ends (in flight, where known).
+        #[serde(default)]
+        eligible_at: Option<i64>,
+    },
+}
+
+/// One candidate, labelled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Labelled {
+    pub subject_key: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+impl Labelled {
+    pub fn grant_reason(&self) -> Option<GrantReason> {
+        match self.verdict {
+            Verdict::Granted { grant_reason, .. } => Some(grant_reason),
+            Verdict::Skipped { .. } => None,
+        }
+    }
+    pub fn skip_reason(&self) -> Option<SkipReason> {
+        match self.verdict {
+            Verdict::Skipped { skip_reason, .. } => Some(skip_reason),
+            Verdict::Granted { .. } => None,
+        }
+    }
+    pub fn token(&self) -> Option<i64> {
+        match self.verdict {
+            Verdict::Granted { token, .. } => Some(token),
+            Verdict::Skipped { .. } => None,
+        }
+    }
+}
+
+/// Every candidate of a claim, labelled, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimResult {
+    pub scope: String,
+    pub candidates: Vec<Labelled>,
+}
+
+impl ClaimResult {
+    pub fn granted(&self) -> impl Iterator<Item = &Labelled> {
+        self.candidates.iter().filter(|c| c.grant_reason().is_some())
+    }
+    pub fn get(&self, subject_key: &str) -> Option<&Labelled> {
+        self.candidates.iter().find(|c| c.subject_key == subject_key)
+    }
+}
+
+/// One subject's outcome in a record batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub subject_key: String,
+    pub outcome: Outcome,
+    /// The claim token of the grant; without it the batch's run id must be the run that claimed.
+    #[serde(default)]
+    pub token: Option<i64>,
+    /// Replaces the fingerprint the ledger keeps for the subject.
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+}
+
+impl Record {
+    pub fn new(subject_key: impl Into<String>, outcome: Outcome, token: Option<i64>) -> Self {
+        Record { subject_key: subject_key.into(), outcome, token, fingerprint: None }
+    }
+}
+
+/// A subject after its record was applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    pub subject_key: String,
+    pub outcome: Outcome,
+    pub attempts: i64,
+    /// Consecutive unproductive attempts.
+    pub misses: i64,
+    pub eligible_at: Option<i64>,
+    /// After five consecutive misses: escalate to a human rather than retrying forever.
+    pub escalate: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordResult {
+    pub scope: String,
+    pub recorded: Vec<Recorded>,
+    /// The subjects whose misses suggest escalating to a human.
+    pub escalate: Vec<String>,
+}
+
+/// What `list` returns: which rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default = "list_all")]
+    pub state: ListFilter,
+    /// A routine's view: every row of the scopes the routine has written to.
+    #[serde(default)]
+    pub routine_id: Option<String>,
+}
+
+fn list_all() -> ListFilter {
+    ListFilter::All
+}
+
+/// One ledger row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub scope: String,
+    pub subject_key: String,
+    pub state: EntryState,
+    /// When it becomes (or became) eligible: the lease's end while in flight, the cooldown's end after.
+    pub eligible_at: Option<i64>,
+    pub last_outcome: Option<AttemptOutcome>,
+    pub last_grant_reason: Option<GrantReason>,
+    pub attempts: i64,
+    pub misses: i64,
+    pub claim_token: i64,
+    pub escalate: bool,
+    pub routine_id: Option<String>,
+    pub last_attempt_at: Option<i64>,
+}
+
+/// Per scope, how many rows were last granted for each reason: a scope dominated by
+/// `fingerprint_changed` has unstable fingerprints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantReasonCounts {
+    pub fresh: u64,
+    pub cooldown_expired: u64,
+    pub fingerprint_changed: u64,
+}
+
+impl GrantReasonCounts {
+    pub fn total(&self) -> u64 {
+        self.fresh + self.cooldown_expired + self.fingerprint_changed
+    }
+    /// More than half of the scope's rows were last granted because the fingerprint changed.
+    pub fn fingerprints_look_unstable(&self) -> bool {
+        self.total() > 0 && self.fingerprint_changed * 2 > self.total()
+    }
+}
+
+/// The answer to `report_backlog`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BacklogReport {
+    pub routine_id: String,
+    pub scope: Option<String>,
+    /// Subjects workable now: not in flight, not cooling down.
+    pub workable: u64,
+    /// `ceil(workable / batch_size)`, capped by the parallel limit and the daily cap.
+    pub extra_runs: u32,
+}

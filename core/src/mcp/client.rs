@@ -1,0 +1,229 @@
+//! One server's connection: connect (on the first refresh, and again after a failure), list every
+//! page, follow list_changed however it arrives.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter};
+use rmcp::service::{
+    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient, RunningService,
+};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+use super::{McpServer, McpTool, McpTransport};
+use crate::deferral::{Deferral, Entry, Unavailable, resolve};
+use crate::tools::Tool;
+
+/// Marks the server dirty on a list_changed that is not routed to a subscription.
+struct Handler {
+    dirty: Arc<AtomicBool>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("ambit", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Live {
+    service: RunningService<RoleClient, Handler>,
+    /// The `subscriptions/listen` reader on a 2026-07-28 connection; aborted with the connection.
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.abort();
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    live: Option<Live>,
+    /// Set once the first listing (or failure) is in.
+    settled: bool,
+    entries: Vec<Entry>,
+    /// Tools the deferral setting hides (for the listing API only).
+    hidden: Vec<Entry>,
+    unavailable: Option<Unavailable>,
+    /// The exposed names of the last good listing (calls to them while unavailable get the reason).
+    last_names: Vec<String>,
+}
+
+/// What a server contributes now: the tools that ship, those hidden, and why it is unavailable.
+pub(super) type Snapshot = (Vec<Entry>, Vec<Entry>, Option<Unavailable>);
+
+pub(super) struct ServerConn {
+    pub config: McpServer,
+    setting: Deferral,
+    dirty: Arc<AtomicBool>,
+    state: tokio::sync::Mutex<State>,
+    snapshot: std::sync::Mutex<Snapshot>,
+}
+
+impl ServerConn {
+    pub fn new(config: McpServer, install: Deferral) -> ServerConn {
+        let setting = config.deferral.unwrap_or(install);
+        ServerConn {
+            config,
+            setting,
+            dirty: Arc::new(AtomicBool::new(false)),
+            state: Default::default(),
+            snapshot: Default::default(),
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The live connection's peer, for the resource and prompt meta-tools; the reason when there is none.
+    pub async fn peer(&self) -> Result<rmcp::service::Peer<RoleClient>, String> {
+        let st = self.state.lock().await;
+        match &st.live {
+            Some(live) if !live.service.is_closed() => Ok(live.service.peer().clone()),
+            _ => Err(st.unavailable.as_ref().map_or_else(|| "not connected".to_string(), |u| u.reason.clone())),
+        }
+    }
+
+    /// Connects if needed and re-lists when dirty (or failed, or never listed). `true` when the
+    /// snapshot changed.
+    pub async fn refresh(&self) -> bool {
+        let mut st = self.state.lock().await;
+        let needs = !st.settled || st.live.is_none() || self.dirty.swap(false, Ordering::SeqCst);
+        if !needs {
+            // A closed connection is a failure, found out before the next request rather than at a call.
+            if st.live.as_ref().is_some_and(|l| l.service.is_closed()) {
+                st.live = None;
+            } else {
+                return false;
+            }
+        }
+        let result = self.list(&mut st).await;
+        match result {
+            Ok((entries, hidden)) => {
+                st.last_names = entries.iter().map(|e| e.tool.spec().name.clone()).collect();
+                st.entries = entries;
+                st.hidden = hidden;
+                st.unavailable = None;
+            }
+            Err(reason) => {
+                tracing::warn!(server = %self.config.name, %reason, "MCP server unavailable");
+                st.live = None;
+                st.entries.clear();
+                st.hidden.clear();
+                st.unavailable =
+                    Some(Unavailable { group: self.config.name.clone(), reason, names: st.last_names.clone() });
+            }
+        }
+        st.settled = true;
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) =
+            (st.entries.clone(), st.hidden.clone(), st.unavailable.clone());
+        true
+    }
+
+    async fn list(&self, st: &mut State) -> Result<(Vec<Entry>, Vec<Entry>), String> {
+        if st.live.is_none() {
+            // A fresh connection lists from scratch; a list_changed that raced the old one is moot.
+            self.dirty.store(false, Ordering::SeqCst);
+            st.live = Some(self.connect().await?);
+        }
+        let live = st.live.as_ref().ok_or("not connected")?;
+        let peer = live.service.peer().clone();
+        // Every page, by its opaque cursor.
+        let tools = peer.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+        let mut entries = Vec::new();
+        let mut hidden = Vec::new();
+        for t in &tools {
+            let eager_listed = self.config.eager_load_tools.contains(t.name.as_ref());
+            let tool: Arc<dyn Tool> = Arc::new(McpTool::new(&self.config, t, peer.clone()));
+            match resolve(self.setting, eager_listed) {
+                Some(deferred) => entries.push(Entry { tool, group: self.config.name.clone(), deferred }),
+                None => hidden.push(Entry { tool, group: self.config.name.clone(), deferred: false }),
+            }
+        }
+        Ok((entries, hidden))
+    }
+
+    async fn connect(&self) -> Result<Live, String> {
+        self.config.validate()?;
+        let handler = Handler { dirty: self.dirty.clone() };
+        let lifecycle = match self.config.protocol {
+            super::McpProtocol::Initialize => ClientLifecycleMode::Initialize,
+            super::McpProtocol::Stateless => {
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+            }
+            super::McpProtocol::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+        };
+        let service = match &self.config.transport {
+            McpTransport::Stdio { command, args, env, cwd } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let (transport, _stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("could not start '{command}': {e}"))?;
+                handler.serve_with_lifecycle(transport, lifecycle).await
+            }
+            McpTransport::Http { url } => {
+                // The same TLS stack as the model wires: rustls with ring.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let client = reqwest::Client::builder().build().map_err(|e| format!("HTTP client: {e}"))?;
+                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.as_str(),
+                );
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                handler.serve_with_lifecycle(transport, lifecycle).await
+            }
+        }
+        .map_err(|e| format!("could not connect: {e}"))?;
+        // No response cache: a failed server must never hide behind a stale list.
+        service.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
+        let listener = self.listen(&service).await;
+        Ok(Live { service, listener })
+    }
+
+    /// On a 2026-07-28 connection, list_changed arrives only through `subscriptions/listen`, opened
+    /// only when the server advertises `listChanged`.
+    async fn listen(&self, service: &RunningService<RoleClient, Handler>) -> Option<tokio::task::JoinHandle<()>> {
+        let info = service.peer().peer_info()?;
+        if info.protocol_version != ProtocolVersion::V_2026_07_28 {
+            return None;
+        }
+        let advertised = info.capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true);
+        if !advertised {
+            return None;
+        }
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut sub = match service.peer().listen(filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(server = %self.config.name, error = %e, "subscriptions/listen failed");
+                return None;
+            }
+        };
+        let dirty = self.dirty.clone();
+        Some(tokio::spawn(async move {
+            while let Ok(Some(n)) = sub.next().await {
+                if matches!(n, rmcp::model::ServerNotification::ToolListChangedNotification(_)) {
+                    dirty.store(true, Ordering::SeqCst);
+                }
+            }
+            // The stream ended: list again before the next request, which reconnects if it must.
+            dirty.store(true, Ordering::SeqCst);
+        }))
+    }
+}

@@ -1,0 +1,70 @@
+//! MCP servers through rmcp (SPEC §3): stdio child processes and streamable HTTP, the 2025-11-25
+//! revision (with `initialize`) and the stateless 2026-07-28 one (`server/discover`, notifications
+//! through `subscriptions/listen`). Tools are named `mcp__<server>__<tool>`; each tool keeps its server
+//! and its own name, so a name is never split. A server that changes its list is marked dirty and
+//! re-listed before the next model request; one that fails is reported unavailable, with the reason,
+//! until it answers again (rmcp's response cache is off, so no stale list hides it).
+
+mod client;
+mod config;
+pub mod meta;
+mod tool;
+
+use std::sync::Arc;
+
+pub use config::{McpProtocol, McpServer, McpTransport};
+pub use tool::{McpTool, exposed_name, tool_level};
+
+use crate::deferral::{Deferral, Entry, SourceListing, ToolSource, resolve};
+
+/// Every MCP server of one agent, and the resource and prompt meta-tools over them.
+pub struct McpHub {
+    servers: Arc<Vec<Arc<client::ServerConn>>>,
+    /// The seven meta-tools; they follow the install-wide setting (`None`: hidden).
+    meta: Vec<Entry>,
+    meta_hidden: bool,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.servers.iter().map(|s| &s.config.name)).finish()
+    }
+}
+
+impl McpHub {
+    /// The servers, with the install-wide deferral setting for those without their own.
+    pub fn new(servers: Vec<McpServer>, install: Deferral) -> McpHub {
+        let servers: Arc<Vec<_>> =
+            Arc::new(servers.into_iter().map(|c| Arc::new(client::ServerConn::new(c, install))).collect());
+        let shipping = resolve(install, false);
+        let meta = meta::tools(servers.clone())
+            .into_iter()
+            .map(|tool| Entry { tool, group: meta::GROUP.to_string(), deferred: shipping.unwrap_or(false) })
+            .collect();
+        McpHub { servers, meta, meta_hidden: shipping.is_none() }
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolSource for McpHub {
+    async fn refresh(&self) -> bool {
+        let runs = self.servers.iter().map(|s| s.refresh());
+        futures::future::join_all(runs).await.into_iter().any(|changed| changed)
+    }
+
+    fn listing(&self) -> SourceListing {
+        let mut out = SourceListing::default();
+        if self.meta_hidden {
+            out.hidden.extend(self.meta.iter().cloned());
+        } else {
+            out.entries.extend(self.meta.iter().cloned());
+        }
+        for s in self.servers.iter() {
+            let (entries, hidden, unavailable) = s.snapshot();
+            out.entries.extend(entries);
+            out.hidden.extend(hidden);
+            out.unavailable.extend(unavailable);
+        }
+        out
+    }
+}

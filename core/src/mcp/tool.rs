@@ -1,0 +1,117 @@
+//! One MCP tool as the agent sees it: its exposed name, level and schema, and a call through the
+//! server's peer with structured content and `isError` carried to the model.
+
+use async_trait::async_trait;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::Value;
+
+use crate::error::ToolError;
+use crate::permission::Level;
+use crate::tools::{Tool, ToolSpec};
+
+use super::McpServer;
+
+/// `mcp__<server>__<tool>`.
+pub fn exposed_name(server: &str, tool: &str) -> String {
+    format!("mcp__{server}__{tool}")
+}
+
+/// The level a tool requires: from configuration, else from the annotations of a trusted server
+/// (`readOnlyHint: true` gives `read`), else `unrestricted`.
+pub fn tool_level(config: &McpServer, tool: &str, read_only_hint: Option<bool>) -> Level {
+    if let Some(l) = config.levels.get(tool) {
+        return *l;
+    }
+    if config.trusted && read_only_hint == Some(true) {
+        return Level::Read;
+    }
+    Level::Unrestricted
+}
+
+/// A tool of an MCP server.
+pub struct McpTool {
+    spec: ToolSpec,
+    /// The server's own name for the tool.
+    tool: String,
+    server: String,
+    peer: Peer<RoleClient>,
+}
+
+impl McpTool {
+    pub(super) fn new(config: &McpServer, tool: &rmcp::model::Tool, peer: Peer<RoleClient>) -> McpTool {
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+        let mut parameters = Value::Object((*tool.input_schema).clone());
+        if parameters.get("type").is_none() {
+            parameters["type"] = Value::String("object".into());
+        }
+        let description = tool.description.as_deref().unwrap_or_default().to_string();
+        let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
+            .with_level(tool_level(config, &tool.name, read_only));
+        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer }
+    }
+
+    /// The server's name and the server's name for the tool.
+    pub fn origin(&self) -> (&str, &str) {
+        (&self.server, &self.tool)
+    }
+}
+
+/// The text the model receives for a result: the content blocks, then the structured content when it
+/// is not already the text.
+pub fn result_text(result: &CallToolResult) -> String {
+    let mut parts: Vec<String> = result.content.iter().map(block_text).collect();
+    if let Some(s) = &result.structured_content {
+        let json = s.to_string();
+        if !parts.iter().any(|p| p.trim() == json) {
+            parts.push(format!("structured_content: {json}"));
+        }
+    }
+    parts.join("\n")
+}
+
+fn block_text(block: &ContentBlock) -> String {
+    let v = serde_json::to_value(block).unwrap_or(Value::Null);
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => v.get("text").and_then(Value::as_str).unwrap_or_default().to_string(),
+        Some("image") | Some("audio") => format!(
+            "[{} {}, {} bytes base64]",
+            v["type"].as_str().unwrap_or_default(),
+            v.get("mimeType").and_then(Value::as_str).unwrap_or("?"),
+            v.get("data").and_then(Value::as_str).map(str::len).unwrap_or(0)
+        ),
+        Some("resource") => {
+            let r = &v["resource"];
+            match r.get("text").and_then(Value::as_str) {
+                Some(t) => format!("[resource {}]\n{t}", r["uri"].as_str().unwrap_or_default()),
+                None => format!("[resource {} (binary)]", r["uri"].as_str().unwrap_or_default()),
+            }
+        }
+        Some("resource_link") => format!("[resource link {}]", v["uri"].as_str().unwrap_or_default()),
+        _ => v.to_string(),
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let mut params = CallToolRequestParams::new(self.tool.clone());
+        if let Value::Object(map) = arguments {
+            params.arguments = Some(map);
+        }
+        let result = self
+            .peer
+            .call_tool(params)
+            .await
+            .map_err(|e| ToolError::Failed(format!("MCP server '{}': {e}", self.server)))?;
+        let text = result_text(&result);
+        if result.is_error == Some(true) {
+            return Err(ToolError::Failed(text));
+        }
+        Ok(Value::String(text))
+    }
+}

@@ -1,0 +1,399 @@
+//! The Anthropic Messages wire (`POST {base_url}/messages`, base URL `https://api.anthropic.com/v1` by
+//! default), streamed (SSE) or not.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::http::{Endpoint, count, json_body, truncate};
+use super::openai_chat::env_key;
+use super::sse::read_events;
+use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use crate::error::ModelError;
+
+/// The API version sent in `anthropic-version`.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` when none is set (the wire requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A model on the Anthropic Messages wire.
+#[derive(Debug, Clone)]
+pub struct Anthropic {
+    endpoint: Endpoint,
+    max_tokens: u32,
+}
+
+impl Anthropic {
+    /// A model by name. The base URL and key default to `ANTHROPIC_BASE_URL` (with `/v1` added) and
+    /// `ANTHROPIC_API_KEY`, else `https://api.anthropic.com/v1` and no key.
+    pub fn new(model: impl Into<String>) -> Self {
+        let base = env_key("ANTHROPIC_BASE_URL")
+            .map(|b| format!("{}/v1", b.trim_end_matches('/')))
+            .unwrap_or_else(|| "https://api.anthropic.com/v1".to_string());
+        Anthropic {
+            endpoint: Endpoint::new(model.into(), base, env_key("ANTHROPIC_API_KEY")),
+            max_tokens: DEFAULT_MAX_TOKENS,
+        }
+    }
+
+    /// The base URL the `/messages` path is appended to (`…/v1`).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.endpoint.base_url = url.into();
+        self
+    }
+
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.endpoint.api_key = Some(key.into());
+        self
+    }
+
+    /// The limit on one HTTP request, retries not included (default 600 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.endpoint.timeout = timeout;
+        self.endpoint.reset_client();
+        self
+    }
+
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.endpoint.retry.max_retries = n;
+        self
+    }
+
+    /// Streams answers (SSE).
+    pub fn stream(mut self, on: bool) -> Self {
+        self.endpoint.stream = on;
+        self
+    }
+
+    /// The most tokens one answer may have (default [`DEFAULT_MAX_TOKENS`]).
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+}
+
+/// The request body, exactly as the Messages API takes it. Tool results go back as `tool_result` blocks
+/// in a user message; consecutive entries of one role are merged, as the wire wants roles to alternate.
+pub fn request_body(model: &str, max_tokens: u32, req: &ModelRequest, stream: bool) -> Value {
+    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut push = |role: &str, blocks: Vec<Value>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match messages.last_mut() {
+            Some((r, b)) if r == role => b.extend(blocks),
+            _ => messages.push((role.to_string(), blocks)),
+        }
+    };
+    for m in &req.messages {
+        match m {
+            Message::User { content } => push("user", vec![json!({"type": "text", "text": content})]),
+            Message::Assistant { content, tool_calls } => {
+                let mut blocks = Vec::new();
+                if let Some(t) = content.as_deref().filter(|t| !t.is_empty()) {
+                    blocks.push(json!({"type": "text", "text": t}));
+                }
+                for c in tool_calls {
+                    let input = serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| Value::Object(Map::new()));
+                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                }
+                push("assistant", blocks);
+            }
+            Message::Tool { call_id, content, is_error, .. } => {
+                let mut block = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                push("user", vec![block]);
+            }
+        }
+    }
+    let messages: Vec<Value> =
+        messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
+    let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages});
+    if let Some(instructions) = &req.instructions {
+        body["system"] = json!(instructions);
+    }
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+    }
+    if stream {
+        body["stream"] = json!(true);
+    }
+    body
+}
+
+fn stop_reason(reason: Option<&str>, has_calls: bool) -> StopReason {
+    match reason {
+        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::ContentFilter,
+        _ if has_calls => StopReason::ToolUse,
+        _ => StopReason::Other,
+    }
+}
+
+fn parse_usage(u: Option<&Value>) -> Usage {
+    Usage {
+        requests: 1,
+        input_tokens: count(u.and_then(|u| u.get("input_tokens"))),
+        output_tokens: count(u.and_then(|u| u.get("output_tokens"))),
+        cache_read_tokens: count(u.and_then(|u| u.get("cache_read_input_tokens"))),
+        cache_write_tokens: count(u.and_then(|u| u.get("cache_creation_input_tokens"))),
+    }
+}
+
+/// Reads a Messages response body.
+pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
+    let blocks = body.get("content").and_then(Value::as_array).ok_or_else(|| bad("no content"))?;
+    let mut text: Option<String> = None;
+    let mut tool_calls = Vec::new();
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                text.get_or_insert_with(String::new).push_str(b.get("text").and_then(Value::as_str).unwrap_or(""))
+            }
+            Some("tool_use") => tool_calls.push(ToolCall {
+                id: b.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without id"))?.to_string(),
+                name: b.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without name"))?.to_string(),
+                arguments: b.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into()),
+            }),
+            _ => {}
+        }
+    }
+    let stop = stop_reason(body.get("stop_reason").and_then(Value::as_str), !tool_calls.is_empty());
+    Ok(ModelResponse {
+        id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
+        text,
+        tool_calls,
+        stop,
+        usage: parse_usage(body.get("usage")),
+    })
+}
+
+/// Folds the stream's events (`message_start`, `content_block_*`, `message_delta`, `message_stop`)
+/// into the message they describe, then reads it like a whole answer.
+#[derive(Default)]
+struct StreamFold {
+    message: Option<Value>,
+    blocks: Vec<Value>,
+    partial_json: Vec<String>,
+    done: bool,
+}
+
+impl StreamFold {
+    fn push(&mut self, event: &str, data: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        match event {
+            "message_start" => self.message = data.get("message").cloned(),
+            "content_block_start" => {
+                while self.blocks.len() <= index {
+                    self.blocks.push(Value::Null);
+                    self.partial_json.push(String::new());
+                }
+                self.blocks[index] = data.get("content_block").cloned().unwrap_or(Value::Null);
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta").unwrap_or(&Value::Null);
+                let block = self
+                    .blocks
+                    .get_mut(index)
+                    .ok_or_else(|| ModelError::InvalidResponse(format!("a delta for block {index}, never started")))?;
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                        let mut whole = block.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+                        whole.push_str(t);
+                        block["text"] = json!(whole);
+                        if !t.is_empty() {
+                            sink(t);
+                        }
+                    }
+                    Some("input_json_delta") => self.partial_json[index]
+                        .push_str(delta.get("partial_json").and_then(Value::as_str).unwrap_or("")),
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(block) = self.blocks.get_mut(index)
+                    && block.get("type").and_then(Value::as_str) == Some("tool_use")
+                    && !self.partial_json[index].trim().is_empty()
+                {
+                    block["input"] = serde_json::from_str(&self.partial_json[index])
+                        .map_err(|e| ModelError::InvalidResponse(format!("streamed tool input is not JSON ({e})")))?;
+                }
+            }
+            "message_delta" => {
+                let msg = self.message.get_or_insert_with(|| json!({}));
+                if let Some(d) = data.get("delta").and_then(Value::as_object) {
+                    for (k, v) in d {
+                        msg[k.as_str()] = v.clone();
+                    }
+                }
+                if let Some(u) = data.get("usage").and_then(Value::as_object) {
+                    if !msg.get("usage").is_some_and(Value::is_object) {
+                        msg["usage"] = json!({});
+                    }
+                    for (k, v) in u.iter().filter(|(_, v)| !v.is_null()) {
+                        msg["usage"][k.as_str()] = v.clone();
+                    }
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => {
+                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("error event");
+                return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<ModelResponse, ModelError> {
+        let mut message =
+            self.message.ok_or_else(|| ModelError::InvalidResponse("the stream ended without message_start".into()))?;
+        if !self.done {
+            return Err(ModelError::InvalidResponse("the stream ended without message_stop".into()));
+        }
+        message["content"] = Value::Array(self.blocks);
+        parse_response(&message)
+    }
+}
+
+#[async_trait]
+impl Model for Anthropic {
+    fn name(&self) -> &str {
+        &self.endpoint.model
+    }
+
+    fn max_tool_name_bytes(&self) -> usize {
+        crate::tools::wire_name::LONG_WIRE_LIMIT
+    }
+
+    async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.respond_streaming(request, &|_| {}).await
+    }
+
+    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "anthropic", model = %self.endpoint.model))]
+    async fn respond_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let ep = &self.endpoint;
+        let body = request_body(&ep.model, self.max_tokens, request, ep.stream);
+        let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
+        if let Some(key) = &ep.api_key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        let resp = ep.post(&ep.url("messages"), &headers, &body).await?;
+        if !ep.stream {
+            let response = parse_response(&json_body(resp).await?)?;
+            if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
+                sink(t);
+            }
+            return Ok(response);
+        }
+        let mut fold = StreamFold::default();
+        read_events(resp, |e| {
+            let data: Value = serde_json::from_str(&e.data).map_err(|err| {
+                ModelError::InvalidResponse(format!("an event is not JSON ({err}): {}", truncate(&e.data, 300)))
+            })?;
+            let name = e.event.as_deref().or_else(|| data.get("type").and_then(Value::as_str)).unwrap_or("");
+            fold.push(name, &data, sink)?;
+            Ok(!fold.done)
+        })
+        .await?;
+        fold.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolSpec;
+
+    #[test]
+    fn tool_results_merge_into_one_user_message() {
+        let req = ModelRequest {
+            instructions: Some("be brief".into()),
+            messages: vec![
+                Message::User { content: "hi".into() },
+                Message::Assistant {
+                    content: Some("let me look".into()),
+                    tool_calls: vec![
+                        ToolCall { id: "t1".into(), name: "f".into(), arguments: "{\"x\":1}".into() },
+                        ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into() },
+                    ],
+                },
+                Message::Tool { call_id: "t1".into(), name: "f".into(), content: "ok".into(), is_error: false },
+                Message::Tool { call_id: "t2".into(), name: "f".into(), content: "bad".into(), is_error: true },
+            ],
+            tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
+        };
+        let b = request_body("claude", 100, &req, true);
+        assert_eq!(b["system"], "be brief");
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["messages"].as_array().unwrap().len(), 3);
+        assert_eq!(b["messages"][1]["content"][1]["input"], json!({"x": 1}));
+        assert_eq!(
+            b["messages"][2]["content"][1],
+            json!({"type": "tool_result", "tool_use_id": "t2", "content": "bad", "is_error": true})
+        );
+        assert_eq!(b["tools"][0]["input_schema"], json!({"type": "object"}));
+    }
+
+    #[test]
+    fn a_stream_folds_into_the_message() {
+        let mut f = StreamFold::default();
+        let got = std::sync::Mutex::new(String::new());
+        let sink = |t: &str| got.lock().unwrap().push_str(t);
+        let events = [
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 4, "cache_creation_input_tokens": 2}}}),
+            ),
+            ("content_block_start", json!({"index": 0, "content_block": {"type": "text", "text": ""}})),
+            ("content_block_delta", json!({"index": 0, "delta": {"type": "text_delta", "text": "Hel"}})),
+            ("content_block_delta", json!({"index": 0, "delta": {"type": "text_delta", "text": "lo"}})),
+            ("content_block_stop", json!({"index": 0})),
+            (
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"a\":"}}),
+            ),
+            ("content_block_delta", json!({"index": 1, "delta": {"type": "input_json_delta", "partial_json": "2}"}})),
+            ("content_block_stop", json!({"index": 1})),
+            (
+                "message_delta",
+                json!({"delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+            ),
+            ("message_stop", json!({})),
+        ];
+        for (e, d) in events {
+            f.push(e, &d, &sink).unwrap();
+        }
+        let r = f.finish().unwrap();
+        assert_eq!(*got.lock().unwrap(), "Hello");
+        assert_eq!(r.text.as_deref(), Some("Hello"));
+        assert_eq!(r.tool_calls[0].arguments, "{\"a\":2}");
+        assert_eq!(r.stop, StopReason::ToolUse);
+        assert_eq!(
+            (r.usage.input_tokens, r.usage.output_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens),
+            (10, 7, 4, 2)
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! A model described as plain data, for the bindings: which wire, which model, where, and how.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::Model;
+use super::anthropic::Anthropic;
+use super::openai_chat::OpenAiChat;
+use super::openai_responses::OpenAiResponses;
+use crate::error::Error;
+
+/// The three wires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wire {
+    OpenaiChat,
+    Anthropic,
+    OpenaiResponses,
+}
+
+impl Wire {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wire::OpenaiChat => "openai_chat",
+            Wire::Anthropic => "anthropic",
+            Wire::OpenaiResponses => "openai_responses",
+        }
+    }
+}
+
+/// A model as data. Absent fields take each wire's defaults (base URL and key from the environment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub wire: Wire,
+    pub model: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Stream answers (SSE).
+    #[serde(default)]
+    pub stream: bool,
+    /// The limit on one HTTP request in seconds, retries not included (default 600).
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    /// Attempts after the first on 429, 5xx and connection failures (default 2).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// Anthropic only: the most tokens one answer may have (default 4096).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelConfig {
+    pub fn new(wire: Wire, model: impl Into<String>) -> Self {
+        ModelConfig {
+            wire,
+            model: model.into(),
+            base_url: None,
+            api_key: None,
+            stream: false,
+            timeout_secs: None,
+            max_retries: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Reads the JSON form, refusing unknown fields and wires by name.
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        serde_json::from_str(text).map_err(|e| Error::Config(format!("model: {e}")))
+    }
+
+    /// Builds the model.
+    pub fn build(&self) -> Result<Arc<dyn Model>, Error> {
+        if self.model.trim().is_empty() {
+            return Err(Error::Config("model: the model name is empty".into()));
+        }
+        let timeout = match self.timeout_secs {
+            Some(t) => match Duration::try_from_secs_f64(t) {
+                Ok(d) if !d.is_zero() => Some(d),
+                _ => return Err(Error::Config(format!("model: timeout_secs must be a positive number, got {t}"))),
+            },
+            None => None,
+        };
+        if self.max_tokens == Some(0) {
+            return Err(Error::Config("model: max_tokens must be at least 1".into()));
+        }
+        macro_rules! common {
+            ($m:expr) => {{
+                let mut m = $m.stream(self.stream);
+                if let Some(u) = &self.base_url {
+                    m = m.base_url(u.clone());
+                }
+                if let Some(k) = &self.api_key {
+                    m = m.api_key(k.clone());
+                }
+                if let Some(t) = timeout {
+                    m = m.timeout(t);
+                }
+                if let Some(n) = self.max_retries {
+                    m = m.max_retries(n);
+                }
+                m
+            }};
+        }
+        Ok(match self.wire {
+            Wire::OpenaiChat => Arc::new(common!(OpenAiChat::new(&self.model))),
+            Wire::OpenaiResponses => Arc::new(common!(OpenAiResponses::new(&self.model))),
+            Wire::Anthropic => {
+                let mut m = common!(Anthropic::new(&self.model));
+                if let Some(n) = self.max_tokens {
+                    m = m.max_tokens(n);
+                }
+                Arc::new(m)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_form_names_the_wire() {
+        let c = ModelConfig::from_json(r#"{"wire": "anthropic", "model": "claude", "stream": true}"#).unwrap();
+        assert_eq!((c.wire, c.stream), (Wire::Anthropic, true));
+        assert_eq!(c.build().unwrap().name(), "claude");
+        let e = ModelConfig::from_json(r#"{"wire": "gemini", "model": "x"}"#).unwrap_err();
+        assert_eq!(e.code(), "config");
+        let e = ModelConfig::new(Wire::OpenaiChat, " ").build().err().unwrap();
+        assert!(e.to_string().contains("model name is empty"), "{e}");
+    }
+}

@@ -1,0 +1,135 @@
+//! What every wire shares: the endpoint settings (base URL, key, timeout, retries, streaming), the HTTP
+//! client, and one POST with retries (backoff and jitter on 429, 5xx and connection failures,
+//! honouring `retry-after`).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::retry::{RetryPolicy, backoff, retryable_status};
+use crate::error::ModelError;
+
+/// The settings of one endpoint, shared by the three wires.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub model: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    pub stream: bool,
+    client: Arc<OnceLock<reqwest::Client>>,
+}
+
+/// The per-request timeout when none is set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Endpoint {
+    pub fn new(model: String, base_url: String, api_key: Option<String>) -> Self {
+        Endpoint {
+            model,
+            base_url,
+            api_key,
+            timeout: DEFAULT_TIMEOUT,
+            retry: RetryPolicy::default(),
+            stream: false,
+            client: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// A new client is needed when the timeout changes.
+    pub fn reset_client(&mut self) {
+        self.client = Arc::new(OnceLock::new());
+    }
+
+    pub fn client(&self) -> Result<reqwest::Client, ModelError> {
+        if let Some(c) = self.client.get() {
+            return Ok(c.clone());
+        }
+        let c = http_client(self.timeout)?;
+        Ok(self.client.get_or_init(|| c).clone())
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.base_url.trim_end_matches('/'))
+    }
+
+    /// POSTs `body` to `url`, retrying what is worth retrying; returns the first 2xx response.
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<reqwest::Response, ModelError> {
+        let client = self.client()?;
+        let mut attempt = 0;
+        loop {
+            let mut http = client.post(url).json(body);
+            for (k, v) in headers {
+                http = http.header(*k, v);
+            }
+            let (err, retry_after) = match http.send().await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    if (200..300).contains(&status) {
+                        return Ok(resp);
+                    }
+                    let retry_after =
+                        resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
+                    let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
+                    let err = ModelError::Http { status, message: error_message(&text) };
+                    if !retryable_status(status) {
+                        return Err(err);
+                    }
+                    (err, retry_after)
+                }
+                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
+                    (ModelError::Transport(format!("{e} ({url})")), None)
+                }
+                Err(e) => return Err(ModelError::Transport(e.to_string())),
+            };
+            if attempt >= self.retry.max_retries {
+                return Err(err);
+            }
+            tokio::time::sleep(backoff(&self.retry, attempt, retry_after.as_deref())).await;
+            attempt += 1;
+        }
+    }
+}
+
+pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {
+    // reqwest is built without a default crypto provider; ring is ours. A second install is a no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| ModelError::Transport(format!("the HTTP client could not be built: {e}")))
+}
+
+/// Reads a whole JSON body.
+pub(crate) async fn json_body(resp: reqwest::Response) -> Result<Value, ModelError> {
+    let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&text, 300))))
+}
+
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// The message of an error body (`{"error": {"message": …}}` on all three wires), else the body itself.
+pub(crate) fn error_message(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| truncate(text, 500).to_string())
+}
+
+/// A JSON number as a count, 0 when absent.
+pub(crate) fn count(v: Option<&Value>) -> u64 {
+    v.and_then(Value::as_u64).unwrap_or(0)
+}

@@ -1,0 +1,152 @@
+//! A session's policy: its level, approval handler, tool filters, scope and network.
+
+use std::sync::Arc;
+
+use super::{ApprovalHandler, Filters, Level, Network, Scope};
+
+/// What a session may do. Without one, an agent runs at `unrestricted` with approvals off, so a plain
+/// agent behaves as in any other SDK; setting a level is what turns the checks on.
+#[derive(Clone)]
+pub struct Policy {
+    pub level: Level,
+    pub approvals: Option<Arc<dyn ApprovalHandler>>,
+    pub filters: Filters,
+    /// `None`: the process's current directory when the agent is built, reads not confined.
+    pub scope: Option<Scope>,
+    pub network: Network,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("level", &self.level)
+            .field("approvals", &self.approvals.is_some())
+            .field("filters", &self.filters)
+            .field("scope", &self.scope)
+            .field("network", &self.network)
+            .finish()
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::level(Level::Unrestricted)
+    }
+}
+
+impl Policy {
+    /// A policy at `level`, approvals off, no filters, the current directory, network unrestricted.
+    pub fn level(level: Level) -> Policy {
+        Policy { level, approvals: None, filters: Filters::default(), scope: None, network: Network::Unrestricted }
+    }
+
+    /// Puts calls above the level (and every call of a `requires_approval` tool) to `handler`.
+    pub fn approvals(mut self, handler: impl ApprovalHandler + 'static) -> Self {
+        self.approvals = Some(Arc::new(handler));
+        self
+    }
+
+    pub fn approvals_arc(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approvals = Some(handler);
+        self
+    }
+
+    /// Only these tools exist for the agent.
+    pub fn allow_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.filters.allow = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// These tools never exist for the agent (a block wins over an allow).
+    pub fn block_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.filters.block.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Replaces the level `tool` requires.
+    pub fn override_level(mut self, tool: impl Into<String>, level: Level) -> Self {
+        self.filters.overrides.insert(tool.into(), level);
+        self
+    }
+
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    pub fn network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+}
+
+/// A policy as plain data, the form every binding passes (JSON): everything but the approval
+/// handler, which is a callable of the host's language.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Default `unrestricted`.
+    #[serde(default)]
+    pub level: Option<Level>,
+    #[serde(default)]
+    pub allow_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub block_tools: Vec<String>,
+    #[serde(default)]
+    pub level_overrides: std::collections::BTreeMap<String, Level>,
+    /// Default: the process's current directory.
+    #[serde(default)]
+    pub working_directory: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub workspace_directories: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub readable_directories: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub confine_reads: bool,
+    #[serde(default)]
+    pub network: Network,
+}
+
+impl PolicyConfig {
+    /// Reads a policy from JSON; an unknown field or value is an error naming it.
+    pub fn from_json(text: &str) -> Result<PolicyConfig, crate::Error> {
+        serde_json::from_str(text).map_err(|e| crate::Error::Config(format!("policy: {e}")))
+    }
+
+    /// The policy, with `approvals` as its handler. Directories must exist.
+    pub fn into_policy(self, approvals: Option<Arc<dyn ApprovalHandler>>) -> Result<Policy, crate::Error> {
+        if self.allow_tools.as_ref().is_some_and(Vec::is_empty) {
+            return Err(crate::Error::Config(
+                "policy: allow_tools is empty, which would allow nothing; leave it out to allow every tool".into(),
+            ));
+        }
+        let scoped = self.working_directory.is_some()
+            || !self.workspace_directories.is_empty()
+            || !self.readable_directories.is_empty()
+            || self.confine_reads;
+        let scope = if scoped {
+            let wd = match self.working_directory {
+                Some(d) => d,
+                None => std::env::current_dir()
+                    .map_err(|e| crate::Error::Config(format!("policy: the current directory: {e}")))?,
+            };
+            Some(
+                Scope::new(wd, self.workspace_directories, self.readable_directories, self.confine_reads)
+                    .map_err(|e| crate::Error::Config(format!("policy: {e}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(Policy {
+            level: self.level.unwrap_or(Level::Unrestricted),
+            approvals,
+            filters: super::Filters {
+                allow: self.allow_tools.map(|a| a.into_iter().collect()),
+                block: self.block_tools.into_iter().collect(),
+                overrides: self.level_overrides,
+            },
+            scope,
+            network: self.network,
+        })
+    }
+}

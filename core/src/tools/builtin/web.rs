@@ -1,0 +1,131 @@
+//! web_fetch (read): GET a URL under the session's network setting. Every address a name resolves to
+//! is checked, the connection is pinned to a checked address (no rebinding between check and use), and
+//! redirects are followed by hand so each hop is checked too.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::error::ToolError;
+use crate::permission::{Level, Network, network};
+use crate::tools::{Tool, ToolContext, ToolSpec};
+
+/// The default limit on the characters returned.
+pub const DEFAULT_FETCH_LIMIT: usize = 100_000;
+const MAX_REDIRECTS: usize = 10;
+
+fn fail(e: impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+/// web_fetch.
+pub struct WebFetch {
+    spec: ToolSpec,
+}
+
+impl WebFetch {
+    pub fn new() -> Self {
+        WebFetch {
+            spec: ToolSpec::new(
+                "web_fetch",
+                "Fetches a URL (GET) and returns the status and the body as text, cut at `max_length` characters (default 100000).",
+                json!({"type": "object", "properties": {
+                    "url": {"type": "string", "description": "An http or https URL"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers"},
+                    "max_length": {"type": "integer", "minimum": 0, "description": "At most this many characters of the body"}
+                }, "required": ["url"], "additionalProperties": false}),
+            )
+            .with_level(Level::Read),
+        }
+    }
+}
+
+impl Default for WebFetch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The addresses `url` may be fetched from under `net`, or why none may.
+async fn checked_addrs(url: &reqwest::Url, net: Network) -> Result<Vec<SocketAddr>, ToolError> {
+    if net == Network::None {
+        return Err(fail("the network is off for this session (network: none)"));
+    }
+    let host = url.host_str().ok_or_else(|| fail(format!("the URL has no host: {url}")))?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| fail(format!("could not resolve {host}: {e}")))?
+        .collect();
+    for a in &addrs {
+        if let Some(why) = network::refusal(net, a.ip()) {
+            return Err(fail(format!("refused {url}: {why}")));
+        }
+    }
+    if addrs.is_empty() {
+        return Err(fail(format!("{host} resolved to no address")));
+    }
+    Ok(addrs)
+}
+
+#[async_trait]
+impl Tool for WebFetch {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _: Value) -> Result<Value, ToolError> {
+        Err(fail("web_fetch runs inside an agent"))
+    }
+    async fn call_in(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let mut url = reqwest::Url::parse(args.get("url").and_then(Value::as_str).unwrap_or_default())
+            .map_err(|e| fail(format!("argument 'url' is not a URL: {e}")))?;
+        let explicit = args.get("max_length").and_then(Value::as_u64).map(|n| n as usize);
+        // Saved to the scratchpad, the length limit is lifted; an explicit max_length still applies.
+        let limit = if crate::agent::scratchpad::saving() {
+            explicit.unwrap_or(usize::MAX)
+        } else {
+            explicit.unwrap_or(DEFAULT_FETCH_LIMIT)
+        };
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in args.get("headers").and_then(Value::as_object).into_iter().flatten() {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| fail(format!("argument 'headers': '{k}' is not a header name")))?;
+            let value = reqwest::header::HeaderValue::from_str(v.as_str().unwrap_or_default())
+                .map_err(|_| fail(format!("argument 'headers': the value of '{k}' is not a header value")))?;
+            headers.insert(name, value);
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        for _ in 0..=MAX_REDIRECTS {
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(fail(format!("only http and https URLs are fetched, not {}", url.scheme())));
+            }
+            let addrs = checked_addrs(&url, ctx.network).await?;
+            let host = url.host_str().unwrap_or_default().to_string();
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(60))
+                .resolve_to_addrs(&host, &addrs)
+                .build()
+                .map_err(fail)?;
+            let resp = client
+                .get(url.clone())
+                .headers(headers.clone())
+                .send()
+                .await
+                .map_err(|e| fail(format!("{url}: {e}")))?;
+            let status = resp.status();
+            if status.is_redirection()
+                && let Some(loc) = resp.headers().get("location").and_then(|l| l.to_str().ok())
+            {
+                url = url.join(loc).map_err(|e| fail(format!("a redirect to an invalid URL: {e}")))?;
+                continue;
+            }
+            let body = resp.text().await.map_err(|e| fail(format!("{url}: {e}")))?;
+            return Ok(Value::String(format!("HTTP {}\n\n{}", status.as_u16(), super::clip(&body, limit, "the body"))));
+        }
+        Err(fail(format!("more than {MAX_REDIRECTS} redirects")))
+    }
+}
