@@ -161,7 +161,8 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
    * as it is, anything else as JSON. A thrown error becomes an error result the model sees
    * (`Error: tool '<name>' failed: <message>`); the run goes on.
    */
-  run: (args: Args) => unknown | Promise<unknown>;
+  /** `ctx` is the background task the call runs in: progress notes and the cancellation token. */
+  run: (args: Args, ctx: TaskContext) => unknown | Promise<unknown>;
   /**
    * The lowest level the tool may run at. Undeclared: `"unrestricted"` (the SDK cannot know what a
    * host function does). An unknown level is a ConfigError when the agent is built.
@@ -178,7 +179,7 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
   readonly name: string;
   readonly description: string;
   readonly parameters: JsonSchema;
-  readonly run: (args: Args) => unknown | Promise<unknown>;
+  readonly run: (args: Args, ctx: TaskContext) => unknown | Promise<unknown>;
   readonly level: Level | undefined;
   readonly requiresApproval: boolean | undefined;
   readonly allowBlank: string[] | undefined;
@@ -481,4 +482,17 @@ export declare class Ledger {
     runId: string,
     options?: { limits?: RoutineLimits },
   ): Promise<{ stop: 'nothing_workable' | 'queue_empty' | 'run_did_not_report' | 'report_stale' | null; startRuns: number }>;
+}
+
+/**
+ * What a tool call sees of the background task it runs in (the second argument of `run`).
+ * `progress(note)` reports a short note (also the task's heartbeat); `cancelled` turns true when the
+ * task is asked to stop, so a long tool checks it at its checkpoints and unwinds.
+ */
+export declare class TaskContext {
+  private constructor(token: number);
+  /** False when the call does not run in the background: progress goes nowhere, never cancelled. */
+  readonly inBackground: boolean;
+  progress(note: string): void;
+  readonly cancelled: boolean;
 }

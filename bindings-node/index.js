@@ -135,9 +135,10 @@ function tool(definition) {
   }
   // The native side calls this with the arguments' JSON text and reads back an envelope; the
   // envelope keeps a thrown error from ever crossing into Rust as an exception.
-  const call = async (argumentsJson) => {
+  const call = async (requestJson) => {
     try {
-      const value = await run(JSON.parse(argumentsJson));
+      const request = JSON.parse(requestJson);
+      const value = await run(request.arguments, new TaskContext(request.task));
       return JSON.stringify({ ok: true, value: value === undefined ? null : value });
     } catch (e) {
       return JSON.stringify({ ok: false, message: errorMessage(e) });
@@ -153,6 +154,28 @@ function tool(definition) {
     ...declared,
     _native: { name, description, parameters: parametersJson, call, ...declared },
   });
+}
+
+/**
+ * What a tool call sees of the background task it runs in (the second argument of `run`).
+ * `progress(note)` reports a short note (also the task's heartbeat); `cancelled` turns true when the
+ * task is asked to stop, so a long tool checks it at its checkpoints and unwinds. Outside the
+ * background, `inBackground` is false, progress goes nowhere and `cancelled` stays false.
+ */
+class TaskContext {
+  #token;
+  constructor(token) {
+    this.#token = token;
+  }
+  get inBackground() {
+    return this.#token !== 0;
+  }
+  progress(note) {
+    native.taskProgress(this.#token, String(note));
+  }
+  get cancelled() {
+    return native.taskCancelled(this.#token);
+  }
 }
 
 /** An agent: a model, instructions and tools. */
@@ -398,6 +421,7 @@ module.exports = {
   OpenAIResponses,
   Anthropic,
   BudgetError,
+  TaskContext,
   tool,
   AmbitError,
   ConfigError,

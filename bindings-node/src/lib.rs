@@ -51,7 +51,7 @@ pub struct NativeToolConfig {
     pub name: String,
     pub description: String,
     pub parameters: String,
-    #[napi(ts_type = "(argumentsJson: string) => Promise<string>")]
+    #[napi(ts_type = "(requestJson: string) => Promise<string>")]
     pub call: JsToolFn,
     /// The lowest level the tool may run at (`none`, `read`, `workspace`, `unrestricted`).
     pub level: Option<String>,
@@ -104,8 +104,10 @@ impl Tool for JsTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        let promise =
-            self.call.call_async_catch(arguments.to_string()).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
+        // The background task this call runs in (if any), by a token the tool's TaskContext uses.
+        let task = ambit::agent::background::HostTask::enter();
+        let request = json!({"arguments": arguments, "task": task.token()}).to_string();
+        let promise = self.call.call_async_catch(request).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
         let text = promise.await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
         let mut envelope: Value = serde_json::from_str(&text)
             .map_err(|e| ToolError::Failed(format!("the tool's answer could not be read: {e}")))?;
@@ -236,4 +238,16 @@ fn build(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Result<Agen
     builder = policy::apply_builtins(builder, config.builtins.unwrap_or_default())?;
     builder = policy::apply_policy(builder, config.policy, config.approvals)?;
     builder.build()
+}
+
+/// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
+#[napi]
+pub fn task_progress(token: i64, note: String) -> bool {
+    u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note))
+}
+
+/// Whether the background task of a tool call was asked to stop.
+#[napi]
+pub fn task_cancelled(token: i64) -> bool {
+    u64::try_from(token).is_ok_and(ambit::agent::background::host_task_cancelled)
 }

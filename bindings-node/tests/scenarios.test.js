@@ -91,10 +91,27 @@ function substitute(text, args) {
   });
 }
 
+/** Names of `until_cancelled` tools that saw their task's cancellation token. */
+const sawCancel = [];
+
 function scenarioTool(spec) {
   const { behavior } = spec;
   let run;
-  if (Object.prototype.hasOwnProperty.call(behavior, 'returns')) {
+  if (behavior.until_cancelled) {
+    // Progress through the task context (run's second argument), then wait on the cancellation token
+    // and unwind. The timers do not keep the process alive.
+    run = async (args, ctx) => {
+      ctx.progress(substitute(behavior.progress, args));
+      for (let i = 0; i < 2000; i++) {
+        if (ctx.cancelled) {
+          sawCancel.push(spec.name);
+          return 'stopped';
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10).unref());
+      }
+      return substitute(behavior.returns, args);
+    };
+  } else if (Object.prototype.hasOwnProperty.call(behavior, 'returns')) {
     run = async (args) => substitute(behavior.returns, args);
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'raises')) {
     run = async (args) => {
@@ -346,6 +363,11 @@ async function runScenario(file, mode = 'run') {
         throw new Error(`the run failed: ${e.message} (code ${e.code}); provider stderr: ${provider.stderr()}`);
       }
       checkResult(result, expect);
+      if (expect.host_saw_cancel) {
+        for (let i = 0; i < 500 && sawCancel.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        assert.ok(sawCancel.length > 0, 'the host tool never saw its cancellation token');
+        sawCancel.length = 0;
+      }
       if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
       if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
     }

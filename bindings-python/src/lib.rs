@@ -4,6 +4,7 @@
 
 mod awaitable;
 mod ledger;
+mod session;
 
 use std::sync::Arc;
 
@@ -74,7 +75,9 @@ impl Tool for PyTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        call_python(&self.call, arguments.to_string(), self.is_async)
+        // The background task this call runs in (if any), by a token the function's TaskContext uses.
+        let task = ambit::agent::background::HostTask::enter();
+        call_python(&self.call, arguments.to_string(), Some(task.token()), self.is_async)
             .await
             .map(Value::String)
             .map_err(ToolError::Failed)
@@ -83,11 +86,17 @@ impl Tool for PyTool {
 
 /// Awaits a Python callable's result: the value itself, or the coroutine it returned (run on the event
 /// loop that awaited the run, which the run's future carries as a task local).
-async fn call_python(call: &Py<PyAny>, arg: String, is_async: bool) -> Result<String, String> {
+async fn call_python(call: &Py<PyAny>, arg: String, token: Option<u64>, is_async: bool) -> Result<String, String> {
+    fn invoke<'py>(py: Python<'py>, call: &Py<PyAny>, arg: String, token: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
+        match token {
+            Some(t) => call.bind(py).call1((arg, t)),
+            None => call.bind(py).call1((arg,)),
+        }
+    }
     if is_async {
         let fut = Python::attach(|py| {
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-            let coro = call.bind(py).call1((arg,))?;
+            let coro = invoke(py, call, arg, token)?;
             pyo3_async_runtimes::into_future_with_locals(&locals, coro)
         })
         .map_err(|e| Python::attach(|py| exception_text(py, &e)))?;
@@ -101,7 +110,7 @@ async fn call_python(call: &Py<PyAny>, arg: String, is_async: bool) -> Result<St
     // A plain function runs on a blocking thread, so it never stalls the runtime's workers.
     tokio::task::spawn_blocking(move || {
         Python::attach(|py| {
-            call.bind(py).call1((arg,)).and_then(|v| v.extract::<String>()).map_err(|e| exception_text(py, &e))
+            invoke(py, &call, arg, token).and_then(|v| v.extract::<String>()).map_err(|e| exception_text(py, &e))
         })
     })
     .await
@@ -119,7 +128,7 @@ struct PyApproval {
 impl ApprovalHandler for PyApproval {
     async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalDecision, String> {
         let request = serde_json::to_string(request).map_err(|e| e.to_string())?;
-        let answer = call_python(&self.call, request, self.is_async).await?;
+        let answer = call_python(&self.call, request, None, self.is_async).await?;
         serde_json::from_str(&answer).map_err(|e| format!("the approval handler's answer is not a decision: {e}"))
     }
 }
@@ -246,13 +255,28 @@ impl NativeRunStream {
     }
 }
 
+/// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
+#[pyfunction]
+fn task_progress(token: u64, note: &str) -> bool {
+    ambit::agent::background::host_task_progress(token, note)
+}
+
+/// Whether the background task of a tool call was asked to stop.
+#[pyfunction]
+fn task_cancelled(token: u64) -> bool {
+    ambit::agent::background::host_task_cancelled(token)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_async_runtimes::tokio::init_with_runtime(ambit::runtime::runtime());
     m.add_class::<NativeAgent>()?;
+    m.add_function(wrap_pyfunction!(task_progress, m)?)?;
+    m.add_function(wrap_pyfunction!(task_cancelled, m)?)?;
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;
+    m.add_class::<session::NativeSessions>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

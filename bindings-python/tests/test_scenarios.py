@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,35 @@ def fill(template: str, args: dict[str, Any]) -> str:
     return template
 
 
+#: What `until_cancelled` tools saw: one entry per tool that saw its task's cancellation token.
+SAW_CANCEL: list[str] = []
+
+
 def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
     behavior = spec["behavior"]
+    if behavior.get("until_cancelled"):
+        # Progress through the task context, then wait on the cancellation token and unwind: a thread
+        # (plain function) in the sync runs, a coroutine in the async ones.
+        def wait_sync(task: ambit.TaskContext, **kwargs: Any) -> str:
+            task.progress(fill(behavior["progress"], kwargs))
+            for _ in range(2000):
+                if task.cancelled:
+                    SAW_CANCEL.append(spec["name"])
+                    return "stopped"
+                time.sleep(0.01)
+            return fill(behavior["returns"], kwargs)
+
+        async def wait_async(task: ambit.TaskContext, **kwargs: Any) -> str:
+            task.progress(fill(behavior["progress"], kwargs))
+            for _ in range(2000):
+                if task.cancelled:
+                    SAW_CANCEL.append(spec["name"])
+                    return "stopped"
+                await asyncio.sleep(0.01)
+            return fill(behavior["returns"], kwargs)
+
+        return ambit.tool(wait_async if use_async else wait_sync, name=spec["name"],
+                          description=spec["description"], parameters=spec["parameters"])
 
     def act(**kwargs: Any) -> str:
         if "returns" in behavior:
@@ -167,6 +195,12 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
                 assert getattr(got, key) == value, (key, got)
     for key, value in expect.get("usage", {}).items():
         assert getattr(result.usage, key) == value, (key, result.usage)
+    if expect.get("host_saw_cancel"):
+        for _ in range(500):  # the tool notices at its next checkpoint, within 10 ms
+            if SAW_CANCEL:
+                break
+            time.sleep(0.01)
+        assert SAW_CANCEL, "the host tool never saw its cancellation token"
     if "open_items" in expect:
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
     if agent is not None and "tool_list_after" in expect:
@@ -177,6 +211,7 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_async(path: Path, start_provider: Any) -> None:
+    SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)
@@ -201,6 +236,7 @@ async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]
 def test_scenario_stream(path: Path, start_provider: Any) -> None:
     """The same scenarios through `async for event in agent.stream(...)`: typed events in order, text
     deltas adding up to the output, the same result (or error) as `run`."""
+    SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)
@@ -227,6 +263,7 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_sync(path: Path, start_provider: Any) -> None:
+    SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)

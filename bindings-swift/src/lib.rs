@@ -16,8 +16,8 @@ mod ledger;
 mod policy;
 mod run;
 mod subagent;
-pub use subagent::SubagentSettings;
 pub use run::{AgentEvent, ChecklistItem, CoreRunStream, LoopSettings, ModelSettings, Price, Wire};
+pub use subagent::SubagentSettings;
 
 /// Every failure of a configuration call or a run, one case per code of the core's [`ambit::Error`].
 /// `message` is the core's text for the error, the same in every language. The Swift facade rethrows it
@@ -93,7 +93,8 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for HostToolError {
 #[async_trait]
 pub trait HostTool: Send + Sync {
     /// Runs the tool on the JSON object the model sent (as text); the returned text reaches the model.
-    async fn call(&self, arguments_json: String) -> Result<String, HostToolError>;
+    /// `task` names the background task the call runs in (0: none), for progress and cancellation.
+    async fn call(&self, arguments_json: String, task: u64) -> Result<String, HostToolError>;
 }
 
 /// A tool as the model is told about it, and its Swift implementation.
@@ -232,7 +233,9 @@ impl ambit::Tool for SwiftTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ambit::ToolError> {
-        match self.implementation.call(arguments.to_string()).await {
+        // The background task this call runs in (if any), by a token the tool's TaskContext uses.
+        let task = ambit::agent::background::HostTask::enter();
+        match self.implementation.call(arguments.to_string(), task.token()).await {
             Ok(text) => Ok(Value::String(text)),
             Err(HostToolError::Failed { message }) => Err(ambit::ToolError::Failed(message)),
         }
@@ -297,4 +300,16 @@ impl CoreAgent {
         let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
         Arc::new(CoreRunStream { feed })
     }
+}
+
+/// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
+#[uniffi::export]
+pub fn task_progress(token: u64, note: String) -> bool {
+    ambit::agent::background::host_task_progress(token, &note)
+}
+
+/// Whether the background task of a tool call was asked to stop.
+#[uniffi::export]
+pub fn task_cancelled(token: u64) -> bool {
+    ambit::agent::background::host_task_cancelled(token)
 }

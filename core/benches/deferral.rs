@@ -9,6 +9,7 @@ mod mcp_tools;
 
 use std::sync::Arc;
 
+use ambit::deferral::catalog::{self, CatalogItem, CatalogLimits};
 use ambit::deferral::{
     DeferralConfig, Entry, Facts, LoadStrategy, RunLoads, SearchIndex, SourceListing, ToolSource, Tooling, search,
 };
@@ -61,7 +62,9 @@ fn first_request(t: &Tooling) -> ModelRequest {
     };
     ModelRequest {
         instructions: Some(instructions),
-        messages: vec![Message::User { content: "Which pull requests in ambit/core are waiting for my review?".into() }],
+        messages: vec![Message::User {
+            content: "Which pull requests in ambit/core are waiting for my review?".into(),
+        }],
         tools: t.request_tools(&toolbox, &RunLoads::default()),
     }
 }
@@ -85,17 +88,29 @@ fn benches(c: &mut Criterion) {
     request_bytes();
     for n in [1_000usize, 10_000] {
         let t = tooling(n, LoadStrategy::Append);
-        let toolbox = t.toolbox();
-        c.bench_with_input(BenchmarkId::new("catalog_render", n), &n, |b, _| b.iter(|| t.catalog(&toolbox)));
-
         let defs = mcp_tools::tools(n);
         let names: Vec<String> = defs.iter().map(|d| d.exposed()).collect();
+        // The section from the deferred tools (the agent renders it once per tool-set snapshot).
+        let items: Vec<CatalogItem<'_>> = defs
+            .iter()
+            .zip(&names)
+            .enumerate()
+            .map(|(i, (d, name))| CatalogItem {
+                name,
+                group: &d.server,
+                level: if i % 3 == 0 { Level::Read } else { Level::Workspace },
+                description: &d.description,
+            })
+            .collect();
+        c.bench_with_input(BenchmarkId::new("catalog_render", n), &n, |b, _| {
+            b.iter(|| catalog::render_items(&items, &CatalogLimits::default()))
+        });
         let index = SearchIndex::new(
-            defs.iter()
-                .zip(&names)
-                .map(|(d, name)| search::Document { name, description: &d.description }),
+            defs.iter().zip(&names).map(|(d, name)| search::Document { name, description: &d.description }),
         );
-        for (label, query) in [("words", "list pull requests"), ("near_miss", "pul reqests"), ("exact", names[n / 2].as_str())] {
+        for (label, query) in
+            [("words", "list pull requests"), ("near_miss", "pul reqests"), ("exact", names[n / 2].as_str())]
+        {
             c.bench_with_input(BenchmarkId::new(format!("tool_search_{label}"), n), &n, |b, _| {
                 b.iter(|| index.search(query, search::MAX_RESULTS))
             });

@@ -35,13 +35,14 @@ pub mod mcp;
 pub mod model;
 pub mod permission;
 pub mod runtime;
+pub mod session;
 pub mod tools;
 
+pub use agent::subagent::SubagentConfig;
 pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
-pub use agent::subagent::SubagentConfig;
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};
 pub use model::anthropic::Anthropic;

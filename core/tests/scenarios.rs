@@ -34,6 +34,18 @@ impl Tool for ScenarioTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        if self.behavior.get("until_cancelled") == Some(&Value::Bool(true)) {
+            // Progress through the task handle, then wait on the cancellation token. (On cancel the
+            // core drops this future: that is how Rust code is cancelled.)
+            let task = ambit::agent::background::TaskHandle::current().ok_or_else(|| ToolError::failed("not in the background"))?;
+            if let Some(note) = self.behavior.get("progress").and_then(Value::as_str) {
+                task.progress(fill(note, &arguments));
+            }
+            tokio::select! {
+                _ = task.cancelled() => return Err(ToolError::Cancelled),
+                _ = tokio::time::sleep(std::time::Duration::from_secs(20)) => {}
+            }
+        }
         if let Some(ms) = self.behavior.get("sleeps_ms").and_then(Value::as_u64) {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }

@@ -148,11 +148,16 @@ async fn a_running_sub_agent_reads_a_steer_at_its_next_round_boundary_and_a_seco
     let r = run(&agent, "go").await;
     assert_eq!(r.output, "finished");
     assert!(r.tool_calls[0].result.ends_with("\n\n1, 2, 3"), "{}", r.tool_calls[0].result);
-    assert_eq!(r.tool_calls[1].result, format!("Message left for sub-agent {A1}; it reads it at its next round boundary."));
+    assert_eq!(
+        r.tool_calls[1].result,
+        format!("Message left for sub-agent {A1}; it reads it at its next round boundary.")
+    );
     assert!(r.tool_calls[3].result.ends_with("\n\nagain done"), "{}", r.tool_calls[3].result);
     assert_eq!(
         r.tool_calls[4].result,
-        format!("Error: tool 'agent_followup' failed: sub-agent {A1} is still running: reach it with agent_steer, or follow up once it has finished")
+        format!(
+            "Error: tool 'agent_followup' failed: sub-agent {A1} is still running: reach it with agent_steer, or follow up once it has finished"
+        )
     );
     check(&p, 7);
 }
@@ -189,8 +194,16 @@ async fn a_follow_up_is_re_admitted_against_the_parent_as_it_is_now() {
         .unwrap();
     let r = run(&agent, "spawn two").await;
     let work = base.join("work");
-    assert!(r.tool_calls[0].result.starts_with(&format!("Agent: {A1}\nPermission: workspace\nWorking directory: {}\n", work.display())));
-    assert!(r.tool_calls[1].result.contains(&format!("Additional readable directories:\n  {}\n", base.join("docs").display())));
+    assert!(
+        r.tool_calls[0]
+            .result
+            .starts_with(&format!("Agent: {A1}\nPermission: workspace\nWorking directory: {}\n", work.display()))
+    );
+    assert!(
+        r.tool_calls[1]
+            .result
+            .contains(&format!("Additional readable directories:\n  {}\n", base.join("docs").display()))
+    );
     let narrow = Scope::new(&work, Vec::<&str>::new(), Vec::<&str>::new(), true).unwrap();
     let now = agent.with_policy(Policy::level(Level::Read).scope(narrow)).unwrap();
     let r = run(&now, "follow up").await;

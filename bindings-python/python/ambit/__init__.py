@@ -28,12 +28,15 @@ from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
 from .policy import Approve, ApprovalRequest, Deny, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
+from .session import SESSION_TOOLS, Sessions
 from . import ledger
 from .ledger import Ledger, LedgerError
 
 __all__ = [
     "Agent",
     "Subagents",
+    "Sessions",
+    "SESSION_TOOLS",
     "Ledger",
     "LedgerError",
     "ledger",
@@ -60,6 +63,7 @@ __all__ = [
     "OpenAIChat",
     "RunCancelled",
     "RunResult",
+    "TaskContext",
     "Tool",
     "ToolCall",
     "Usage",
@@ -161,14 +165,22 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
 
-    def _native_entry(self) -> tuple[str, Callable[[str], Any], bool]:
+    def _native_entry(self) -> tuple[str, Callable[[str, int], Any], bool]:
         fn = self.fn
+        task_param = _task_param(fn)
+
+        def kwargs(arguments: str, token: int) -> dict[str, Any]:
+            args = json.loads(arguments)
+            if task_param is not None:
+                args[task_param] = TaskContext(token)
+            return args
+
         if self.is_async:
-            async def call(arguments: str) -> str:
-                return _to_text(await fn(**json.loads(arguments)))
+            async def call(arguments: str, token: int) -> str:
+                return _to_text(await fn(**kwargs(arguments, token)))
         else:
-            def call(arguments: str) -> str:  # type: ignore[misc]
-                return _to_text(fn(**json.loads(arguments)))
+            def call(arguments: str, token: int) -> str:  # type: ignore[misc]
+                return _to_text(fn(**kwargs(arguments, token)))
         spec: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters,
                                 "requires_approval": self.requires_approval, "allow_blank": self.allow_blank}
         if self.level is not None:
@@ -176,8 +188,47 @@ class Tool:
         return (json.dumps(spec), call, self.is_async)
 
 
+class TaskContext:
+    """What a tool call sees of the background task it runs in. Declare a parameter annotated
+    ``ambit.TaskContext`` to receive it (it is left out of the schema the model sees).
+
+    ``progress(note)`` reports a short note, which the run's events and ``task_list`` show and which is
+    also the task's heartbeat; ``cancelled`` turns true when the task is asked to stop (``task_cancel``),
+    so a long tool checks it at its checkpoints and unwinds. Outside the background, ``in_background`` is
+    false, progress goes nowhere and ``cancelled`` stays false."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self, token: int) -> None:
+        self._token = token
+
+    @property
+    def in_background(self) -> bool:
+        return self._token != 0
+
+    def progress(self, note: str) -> None:
+        _native.task_progress(self._token, str(note))
+
+    @property
+    def cancelled(self) -> bool:
+        return _native.task_cancelled(self._token)
+
+
 def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _task_param(fn: Callable[..., Any]) -> str | None:
+    """The name of the parameter annotated ``TaskContext``, if any."""
+    import typing
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = getattr(fn, "__annotations__", {})
+    for name, hint in hints.items():
+        if hint is TaskContext or hint == "TaskContext":
+            return name
+    return None
 
 
 ToolLike = Union[Tool, Callable[..., Any]]

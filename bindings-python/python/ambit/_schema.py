@@ -76,6 +76,9 @@ def function_schema(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, A
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
+        hint = hints.get(p.name, p.annotation)
+        if getattr(hint, "__name__", None) == "TaskContext" or hint == "TaskContext":
+            continue  # given by ambit, not by the model
         schema = type_schema(hints.get(p.name, p.annotation), f"tool '{name}', parameter '{p.name}'")
         if p.name in arg_docs:
             schema["description"] = arg_docs[p.name]

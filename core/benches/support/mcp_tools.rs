@@ -8,14 +8,54 @@
 use serde_json::{Map, Value, json};
 
 const SERVERS: [&str; 20] = [
-    "github", "jira", "notion", "slack", "postgres", "kubernetes", "aws", "linear", "sentry", "stripe", "gitlab",
-    "confluence", "datadog", "figma", "hubspot", "salesforce", "zendesk", "asana", "gdrive", "bigquery",
+    "github",
+    "jira",
+    "notion",
+    "slack",
+    "postgres",
+    "kubernetes",
+    "aws",
+    "linear",
+    "sentry",
+    "stripe",
+    "gitlab",
+    "confluence",
+    "datadog",
+    "figma",
+    "hubspot",
+    "salesforce",
+    "zendesk",
+    "asana",
+    "gdrive",
+    "bigquery",
 ];
 const VERBS: [&str; 10] = ["list", "get", "create", "update", "delete", "search", "add", "remove", "export", "sync"];
 const NOUNS: [&str; 25] = [
-    "issues", "pull_requests", "comments", "reviews", "branches", "commits", "releases", "labels", "milestones",
-    "projects", "pages", "databases", "channels", "messages", "users", "teams", "tables", "rows", "pods",
-    "deployments", "buckets", "alerts", "invoices", "tickets", "workflows",
+    "issues",
+    "pull_requests",
+    "comments",
+    "reviews",
+    "branches",
+    "commits",
+    "releases",
+    "labels",
+    "milestones",
+    "projects",
+    "pages",
+    "databases",
+    "channels",
+    "messages",
+    "users",
+    "teams",
+    "tables",
+    "rows",
+    "pods",
+    "deployments",
+    "buckets",
+    "alerts",
+    "invoices",
+    "tickets",
+    "workflows",
 ];
 
 /// One tool: its server, its own name (the `<tool>` of `mcp__<server>__<tool>`), description and schema.
@@ -39,19 +79,46 @@ fn server_name(i: usize) -> String {
 
 fn property(k: usize, noun: &str) -> (String, Value) {
     match k % 9 {
-        0 => ("owner".into(), json!({"type": "string", "description": "The account or organization that owns the repository or workspace."})),
-        1 => ("repo".into(), json!({"type": "string", "description": "The name of the repository, project or space, without the owner."})),
-        2 => ("state".into(), json!({"type": "string", "enum": ["open", "closed", "all"], "default": "open", "description": format!("Only {noun} in this state.")})),
-        3 => ("per_page".into(), json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 30, "description": "Results per page (max 100)."})),
-        4 => ("page".into(), json!({"type": "integer", "minimum": 1, "default": 1, "description": "The page of results to fetch, from 1."})),
-        5 => ("sort".into(), json!({"type": "string", "enum": ["created", "updated", "popularity", "long-running"], "default": "created", "description": "What to sort the results by."})),
-        6 => ("since".into(), json!({"type": "string", "format": "date-time", "description": format!("Only {noun} updated at or after this time, as an ISO 8601 timestamp.")})),
-        7 => ("labels".into(), json!({"type": "array", "items": {"type": "string"}, "description": "Label names to filter by; every label must match."})),
-        _ => ("filter".into(), json!({"type": "object", "description": "Extra filters the API takes.", "properties": {
-            "assignee": {"type": "string", "description": "Login of the assignee, `none` or `*`."},
-            "creator": {"type": "string", "description": "Login of the creator."},
-            "mentioned": {"type": "string", "description": "A user mentioned in it."},
-        }})),
+        0 => (
+            "owner".into(),
+            json!({"type": "string", "description": "The account or organization that owns the repository or workspace."}),
+        ),
+        1 => (
+            "repo".into(),
+            json!({"type": "string", "description": "The name of the repository, project or space, without the owner."}),
+        ),
+        2 => (
+            "state".into(),
+            json!({"type": "string", "enum": ["open", "closed", "all"], "default": "open", "description": format!("Only {noun} in this state.")}),
+        ),
+        3 => (
+            "per_page".into(),
+            json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 30, "description": "Results per page (max 100)."}),
+        ),
+        4 => (
+            "page".into(),
+            json!({"type": "integer", "minimum": 1, "default": 1, "description": "The page of results to fetch, from 1."}),
+        ),
+        5 => (
+            "sort".into(),
+            json!({"type": "string", "enum": ["created", "updated", "popularity", "long-running"], "default": "created", "description": "What to sort the results by."}),
+        ),
+        6 => (
+            "since".into(),
+            json!({"type": "string", "format": "date-time", "description": format!("Only {noun} updated at or after this time, as an ISO 8601 timestamp.")}),
+        ),
+        7 => (
+            "labels".into(),
+            json!({"type": "array", "items": {"type": "string"}, "description": "Label names to filter by; every label must match."}),
+        ),
+        _ => (
+            "filter".into(),
+            json!({"type": "object", "description": "Extra filters the API takes.", "properties": {
+                "assignee": {"type": "string", "description": "Login of the assignee, `none` or `*`."},
+                "creator": {"type": "string", "description": "Login of the creator."},
+                "mentioned": {"type": "string", "description": "A user mentioned in it."},
+            }}),
+        ),
     }
 }
 
@@ -81,7 +148,8 @@ pub fn tools(n: usize) -> Vec<McpToolDef> {
             }
             props.insert(key, schema);
         }
-        let parameters = json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
+        let parameters =
+            json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
         out.push(McpToolDef { server, name, description, parameters });
     }
     out

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -431,4 +431,62 @@ mod tests {
         assert_eq!(tasks.outstanding(), 0);
         assert!(tasks.next_report(Duration::from_secs(60)).await.is_none());
     }
+}
+
+/// The task a host-language tool call runs in, by a number a binding can pass to its language: the
+/// tool then reports progress ([`host_task_progress`]) and checks its cancellation token
+/// ([`host_task_cancelled`]) through the binding. Registered for the length of the call.
+#[derive(Debug)]
+pub struct HostTask {
+    token: u64,
+}
+
+fn host_tasks() -> &'static Mutex<std::collections::HashMap<u64, TaskHandle>> {
+    static TASKS: std::sync::OnceLock<Mutex<std::collections::HashMap<u64, TaskHandle>>> = std::sync::OnceLock::new();
+    TASKS.get_or_init(Default::default)
+}
+
+impl HostTask {
+    /// Registers the calling code's background task, if it runs in one. Token 0 means "not in the
+    /// background": progress goes nowhere and the call is never cancelled cooperatively.
+    pub fn enter() -> HostTask {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        match TaskHandle::current() {
+            Some(handle) => {
+                let token = NEXT.fetch_add(1, Ordering::SeqCst);
+                host_tasks().lock().unwrap_or_else(|p| p.into_inner()).insert(token, handle);
+                HostTask { token }
+            }
+            None => HostTask { token: 0 },
+        }
+    }
+
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+}
+
+impl Drop for HostTask {
+    fn drop(&mut self) {
+        if self.token != 0 {
+            host_tasks().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.token);
+        }
+    }
+}
+
+fn host_task(token: u64) -> Option<TaskHandle> {
+    host_tasks().lock().unwrap_or_else(|p| p.into_inner()).get(&token).cloned()
+}
+
+/// Reports progress for the host task `token` (a heartbeat too). False when the call is not (or no
+/// longer) a background task.
+pub fn host_task_progress(token: u64, note: &str) -> bool {
+    host_task(token).map(|h| h.progress(note)).is_some()
+}
+
+/// Whether the host task `token` was asked to stop. A call that is not a background task (token 0)
+/// never is; a token no longer registered belongs to a call that is over (cancelled and dropped, or
+/// finished), so its code should stop too.
+pub fn host_task_cancelled(token: u64) -> bool {
+    token != 0 && host_task(token).is_none_or(|h| h.is_cancelled())
 }

@@ -110,12 +110,30 @@ struct Running {
     history: Mutex<Option<Vec<Message>>>,
 }
 
+tokio::task_local! {
+    /// The conversation a session run continues (crate::session), taken once by the run that starts.
+    static PRIOR: Mutex<Option<Vec<Message>>>;
+}
+
+/// Runs `fut` (an agent's run) continuing `history`.
+pub(crate) async fn with_history<F: std::future::Future>(history: Vec<Message>, fut: F) -> F::Output {
+    PRIOR.scope(Mutex::new(Some(history)), fut).await
+}
+
+impl Agent {
+    /// The model and instructions, for the session's summariser and gauge.
+    pub(crate) fn model_and_instructions(&self) -> (Arc<dyn crate::model::Model>, Option<String>) {
+        (self.inner.model.clone(), self.inner.instructions.clone())
+    }
+}
+
 /// The messages a run opens with: the conversation a follow-up continues, then the input.
 pub(crate) fn opening(input: String) -> Vec<Message> {
     let mut messages = RUNNING
         .try_with(|r| r.history.lock().unwrap_or_else(|p| p.into_inner()).take())
         .ok()
         .flatten()
+        .or_else(|| PRIOR.try_with(|p| lock(p).take()).ok().flatten())
         .unwrap_or_default();
     messages.push(Message::User { content: input });
     messages

@@ -77,6 +77,21 @@ fn count_line(tools: usize, groups: usize) -> String {
     format!("\n({}; tool_search finds them.)\n", parts.join(", "))
 }
 
+/// One deferred tool as [`render_items`] reads it: [`CatalogEntry`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogItem<'a> {
+    pub name: &'a str,
+    pub group: &'a str,
+    pub level: Level,
+    pub description: &'a str,
+}
+
+impl CatalogEntry {
+    pub fn item(&self) -> CatalogItem<'_> {
+        CatalogItem { name: &self.name, group: &self.group, level: self.level, description: &self.description }
+    }
+}
+
 /// Renders the section, or `None` when there is nothing deferred (the section leaves the context).
 ///
 /// Tiers: (1) every entry with its summary, when the whole section fits `max_bytes`; (2) otherwise
@@ -84,31 +99,61 @@ fn count_line(tools: usize, groups: usize) -> String {
 /// left out are still kept, with their counts, while the section fits `max_bytes`, and a final line
 /// counts the tools and the groups not listed. Groups and entries are in name order.
 pub fn render(entries: &[CatalogEntry], limits: &CatalogLimits) -> Option<String> {
-    if entries.is_empty() {
+    let items: Vec<CatalogItem<'_>> = entries.iter().map(CatalogEntry::item).collect();
+    render_items(&items, limits)
+}
+
+/// [`render`] over borrowed entries. The work is bounded by what the section shows: a tier that
+/// overflows stops at the first entry past the budget, and only groups whose names are listed are
+/// sorted, so ten thousand tools cost little more than two hundred.
+pub fn render_items(items: &[CatalogItem<'_>], limits: &CatalogLimits) -> Option<String> {
+    if items.is_empty() {
         return None;
     }
-    let mut groups: BTreeMap<&str, Vec<&CatalogEntry>> = BTreeMap::new();
-    for e in entries {
-        groups.entry(e.group.as_str()).or_default().push(e);
+    // Group by heading; entries of one group usually come together, so the map is searched once per run.
+    let mut groups: BTreeMap<&str, Vec<&CatalogItem<'_>>> = BTreeMap::new();
+    let mut run_group: Option<&str> = None;
+    let mut run: Vec<&CatalogItem<'_>> = Vec::new();
+    for it in items {
+        if run_group != Some(it.group) {
+            if let Some(g) = run_group {
+                groups.entry(g).or_default().append(&mut run);
+            }
+            run_group = Some(it.group);
+        }
+        run.push(it);
     }
-    for list in groups.values_mut() {
-        list.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(g) = run_group {
+        groups.entry(g).or_default().append(&mut run);
     }
+    let mut groups: Vec<(&str, Vec<&CatalogItem<'_>>, bool)> = groups.into_iter().map(|(g, l)| (g, l, false)).collect();
+    let sort = |entry: &mut (&str, Vec<&CatalogItem<'_>>, bool)| {
+        if !entry.2 {
+            entry.1.sort_by(|a, b| a.name.cmp(b.name));
+            entry.2 = true;
+        }
+    };
 
-    // Tier 1: summaries.
+    // Tier 1: summaries, while the whole section fits.
     let mut full = format!("{TITLE}{PREAMBLE}");
-    for (group, list) in &groups {
-        full.push_str(&heading(group, list.len()));
-        for e in list {
-            let s = summary(&e.description, limits.summary_chars);
+    let mut fits = true;
+    'tier1: for g in groups.iter_mut() {
+        sort(g);
+        full.push_str(&heading(g.0, g.1.len()));
+        for e in &g.1 {
+            let s = summary(e.description, limits.summary_chars);
             if s.is_empty() {
                 full.push_str(&format!("- {} [{}]\n", e.name, e.level));
             } else {
                 full.push_str(&format!("- {} [{}]: {s}\n", e.name, e.level));
             }
+            if full.len() > limits.max_bytes {
+                fits = false;
+                break 'tier1;
+            }
         }
     }
-    if full.len() <= limits.max_bytes {
+    if fits {
         return Some(full);
     }
 
@@ -118,11 +163,12 @@ pub fn render(entries: &[CatalogEntry], limits: &CatalogLimits) -> Option<String
     let mut tools_left = 0usize;
     let mut groups_left = 0usize;
     // The longest count line this section could need, reserved so the headings never push it out.
-    let reserve = count_line(entries.len(), groups.len()).len();
-    for (group, list) in &groups {
+    let reserve = count_line(items.len(), groups.len()).len();
+    for g in groups.iter_mut() {
         if shown < limits.max_names {
-            out.push_str(&heading(group, list.len()));
-            for e in list {
+            sort(g);
+            out.push_str(&heading(g.0, g.1.len()));
+            for e in &g.1 {
                 if shown < limits.max_names {
                     out.push_str(&format!("- {} [{}]\n", e.name, e.level));
                     shown += 1;
@@ -132,8 +178,8 @@ pub fn render(entries: &[CatalogEntry], limits: &CatalogLimits) -> Option<String
             }
             continue;
         }
-        let h = heading(group, list.len());
-        tools_left += list.len();
+        let h = heading(g.0, g.1.len());
+        tools_left += g.1.len();
         if groups_left == 0 && out.len() + h.len() + reserve <= limits.max_bytes {
             out.push_str(&h);
         } else {

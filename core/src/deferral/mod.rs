@@ -137,6 +137,8 @@ pub trait ToolSource: Send + Sync {
 pub struct Toolbox {
     entries: Vec<Entry>,
     hidden: Vec<Entry>,
+    /// The catalog section, rendered on first use.
+    catalog: std::sync::OnceLock<Option<String>>,
     by_name: HashMap<String, usize>,
     index: SearchIndex,
     unavailable: Vec<Unavailable>,
@@ -175,7 +177,7 @@ impl Toolbox {
             kept.iter()
                 .map(|e| search::Document { name: &e.tool.spec().name, description: &e.tool.spec().description }),
         );
-        Toolbox { entries: kept, hidden, by_name, index, unavailable, strategy }
+        Toolbox { entries: kept, hidden, catalog: Default::default(), by_name, index, unavailable, strategy }
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -383,19 +385,24 @@ impl Tooling {
     }
 
     /// The catalog section for this snapshot, or `None` when nothing offered is deferred.
+    /// Rendered once per snapshot (the session's facts are fixed): the same registry, the same bytes.
     pub fn catalog(&self, toolbox: &Toolbox) -> Option<String> {
-        let entries: Vec<CatalogEntry> = toolbox
+        toolbox.catalog.get_or_init(|| self.render_catalog(toolbox)).clone()
+    }
+
+    fn render_catalog(&self, toolbox: &Toolbox) -> Option<String> {
+        let items: Vec<catalog::CatalogItem<'_>> = toolbox
             .entries
             .iter()
             .filter(|e| e.deferred && self.facts.offered(e.tool.as_ref()))
-            .map(|e| CatalogEntry {
-                name: e.tool.spec().name.clone(),
-                group: e.group.clone(),
+            .map(|e| catalog::CatalogItem {
+                name: &e.tool.spec().name,
+                group: &e.group,
                 level: self.facts.level_of(e.tool.as_ref()),
-                description: e.tool.spec().description.clone(),
+                description: &e.tool.spec().description,
             })
             .collect();
-        let mut text = catalog::render(&entries, &CatalogLimits::default());
+        let mut text = catalog::render_items(&items, &CatalogLimits::default());
         if !toolbox.unavailable.is_empty() {
             let mut s = text.unwrap_or_default();
             s.push_str("\n## Unavailable tool servers\n");

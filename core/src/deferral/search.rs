@@ -137,45 +137,75 @@ impl SearchIndex {
     /// The best matches for `query`, best first (ties by name), at most `limit`: indexes into the
     /// documents the index was built from, with their scores.
     pub fn search(&self, query: &str, limit: usize) -> Vec<(usize, u32)> {
-        let mut scores: HashMap<u32, u32> = HashMap::new();
+        self.search_where(query, limit, |_| true)
+    }
+
+    /// [`SearchIndex::search`] over the documents `keep` accepts. Scores live in dense arrays, one slot
+    /// per document, and only the best `limit` are sorted, so a query costs its matches, not a sort of
+    /// every tool.
+    pub fn search_where(&self, query: &str, limit: usize, keep: impl Fn(usize) -> bool) -> Vec<(usize, u32)> {
+        let n = self.names.len();
+        let mut scores = vec![0u32; n];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut add = |i: u32, s: u32, scores: &mut Vec<u32>| {
+            if scores[i as usize] == 0 {
+                touched.push(i);
+            }
+            scores[i as usize] += s;
+        };
         if let Some(&i) = self.exact.get(query.trim().to_lowercase().as_str()) {
-            *scores.entry(i).or_default() += NAME_EXACT;
+            add(i, NAME_EXACT, &mut scores);
         }
         let mut terms = words(query);
         terms.sort();
         terms.dedup();
+        let mut name_best = vec![0u32; n];
+        let mut desc_best = vec![0u32; n];
         for term in &terms {
-            let mut best: HashMap<u32, u32> = HashMap::new();
-            score_vocab(&self.name_vocab, term, [NAME_WORD, NAME_SUBSTRING, NAME_NEAR], &mut best);
-            let mut desc: HashMap<u32, u32> = HashMap::new();
-            score_vocab(&self.desc_vocab, term, [DESC_WORD, DESC_SUBSTRING, DESC_NEAR], &mut desc);
-            for (i, s) in desc {
-                *best.entry(i).or_default() += s;
-            }
-            for (i, s) in best {
-                *scores.entry(i).or_default() += s;
+            let mut hit: Vec<u32> = Vec::new();
+            score_vocab(&self.name_vocab, term, [NAME_WORD, NAME_SUBSTRING, NAME_NEAR], &mut name_best, &mut hit);
+            score_vocab(&self.desc_vocab, term, [DESC_WORD, DESC_SUBSTRING, DESC_NEAR], &mut desc_best, &mut hit);
+            hit.sort_unstable();
+            hit.dedup();
+            for i in hit {
+                let s = std::mem::take(&mut name_best[i as usize]) + std::mem::take(&mut desc_best[i as usize]);
+                add(i, s, &mut scores);
             }
         }
-        let mut ranked: Vec<(usize, u32)> = scores.into_iter().map(|(i, s)| (i as usize, s)).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| self.names[a.0].cmp(&self.names[b.0])));
-        ranked.truncate(limit);
+        let mut ranked: Vec<(usize, u32)> =
+            touched.into_iter().map(|i| (i as usize, scores[i as usize])).filter(|&(i, s)| s > 0 && keep(i)).collect();
+        let order =
+            |a: &(usize, u32), b: &(usize, u32)| b.1.cmp(&a.1).then_with(|| self.names[a.0].cmp(&self.names[b.0]));
+        if limit < ranked.len() {
+            if limit == 0 {
+                return Vec::new();
+            }
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
     }
 }
 
-/// Adds, for each document, the best score `term` earns in one field: whole word, else substring (the
-/// term inside a longer word, at least three characters), else near miss.
+/// Raises, for each document, `best` to the best score `term` earns in one field: whole word, else
+/// substring (the term inside a longer word, at least three characters), else near miss. The documents
+/// touched are added to `hit`.
 fn score_vocab(
     vocab: &HashMap<String, Vec<u32>>,
     term: &str,
     [word, sub, near]: [u32; 3],
-    out: &mut HashMap<u32, u32>,
+    best: &mut [u32],
+    hit: &mut Vec<u32>,
 ) {
     let allowance = near_allowance(term.chars().count());
     let mut give = |docs: &[u32], s: u32| {
         for &d in docs {
-            let e = out.entry(d).or_default();
-            *e = (*e).max(s);
+            let e = &mut best[d as usize];
+            if *e < s {
+                *e = s;
+            }
+            hit.push(d);
         }
     };
     if let Some(docs) = vocab.get(term) {

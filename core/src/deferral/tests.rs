@@ -223,3 +223,71 @@ fn undocumented_note_lists_type_default_and_description_in_name_order() {
     assert_eq!(undocumented_note(&spec, &json!({"a": 1, "b": "x"})), None);
     let _ = BTreeMap::<u8, u8>::new();
 }
+
+#[test]
+fn the_listing_reports_deferred_and_hidden_after_the_policy() {
+    let status = |t: &Tooling| t.listing().into_iter().map(|l| (l.name, l.status)).collect::<Vec<_>>();
+    let f = || facts(Level::Unrestricted, false, Filters::default());
+    let t = tooling(&["find_xrefs", "deploy"], Deferral::Deferred, LoadStrategy::Append, f());
+    assert_eq!(
+        status(&t),
+        [
+            ("get_weather".to_string(), ToolStatus::Offered),
+            ("find_xrefs".to_string(), ToolStatus::Deferred),
+            ("deploy".to_string(), ToolStatus::Deferred),
+        ]
+    );
+    // Hidden ones come after those that ship.
+    let t = tooling(&["find_xrefs"], Deferral::Hidden, LoadStrategy::Append, f());
+    assert_eq!(
+        status(&t),
+        [
+            ("get_weather".to_string(), ToolStatus::Offered),
+            ("deploy".to_string(), ToolStatus::Offered),
+            ("find_xrefs".to_string(), ToolStatus::Hidden),
+        ]
+    );
+    // The policy's answer comes first: blocked and above-level tools say so, deferred or not.
+    let mut filters = Filters::default();
+    filters.block.insert("find_xrefs".into());
+    let t =
+        tooling(&["find_xrefs", "deploy"], Deferral::Hidden, LoadStrategy::Append, facts(Level::Read, false, filters));
+    assert_eq!(
+        status(&t),
+        [
+            ("get_weather".to_string(), ToolStatus::Offered),
+            ("find_xrefs".to_string(), ToolStatus::Blocked),
+            ("deploy".to_string(), ToolStatus::AboveLevel),
+        ]
+    );
+    // With approvals, an above-level deferred tool is deferred and its calls go to the handler.
+    let t =
+        tooling(&["deploy"], Deferral::Deferred, LoadStrategy::Append, facts(Level::Read, true, Filters::default()));
+    let deploy = t.listing().into_iter().find(|l| l.name == "deploy").unwrap();
+    assert_eq!((deploy.status, deploy.approval, deploy.level), (ToolStatus::Deferred, true, Level::Unrestricted));
+}
+
+#[test]
+fn the_catalog_is_rendered_once_per_snapshot() {
+    let t = tooling(
+        &["deploy"],
+        Deferral::Deferred,
+        LoadStrategy::Append,
+        facts(Level::Unrestricted, false, Filters::default()),
+    );
+    let tb = t.toolbox();
+    let a = t.catalog(&tb).unwrap();
+    assert_eq!(t.catalog(&tb).unwrap(), a);
+    assert_eq!(
+        Some(a),
+        catalog::render(
+            &[CatalogEntry {
+                name: "deploy".into(),
+                group: "host".into(),
+                level: Level::Unrestricted,
+                description: "Deploys the service.".into()
+            }],
+            &CatalogLimits::default(),
+        )
+    );
+}

@@ -74,11 +74,9 @@ fn result_line(toolbox: &Toolbox, facts: &Facts, i: usize) -> Value {
 fn visible_search(toolbox: &Toolbox, facts: &Facts, query: &str) -> Vec<usize> {
     toolbox
         .index
-        .search(query, usize::MAX)
+        .search_where(query, MAX_RESULTS, |i| !facts.blocked(toolbox.entries[i].tool.as_ref()))
         .into_iter()
         .map(|(i, _)| i)
-        .filter(|&i| !facts.blocked(toolbox.entries[i].tool.as_ref()))
-        .take(MAX_RESULTS)
         .collect()
 }
 

@@ -43,6 +43,10 @@ pub struct Exchange {
     #[serde(default)]
     pub expect: Value,
     pub respond: Value,
+    /// Milliseconds to wait before answering: time for work the scenario started in the background
+    /// (a task reporting progress) to get going before the model's next move.
+    #[serde(default)]
+    pub delay_ms: u64,
 }
 
 impl Script {
@@ -184,6 +188,9 @@ async fn handle(
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
         return Ok(error_response(wire, 400, &msg, None));
+    }
+    if exchange.delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(exchange.delay_ms)).await;
     }
     if let Some(err) = exchange.respond.get("error") {
         let status = err.get("status").and_then(Value::as_u64).unwrap_or(500) as u16;

@@ -22,14 +22,43 @@ public protocol AmbitTool: Sendable {
     var description: String { get }
     /// The JSON Schema of the arguments, as JSON text; must be an object schema.
     var parameters: String { get }
-    /// Runs the tool on the JSON object the model sent. The returned text reaches the model.
+    /// Runs the tool on the JSON object the model sent. The returned text reaches the model. Implement
+    /// this, or `call(arguments:context:)` when the tool reports progress or checks cancellation.
     func call(arguments: [String: Any]) async throws -> String
+    /// Runs the tool with the background task it runs in (progress notes, the cancellation token).
+    func call(arguments: [String: Any], context: TaskContext) async throws -> String
     /// The lowest level the tool may run at (default `.unrestricted`: undeclared; see Policy.swift).
     var level: Level { get }
     /// Every call goes to the approval handler, whatever the level (default false).
     var requiresApproval: Bool { get }
     /// String arguments whose blank value is itself the value (default none).
     var allowBlank: [String] { get }
+}
+
+extension AmbitTool {
+    public func call(arguments: [String: Any]) async throws -> String {
+        throw ToolError("tool '\(name)' implements neither call(arguments:) nor call(arguments:context:)")
+    }
+
+    public func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        try await call(arguments: arguments)
+    }
+}
+
+/// What a tool call sees of the background task it runs in. `progress(_:)` reports a short note (also
+/// the task's heartbeat); `isCancelled` turns true when the task is asked to stop, so a long tool checks
+/// it at its checkpoints and unwinds. Outside the background, `inBackground` is false, progress goes
+/// nowhere and `isCancelled` stays false.
+public struct TaskContext: Sendable {
+    let token: UInt64
+
+    public var inBackground: Bool { token != 0 }
+
+    public func progress(_ note: String) {
+        _ = taskProgress(token: token, note: note)
+    }
+
+    public var isCancelled: Bool { taskCancelled(token: token) }
 }
 
 /// A simple error for tools to throw: the message reaches the model as it is.
@@ -276,14 +305,14 @@ final class ToolAdapter: HostTool {
 
     init(_ tool: any AmbitTool) { self.tool = tool }
 
-    func call(argumentsJson: String) async throws -> String {
+    func call(argumentsJson: String, task: UInt64) async throws -> String {
         // The core only calls a tool with a JSON object.
         let parsed = try? JSONSerialization.jsonObject(with: Data(argumentsJson.utf8))
         guard let arguments = parsed as? [String: Any] else {
             throw HostToolError.Failed(message: "the arguments are not a JSON object: \(argumentsJson)")
         }
         do {
-            return try await tool.call(arguments: arguments)
+            return try await tool.call(arguments: arguments, context: TaskContext(token: task))
         } catch {
             throw HostToolError.Failed(message: Self.message(of: error))
         }

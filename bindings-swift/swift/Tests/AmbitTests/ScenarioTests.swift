@@ -79,6 +79,32 @@ final class Provider {
     }
 }
 
+/// The `until_cancelled` tools that saw their task's cancellation token.
+final class SawCancel: @unchecked Sendable {
+    static let shared = SawCancel()
+    private let lock = NSLock()
+    private var names: [String] = []
+
+    func record(_ name: String) {
+        lock.lock()
+        names.append(name)
+        lock.unlock()
+    }
+
+    /// Waits up to 5 s for a record, then takes them all.
+    func take() async -> [String] {
+        for _ in 0..<500 {
+            lock.lock()
+            let got = names
+            if !got.isEmpty { names = [] }
+            lock.unlock()
+            if !got.isEmpty { return got }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return []
+    }
+}
+
 /// A scenario tool: `returns` (with `{arg}` substitution) or `raises`.
 struct ScenarioTool: AmbitTool {
     let name: String
@@ -91,8 +117,20 @@ struct ScenarioTool: AmbitTool {
     var allowBlank: [String] = []
     /// A slow job (a background task the scenario cancels).
     var sleepsMs: Int? = nil
+    /// `until_cancelled`: report this progress note, then wait on the cancellation token.
+    var untilCancelled: String? = nil
 
-    func call(arguments: [String: Any]) async throws -> String {
+    func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        if let note = untilCancelled {
+            context.progress(substitute(note, arguments))
+            for _ in 0..<2000 {
+                if context.isCancelled {
+                    SawCancel.shared.record(name)
+                    return "stopped"
+                }
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
+        }
         if let sleepsMs { try await Task.sleep(nanoseconds: UInt64(sleepsMs) * 1_000_000) }
         if let raises { throw ToolError(substitute(raises, arguments)) }
         return substitute(returns ?? "", arguments)
@@ -248,7 +286,8 @@ func int(_ value: Any?) -> Int? {
                 level: try (t["level"] as? String).map { try Level($0) } ?? .unrestricted,
                 requiresApproval: t["requires_approval"] as? Bool ?? false,
                 allowBlank: t["allow_blank"] as? [String] ?? [],
-                sleepsMs: int(behavior["sleeps_ms"])
+                sleepsMs: int(behavior["sleeps_ms"]),
+                untilCancelled: (behavior["until_cancelled"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil
             )
         }
         let approvals = try ScriptedApprovals(scenario)
@@ -365,6 +404,10 @@ func int(_ value: Any?) -> Int? {
         }
         if let open = expect["open_items"] as? [String] {
             #expect(result.openItems.map(\.text) == open, "\(file): open items \(result.openItems)")
+        }
+        if expect["host_saw_cancel"] as? Bool == true {
+            let saw = await SawCancel.shared.take()
+            #expect(!saw.isEmpty, "the host tool never saw its cancellation token")
         }
         if let usage = expect["usage"] as? [String: Any] {
             try checkUsage(result.usage, usage, file)

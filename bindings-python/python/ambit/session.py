@@ -1,0 +1,65 @@
+"""Sessions (SPEC §8): an append-only conversation log in SQLite (default) or PostgreSQL. A run in a
+session continues its live window and appends what it adds; compaction appends a boundary and a summary
+the model writes, and never deletes, so ``search`` and ``read`` still reach every turn.
+
+    sessions = await ambit.Sessions.open("sqlite:///var/lib/app/sessions.db")
+    sid = await sessions.create()
+    result = await sessions.run(agent, sid, "Remember: the deploy key is in vault/ops.")
+
+Give the agent the session tools with ``builtins=ambit.SESSION_TOOLS``."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from . import _native
+
+if TYPE_CHECKING:
+    from . import Agent, RunResult
+
+__all__ = ["Sessions", "SESSION_TOOLS"]
+
+#: The session tools, by built-in name.
+SESSION_TOOLS = ("conversation_search", "conversation_read", "context_check", "context_compact")
+
+
+class Sessions:
+    """An open session store. Make one with :meth:`Sessions.open`."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    async def open(cls, url: str, *, context_window: int = 200_000, compact_at: float = 0.85,
+                   keep_recent: int = 2) -> "Sessions":
+        """Opens ``sqlite:///path`` (created if missing) or ``postgres://…``, applying the migrations.
+        Auto-compaction fires when a run would start past ``compact_at`` of ``context_window`` tokens;
+        a compaction keeps the latest ``keep_recent`` rounds verbatim."""
+        config = {"context_window": context_window, "compact_at": compact_at, "keep_recent": keep_recent}
+        return cls(await _native.NativeSessions.open(url, json.dumps(config)))
+
+    async def create(self) -> str:
+        """A new, empty session; its id."""
+        return await self._native.create()
+
+    async def run(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
+        """Runs ``agent`` on ``input`` in the session, continuing its conversation."""
+        from . import _result
+        return _result(json.loads(await self._native.run(agent._native, session_id, input)))
+
+    async def compact(self, agent: "Agent", session_id: str) -> bool:
+        """Compacts now (the agent's model writes the summary); False when there was nothing to summarise."""
+        return await self._native.compact(agent._native, session_id)
+
+    async def search(self, session_id: str, query: str, *, is_regex: bool = False, limit: int = 20) -> str:
+        """``conversation_search``: matching lines tagged ``#N role:``."""
+        return await self._native.search(session_id, query, is_regex, limit)
+
+    async def read(self, session_id: str, start: int, limit: int = 1) -> str:
+        """``conversation_read``: up to 20 entries from ``#start``."""
+        return await self._native.read(session_id, start, limit)
+
+    async def entries(self, session_id: str) -> list[dict[str, Any]]:
+        """The whole log: ``{"index", "kind", ...}`` per entry, boundaries and summaries included."""
+        return json.loads(await self._native.entries(session_id))

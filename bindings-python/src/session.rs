@@ -1,0 +1,104 @@
+//! `ambit._native.NativeSessions`: the session store for Python (SPEC §8). Results cross as JSON text;
+//! `ambit.session` wraps them. A run's own failure raises the same exception `Agent.run` would.
+
+use ambit::session::{SessionConfig, SessionError, Sessions};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::{NativeAgent, awaitable, core_err};
+
+fn session_err(e: SessionError) -> PyErr {
+    match e {
+        SessionError::Run(e) => core_err(e),
+        other => Python::attach(|py| {
+            let made = py
+                .import("ambit.errors")
+                .and_then(|m| m.getattr("_from_core"))
+                .and_then(|f| f.call1((other.code(), other.to_string(), PyDict::new(py))));
+            match made {
+                Ok(exc) => PyErr::from_value(exc),
+                Err(err) => err,
+            }
+        }),
+    }
+}
+
+fn json_err(e: serde_json::Error) -> PyErr {
+    session_err(SessionError::InvalidArgument(e.to_string()))
+}
+
+/// The native store; `ambit.Sessions` wraps it.
+#[pyclass(name = "NativeSessions", module = "ambit._native", frozen)]
+pub struct NativeSessions {
+    sessions: Sessions,
+}
+
+#[pymethods]
+impl NativeSessions {
+    /// Opens `sqlite:///path` or `postgres://…`; `config` is a SessionConfig as JSON.
+    #[staticmethod]
+    fn open<'py>(py: Python<'py>, url: String, config: String) -> PyResult<Bound<'py, PyAny>> {
+        let config: SessionConfig = serde_json::from_str(&config).map_err(json_err)?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let sessions = Sessions::open(&url).await.map_err(session_err)?.with_config(config).map_err(session_err)?;
+            Ok(NativeSessions { sessions })
+        })
+    }
+
+    /// A new session's id.
+    fn create<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.sessions.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move { s.create().await.map_err(session_err) })
+    }
+
+    /// Runs `agent` in the session; the RunResult as JSON.
+    fn run<'py>(&self, py: Python<'py>, agent: &NativeAgent, session_id: String, input: String) -> PyResult<Bound<'py, PyAny>> {
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let result = s.run(&agent, &session_id, &input).await.map_err(session_err)?;
+            serde_json::to_string(&result).map_err(json_err)
+        })
+    }
+
+    /// Compacts the session now; whether anything was summarised.
+    fn compact<'py>(&self, py: Python<'py>, agent: &NativeAgent, session_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move { s.compact(&agent, &session_id).await.map_err(session_err) })
+    }
+
+    /// `conversation_search` over the session.
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        session_id: String,
+        query: String,
+        is_regex: bool,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.sessions.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            s.search(&session_id, &query, is_regex, limit).await.map_err(session_err)
+        })
+    }
+
+    /// `conversation_read` over the session.
+    fn read<'py>(&self, py: Python<'py>, session_id: String, start: i64, limit: usize) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.sessions.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move { s.read(&session_id, start, limit).await.map_err(session_err) })
+    }
+
+    /// The whole log as JSON: `[{index, kind, ...}]`.
+    fn entries<'py>(&self, py: Python<'py>, session_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.sessions.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            serde_json::to_string(&s.entries(&session_id).await.map_err(session_err)?).map_err(json_err)
+        })
+    }
+}

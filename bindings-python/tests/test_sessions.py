@@ -1,0 +1,75 @@
+"""Sessions from Python: runs continue the log, compaction summarises without deleting, and the session
+tools reach the archive. The core's own suite runs the same on PostgreSQL too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ambit
+
+STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
+
+
+def script(tmp_path: Path, exchanges: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "sessions.json"
+    path.write_text(json.dumps({"name": "py_sessions", "exchanges": exchanges}))
+    return path
+
+
+def store_url(kind: str, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite://{tmp_path}/sessions.db"
+    # Sessions live in their own tables, so the shared test database serves; each test makes new sessions.
+    return os.environ["AMBIT_TEST_POSTGRES_URL"]
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_runs_continue_and_compaction_keeps_everything_searchable(kind: str, tmp_path: Path,
+                                                                   start_provider: Any) -> None:
+    p = start_provider(script(tmp_path, [
+        {"expect": {"messages_count": 1}, "respond": {"content": "Noted."}},
+        {"expect": {"messages_count": 3, "messages_tail": [{"role": "user", "content": "Deploy now."}]},
+         "respond": {"content": "Deployed."}},
+        {"expect": {"messages_count": 2, "tool_names": []}, "respond": {"content": "Where the token is was said."}},
+        {"expect": {"messages_count": 4}, "respond": {"tool_calls": [
+            {"id": "s", "name": "conversation_search", "arguments": {"query": "vault"}}]}},
+        {"respond": {"content": "In vault/ops."}},
+    ]))
+    asyncio.run(continue_and_compact(kind, tmp_path, p.base_url))
+
+
+async def continue_and_compact(kind: str, tmp_path: Path, base_url: str) -> None:
+    sessions = await ambit.Sessions.open(store_url(kind, tmp_path), keep_recent=1)
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0),
+                        builtins=ambit.SESSION_TOOLS)
+    sid = await sessions.create()
+    await sessions.run(agent, sid, "The auth token is in vault/ops.")
+    await sessions.run(agent, sid, "Deploy now.")
+    assert await sessions.compact(agent, sid)
+    result = await sessions.run(agent, sid, "Where was the token?")
+    assert result.output == "In vault/ops."
+    assert result.tool_calls[0].result.startswith("#1 user: The auth token is in vault/ops.")
+    kinds = [e["kind"] for e in await sessions.entries(sid)]
+    assert kinds[:6] == ["message"] * 4 + ["boundary", "summary"]
+    assert (await sessions.read(sid, 1)).startswith("#1 user:\nThe auth token is in vault/ops.")
+    assert (await sessions.search(sid, "^Dep", is_regex=True)).startswith("#3 user: Deploy now.")
+
+
+def test_a_missing_session_and_a_bad_url_are_errors(tmp_path: Path) -> None:
+    asyncio.run(missing_and_bad(tmp_path))
+
+
+async def missing_and_bad(tmp_path: Path) -> None:
+    sessions = await ambit.Sessions.open(f"sqlite://{tmp_path}/s.db")
+    with pytest.raises(ambit.AmbitError) as info:
+        await sessions.entries("nope")
+    assert info.value.code == "session_not_found"
+    with pytest.raises(ambit.AmbitError) as info:
+        await ambit.Sessions.open("mysql://x")
+    assert info.value.code == "invalid_argument"

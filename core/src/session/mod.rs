@@ -1,0 +1,181 @@
+//! Sessions (SPEC §8): an append-only log of turns in a store (SQLite file by default, PostgreSQL by
+//! URL), compaction that appends a boundary and a model-written summary and never deletes, the
+//! conversation tools that still reach what was summarised, and the context gauge.
+//!
+//! ```no_run
+//! # async fn demo(agent: ambit::Agent) -> Result<(), ambit::session::SessionError> {
+//! let sessions = ambit::session::Sessions::open("sqlite:///var/lib/app/sessions.db").await?;
+//! let id = sessions.create().await?;
+//! let first = sessions.run(&agent, &id, "Remember: the deploy key is in vault/ops.").await?;
+//! let later = sessions.run(&agent, &id, "Where is the deploy key?").await?;   // continues the log
+//! # Ok(()) }
+//! ```
+
+pub mod rules;
+mod run;
+pub mod store;
+mod tools;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use rules::{Entry, Item};
+pub use store::SessionStore;
+pub use tools::tools;
+
+/// A session's failure: the store, a missing session, a bad argument, or the run itself.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("no session '{0}' in this store")]
+    NotFound(String),
+    #[error("the session store failed: {0}")]
+    Store(String),
+    #[error(transparent)]
+    Run(#[from] crate::Error),
+}
+
+impl SessionError {
+    /// A stable machine-readable code, the same in every language.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SessionError::InvalidArgument(_) => "invalid_argument",
+            SessionError::NotFound(_) => "session_not_found",
+            SessionError::Store(_) => "session_store",
+            SessionError::Run(e) => e.code(),
+        }
+    }
+}
+
+/// A session's state row: `idle`, `running` or `awaiting_approval` (with what it waits on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    pub state: String,
+    #[serde(default)]
+    pub parked: Option<Value>,
+}
+
+/// How runs in a session manage the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// The model's context window, in tokens.
+    #[serde(default = "default_window")]
+    pub context_window: u64,
+    /// The share of the window at which auto-compaction fires (default 0.85).
+    #[serde(default = "default_compact_at")]
+    pub compact_at: f64,
+    /// Rounds kept verbatim by a compaction (default 2; 0 keeps none).
+    #[serde(default = "default_keep_recent")]
+    pub keep_recent: usize,
+}
+
+fn default_window() -> u64 {
+    200_000
+}
+fn default_compact_at() -> f64 {
+    rules::DEFAULT_COMPACT_AT
+}
+fn default_keep_recent() -> usize {
+    rules::DEFAULT_KEEP_RECENT
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            context_window: default_window(),
+            compact_at: default_compact_at(),
+            keep_recent: default_keep_recent(),
+        }
+    }
+}
+
+/// A session store, open.
+#[derive(Clone)]
+pub struct Sessions {
+    store: Arc<dyn SessionStore>,
+    config: SessionConfig,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").field("config", &self.config).finish()
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl Sessions {
+    /// Opens `sqlite://<path>` (created if missing) or `postgres://…`, applying the migrations.
+    pub async fn open(url: &str) -> Result<Sessions, SessionError> {
+        let store: Arc<dyn SessionStore> = if let Some(path) = url.strip_prefix("sqlite://") {
+            Arc::new(store::SqliteSessions::open(path, now_ms()).await?)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Arc::new(store::PgSessions::open(url, now_ms()).await?)
+        } else {
+            return Err(SessionError::InvalidArgument(format!(
+                "a session store URL starts with sqlite:// or postgres://, got '{url}'"
+            )));
+        };
+        Ok(Sessions { store, config: SessionConfig::default() })
+    }
+
+    /// The same store with other window settings.
+    pub fn with_config(mut self, config: SessionConfig) -> Result<Sessions, SessionError> {
+        if config.context_window == 0 || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
+            return Err(SessionError::InvalidArgument(
+                "context_window must be above 0 and compact_at in (0, 1]".into(),
+            ));
+        }
+        self.config = config;
+        Ok(self)
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// A new, empty session; its id.
+    pub async fn create(&self) -> Result<String, SessionError> {
+        use sha2::{Digest, Sha256};
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let digest = Sha256::digest(format!("{}/{nanos}/{n}", std::process::id()).as_bytes());
+        let id: String = digest.iter().take(10).map(|b| format!("{b:02x}")).collect();
+        self.store.create(&id, None, now_ms()).await?;
+        Ok(id)
+    }
+
+    /// The whole log of a session.
+    pub async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError> {
+        self.store.state(session_id).await?;
+        self.store.entries(session_id).await
+    }
+
+    /// `conversation_search` over a session.
+    pub async fn search(
+        &self,
+        session_id: &str,
+        query: &str,
+        is_regex: bool,
+        limit: usize,
+    ) -> Result<String, SessionError> {
+        rules::search(&self.entries(session_id).await?, query, is_regex, limit).map_err(SessionError::InvalidArgument)
+    }
+
+    /// `conversation_read` over a session.
+    pub async fn read(&self, session_id: &str, start: i64, limit: usize) -> Result<String, SessionError> {
+        rules::read(&self.entries(session_id).await?, start, limit).map_err(SessionError::InvalidArgument)
+    }
+}

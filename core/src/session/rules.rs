@@ -1,0 +1,360 @@
+//! The session rules as plain functions over the log: the live window after compactions, what a
+//! compaction summarises and keeps, `conversation_search`, `conversation_read` and `context_check`'s
+//! report. No I/O here.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::Message;
+
+/// The share of the window at which auto-compaction fires, by default.
+pub const DEFAULT_COMPACT_AT: f64 = 0.85;
+/// Rounds kept verbatim by a compaction, by default.
+pub const DEFAULT_KEEP_RECENT: usize = 2;
+/// `conversation_read` returns at most this many entries.
+pub const READ_MAX: usize = 20;
+/// `conversation_search` returns at most this many matches.
+pub const SEARCH_MAX: usize = 100;
+/// Text longer than this is shown cut in search and read results.
+const SHOWN_CHARS: usize = 2000;
+
+/// One entry of a session's log. `index` is the `#N` the conversation tools show (1-based).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub index: i64,
+    #[serde(flatten)]
+    pub item: Item,
+}
+
+/// What an entry holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Item {
+    Message {
+        message: Message,
+    },
+    /// A compaction: the live window restarts with the summary that follows, then the messages from
+    /// `keep_from` on.
+    Boundary {
+        keep_from: i64,
+    },
+    /// The model-written summary of what the boundary before it took out of the window.
+    Summary {
+        text: String,
+    },
+}
+
+impl Item {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Item::Message { .. } => "message",
+            Item::Boundary { .. } => "boundary",
+            Item::Summary { .. } => "summary",
+        }
+    }
+
+    /// The body as stored (JSON, without the kind).
+    pub fn body(&self) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("kind");
+        }
+        v
+    }
+
+    /// Reads a stored entry back.
+    pub fn from_stored(kind: &str, body: &str) -> Result<Item, String> {
+        let mut v: Value = serde_json::from_str(body).map_err(|e| format!("entry body: {e}"))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("kind".into(), Value::String(kind.to_string()));
+        }
+        serde_json::from_value(v).map_err(|e| format!("entry of kind {kind}: {e}"))
+    }
+}
+
+/// The opening words of the summary message in the live window.
+pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation. Compaction never deletes: conversation_search and \
+                                  conversation_read (by #N) still reach every turn it summarised.]";
+
+/// The messages the model sees now: after the last compaction, its summary and the messages kept.
+pub fn live_window(entries: &[Entry]) -> Vec<(i64, Message)> {
+    let last = entries.iter().rposition(|e| matches!(e.item, Item::Boundary { .. }));
+    let Some(at) = last else {
+        return messages_of(entries);
+    };
+    let Item::Boundary { keep_from } = entries[at].item else { unreachable!("rposition found a boundary") };
+    let mut out = Vec::new();
+    if let Some(Entry { index, item: Item::Summary { text } }) = entries.get(at + 1) {
+        out.push((*index, Message::User { content: format!("{SUMMARY_HEADER}\n{text}") }));
+    }
+    out.extend(messages_of(entries).into_iter().filter(|(i, _)| *i >= keep_from));
+    out
+}
+
+fn messages_of(entries: &[Entry]) -> Vec<(i64, Message)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.item {
+            Item::Message { message } => Some((e.index, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a compaction does with the live window: summarise the entries before `keep_from`, keep the
+/// rest verbatim. `None` when there is nothing to summarise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub summarise: Vec<(i64, Message)>,
+    pub keep_from: i64,
+}
+
+/// Plans a compaction keeping the latest `keep_recent` rounds (a round opens with a user message). A
+/// tail is kept only when older history remains to summarise.
+pub fn plan(window: &[(i64, Message)], keep_recent: usize, next_index: i64) -> Option<Plan> {
+    if window.is_empty() {
+        return None;
+    }
+    let starts: Vec<usize> =
+        window.iter().enumerate().filter(|(_, (_, m))| matches!(m, Message::User { .. })).map(|(i, _)| i).collect();
+    let cut =
+        if keep_recent == 0 || starts.len() <= keep_recent { window.len() } else { starts[starts.len() - keep_recent] };
+    let cut = if cut == 0 { window.len() } else { cut };
+    let keep_from = window.get(cut).map_or(next_index, |(i, _)| *i);
+    Some(Plan { summarise: window[..cut].to_vec(), keep_from })
+}
+
+/// One message as text, for the summariser and the conversation tools.
+pub fn render(message: &Message) -> (&'static str, String) {
+    match message {
+        Message::User { content } => ("user", content.clone()),
+        Message::Assistant { content, tool_calls } => {
+            let mut text = content.clone().unwrap_or_default();
+            for c in tool_calls {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&format!("[call {} {}]", c.name, c.arguments));
+            }
+            ("assistant", text)
+        }
+        Message::Tool { name, content, is_error, .. } => {
+            let tag = if *is_error { "error" } else { "result" };
+            ("tool", format!("[{tag} of {name}] {content}"))
+        }
+    }
+}
+
+fn render_entry(e: &Entry) -> (&'static str, String) {
+    match &e.item {
+        Item::Message { message } => render(message),
+        Item::Boundary { keep_from } => ("compaction", format!("--- compaction boundary (kept from #{keep_from}) ---")),
+        Item::Summary { text } => ("summary", text.clone()),
+    }
+}
+
+fn shown(text: &str) -> String {
+    if text.chars().count() <= SHOWN_CHARS {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(SHOWN_CHARS).collect();
+    format!("{cut}… [{} more characters]", text.chars().count() - SHOWN_CHARS)
+}
+
+/// `conversation_search`: matching lines, each tagged `#N role:`. A literal is matched without regard
+/// to case; a regex as written.
+pub fn search(entries: &[Entry], query: &str, is_regex: bool, limit: usize) -> Result<String, String> {
+    if query.is_empty() {
+        return Err("query is empty".into());
+    }
+    let limit = limit.clamp(1, SEARCH_MAX);
+    let re = if is_regex {
+        Some(regex::Regex::new(query).map_err(|e| format!("query is not a valid regular expression: {e}"))?)
+    } else {
+        None
+    };
+    let needle = query.to_lowercase();
+    let mut hits = Vec::new();
+    for e in entries {
+        let (role, text) = render_entry(e);
+        for line in text.lines() {
+            let found = match &re {
+                Some(r) => r.is_match(line),
+                None => line.to_lowercase().contains(&needle),
+            };
+            if found {
+                hits.push(format!("#{} {role}: {}", e.index, shown(line.trim())));
+                break;
+            }
+        }
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    if hits.is_empty() {
+        return Ok(format!("No matches for {query:?}."));
+    }
+    Ok(format!("{}\n(conversation_read {{\"start\": N}} reads from #N)", hits.join("\n")))
+}
+
+/// `conversation_read`: `limit` entries (at most [`READ_MAX`]) from `#start` on.
+pub fn read(entries: &[Entry], start: i64, limit: usize) -> Result<String, String> {
+    if start < 1 {
+        return Err(format!("start must be 1 or more, got {start}"));
+    }
+    let limit = limit.clamp(1, READ_MAX);
+    let last = entries.last().map_or(0, |e| e.index);
+    let out: Vec<String> = entries
+        .iter()
+        .filter(|e| e.index >= start)
+        .take(limit)
+        .map(|e| {
+            let (role, text) = render_entry(e);
+            format!("#{} {role}:\n{}", e.index, shown(&text))
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(format!("there is no #{start}: this session has {last} entries"));
+    }
+    Ok(out.join("\n\n"))
+}
+
+/// Tokens, estimated from characters (about four per token), the same way everywhere.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
+
+/// The window's use as `context_check` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gauge {
+    pub window: u64,
+    pub overhead: u64,
+    pub conversation: u64,
+    pub compact_at: f64,
+    pub compactions: usize,
+}
+
+impl Gauge {
+    pub fn used(&self) -> u64 {
+        self.overhead + self.conversation
+    }
+
+    /// Whether auto-compaction fires now.
+    pub fn over(&self) -> bool {
+        self.used() as f64 >= self.window as f64 * self.compact_at
+    }
+
+    pub fn report(&self) -> String {
+        let used = self.used();
+        let pct = |n: u64| (n * 100).checked_div(self.window).unwrap_or(0);
+        let ceiling = (self.window as f64 * self.compact_at) as u64;
+        let headroom = ceiling.saturating_sub(used);
+        let compactions = match self.compactions {
+            0 => "none, so nothing has been summarized away yet".to_string(),
+            n => format!("{n}; conversation_search and conversation_read still reach what they summarized"),
+        };
+        format!(
+            "Using {used} of {} tokens ({}%).\nHeadroom: {headroom} tokens before the context ceiling at {}%. \
+             Auto-compaction fires there, between runs.\nFixed overhead: about {} tokens of instructions and tool \
+             schemas (estimated). Compaction does not reclaim this.\nConversation: about {} tokens, which is the part \
+             compaction acts on.\nCompactions so far: {compactions}.",
+            self.window,
+            pct(used),
+            (self.compact_at * 100.0).round() as u64,
+            self.overhead,
+            self.conversation
+        )
+    }
+}
+
+/// The conversation part of the gauge: the live window's messages.
+pub fn conversation_tokens(window: &[(i64, Message)]) -> u64 {
+    window.iter().map(|(_, m)| estimate_tokens(&render(m).1) + 4).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(i: i64, t: &str) -> Entry {
+        Entry { index: i, item: Item::Message { message: Message::User { content: t.into() } } }
+    }
+    fn asst(i: i64, t: &str) -> Entry {
+        Entry {
+            index: i,
+            item: Item::Message { message: Message::Assistant { content: Some(t.into()), tool_calls: vec![] } },
+        }
+    }
+
+    fn log() -> Vec<Entry> {
+        vec![
+            user(1, "the auth token is abc"),
+            asst(2, "noted"),
+            user(3, "deploy"),
+            asst(4, "deployed"),
+            user(5, "status?"),
+            asst(6, "green"),
+        ]
+    }
+
+    #[test]
+    fn stored_items_round_trip() {
+        for e in log().into_iter().chain([
+            Entry { index: 7, item: Item::Boundary { keep_from: 3 } },
+            Entry { index: 8, item: Item::Summary { text: "s".into() } },
+        ]) {
+            let body = e.item.body().to_string();
+            assert!(!body.contains("\"kind\""), "{body}");
+            assert_eq!(Item::from_stored(e.item.kind(), &body).unwrap(), e.item);
+        }
+    }
+
+    #[test]
+    fn compaction_keeps_recent_rounds_and_the_window_restarts_at_the_summary() {
+        let entries = log();
+        let window = live_window(&entries);
+        let p = plan(&window, 2, 7).unwrap();
+        assert_eq!(p.keep_from, 3);
+        assert_eq!(p.summarise.len(), 2);
+        // keep_recent 0 or too few rounds: everything is summarised.
+        assert_eq!(plan(&window, 0, 7).unwrap().keep_from, 7);
+        assert_eq!(plan(&window, 3, 7).unwrap().keep_from, 7);
+        let mut after = entries.clone();
+        after.push(Entry { index: 7, item: Item::Boundary { keep_from: 3 } });
+        after.push(Entry { index: 8, item: Item::Summary { text: "token abc noted".into() } });
+        let w = live_window(&after);
+        assert_eq!(w.len(), 5);
+        assert!(matches!(&w[0].1, Message::User { content } if content.starts_with(SUMMARY_HEADER)));
+        assert_eq!(w[1].0, 3);
+        // Nothing was deleted: the summarised turn is still found and read.
+        let found = search(&after, "AUTH TOKEN", false, 20).unwrap();
+        assert!(found.starts_with("#1 user: the auth token is abc"), "{found}");
+        assert!(read(&after, 1, 2).unwrap().starts_with("#1 user:\nthe auth token is abc\n\n#2 assistant:\nnoted"));
+    }
+
+    #[test]
+    fn search_by_regex_is_case_sensitive_and_limits_apply() {
+        let entries = log();
+        assert_eq!(search(&entries, "^de", true, 20).unwrap().lines().next().unwrap(), "#3 user: deploy");
+        assert!(search(&entries, "^DE", true, 20).unwrap().starts_with("No matches"));
+        assert_eq!(search(&entries, "e", false, 2).unwrap().lines().count(), 3);
+        assert!(search(&entries, "(", true, 20).unwrap_err().contains("not a valid regular expression"));
+    }
+
+    #[test]
+    fn read_is_bounded() {
+        let many: Vec<Entry> = (1..=30).map(|i| user(i, "x")).collect();
+        assert_eq!(read(&many, 5, 100).unwrap().matches("user:").count(), READ_MAX);
+        assert!(read(&many, 31, 1).unwrap_err().contains("there is no #31: this session has 30 entries"));
+        assert!(read(&many, 0, 1).is_err());
+    }
+
+    #[test]
+    fn the_gauge_fires_at_its_share_of_the_window() {
+        let g = Gauge { window: 1000, overhead: 100, conversation: 749, compact_at: 0.85, compactions: 0 };
+        assert!(!g.over());
+        assert!(g.report().starts_with("Using 849 of 1000 tokens (84%).\nHeadroom: 1 tokens"), "{}", g.report());
+        let g = Gauge { conversation: 750, ..g };
+        assert!(g.over());
+    }
+}

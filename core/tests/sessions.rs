@@ -1,0 +1,178 @@
+//! Sessions on both stores: SQLite in a temp dir and PostgreSQL from `AMBIT_TEST_POSTGRES_URL` (started
+//! by scripts/test.sh; the test fails without it rather than skipping). Runs go to the loopback
+//! provider.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ambit::session::{Item, SessionConfig, SessionState, Sessions};
+use ambit::{Agent, OpenAiChat};
+use ambit_test_provider::{Provider, Script};
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+struct Store {
+    name: &'static str,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn stores() -> Vec<Store> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite =
+        Store { name: "sqlite", url: format!("sqlite://{}", dir.path().join("s.db").display()), _dir: Some(dir) };
+    let admin = std::env::var("AMBIT_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "AMBIT_TEST_POSTGRES_URL is not set: the session tests run on PostgreSQL too. Run `bash scripts/test.sh`."
+        )
+    });
+    let db = format!("ambit_s_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+    let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect to the test PostgreSQL server");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut c).await.unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+    vec![sqlite, Store { name: "postgres", url: format!("{base}/{db}"), _dir: None }]
+}
+
+async fn provider(exchanges: Value) -> Provider {
+    let script: Script = serde_json::from_value(json!({"name": "sessions", "exchanges": exchanges})).unwrap();
+    Provider::start(script).await.unwrap()
+}
+
+fn check(p: &Provider, n: usize) {
+    let (served, mismatches) = p.report();
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+    assert_eq!(served, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_append_only_and_numbered_on_both_stores() {
+    for s in stores().await {
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        // Opening again applies nothing twice.
+        let again = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        let msg = |t: &str| Item::Message { message: ambit::Message::User { content: t.into() } };
+        let idx = sessions.store().append(&id, &[msg("one"), msg("two")], 1).await.unwrap();
+        assert_eq!(idx, [1, 2], "{}", s.name);
+        assert_eq!(again.store().append(&id, &[msg("three")], 2).await.unwrap(), [3], "{}", s.name);
+        let entries = sessions.entries(&id).await.unwrap();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[2].item, msg("three"));
+        assert_eq!(sessions.store().state(&id).await.unwrap().state, "idle");
+        let parked = SessionState { state: "awaiting_approval".into(), parked: Some(json!({"call_id": "c1"})) };
+        sessions.store().set_state(&id, &parked, 3).await.unwrap();
+        assert_eq!(again.store().state(&id).await.unwrap(), parked, "{}", s.name);
+        let e = sessions.entries("nope").await.unwrap_err();
+        assert_eq!(e.code(), "session_not_found", "{}", s.name);
+        assert!(sessions.store().append("nope", &[msg("x")], 4).await.is_err());
+    }
+    let e = Sessions::open("mysql://x").await.unwrap_err();
+    assert!(e.to_string().contains("starts with sqlite:// or postgres://"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_continue_the_log_and_compaction_summarises_without_deleting() {
+    for s in stores().await {
+        let p = provider(json!([
+            // Run 1.
+            {"expect": {"messages_count": 1}, "respond": {"content": "Noted: the auth token is in vault/ops."}},
+            // Run 2 continues it.
+            {"expect": {"messages_count": 3, "messages_tail": [{"role": "user", "content": "Deploy now."}]},
+             "respond": {"content": "Deployed."}},
+            // The compaction's summariser (keep_recent 1: the second round stays verbatim).
+            {"expect": {"messages_count": 2, "tool_names": []}, "respond": {"content": "The user said where the auth token is."}},
+            // Run 3: the summary, the kept round, the new words; the agent searches the archive.
+            {"expect": {"messages_count": 4, "messages_tail": [{"role": "user", "content": "Deploy now."}, {"role": "assistant"}, {"role": "user", "content": "Where was the token?"}]},
+             "respond": {"tool_calls": [
+                {"id": "s", "name": "conversation_search", "arguments": {"query": "VAULT"}},
+                {"id": "r", "name": "conversation_read", "arguments": {"start": 1, "limit": 2}},
+                {"id": "c", "name": "context_check", "arguments": {}}
+             ]}},
+            {"respond": {"content": "In vault/ops."}}
+        ]))
+        .await;
+        let sessions = Sessions::open(&s.url)
+            .await
+            .unwrap()
+            .with_config(SessionConfig { context_window: 100_000, compact_at: 0.85, keep_recent: 1 })
+            .unwrap();
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let id = sessions.create().await.unwrap();
+        sessions.run(&agent, &id, "The auth token is in vault/ops.").await.unwrap();
+        sessions.run(&agent, &id, "Deploy now.").await.unwrap();
+        assert!(sessions.compact(&agent, &id).await.unwrap(), "{}", s.name);
+        let r = sessions.run(&agent, &id, "Where was the token?").await.unwrap();
+        assert_eq!(r.output, "In vault/ops.");
+        let search = &r.tool_calls[0].result;
+        assert!(
+            search.starts_with("#1 user: The auth token is in vault/ops.\n#2 assistant: Noted"),
+            "{}: {search}",
+            s.name
+        );
+        assert_eq!(
+            r.tool_calls[1].result,
+            "#1 user:\nThe auth token is in vault/ops.\n\n#2 assistant:\nNoted: the auth token is in vault/ops."
+        );
+        assert!(
+            r.tool_calls[2].result.contains("of 100000 tokens")
+                && r.tool_calls[2].result.contains("Compactions so far: 1;"),
+            "{}",
+            r.tool_calls[2].result
+        );
+        let entries = sessions.entries(&id).await.unwrap();
+        let kinds: Vec<&str> = entries.iter().map(|e| e.item.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message", "message", "message", "message", "boundary", "summary", "message", "message", "message",
+                "message", "message", "message"
+            ],
+            "{}",
+            s.name
+        );
+        assert_eq!(entries[4].item, Item::Boundary { keep_from: 3 });
+        check(&p, 5);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_compaction_fires_at_the_ceiling_and_context_compact_asks_for_one() {
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "k", "name": "context_compact", "arguments": {"keep_recent": false, "instructions": "keep the ids"}}]}},
+            {"respond": {"content": "ok"}},
+            // The requested compaction, at the end of the run: everything summarised, with the instructions.
+            {"expect": {"messages_tail": [{"role": "user"}]}, "respond": {"content": "summary one"}},
+            // A window that is only a summary is not compacted again, however full.
+            {"expect": {"messages_count": 2}, "respond": {"content": "fresh"}},
+            // The next run starts past the (tiny) ceiling: auto-compaction first.
+            {"respond": {"content": "summary two"}},
+            {"expect": {"messages_count": 2}, "respond": {"content": "done"}}
+        ]))
+        .await;
+        let sessions = Sessions::open(&s.url)
+            .await
+            .unwrap()
+            .with_config(SessionConfig { context_window: 60, compact_at: 0.85, keep_recent: 0 })
+            .unwrap();
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let id = sessions.create().await.unwrap();
+        let r = sessions.run(&agent, &id, "Squeeze it.").await.unwrap();
+        assert_eq!(r.tool_calls[0].result, "Compaction requested: older turns are summarised when this run ends.");
+        sessions.run(&agent, &id, "Again.").await.unwrap();
+        assert_eq!(sessions.run(&agent, &id, "Once more.").await.unwrap().output, "done");
+        let entries = sessions.entries(&id).await.unwrap();
+        let boundaries = entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count();
+        assert_eq!(boundaries, 2, "{}", s.name);
+        check(&p, 6);
+    }
+}
