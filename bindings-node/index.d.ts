@@ -379,6 +379,8 @@ export declare class Agent {
   stream(input: string): AsyncGenerator<AgentEvent, void, undefined>;
   /** Every tool (host tools, then built-ins) with its effective level and status. */
   listTools(): ToolListing[];
+  /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */
+  refreshTools(): Promise<void>;
 }
 
 // ---- The work ledger (ledger.js). Times are milliseconds since the Unix epoch. ----

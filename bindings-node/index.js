@@ -182,6 +182,11 @@ class TaskContext {
 class Agent {
   #native;
 
+  /** @internal The native agent, for sessions.js. */
+  _nativeHandle() {
+    return this.#native;
+  }
+
   /**
    * @param {{model: OpenAIChat, instructions?: string, tools?: ReturnType<typeof tool>[], maxTurns?: number}} options
    */
@@ -259,6 +264,15 @@ class Agent {
    */
   listTools() {
     return toToolListing(this.#native.listTools());
+  }
+
+  /**
+   * Connects the MCP servers not yet connected and re-lists those that changed, as a run does before
+   * each model request; `listTools()` then shows their tools. A server that fails is reported
+   * unavailable (to the model, in the catalog), not thrown.
+   */
+  async refreshTools() {
+    await this.#native.refreshTools();
   }
 
   /**
@@ -431,3 +445,7 @@ module.exports = {
 };
 // The work ledger (after the exports above: ledger.js takes AmbitError from them).
 Object.assign(module.exports, require('./ledger.js'));
+// Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
+Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
+Object.defineProperty(module.exports, '_toError', { value: toError });
+Object.assign(module.exports, require('./sessions.js'));

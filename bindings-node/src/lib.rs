@@ -13,6 +13,8 @@ use napi_derive::napi;
 use serde_json::{Value, json};
 
 pub mod ledger;
+pub mod session;
+mod mcp;
 mod policy;
 
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of

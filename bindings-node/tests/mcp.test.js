@@ -34,3 +34,22 @@ test('server helpers make plain data; a server that cannot start is no configura
   });
   new Agent({ model: model(), mcpServers: [McpServer.stdio('gone', '/nonexistent/server')] });
 });
+
+test('refreshTools lists a real server before a run', async () => {
+  const path = require('node:path');
+  const { execFileSync } = require('node:child_process');
+  const dir = execFileSync('bash', [path.join(__dirname, '..', '..', 'scripts', 'mcp-servers.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  const js = path.join(dir, 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  const agent = new Agent({
+    model: model(),
+    mcpServers: [McpServer.stdio('everything', 'node', [js, 'stdio'], { levels: { echo: 'read' }, eagerLoadTools: ['get-sum'] }), McpServer.stdio('gone', '/nonexistent/server')],
+  });
+  // Before: only the seven resource and prompt meta-tools; the servers' tools once they are listed.
+  assert.deepEqual(agent.listTools().map((t) => t.name), ['mcp_resource_list', 'mcp_resource_template_list', 'mcp_resource_read', 'mcp_prompt_list', 'mcp_prompt_get', 'mcp_list_all', 'mcp_resource_read_any']);
+  await agent.refreshTools();
+  const byName = Object.fromEntries(agent.listTools().map((t) => [t.name, t]));
+  assert.deepEqual([byName['mcp__everything__echo'].status, byName['mcp__everything__echo'].level], ['deferred', 'read']);
+  assert.deepEqual([byName['mcp__everything__get-sum'].status, byName['mcp__everything__get-sum'].level], ['offered', 'unrestricted']);
+  assert.equal(byName.mcp_prompt_get.status, 'deferred');
+  assert.ok(!Object.keys(byName).some((n) => n.startsWith('mcp__gone__')));
+});

@@ -207,10 +207,23 @@ function scriptedApprovals(scenario) {
 }
 
 /** The scenario's `policy` as the JS options: camelCase keys, `approvals: true` → the host handler. */
+/** Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory). */
+function writeFixture(scenario) {
+  const files = scenario.fixture && scenario.fixture.files;
+  if (!files) return null;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-fixture-'));
+  for (const [name, spec] of Object.entries(files)) {
+    const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+    fs.writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
+
 function scenarioPolicy(scenario, approvals) {
-  if (!scenario.policy) return {};
-  const policy = {};
-  for (const [key, value] of Object.entries(scenario.policy)) {
+  const fixture = writeFixture(scenario);
+  if (!scenario.policy && !fixture) return {};
+  const policy = fixture ? { workingDirectory: fixture } : {};
+  for (const [key, value] of Object.entries(scenario.policy || {})) {
     if (key === 'approvals') {
       if (value === true) policy.approvals = approvals.handler;
     } else {
@@ -309,6 +322,7 @@ async function runScenario(file, mode = 'run') {
       }),
       instructions: cfg.instructions,
       tools: scenario.tools.map(scenarioTool),
+      builtins: scenario.builtins,
       maxTurns: cfg.max_turns,
       maxConcurrency: cfg.max_concurrency,
       checklist: cfg.checklist,

@@ -220,6 +220,16 @@ impl NativeAgent {
         serde_json::to_string(&self.agent.list_tools()).map_err(|e| core_err(Error::Config(e.to_string())))
     }
 
+    /// Connects the MCP servers not yet connected and re-lists those that changed; an awaitable.
+    fn refresh_tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let agent = self.agent.clone();
+        awaitable::into_awaitable(py, task_locals, async move {
+            agent.refresh_tools().await;
+            Ok(true)
+        })
+    }
+
     /// The names of the registered tools, in order.
     fn tool_names(&self) -> Vec<String> {
         self.agent.tools().specs().into_iter().map(|s| s.name).collect()

@@ -11,10 +11,15 @@ fn session_err(e: SessionError) -> PyErr {
     match e {
         SessionError::Run(e) => core_err(e),
         other => Python::attach(|py| {
+            let details = PyDict::new(py);
+            if let SessionError::AwaitingApproval { session_id, request } = &other {
+                let _ = details.set_item("session_id", session_id);
+                let _ = details.set_item("request", serde_json::to_string(request).unwrap_or_default());
+            }
             let made = py
                 .import("ambit.errors")
                 .and_then(|m| m.getattr("_from_core"))
-                .and_then(|f| f.call1((other.code(), other.to_string(), PyDict::new(py))));
+                .and_then(|f| f.call1((other.code(), other.to_string(), details)));
             match made {
                 Ok(exc) => PyErr::from_value(exc),
                 Err(err) => err,
@@ -60,6 +65,32 @@ impl NativeSessions {
         awaitable::into_awaitable(py, locals, async move {
             let result = s.run(&agent, &session_id, &input).await.map_err(session_err)?;
             serde_json::to_string(&result).map_err(json_err)
+        })
+    }
+
+    /// Answers the approval the parked session waits on (`decision` as JSON) and continues the run.
+    fn resume<'py>(
+        &self,
+        py: Python<'py>,
+        agent: &NativeAgent,
+        session_id: String,
+        decision: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let decision: ambit::ApprovalDecision = serde_json::from_str(&decision).map_err(json_err)?;
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let result = s.resume(&agent, &session_id, decision).await.map_err(session_err)?;
+            serde_json::to_string(&result).map_err(json_err)
+        })
+    }
+
+    /// The approval a parked session waits on, as JSON (`null` when it is not parked).
+    fn pending<'py>(&self, py: Python<'py>, session_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.sessions.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            serde_json::to_string(&s.pending(&session_id).await.map_err(session_err)?).map_err(json_err)
         })
     }
 

@@ -47,3 +47,28 @@ def test_server_settings_reach_the_core_as_plain_data() -> None:
                            "eager_load_tools": ["fetch"], "deferral": "eager"}
     # A server that cannot start is no configuration error: it is reported unavailable at run time.
     ambit.Agent(model="gpt-4.1", mcp=[ambit.McpServer.stdio("gone", "/nonexistent/server")])
+
+
+META = ("mcp_resource_list", "mcp_resource_template_list", "mcp_resource_read", "mcp_prompt_list", "mcp_prompt_get",
+        "mcp_list_all", "mcp_resource_read_any")
+
+
+def test_refresh_tools_lists_a_real_server_before_a_run() -> None:
+    import asyncio
+
+    from test_scenarios import mcp_dir
+
+    js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    server = ambit.McpServer.stdio("everything", "node", [str(js), "stdio"], levels={"echo": "read"},
+                                   eager_load_tools=["get-sum"])
+    gone = ambit.McpServer.stdio("gone", "/nonexistent/server")
+    agent = ambit.Agent(model="gpt-4.1", mcp=[server, gone])
+    # Before: only the seven resource and prompt meta-tools; the servers' tools once they are listed.
+    assert [t.name for t in agent.list_tools()] == list(META)
+    asyncio.run(agent.refresh_tools())
+    listing = {t.name: t for t in agent.list_tools()}
+    assert (listing["mcp__everything__echo"].status, listing["mcp__everything__echo"].level) == ("deferred", "read")
+    assert (listing["mcp__everything__get-sum"].status, listing["mcp__everything__get-sum"].level) == \
+        ("offered", "unrestricted")
+    assert listing["mcp_prompt_get"].status == "deferred"
+    assert not any(name.startswith("mcp__gone__") for name in listing)

@@ -92,10 +92,26 @@ class ScriptedApprovals:
         return self.answer(request)
 
 
-def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_async: bool) -> ambit.Policy | None:
-    if "policy" not in scenario:
+def write_fixture(scenario: dict[str, Any]) -> str | None:
+    """Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory)."""
+    files = scenario.get("fixture", {}).get("files")
+    if not files:
         return None
-    p = dict(scenario["policy"])
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ambit-fixture-")
+    for name, spec in files.items():
+        text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+        Path(d, name).write_text(text)
+    return d
+
+
+def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_async: bool) -> ambit.Policy | None:
+    fixture = write_fixture(scenario)
+    if "policy" not in scenario and fixture is None:
+        return None
+    p = dict(scenario.get("policy", {}))
+    if fixture is not None:
+        p["working_directory"] = fixture
     on = p.pop("approvals", False)
     handler = (approvals.answer_async if use_async else approvals.answer) if on else None
     return ambit.Policy(approvals=handler, **p)
@@ -168,6 +184,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         tools=[scenario_tool(t, use_async) for t in scenario["tools"]],
         mcp=scenario_mcp(scenario),
         deferral=scenario_deferral(scenario),
+        builtins=scenario.get("builtins", ()),
     )
 
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 uniffi::setup_scaffolding!();
 
 mod ledger;
+mod mcp;
 mod policy;
 mod run;
 mod subagent;

@@ -83,6 +83,29 @@ impl ambit::ApprovalHandler for ScriptedApprovals {
     }
 }
 
+/// Writes the scenario's `fixture.files` into a fresh temporary directory, which becomes the working
+/// directory.
+fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
+    let Some(files) = scenario.pointer("/fixture/files").and_then(Value::as_object) else { return Ok(None) };
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ambit-fixture-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    for (name, spec) in files {
+        let text = match (spec.get("text").and_then(Value::as_str), spec.get("line").and_then(Value::as_str)) {
+            (Some(t), _) => t.to_string(),
+            (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
+            _ => return Err(format!("fixture file {name}: give text, or line and count")),
+        };
+        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+    }
+    Ok(Some(dir))
+}
+
 fn scenario_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -157,7 +180,17 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         builder = builder.tool(ScenarioTool { spec, behavior: t["behavior"].clone() });
     }
     let approvals = ScriptedApprovals::new(&scenario);
-    if let Some(policy) = scenario.get("policy") {
+    for name in scenario.get("builtins").and_then(Value::as_array).into_iter().flatten() {
+        let name = name.as_str().unwrap_or_default();
+        builder = builder.tool_arc(ambit::tools::builtin::by_name(name).ok_or(format!("no built-in {name}"))?);
+    }
+    let fixture = write_fixture(&scenario)?;
+    let mut policy = scenario.get("policy").cloned();
+    if let Some(dir) = &fixture {
+        let p = policy.get_or_insert_with(|| serde_json::json!({}));
+        p["working_directory"] = Value::String(dir.display().to_string());
+    }
+    if let Some(policy) = policy {
         let mut config = policy.clone();
         let on = config.as_object_mut().and_then(|o| o.remove("approvals")) == Some(Value::Bool(true));
         let config = PolicyConfig::from_json(&config.to_string()).map_err(|e| e.to_string())?;

@@ -22,10 +22,10 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Union, overl
 from . import _native
 from ._schema import function_schema
 from . import events
-from .errors import AmbitError, BudgetExceeded, ConfigError, MaxTurnsExceeded, ModelError, RunCancelled
+from .errors import AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, MaxTurnsExceeded, ModelError, RunCancelled
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
-from .policy import Approve, ApprovalRequest, Deny, Level, Policy, Revise, ToolListing
+from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
 from .session import SESSION_TOOLS, Sessions
@@ -35,6 +35,8 @@ from .ledger import Ledger, LedgerError
 __all__ = [
     "Agent",
     "Subagents",
+    "Later",
+    "AwaitingApproval",
     "Sessions",
     "SESSION_TOOLS",
     "Ledger",
@@ -340,6 +342,12 @@ class Agent:
         ``approval`` says whether its calls go to the approval handler. MCP tools appear once their
         server was listed (before a run's first model request)."""
         return [ToolListing(**t) for t in json.loads(self._native.list_tools())]
+
+    async def refresh_tools(self) -> None:
+        """Connects the MCP servers not yet connected and re-lists those that changed, as a run does
+        before each model request; :meth:`list_tools` then shows their tools. A server that fails is
+        reported unavailable (to the model, in the catalog), not raised."""
+        await self._native.refresh_tools()
 
     async def run(self, input: str) -> RunResult:
         """Runs the loop from one user message to the final answer."""

@@ -59,7 +59,17 @@ class RunCancelled(AmbitError):
     code = "cancelled"
 
 
+class AwaitingApproval(AmbitError):
+    """A session run parked: a call waits on an approval answered later. A signal, not a failure:
+    ``Sessions.resume(agent, session_id, decision)`` — from any process and language — continues it.
+    ``session_id`` and ``request`` (the ApprovalRequest's fields) say what waits."""
+
+    session_id: str
+    request: dict[str, Any]
+
+
 _BY_CODE: dict[str, type[AmbitError]] = {
+    "awaiting_approval": AwaitingApproval,
     "config": ConfigError,
     "model_http": ModelError,
     "model_transport": ModelError,
@@ -82,4 +92,8 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
             setattr(exc, key, details[key])
     if "usage" in details:
         exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
+    if "session_id" in details:
+        exc.session_id = details["session_id"]  # type: ignore[attr-defined]
+    if "request" in details:
+        exc.request = json.loads(details["request"])  # type: ignore[attr-defined]
     return exc

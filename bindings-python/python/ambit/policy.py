@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence, Union
 
-__all__ = ["Approve", "ApprovalRequest", "Deny", "Policy", "Revise", "ToolListing", "Level", "Network"]
+__all__ = ["Approve", "ApprovalRequest", "Deny", "Later", "Policy", "Revise", "ToolListing", "Level", "Network"]
 
 Level = Literal["none", "read", "workspace", "unrestricted"]
 Network = Literal["none", "remote", "unrestricted"]
@@ -45,7 +45,14 @@ class Revise:
     arguments: Mapping[str, Any]
 
 
-Decision = Union[Approve, Deny, Revise]
+@dataclass(frozen=True)
+class Later:
+    """Not now: in a session run (``Sessions.run``) the run parks in ``awaiting_approval`` until
+    ``Sessions.resume`` brings the answer, from any process and language; outside a session the call
+    is refused."""
+
+
+Decision = Union[Approve, Deny, Revise, Later]
 ApprovalHandler = Callable[[ApprovalRequest], Union[Decision, Awaitable[Decision]]]
 
 
@@ -56,6 +63,8 @@ def _decision_json(answer: Any) -> str:
         return json.dumps({"decision": "deny", "reason": answer.reason})
     if isinstance(answer, Revise):
         return json.dumps({"decision": "revise", "arguments": dict(answer.arguments)})
+    if isinstance(answer, Later):
+        return '{"decision": "later"}'
     raise TypeError(f"an approval handler returns Approve(), Deny(reason) or Revise(arguments), not {answer!r}")
 
 

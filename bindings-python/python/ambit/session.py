@@ -17,6 +17,7 @@ from . import _native
 
 if TYPE_CHECKING:
     from . import Agent, RunResult
+    from .policy import ApprovalRequest, Decision
 
 __all__ = ["Sessions", "SESSION_TOOLS"]
 
@@ -59,6 +60,19 @@ class Sessions:
     async def read(self, session_id: str, start: int, limit: int = 1) -> str:
         """``conversation_read``: up to 20 entries from ``#start``."""
         return await self._native.read(session_id, start, limit)
+
+    async def resume(self, agent: "Agent", session_id: str, decision: "Decision") -> "RunResult":
+        """Answers the approval a parked session waits on and continues the run as if the answer had come
+        live. Raises :class:`AwaitingApproval` when another call of the same turn still waits."""
+        from . import _result
+        from .policy import _decision_json
+        return _result(json.loads(await self._native.resume(agent._native, session_id, _decision_json(decision))))
+
+    async def pending(self, session_id: str) -> "ApprovalRequest | None":
+        """The approval a parked session waits on, or None."""
+        from .policy import ApprovalRequest
+        raw = json.loads(await self._native.pending(session_id))
+        return None if raw is None else ApprovalRequest(**raw)
 
     async def entries(self, session_id: str) -> list[dict[str, Any]]:
         """The whole log: ``{"index", "kind", ...}`` per entry, boundaries and summaries included."""

@@ -67,6 +67,8 @@ pub(crate) enum GateOutcome {
     Refused { message: String },
     /// A person denied it.
     Denied { reason: String },
+    /// The handler answered later: the run parks on this call (crate::session).
+    Parked { request: ApprovalRequest },
 }
 
 /// Decides, reads the arguments, asks when it must, and runs the tool.
@@ -114,8 +116,33 @@ pub(crate) async fn run_call(
         .decide(&request)
         .await
         .unwrap_or_else(|e| ApprovalDecision::Deny { reason: format!("the approval handler failed: {e}") });
+    if answer == ApprovalDecision::Later {
+        return GateOutcome::Parked { request };
+    }
+    answered(session, tool, call_id, arguments, answer).await
+}
+
+/// What an answer does to a call put to a person: the same for a live answer and for one given later,
+/// when a parked run is resumed.
+pub(crate) async fn answered(
+    session: &Session,
+    tool: &dyn Tool,
+    call_id: &str,
+    arguments: Value,
+    answer: ApprovalDecision,
+) -> GateOutcome {
+    let spec = tool.spec();
+    let ctx = ToolContext {
+        call_id: call_id.to_string(),
+        level: session.policy.level,
+        scope: session.scope.clone(),
+        network: session.policy.network,
+    };
     let run_with = match &answer {
         ApprovalDecision::Approve => arguments,
+        ApprovalDecision::Later => {
+            return GateOutcome::Refused { message: format!("tool '{}' needs an answer now, not later", spec.name) };
+        }
         ApprovalDecision::Deny { reason } => return GateOutcome::Denied { reason: reason.clone() },
         ApprovalDecision::Revise { arguments: revised } => {
             match read_arguments(&spec.parameters, &spec.allow_blank, revised.clone()) {

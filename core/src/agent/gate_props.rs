@@ -251,6 +251,7 @@ async fn no_tool_body_runs_outside_the_rules() {
                 assert!(bodies.is_empty(), "refused but ran: {ctx}");
                 assert!(message.contains("'tool'"), "a refusal names the tool: {message}");
             }
+            GateOutcome::Parked { .. } => panic!("no handler here answers later: {ctx}"),
             GateOutcome::Denied { .. } => {
                 denied += 1;
                 assert!(bodies.is_empty(), "denied but ran: {ctx}");

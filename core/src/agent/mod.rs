@@ -305,8 +305,9 @@ impl Agent {
         &self.inner.tools
     }
 
-    /// Every registered tool with its effective level and status (offered, blocked, above level) and
-    /// whether its calls go to the approval handler.
+    /// Every tool with its effective level and status (offered, blocked, above level, deferred, hidden)
+    /// and whether its calls go to the approval handler: the registered ones, then the MCP servers'
+    /// as last listed ([`Agent::refresh_tools`] lists them before a run does).
     pub fn list_tools(&self) -> Vec<ToolListing> {
         // With deferral and MCP (agent/tooling.rs): `deferred` and `hidden` too, and the MCP tools as
         // last listed.
@@ -450,6 +451,10 @@ impl Agent {
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
             }
             subagent::steer_into(&mut request.messages);
+            if crate::session::parked_at(&request.messages) {
+                // A call waits on an answer given later (crate::session): the run stops here, persisted.
+                return Err(Error::Cancelled);
+            }
         }
         Err(Error::MaxTurns { max_turns: inner.max_turns, usage })
     }
@@ -493,6 +498,10 @@ impl Agent {
         };
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
+            gate::GateOutcome::Parked { request } => match crate::session::park(&call.id, &call.name, request) {
+                Ok(note) => (arguments, note, true),
+                Err(why) => (arguments, format!("Error: {}", refused(why)), true),
+            },
             gate::GateOutcome::Denied { reason } => {
                 let msg = refused(format!("the call to tool '{}' was denied: {reason}", call.name));
                 (arguments, format!("Error: {msg}"), true)

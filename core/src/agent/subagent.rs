@@ -112,15 +112,48 @@ struct Running {
 
 tokio::task_local! {
     /// The conversation a session run continues (crate::session), taken once by the run that starts.
-    static PRIOR: Mutex<Option<Vec<Message>>>;
+    static PRIOR: Mutex<Option<(Vec<Message>, bool)>>;
 }
 
-/// Runs `fut` (an agent's run) continuing `history`.
-pub(crate) async fn with_history<F: std::future::Future>(history: Vec<Message>, fut: F) -> F::Output {
-    PRIOR.scope(Mutex::new(Some(history)), fut).await
+/// Runs `fut` (an agent's run) continuing `history`; with `resume`, the run's input is not added (a
+/// parked run goes on from the tool results it waited for).
+pub(crate) async fn with_history<F: std::future::Future>(history: Vec<Message>, resume: bool, fut: F) -> F::Output {
+    PRIOR.scope(Mutex::new(Some((history, resume))), fut).await
+}
+
+/// Whether this code runs inside a sub-agent (which never parks: its parent waits on it).
+pub(crate) fn in_subagent() -> bool {
+    RUNNING.try_with(|_| ()).is_ok()
 }
 
 impl Agent {
+    /// Runs a call that waited for an answer, with the answer given now, and words its result the way
+    /// the loop words a live one (agent/mod.rs `dispatch`).
+    pub(crate) async fn answer_parked(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: Value,
+        answer: crate::permission::ApprovalDecision,
+    ) -> (String, bool) {
+        let Some(tool) = self.lookup_tool(name) else {
+            return (format!("Error: there is no tool named '{name}'"), true);
+        };
+        match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer).await {
+            super::gate::GateOutcome::Refused { message } => (format!("Error: {message}"), true),
+            super::gate::GateOutcome::Denied { reason } => {
+                (format!("Error: the call to tool '{name}' was denied: {reason}"), true)
+            }
+            super::gate::GateOutcome::Parked { .. } => (format!("Error: tool '{name}' needs an answer now"), true),
+            super::gate::GateOutcome::Ran { result, .. } => match result {
+                Ok(Value::String(s)) => (s, false),
+                Ok(v) => (v.to_string(), false),
+                Err(ToolError::Failed(m)) => (format!("Error: tool '{name}' failed: {m}"), true),
+                Err(ToolError::Cancelled) => (format!("Error: tool '{name}' was cancelled"), true),
+            },
+        }
+    }
+
     /// The model and instructions, for the session's summariser and gauge.
     pub(crate) fn model_and_instructions(&self) -> (Arc<dyn crate::model::Model>, Option<String>) {
         (self.inner.model.clone(), self.inner.instructions.clone())
@@ -129,13 +162,16 @@ impl Agent {
 
 /// The messages a run opens with: the conversation a follow-up continues, then the input.
 pub(crate) fn opening(input: String) -> Vec<Message> {
-    let mut messages = RUNNING
+    let (mut messages, resume) = RUNNING
         .try_with(|r| r.history.lock().unwrap_or_else(|p| p.into_inner()).take())
         .ok()
         .flatten()
+        .map(|h| (h, false))
         .or_else(|| PRIOR.try_with(|p| lock(p).take()).ok().flatten())
         .unwrap_or_default();
-    messages.push(Message::User { content: input });
+    if !resume {
+        messages.push(Message::User { content: input });
+    }
     messages
 }
 

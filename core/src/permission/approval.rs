@@ -28,6 +28,9 @@ pub enum ApprovalDecision {
     Approve,
     Deny { reason: String },
     Revise { arguments: Value },
+    /// Not now: in a session run, the run parks in state `awaiting_approval` until
+    /// `Sessions::resume` brings the answer, from any process; outside a session the call is refused.
+    Later,
 }
 
 /// Answers approval requests. Implemented by Rust types and by each binding for its language's plain

@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+mod escalate;
 pub mod rules;
 mod run;
 pub mod store;
@@ -22,8 +23,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use rules::{Entry, Item};
+pub use run::ParkedCall;
+pub(crate) use run::{park, parked_at};
 pub use store::SessionStore;
 pub use tools::tools;
+
+/// A built-in of this module by name: the four session tools and `escalate_to_human`.
+pub fn builtin(name: &str) -> Option<Arc<dyn crate::tools::Tool>> {
+    if name == "escalate_to_human" {
+        return Some(Arc::new(escalate::Escalate::new()));
+    }
+    tools().into_iter().find(|t| t.spec().name == name)
+}
 
 /// A session's failure: the store, a missing session, a bad argument, or the run itself.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +47,10 @@ pub enum SessionError {
     Store(String),
     #[error(transparent)]
     Run(#[from] crate::Error),
+    /// The run parked: a call waits on an answer given later (`Sessions::resume`). A signal, not a
+    /// failure.
+    #[error("session '{session_id}' is awaiting an approval for tool '{}'", request.tool)]
+    AwaitingApproval { session_id: String, request: Box<crate::permission::ApprovalRequest> },
 }
 
 impl SessionError {
@@ -46,6 +61,7 @@ impl SessionError {
             SessionError::NotFound(_) => "session_not_found",
             SessionError::Store(_) => "session_store",
             SessionError::Run(e) => e.code(),
+            SessionError::AwaitingApproval { .. } => "awaiting_approval",
         }
     }
 }

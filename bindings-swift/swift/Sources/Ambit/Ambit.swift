@@ -47,8 +47,9 @@ extension AmbitTool {
 
 /// What a tool call sees of the background task it runs in. `progress(_:)` reports a short note (also
 /// the task's heartbeat); `isCancelled` turns true when the task is asked to stop, so a long tool checks
-/// it at its checkpoints and unwinds. Outside the background, `inBackground` is false, progress goes
-/// nowhere and `isCancelled` stays false.
+/// it at its checkpoints and unwinds. A cancelled task also cancels the Swift `Task` the call runs in, so
+/// `Task.checkCancellation()` and cancellable awaits (`Task.sleep`) throw `CancellationError` too.
+/// Outside the background, `inBackground` is false and progress goes nowhere.
 public struct TaskContext: Sendable {
     let token: UInt64
 
@@ -58,7 +59,7 @@ public struct TaskContext: Sendable {
         _ = taskProgress(token: token, note: note)
     }
 
-    public var isCancelled: Bool { taskCancelled(token: token) }
+    public var isCancelled: Bool { Task.isCancelled || taskCancelled(token: token) }
 }
 
 /// A simple error for tools to throw: the message reaches the model as it is.
@@ -256,6 +257,11 @@ public final class Agent: Sendable {
     /// effective level, declared level, status (`deferred` and `hidden` by the deferral settings) and
     /// whether its calls go to the approval handler.
     public func listTools() -> [ToolListing] { core.listTools() }
+
+    /// Connects the MCP servers not yet connected and re-lists those that changed, as a run does before
+    /// each model request; `listTools()` then shows their tools. A server that fails is reported
+    /// unavailable (to the model, in the catalog), not thrown.
+    public func refreshTools() async { await core.refreshTools() }
 
     /// Runs the agent like `run(_:)`, as its events in order; the last is `.runFinished` with the result.
     /// A failed run throws its `AmbitError` after the events before it. Ending the iteration early

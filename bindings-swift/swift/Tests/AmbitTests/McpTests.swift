@@ -41,4 +41,25 @@ import Testing
         // A server that cannot start is no configuration error: it is reported unavailable at run time.
         _ = try Agent(model: model, mcpServers: [.stdio("gone", command: "/nonexistent/server")])
     }
+
+    /// Against the real server-everything (over streamable HTTP, started by scripts/test-swift.sh).
+    @Test func refreshToolsListsARealServerBeforeARun() async throws {
+        let agent = try Agent(
+            model: model,
+            mcpServers: [
+                .http("everything", url: try Paths.everythingURL(), levels: ["echo": .read], eagerLoadTools: ["get-sum"]),
+                .stdio("gone", command: "/nonexistent/server"),
+            ])
+        // Before: only the seven resource and prompt meta-tools; the servers' tools once they are listed.
+        #expect(agent.listTools().count == 7)
+        #expect(!agent.listTools().contains { $0.name.hasPrefix("mcp__") })
+        await agent.refreshTools()
+        let byName = Dictionary(uniqueKeysWithValues: agent.listTools().map { ($0.name, $0) })
+        #expect(byName["mcp__everything__echo"]?.status == .deferred)
+        #expect(byName["mcp__everything__echo"]?.level == .read)
+        #expect(byName["mcp__everything__get-sum"]?.status == .offered)
+        #expect(byName["mcp__everything__get-sum"]?.level == .unrestricted)
+        #expect(byName["mcp_prompt_get"]?.status == .deferred)
+        #expect(!byName.keys.contains { $0.hasPrefix("mcp__gone__") })
+    }
 }

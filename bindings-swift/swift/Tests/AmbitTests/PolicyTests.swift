@@ -38,7 +38,9 @@ func decision(_ json: [String: Any]) throws -> ApprovalDecision {
 
 /// The scenario's `policy` (the core's PolicyConfig fields, plus `"approvals": true` for the handler).
 func scenarioPolicy(_ scenario: [String: Any], _ approvals: ScriptedApprovals) throws -> Policy? {
-    guard var fields = scenario["policy"] as? [String: Any] else { return nil }
+    let fixture = try writeFixture(scenario)
+    guard var fields = scenario["policy"] as? [String: Any] ?? (fixture == nil ? nil : [:]) else { return nil }
+    if let fixture { fields["working_directory"] = fixture }
     let on = fields.removeValue(forKey: "approvals") as? Bool ?? false
     return try Policy(json: try jsonText(fields), approvals: on ? approvals as any ApprovalHandler : nil)
 }
@@ -201,4 +203,21 @@ struct Flagged: AmbitTool {
         #expect(byId["garbage"]?.result.contains("not JSON") == true, "\(byId["garbage"]?.result ?? "")")
         #expect(byId["throws"]?.result.contains("no one is at the desk") == true)
     }
+}
+
+/// Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory).
+func writeFixture(_ scenario: [String: Any]) throws -> String? {
+    guard let files = (scenario["fixture"] as? [String: Any])?["files"] as? [String: [String: Any]] else { return nil }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-fixture-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    for (name, spec) in files {
+        let text: String
+        if let t = spec["text"] as? String {
+            text = t
+        } else {
+            text = String(repeating: "\(spec["line"] as? String ?? "")\n", count: (spec["count"] as? NSNumber)?.intValue ?? 1)
+        }
+        try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+    }
+    return dir.path
 }

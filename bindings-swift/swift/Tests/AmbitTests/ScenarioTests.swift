@@ -91,13 +91,18 @@ final class SawCancel: @unchecked Sendable {
         lock.unlock()
     }
 
+    private func drain() -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        let got = names
+        names = []
+        return got
+    }
+
     /// Waits up to 5 s for a record, then takes them all.
     func take() async -> [String] {
         for _ in 0..<500 {
-            lock.lock()
-            let got = names
-            if !got.isEmpty { names = [] }
-            lock.unlock()
+            let got = drain()
             if !got.isEmpty { return got }
             try? await Task.sleep(nanoseconds: 10_000_000)
         }
@@ -128,7 +133,13 @@ struct ScenarioTool: AmbitTool {
                     SawCancel.shared.record(name)
                     return "stopped"
                 }
-                try await Task.sleep(nanoseconds: 10_000_000)
+                // A cancelled task also cancels this Swift Task: the sleep throws CancellationError.
+                do {
+                    try await Task.sleep(nanoseconds: 10_000_000)
+                } catch is CancellationError {
+                    SawCancel.shared.record(name)
+                    throw CancellationError()
+                }
             }
         }
         if let sleepsMs { try await Task.sleep(nanoseconds: UInt64(sleepsMs) * 1_000_000) }
@@ -310,6 +321,7 @@ func int(_ value: Any?) -> Int? {
             tools: tools,
             maxTurns: int(agentSettings["max_turns"]),
             policy: policy,
+            builtins: scenario["builtins"] as? [String] ?? [],
             maxConcurrency: int(agentSettings["max_concurrency"]),
             maxTokens: int((agentSettings["budget"] as? [String: Any])?["max_tokens"]),
             maxCost: ((agentSettings["budget"] as? [String: Any])?["max_cost"] as? NSNumber)?.doubleValue,

@@ -28,8 +28,9 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "file_write" => Arc::new(FileWrite::new()),
         "web_fetch" => Arc::new(WebFetch::new()),
         "shell_execute" => Arc::new(ShellExecute::new()),
-        // The session tools (conversation_search, conversation_read, context_check, context_compact).
-        _ => return crate::session::tools().into_iter().find(|t| t.spec().name == name),
+        // The session tools (conversation_search, conversation_read, context_check, context_compact) and
+        // escalate_to_human.
+        _ => return crate::session::builtin(name),
     })
 }
 

@@ -1,0 +1,124 @@
+'use strict';
+// Sessions in Node (SPEC §8): an append-only conversation log in SQLite (`sqlite:///path`) or PostgreSQL
+// (`postgres://…`). A run in a session continues its live window; compaction appends a boundary and a
+// summary and never deletes; a run whose approval handler answers `{decision: "later"}` parks, and
+// `resume` — from any process and language that opens the same store — continues it. Every rule lives
+// in the Rust core; this only translates.
+
+const native = require('./native/index.js');
+const core = require('./index.js');
+
+/** A session run parked on an approval (code "awaiting_approval"): `sessionId`, `request`. A signal, not a failure. */
+class AwaitingApprovalError extends core.AmbitError {
+  constructor(message, details = {}) {
+    super(message, 'awaiting_approval');
+    this.name = 'AwaitingApprovalError';
+    this.sessionId = details.sessionId;
+    this.request = details.request ? toRequest(details.request) : undefined;
+  }
+}
+
+/** The session tools, by built-in name: `new Agent({builtins: SESSION_TOOLS})`. */
+const SESSION_TOOLS = ['conversation_search', 'conversation_read', 'context_check', 'context_compact'];
+
+function toRequest(r) {
+  return {
+    callId: r.call_id,
+    tool: r.tool,
+    arguments: r.arguments,
+    toolLevel: r.tool_level,
+    sessionLevel: r.session_level,
+    reason: r.reason,
+  };
+}
+
+function toError(error) {
+  if (error.code === 'awaiting_approval') return new AwaitingApprovalError(error.message, error.details);
+  if (error.code === 'session_not_found' || error.code === 'session_store' || error.code === 'invalid_argument') {
+    return new core.AmbitError(error.message, error.code);
+  }
+  // A run's own failure: the same error class Agent.run would throw.
+  const details = error.details && error.details.usage ? JSON.stringify({ usage: error.details.usage }) : undefined;
+  return core._toError({ code: error.code, message: error.message, details });
+}
+
+function unwrap(text) {
+  const envelope = JSON.parse(text);
+  if (!envelope.ok) throw toError(envelope.error);
+  return envelope.value;
+}
+
+function handle(agent) {
+  if (!(agent instanceof core.Agent)) throw new TypeError('Sessions: agent must be an ambit Agent');
+  return agent._nativeHandle();
+}
+
+/** An open session store. */
+class Sessions {
+  constructor(handle) {
+    this._native = handle;
+  }
+
+  /**
+   * Opens the store, applying its migrations. Auto-compaction fires when a run would start past
+   * `compactAt` of `contextWindow` tokens; a compaction keeps the latest `keepRecent` rounds verbatim.
+   */
+  static async open(url, { contextWindow = 200_000, compactAt = 0.85, keepRecent = 2 } = {}) {
+    const config = JSON.stringify({ context_window: contextWindow, compact_at: compactAt, keep_recent: keepRecent });
+    try {
+      return new Sessions(await native.openSessions(url, config));
+    } catch (e) {
+      let error;
+      try {
+        error = JSON.parse(e.message);
+      } catch {
+        throw e;
+      }
+      throw toError(error);
+    }
+  }
+
+  /** A new, empty session; its id. */
+  async create() {
+    return unwrap(await this._native.create());
+  }
+
+  /** Runs `agent` on `input` in the session, continuing its conversation. */
+  async run(agent, sessionId, input) {
+    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)));
+  }
+
+  /** Answers the approval a parked session waits on (`{decision: "approve"}`, `"deny"` with a reason,
+   *  `"revise"` with arguments) and continues the run as if the answer had come live. */
+  async resume(agent, sessionId, decision) {
+    return core._toRunResult(unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))));
+  }
+
+  /** The approval a parked session waits on, or null. */
+  async pending(sessionId) {
+    const r = unwrap(await this._native.pending(sessionId));
+    return r == null ? null : toRequest(r);
+  }
+
+  /** Compacts now (the agent's model writes the summary); false when there was nothing to summarise. */
+  async compact(agent, sessionId) {
+    return unwrap(await this._native.compact(handle(agent), sessionId));
+  }
+
+  /** `conversation_search`: matching lines tagged `#N role:`. */
+  async search(sessionId, query, { isRegex = false, limit = 20 } = {}) {
+    return unwrap(await this._native.search(sessionId, query, isRegex, limit));
+  }
+
+  /** `conversation_read`: up to 20 entries from `#start`. */
+  async read(sessionId, start, limit = 1) {
+    return unwrap(await this._native.read(sessionId, start, limit));
+  }
+
+  /** The whole log, boundaries and summaries included. */
+  async entries(sessionId) {
+    return unwrap(await this._native.entries(sessionId));
+  }
+}
+
+module.exports = { Sessions, AwaitingApprovalError, SESSION_TOOLS };

@@ -1,0 +1,130 @@
+//! Sessions for Node (SPEC §8): open, create, run in a session, resume a parked run, search and read.
+//! Every call resolves to the JSON text of `{"ok": true, "value": …}` or
+//! `{"ok": false, "error": {code, message, details}}`; `sessions.js` turns these into objects and typed
+//! errors. Every rule lives in the core.
+
+use ambit::session::{SessionConfig, SessionError, Sessions};
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+use serde_json::{Value, json};
+
+use crate::NativeAgent;
+
+fn error_value(e: &SessionError) -> Value {
+    let details = match e {
+        SessionError::AwaitingApproval { session_id, request } => json!({"sessionId": session_id, "request": request}),
+        SessionError::Run(err) => json!({"usage": err.usage()}),
+        _ => json!({}),
+    };
+    json!({"code": e.code(), "message": e.to_string(), "details": details})
+}
+
+/// Runs `f` on the core's runtime and answers the envelope.
+async fn envelope<F>(f: F) -> String
+where
+    F: std::future::Future<Output = Result<Value, SessionError>> + Send + 'static,
+{
+    let out = match ambit::runtime::runtime().spawn(f).await {
+        Ok(Ok(value)) => json!({"ok": true, "value": value}),
+        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
+        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": format!("the session call stopped unexpectedly: {e}")}}),
+    };
+    out.to_string()
+}
+
+macro_rules! value {
+    ($v:expr) => {
+        serde_json::to_value($v).map_err(|e| SessionError::Store(e.to_string()))
+    };
+}
+
+/// An open session store.
+#[napi]
+pub struct NativeSessions {
+    sessions: Sessions,
+}
+
+/// Opens `sqlite:///path` or `postgres://…` with a SessionConfig as JSON. Resolves to the envelope; the
+/// store itself is then taken with [`take_sessions`].
+#[napi]
+pub async fn open_sessions(url: String, config: String) -> napi::Result<NativeSessions> {
+    let opened = ambit::runtime::runtime()
+        .spawn(async move {
+            let config: SessionConfig =
+                serde_json::from_str(&config).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
+            Sessions::open(&url).await?.with_config(config)
+        })
+        .await;
+    match opened {
+        Ok(Ok(sessions)) => Ok(NativeSessions { sessions }),
+        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
+        Err(e) => Err(napi::Error::from_reason(json!({"code": "internal", "message": e.to_string()}).to_string())),
+    }
+}
+
+#[napi]
+impl NativeSessions {
+    /// A new session's id.
+    #[napi]
+    pub async fn create(&self) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.create().await?) }).await
+    }
+
+    /// Runs the agent in the session; the RunResult.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn run<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String, input: String) -> napi::Result<PromiseRaw<'env, String>> {
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        env.spawn_future(async move { Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await) })
+    }
+
+    /// Answers the approval a parked session waits on (`decision` as JSON) and continues the run.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn resume<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String, decision: String) -> napi::Result<PromiseRaw<'env, String>> {
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        env.spawn_future(async move {
+            Ok(envelope(async move {
+                let decision: ambit::ApprovalDecision =
+                    serde_json::from_str(&decision).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
+                value!(s.resume(&agent, &session_id, decision).await?)
+            })
+            .await)
+        })
+    }
+
+    /// Compacts the session now; whether anything was summarised.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn compact<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String) -> napi::Result<PromiseRaw<'env, String>> {
+        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+        env.spawn_future(async move { Ok(envelope(async move { value!(s.compact(&agent, &session_id).await?) }).await) })
+    }
+
+    /// The approval a parked session waits on, or null.
+    #[napi]
+    pub async fn pending(&self, session_id: String) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.pending(&session_id).await?) }).await
+    }
+
+    /// `conversation_search` over the session.
+    #[napi]
+    pub async fn search(&self, session_id: String, query: String, is_regex: bool, limit: u32) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.search(&session_id, &query, is_regex, limit as usize).await?) }).await
+    }
+
+    /// `conversation_read` over the session.
+    #[napi]
+    pub async fn read(&self, session_id: String, start: i64, limit: u32) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.read(&session_id, start, limit as usize).await?) }).await
+    }
+
+    /// The whole log.
+    #[napi]
+    pub async fn entries(&self, session_id: String) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.entries(&session_id).await?) }).await
+    }
+}

@@ -1,0 +1,185 @@
+'use strict';
+// Sessions from Node, and parked approvals across processes and languages: a run parked by Python is
+// resumed here, and a run parked here is resumed by Python, on SQLite and (when scripts/test.sh started
+// it) PostgreSQL. The Python side runs in the cached virtualenv the Python suite built.
+
+const { test, describe } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+const { spawn, execFileSync } = require('node:child_process');
+
+const { Agent, OpenAIChat, tool, Sessions, AwaitingApprovalError, SESSION_TOOLS } = require('..');
+
+const CACHE = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+
+function providerPath() {
+  const candidates = [
+    process.env.AMBIT_PROVIDER,
+    process.env.CARGO_TARGET_DIR && path.join(process.env.CARGO_TARGET_DIR, 'debug', 'ambit-provider'),
+    path.join(CACHE, 'target', 'debug', 'ambit-provider'),
+  ].filter(Boolean);
+  const found = candidates.find((p) => fs.existsSync(p));
+  assert.ok(found, `the loopback provider is not built (looked in ${candidates.join(', ')})`);
+  return found;
+}
+
+function pythonPath() {
+  const found = [process.env.AMBIT_PY, path.join(CACHE, 'venv', 'bin', 'python')].filter(Boolean).find((p) => fs.existsSync(p));
+  assert.ok(found, 'the Python virtualenv is not built: run bash scripts/test-python.sh first');
+  return found;
+}
+
+function startProvider(name, exchanges) {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-sessions-')), `${name}.json`);
+  fs.writeFileSync(file, JSON.stringify({ name, exchanges }));
+  const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const stop = () => {
+    child.stdin.end();
+    if (child.exitCode === null) child.kill();
+  };
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    readline.createInterface({ input: child.stdout }).once('line', (line) => resolve({ baseUrl: line.trim(), stop }));
+  });
+}
+
+/** Store URLs: SQLite always, PostgreSQL when the test script started one. */
+function stores() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-store-'));
+  const out = [['sqlite', `sqlite://${path.join(dir, 'sessions.db')}`]];
+  if (process.env.AMBIT_TEST_POSTGRES_URL) out.push(['postgres', process.env.AMBIT_TEST_POSTGRES_URL]);
+  return out;
+}
+
+const sendEmail = tool({
+  name: 'send_email',
+  description: 'Send the drafted email.',
+  parameters: { type: 'object', properties: { to: { type: 'string' } }, required: ['to'] },
+  level: 'read',
+  requiresApproval: true,
+  run: async ({ to }) => `sent to ${to}`,
+});
+
+function emailAgent(baseUrl, answer) {
+  return new Agent({
+    model: new OpenAIChat('m', { baseUrl, maxRetries: 0 }),
+    tools: [sendEmail],
+    policy: { level: 'read', approvals: async () => answer },
+  });
+}
+
+// The same agent in Python: its handler answers `answer` (a Python expression).
+const PY_AGENT = (answer) => `
+import asyncio, sys, ambit
+
+@ambit.tool(level="read", requires_approval=True)
+def send_email(to: str) -> str:
+    """Send the drafted email."""
+    return f"sent to {to}"
+
+def agent(base_url):
+    return ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[send_email],
+                       policy=ambit.Policy(level="read", approvals=lambda r: ${answer}))
+`;
+
+function python(code, args) {
+  return execFileSync(pythonPath(), ['-c', code, ...args], { encoding: 'utf8' }).trim();
+}
+
+const PARK_EXCHANGES = [
+  { respond: { tool_calls: [{ id: 'a', name: 'send_email', arguments: { to: 'ops@example.com' } }] } },
+  {
+    expect: { messages_count: 3, messages_tail: [{ role: 'tool', tool_call_id: 'a', content: 'sent to ops@example.com' }] },
+    respond: { content: 'Sent.' },
+  },
+];
+
+describe('sessions', () => {
+  for (const [kind, url] of stores()) {
+    test(`runs continue the log and compaction keeps it searchable (${kind})`, async () => {
+      const p = await startProvider('node_sessions', [
+        { expect: { messages_count: 1 }, respond: { content: 'Noted.' } },
+        { expect: { messages_count: 3 }, respond: { content: 'Deployed.' } },
+        { expect: { messages_count: 2, tool_names: [] }, respond: { content: 'The token location was given.' } },
+        { expect: { messages_count: 4 }, respond: { content: 'In vault/ops.' } },
+      ]);
+      try {
+        const sessions = await Sessions.open(url, { keepRecent: 1 });
+        const agent = new Agent({ model: new OpenAIChat('m', { baseUrl: p.baseUrl, maxRetries: 0 }), builtins: SESSION_TOOLS });
+        const sid = await sessions.create();
+        await sessions.run(agent, sid, 'The auth token is in vault/ops.');
+        await sessions.run(agent, sid, 'Deploy now.');
+        assert.equal(await sessions.compact(agent, sid), true);
+        const r = await sessions.run(agent, sid, 'Where was the token?');
+        assert.equal(r.output, 'In vault/ops.');
+        assert.ok((await sessions.search(sid, 'VAULT')).startsWith('#1 user: The auth token is in vault/ops.'));
+        const kinds = (await sessions.entries(sid)).map((e) => e.kind);
+        assert.deepEqual(kinds.slice(0, 6), ['message', 'message', 'message', 'message', 'boundary', 'summary']);
+      } finally {
+        p.stop();
+      }
+    });
+
+    test(`a run parked by Python is resumed by Node (${kind})`, async () => {
+      const p = await startProvider('py_parks', PARK_EXCHANGES);
+      try {
+        const sid = python(
+          `${PY_AGENT('ambit.Later()')}
+async def main(url, base_url):
+    sessions = await ambit.Sessions.open(url)
+    sid = await sessions.create()
+    try:
+        await sessions.run(agent(base_url), sid, "Send it.")
+    except ambit.AwaitingApproval as e:
+        assert e.request["tool"] == "send_email", e.request
+        print(sid)
+asyncio.run(main(sys.argv[1], sys.argv[2]))`,
+          [url, p.baseUrl],
+        );
+        assert.match(sid, /^[0-9a-f]{20}$/);
+        const sessions = await Sessions.open(url);
+        assert.equal((await sessions.pending(sid)).tool, 'send_email');
+        const r = await sessions.resume(emailAgent(p.baseUrl, { decision: 'deny', reason: 'unused' }), sid, { decision: 'approve' });
+        assert.equal(r.output, 'Sent.');
+        assert.equal(await sessions.pending(sid), null);
+      } finally {
+        p.stop();
+      }
+    });
+
+    test(`a run parked by Node is resumed by Python (${kind})`, async () => {
+      const p = await startProvider('node_parks', PARK_EXCHANGES);
+      try {
+        const sessions = await Sessions.open(url);
+        const sid = await sessions.create();
+        await assert.rejects(sessions.run(emailAgent(p.baseUrl, { decision: 'later' }), sid, 'Send it.'), (e) => {
+          assert.ok(e instanceof AwaitingApprovalError, String(e));
+          assert.equal(e.code, 'awaiting_approval');
+          assert.equal(e.request.tool, 'send_email');
+          return true;
+        });
+        const out = python(
+          `${PY_AGENT('ambit.Deny("unused")')}
+async def main(url, base_url, sid):
+    sessions = await ambit.Sessions.open(url)
+    result = await sessions.resume(agent(base_url), sid, ambit.Approve())
+    print(result.output)
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))`,
+          [url, p.baseUrl, sid],
+        );
+        assert.equal(out, 'Sent.');
+        const log = await sessions.entries(sid);
+        assert.deepEqual(
+          log.map((e) => e.message && e.message.role),
+          ['user', 'assistant', 'tool', 'assistant'],
+        );
+        assert.equal(log[2].message.content, 'sent to ops@example.com');
+      } finally {
+        p.stop();
+      }
+    });
+  }
+});
