@@ -241,6 +241,8 @@ export interface AgentOptions {
    * refused by name. `true` takes the defaults.
    */
   subagents?: boolean | SubagentOptions;
+  /** The work ledger's four tools bound to one run of a routine: `ledger.forRoutine(scope, {runId, routineId})`. */
+  ledger?: RoutineLedger;
 }
 
 /** Sub-agent settings. */
@@ -484,6 +486,23 @@ export declare class Ledger {
     runId: string,
     options?: { limits?: RoutineLimits },
   ): Promise<{ stop: 'nothing_workable' | 'queue_empty' | 'run_did_not_report' | 'report_stale' | null; startRuns: number }>;
+  /**
+   * The four agent tools (`claim_work`, `record_work`, `list_work_ledger`, `report_backlog`) bound to one
+   * run of a routine, for `new Agent({ledger})`; the SDK fills in scope, routine id, run id and tokens.
+   */
+  forRoutine(
+    scope: string,
+    options: { runId: string; routineId?: string | null; limit?: number; leaseMs?: number; limits?: RoutineLimits },
+  ): RoutineLedger;
+}
+
+/** The ledger's four agent tools bound to one run of a routine (`ledger.forRoutine(...)`). */
+export declare class RoutineLedger {
+  private constructor();
+  readonly scope: string;
+  readonly routineId: string | null;
+  readonly runId: string;
+  readonly toolNames: string[];
 }
 
 /**
@@ -497,4 +516,52 @@ export declare class TaskContext {
   readonly inBackground: boolean;
   progress(note: string): void;
   readonly cancelled: boolean;
+}
+
+// ---- Sessions (sessions.js): an append-only conversation log; parked approvals. ----
+
+/** The session tools, by built-in name: `new Agent({ builtins: SESSION_TOOLS })`. */
+export declare const SESSION_TOOLS: readonly ['conversation_search', 'conversation_read', 'context_check', 'context_compact'];
+
+/** What a parked run waits on. */
+export interface PendingApproval {
+  callId: string;
+  tool: string;
+  arguments: unknown;
+  toolLevel: Level;
+  sessionLevel: Level;
+  reason: 'above_level' | 'requires_approval';
+}
+
+/** An answer given to a parked run. (An approval handler may also answer `{ decision: 'later' }`.) */
+export type ResumeDecision =
+  | { decision: 'approve' }
+  | { decision: 'deny'; reason: string }
+  | { decision: 'revise'; arguments: Record<string, unknown> };
+
+/** A session run parked on an approval (code "awaiting_approval"). A signal, not a failure. */
+export declare class AwaitingApprovalError extends AmbitError {
+  readonly sessionId: string;
+  readonly request: PendingApproval;
+}
+
+/** One entry of a session's log: `#index`, and a message, a compaction boundary or a summary. */
+export type SessionEntry =
+  | { index: number; kind: 'message'; message: Record<string, unknown> }
+  | { index: number; kind: 'boundary'; keep_from: number }
+  | { index: number; kind: 'summary'; text: string };
+
+/** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
+export declare class Sessions {
+  static open(url: string, options?: { contextWindow?: number; compactAt?: number; keepRecent?: number }): Promise<Sessions>;
+  create(): Promise<string>;
+  /** Runs the agent in the session, continuing its conversation; a parked run rejects with AwaitingApprovalError. */
+  run(agent: Agent, sessionId: string, input: string): Promise<RunResult>;
+  /** Answers the approval a parked session waits on, from any process or language, and continues the run. */
+  resume(agent: Agent, sessionId: string, decision: ResumeDecision): Promise<RunResult>;
+  pending(sessionId: string): Promise<PendingApproval | null>;
+  compact(agent: Agent, sessionId: string): Promise<boolean>;
+  search(sessionId: string, query: string, options?: { isRegex?: boolean; limit?: number }): Promise<string>;
+  read(sessionId: string, start: number, limit?: number): Promise<string>;
+  entries(sessionId: string): Promise<SessionEntry[]>;
 }

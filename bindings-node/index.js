@@ -213,6 +213,7 @@ class Agent {
       mcpServers,
       deferral,
       subagents,
+      ledger,
     } = options;
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
@@ -231,6 +232,9 @@ class Agent {
         throw new TypeError(`Agent: tools[${i}] is not a tool; make it with tool({name, description, parameters, run})`);
       }
     });
+    if (ledger != null && !(ledger._native instanceof native.NativeLedgerTools)) {
+      throw new TypeError(`Agent: ledger must be the tools of a routine's run, ledger.forRoutine(scope, {runId}), got ${describe(ledger)}`);
+    }
     const built = native.createAgent(
       {
         model: model == null ? undefined : model.toNative(),
@@ -251,6 +255,7 @@ class Agent {
         builtins: toNativeBuiltins(builtins),
       },
       tools.map((t) => t._native),
+      ledger == null ? undefined : ledger._native,
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;

@@ -102,6 +102,24 @@ class ClaimResult {
   }
 }
 
+/**
+ * The ledger's four agent tools (`claim_work`, `record_work`, `list_work_ledger`, `report_backlog`)
+ * bound to one run of a routine: `new Agent({model, ledger: ledger.forRoutine(scope, {runId, routineId})})`.
+ * The scope, routine id, run id and claim tokens are filled in by the SDK, never by the model.
+ */
+class RoutineLedger {
+  constructor(handle, scope, routineId, runId) {
+    this._native = handle;
+    this.scope = scope;
+    this.routineId = routineId;
+    this.runId = runId;
+  }
+  /** The tools' names, in registration order. */
+  get toolNames() {
+    return this._native.names();
+  }
+}
+
 /** The work ledger on SQLite or PostgreSQL. */
 class Ledger {
   constructor(handle) {
@@ -156,6 +174,29 @@ class Ledger {
     return toCamel(unwrap(await this._native.reportBacklog(routineId, subjectKeys, batchSize, limitsJson(limits), runId)));
   }
 
+  /**
+   * The four agent tools bound to one run of a routine, for `new Agent({ledger})`. `limit`: the most one
+   * `claim_work` grants; `limits`: the routine's, for `report_backlog` (which needs `routineId`).
+   */
+  forRoutine(scope, { runId, routineId = null, limit = 5, leaseMs = 3_600_000, limits } = {}) {
+    if (typeof scope !== 'string' || typeof runId !== 'string') {
+      throw new TypeError('forRoutine(scope, {runId}): scope and runId are strings');
+    }
+    let handle;
+    try {
+      handle = this._native.toolsForRoutine(scope, runId, limit, leaseMs, limitsJson(limits), routineId);
+    } catch (e) {
+      let error;
+      try {
+        error = JSON.parse(e.message);
+      } catch {
+        throw e;
+      }
+      throw toError(error);
+    }
+    return new RoutineLedger(handle, scope, routineId, runId);
+  }
+
   /** After a run of a draining routine finishes: `{stop, startRuns}`. */
   async drainDecision(routineId, runId, { limits } = {}) {
     return toCamel(unwrap(await this._native.drainDecision(routineId, runId, limitsJson(limits))));
@@ -164,6 +205,7 @@ class Ledger {
 
 module.exports = {
   Ledger,
+  RoutineLedger,
   ClaimResult,
   LedgerError,
   InvalidBatchError,

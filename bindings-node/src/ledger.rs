@@ -2,6 +2,7 @@
 //! `{"ok": false, "error": {code, message, details}}`; `ledger.js` turns these into objects and typed
 //! errors. Every rule lives in the core.
 
+use ambit::ledger::tools::{RoutineRun, ledger_tools};
 use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions, ListQuery, RoutineLimits};
 use napi_derive::napi;
 use serde_json::{Value, json};
@@ -44,6 +45,22 @@ macro_rules! parse {
     ($t:ty, $text:expr) => {
         serde_json::from_str::<$t>($text).map_err(|e| LedgerError::InvalidArgument(e.to_string()))
     };
+}
+
+/// The four ledger tools bound to one run of a routine (`ledger.forRoutine(...)`), for
+/// `new Agent({ledger})`.
+#[napi]
+pub struct NativeLedgerTools {
+    pub(crate) tools: Vec<std::sync::Arc<dyn ambit::Tool>>,
+}
+
+#[napi]
+impl NativeLedgerTools {
+    /// The tools' names, in registration order.
+    #[napi]
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    }
 }
 
 /// An open ledger.
@@ -100,6 +117,26 @@ impl NativeLedger {
     pub async fn list(&self, query: String) -> String {
         let ledger = self.ledger.clone();
         envelope(async move { value!(ledger.list(&parse!(ListQuery, &query)?).await?) }).await
+    }
+
+    /// The four agent tools bound to one run of a routine; `limits`: the JSON text of RoutineLimits.
+    /// Throws with the JSON text of `{code, message}` as the message.
+    #[napi]
+    pub fn tools_for_routine(
+        &self,
+        scope: String,
+        run_id: String,
+        limit: u32,
+        lease_ms: i64,
+        limits: String,
+        routine_id: Option<String>,
+    ) -> napi::Result<NativeLedgerTools> {
+        let limits =
+            parse!(RoutineLimits, &limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
+        let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
+        run.routine_id = routine_id;
+        run.lease_ms = lease_ms;
+        Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
     }
 
     #[napi]

@@ -13,9 +13,9 @@ use napi_derive::napi;
 use serde_json::{Value, json};
 
 pub mod ledger;
-pub mod session;
 mod mcp;
 mod policy;
+pub mod session;
 
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of
 /// a JSON string back. Not callee-handled (called with the value itself), weak (a tool does not keep
@@ -205,14 +205,23 @@ impl NativeRunStream {
 
 /// Builds an agent, or returns the core's configuration error as data.
 #[napi]
-pub fn create_agent(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Either<NativeAgent, NativeError> {
-    match build(config, tools) {
+pub fn create_agent(
+    config: NativeAgentConfig,
+    tools: Vec<NativeToolConfig>,
+    ledger: Option<&ledger::NativeLedgerTools>,
+) -> Either<NativeAgent, NativeError> {
+    let ledger_tools = ledger.map(|l| l.tools.clone()).unwrap_or_default();
+    match build(config, tools, ledger_tools) {
         Ok(agent) => Either::A(NativeAgent { agent }),
         Err(e) => Either::B(NativeError::from_core(&e)),
     }
 }
 
-fn build(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Result<Agent, Error> {
+fn build(
+    config: NativeAgentConfig,
+    tools: Vec<NativeToolConfig>,
+    ledger_tools: Vec<Arc<dyn ambit::Tool>>,
+) -> Result<Agent, Error> {
     let mut builder = Agent::builder();
     if let Some(m) = config.model {
         builder = builder.model_arc(ModelConfig::from_json(&m.config)?.build()?);
@@ -238,6 +247,9 @@ fn build(config: NativeAgentConfig, tools: Vec<NativeToolConfig>) -> Result<Agen
         builder = builder.tool_arc(Arc::new(JsTool { spec, call: t.call }));
     }
     builder = policy::apply_builtins(builder, config.builtins.unwrap_or_default())?;
+    for tool in ledger_tools {
+        builder = builder.tool_arc(tool);
+    }
     builder = policy::apply_policy(builder, config.policy, config.approvals)?;
     builder.build()
 }

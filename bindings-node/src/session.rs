@@ -4,8 +4,8 @@
 //! errors. Every rule lives in the core.
 
 use ambit::session::{SessionConfig, SessionError, Sessions};
-use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
+use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use serde_json::{Value, json};
 
@@ -28,7 +28,9 @@ where
     let out = match ambit::runtime::runtime().spawn(f).await {
         Ok(Ok(value)) => json!({"ok": true, "value": value}),
         Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": format!("the session call stopped unexpectedly: {e}")}}),
+        Err(e) => {
+            json!({"ok": false, "error": {"code": "internal", "message": format!("the session call stopped unexpectedly: {e}")}})
+        }
     };
     out.to_string()
 }
@@ -74,14 +76,28 @@ impl NativeSessions {
 
     /// Runs the agent in the session; the RunResult.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn run<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String, input: String) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn run<'env>(
+        &self,
+        env: &'env Env,
+        agent: &NativeAgent,
+        session_id: String,
+        input: String,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        env.spawn_future(async move { Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await) })
+        env.spawn_future(
+            async move { Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await) },
+        )
     }
 
     /// Answers the approval a parked session waits on (`decision` as JSON) and continues the run.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn resume<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String, decision: String) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn resume<'env>(
+        &self,
+        env: &'env Env,
+        agent: &NativeAgent,
+        session_id: String,
+        decision: String,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
         env.spawn_future(async move {
             Ok(envelope(async move {
@@ -95,9 +111,16 @@ impl NativeSessions {
 
     /// Compacts the session now; whether anything was summarised.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn compact<'env>(&self, env: &'env Env, agent: &NativeAgent, session_id: String) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn compact<'env>(
+        &self,
+        env: &'env Env,
+        agent: &NativeAgent,
+        session_id: String,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        env.spawn_future(async move { Ok(envelope(async move { value!(s.compact(&agent, &session_id).await?) }).await) })
+        env.spawn_future(
+            async move { Ok(envelope(async move { value!(s.compact(&agent, &session_id).await?) }).await) },
+        )
     }
 
     /// The approval a parked session waits on, or null.

@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const { Ledger, AmbitError, InvalidBatchError, NotClaimedError, ScopePinnedError, LedgerError } = require('..');
+const { Agent, OpenAIChat, Ledger, RoutineLedger, AmbitError, InvalidBatchError, NotClaimedError, ScopePinnedError, LedgerError } = require('..');
 
 const url = () => `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`;
 
@@ -72,4 +72,21 @@ test('scope pinning and bad URLs', async () => {
     return true;
   });
   await assert.rejects(Ledger.open('mysql://nope'), (e) => e instanceof LedgerError && e.code === 'ledger_invalid_argument');
+});
+
+test('an agent gets the ledger tools of a routine run', async () => {
+  const ledger = await Ledger.open(url());
+  const routine = ledger.forRoutine('po.tracking', { runId: 'run-1', routineId: 'po-tracker', limit: 3 });
+  assert.ok(routine instanceof RoutineLedger);
+  assert.deepEqual(routine.toolNames, ['claim_work', 'record_work', 'list_work_ledger', 'report_backlog']);
+  assert.deepEqual([routine.scope, routine.routineId, routine.runId], ['po.tracking', 'po-tracker', 'run-1']);
+  const model = new OpenAIChat('gpt-4.1');
+  const agent = new Agent({ model, ledger: routine });
+  assert.deepEqual(agent.listTools().map((t) => t.name), routine.toolNames);
+  assert.throws(() => new Agent({ model, ledger }), /forRoutine/);
+  assert.throws(() => ledger.forRoutine('po.tracking', {}), TypeError);
+  assert.throws(
+    () => ledger.forRoutine('po.tracking', { runId: 'r', limits: { parallelLimit: -1 } }),
+    (e) => e instanceof LedgerError && e.code === 'ledger_invalid_argument',
+  );
 });

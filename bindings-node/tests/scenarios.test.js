@@ -26,6 +26,7 @@ const {
   MaxTurnsError,
   CancelledError,
   McpServer,
+  Ledger,
 } = require('..');
 
 const REPO = path.resolve(__dirname, '..', '..');
@@ -305,6 +306,15 @@ async function viaStream(agent, scenario) {
   return finished.result;
 }
 
+/** `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine. */
+async function scenarioLedger(scenario) {
+  const cfg = scenario.ledger;
+  if (!cfg) return undefined;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-'));
+  const ledger = await Ledger.open(`sqlite://${path.join(dir, 'ledger.db')}`);
+  return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
+}
+
 async function runScenario(file, mode = 'run') {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -323,6 +333,7 @@ async function runScenario(file, mode = 'run') {
       instructions: cfg.instructions,
       tools: scenario.tools.map(scenarioTool),
       builtins: scenario.builtins,
+      ledger: await scenarioLedger(scenario),
       maxTurns: cfg.max_turns,
       maxConcurrency: cfg.max_concurrency,
       checklist: cfg.checklist,

@@ -1,6 +1,7 @@
 //! `ambit._native.NativeLedger`: the work ledger for Python. Requests and results cross as JSON text;
 //! `ambit.ledger` turns them into dataclasses and enums, and ledger errors into its exceptions.
 
+use ambit::ledger::tools::{RoutineRun, ledger_tools};
 use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions, ListQuery, RoutineLimits};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -41,6 +42,21 @@ macro_rules! to_json {
     ($v:expr) => {
         serde_json::to_string($v).map_err(|e| ledger_err(LedgerError::Store(e.to_string())))
     };
+}
+
+/// The four ledger tools bound to one run of a routine; `ambit.ledger.RoutineLedger` wraps it and
+/// `ambit.Agent(ledger=...)` registers them.
+#[pyclass(name = "NativeLedgerTools", module = "ambit._native", frozen)]
+pub struct NativeLedgerTools {
+    pub(crate) tools: Vec<std::sync::Arc<dyn ambit::Tool>>,
+}
+
+#[pymethods]
+impl NativeLedgerTools {
+    /// The tools' names, in registration order.
+    fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    }
 }
 
 /// The native ledger; `ambit.ledger.Ledger` wraps it.
@@ -103,6 +119,24 @@ impl NativeLedger {
         let ledger = self.ledger.clone();
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         awaitable::into_awaitable(py, locals, async move { to_json!(&ledger.list(&query).await.map_err(ledger_err)?) })
+    }
+
+    /// The four agent tools bound to one run of a routine; `limits` is RoutineLimits as JSON.
+    #[pyo3(signature = (scope, run_id, limit, lease_ms, limits, routine_id=None))]
+    fn tools_for_routine(
+        &self,
+        scope: String,
+        run_id: String,
+        limit: usize,
+        lease_ms: i64,
+        limits: String,
+        routine_id: Option<String>,
+    ) -> PyResult<NativeLedgerTools> {
+        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+        let mut run = RoutineRun::new(scope, run_id).limit(limit).limits(limits);
+        run.routine_id = routine_id;
+        run.lease_ms = lease_ms;
+        Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
     }
 
     fn grant_reason_counts<'py>(&self, py: Python<'py>, scope: String) -> PyResult<Bound<'py, PyAny>> {

@@ -142,9 +142,10 @@ struct NativeAgent {
 #[pymethods]
 impl NativeAgent {
     /// `tools` holds `(spec_json, call, is_async)` tuples; `policy` is a PolicyConfig as JSON;
-    /// `approvals` is `(decide, is_async)`; `builtins` names built-in tools.
+    /// `approvals` is `(decide, is_async)`; `builtins` names built-in tools; `ledger_tools` are the
+    /// work ledger's tools bound to a routine's run.
     #[new]
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new()))]
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -155,6 +156,7 @@ impl NativeAgent {
         policy: Option<String>,
         approvals: Option<(Py<PyAny>, bool)>,
         builtins: Vec<String>,
+        ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
     ) -> PyResult<Self> {
         // `model` is a ModelConfig as JSON: the wire, the model's name, where, and how.
         let m = ModelConfig::from_json(&model).and_then(|c| c.build()).map_err(core_err)?;
@@ -181,6 +183,9 @@ impl NativeAgent {
                 )))
             })?;
             b = b.tool_arc(tool);
+        }
+        for tool in ledger_tools.iter().flat_map(|l| l.tools.iter()) {
+            b = b.tool_arc(tool.clone());
         }
         let handler =
             approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
@@ -286,6 +291,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;
+    m.add_class::<ledger::NativeLedgerTools>()?;
     m.add_class::<session::NativeSessions>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -59,7 +59,13 @@ impl NativeSessions {
     }
 
     /// Runs `agent` in the session; the RunResult as JSON.
-    fn run<'py>(&self, py: Python<'py>, agent: &NativeAgent, session_id: String, input: String) -> PyResult<Bound<'py, PyAny>> {
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        agent: &NativeAgent,
+        session_id: String,
+        input: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         awaitable::into_awaitable(py, locals, async move {
@@ -121,7 +127,11 @@ impl NativeSessions {
     fn read<'py>(&self, py: Python<'py>, session_id: String, start: i64, limit: usize) -> PyResult<Bound<'py, PyAny>> {
         let s = self.sessions.clone();
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move { s.read(&session_id, start, limit).await.map_err(session_err) })
+        awaitable::into_awaitable(
+            py,
+            locals,
+            async move { s.read(&session_id, start, limit).await.map_err(session_err) },
+        )
     }
 
     /// The whole log as JSON: `[{index, kind, ...}]`.

@@ -210,3 +210,26 @@ def test_a_failing_or_wrong_handler_denies_the_call(start_provider: Any) -> None
         assert any(f"the call to tool 'delete_branch' was denied: the approval handler failed" in m
                    and reason in m for m in state["mismatches"]), state
     assert ran == []
+
+
+def test_cancelling_a_run_stops_it_at_once(tmp_path: Any, start_provider: Any) -> None:
+    # The provider holds its answer for 30 s; cancelling the awaiting task ends the run now, and the
+    # agent stays usable.
+    scenario = {"name": "slow", "wire": "openai_chat", "exchanges": [
+        {"expect": {}, "delay_ms": 30000, "respond": {"content": "late", "usage": {}}},
+        {"expect": {}, "respond": {"content": "on time", "usage": {}}},
+    ]}
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps(scenario))
+    provider = start_provider(path)
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=provider.base_url))
+
+    async def go() -> str:
+        task = asyncio.ensure_future(agent.run("hi"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return (await agent.run("again")).output
+
+    assert asyncio.run(go()) == "on time"

@@ -88,3 +88,14 @@ def test_scope_pinning_and_stale_tokens(tmp_path):
 def test_bad_urls_raise_typed_errors():
     with pytest.raises(ambit.ledger.InvalidLedgerArgument):
         run(Ledger.open("mysql://nope"))
+
+
+def test_agent_gets_the_ledger_tools_of_a_routine_run(tmp_path):
+    ledger = run(Ledger.open(f"sqlite://{tmp_path}/ledger.db"))
+    routine = ledger.for_routine("po.tracking", run_id="run-1", routine_id="po-tracker", limit=3)
+    assert routine.tool_names == ["claim_work", "record_work", "list_work_ledger", "report_backlog"]
+    assert (routine.scope, routine.routine_id, routine.run_id) == ("po.tracking", "po-tracker", "run-1")
+    agent = ambit.Agent(model="gpt-4.1", ledger=routine)
+    assert [t.name for t in agent.list_tools()] == routine.tool_names
+    with pytest.raises(TypeError, match="for_routine"):
+        ambit.Agent(model="gpt-4.1", ledger=ledger)

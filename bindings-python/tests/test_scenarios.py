@@ -44,11 +44,17 @@ def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
 
         async def wait_async(task: ambit.TaskContext, **kwargs: Any) -> str:
             task.progress(fill(behavior["progress"], kwargs))
-            for _ in range(2000):
-                if task.cancelled:
-                    SAW_CANCEL.append(spec["name"])
-                    return "stopped"
-                await asyncio.sleep(0.01)
+            try:
+                for _ in range(2000):
+                    if task.cancelled:
+                        SAW_CANCEL.append(spec["name"])
+                        return "stopped"
+                    await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                # The run can end (and its event loop shut down, cancelling this coroutine) before the
+                # next checkpoint: that is the cancellation reaching the coroutine too.
+                SAW_CANCEL.append(spec["name"])
+                raise
             return fill(behavior["returns"], kwargs)
 
         return ambit.tool(wait_async if use_async else wait_sync, name=spec["name"],
@@ -163,6 +169,18 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        stream=scenario.get("stream", False), max_retries=0)
 
 
+def scenario_ledger(scenario: dict[str, Any]) -> ambit.ledger.RoutineLedger | None:
+    """`ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine."""
+    cfg = scenario.get("ledger")
+    if cfg is None:
+        return None
+    import tempfile
+    url = f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db"
+    ledger = asyncio.run(ambit.Ledger.open(url))
+    return ledger.for_routine(cfg["scope"], run_id=cfg["run_id"], routine_id=cfg.get("routine_id"),
+                              limit=cfg.get("limit", 5))
+
+
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
                 approvals: ScriptedApprovals | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
@@ -185,6 +203,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         mcp=scenario_mcp(scenario),
         deferral=scenario_deferral(scenario),
         builtins=scenario.get("builtins", ()),
+        ledger=scenario_ledger(scenario),
     )
 
 

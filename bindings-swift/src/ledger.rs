@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use ambit::ledger::tools::{RoutineRun, ledger_tools};
 use ambit::ledger::{self as core, Durability, Ledger, LedgerOptions, ListFilter, ListQuery};
 use serde_json::json;
 
@@ -130,6 +131,91 @@ pub struct LedgerEntry {
     pub routine_id: Option<String>,
 }
 
+/// Per scope, how many rows were last granted for each reason (the fingerprint health check).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct GrantReasonCounts {
+    pub fresh: u64,
+    pub cooldown_expired: u64,
+    pub fingerprint_changed: u64,
+    /// More than half of the scope's rows were last granted because the fingerprint changed.
+    pub fingerprints_look_unstable: bool,
+}
+
+/// A routine's limits, for `report_backlog` and the drain decision.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct RoutineLimits {
+    /// Runs of the routine allowed at once.
+    #[uniffi(default = 1)]
+    pub parallel_limit: u32,
+    /// Runs of the routine allowed per day; absent: no cap.
+    #[uniffi(default = None)]
+    pub daily_cap: Option<u32>,
+    /// Runs of the routine running now (the reporting run included).
+    #[uniffi(default = 1)]
+    pub running: u32,
+    /// Runs of the routine started today (the reporting run included).
+    #[uniffi(default = 0)]
+    pub started_today: u32,
+}
+
+impl From<RoutineLimits> for core::RoutineLimits {
+    fn from(l: RoutineLimits) -> Self {
+        core::RoutineLimits {
+            parallel_limit: l.parallel_limit,
+            daily_cap: l.daily_cap,
+            running: l.running,
+            started_today: l.started_today,
+        }
+    }
+}
+
+/// The answer to `report_backlog`.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct BacklogReport {
+    pub routine_id: String,
+    pub scope: Option<String>,
+    /// Subjects workable now: not in flight, not cooling down.
+    pub workable: u64,
+    /// `ceil(workable / batch_size)`, capped by the parallel limit and the daily cap.
+    pub extra_runs: u32,
+}
+
+/// Why a drain stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum DrainStop {
+    /// The latest report counted nothing workable (or there is no report).
+    NothingWorkable,
+    /// The finished run ended without claiming anything.
+    QueueEmpty,
+    /// The finished run never reported its backlog.
+    RunDidNotReport,
+    /// The latest report is more than an hour old.
+    ReportStale,
+}
+
+/// After a run of a draining routine finishes: stop (and why), or how many runs to start.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct DrainDecision {
+    pub stop: Option<DrainStop>,
+    pub start_runs: u32,
+}
+
+/// The four ledger tools (`claim_work`, `record_work`, `list_work_ledger`, `report_backlog`) bound to
+/// one run of a routine: give it to an agent (`Agent(..., ledger:)`). The scope, routine id, run id and
+/// claim tokens are filled in by the SDK, never by the model.
+#[derive(uniffi::Object)]
+pub struct CoreLedgerTools {
+    pub(crate) tools: Vec<Arc<dyn ambit::Tool>>,
+}
+
+#[uniffi::export]
+impl CoreLedgerTools {
+    /// The tools' names, in the order they are registered.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    }
+}
+
 /// The ledger object under the Swift facade's `Ledger`.
 #[derive(uniffi::Object)]
 pub struct CoreLedger {
@@ -219,6 +305,68 @@ impl CoreLedger {
                 escalate: r.escalate,
             })
             .collect())
+    }
+
+    /// Per scope, how many rows were last granted for each reason.
+    pub async fn grant_reason_counts(&self, scope: String) -> Result<GrantReasonCounts, LedgerCoreError> {
+        let c = self.ledger.grant_reason_counts(&scope).await?;
+        Ok(GrantReasonCounts {
+            fresh: c.fresh,
+            cooldown_expired: c.cooldown_expired,
+            fingerprint_changed: c.fingerprint_changed,
+            fingerprints_look_unstable: c.fingerprints_look_unstable(),
+        })
+    }
+
+    /// Counts how many of `subject_keys` are workable now in the routine's scope; answers the extra runs.
+    pub async fn report_backlog(
+        &self,
+        routine_id: String,
+        subject_keys: Vec<String>,
+        batch_size: u32,
+        limits: RoutineLimits,
+        run_id: Option<String>,
+    ) -> Result<BacklogReport, LedgerCoreError> {
+        let r = self
+            .ledger
+            .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits.into())
+            .await?;
+        Ok(BacklogReport { routine_id: r.routine_id, scope: r.scope, workable: r.workable, extra_runs: r.extra_runs })
+    }
+
+    /// After a run of a draining routine finishes: stop the drain (and why), or how many runs to start.
+    pub async fn drain_decision(
+        &self,
+        routine_id: String,
+        run_id: String,
+        limits: RoutineLimits,
+    ) -> Result<DrainDecision, LedgerCoreError> {
+        let d = self.ledger.drain_decision(&routine_id, &run_id, &limits.into()).await?;
+        Ok(DrainDecision {
+            stop: d.stop.map(|s| match s {
+                core::DrainStop::NothingWorkable => DrainStop::NothingWorkable,
+                core::DrainStop::QueueEmpty => DrainStop::QueueEmpty,
+                core::DrainStop::RunDidNotReport => DrainStop::RunDidNotReport,
+                core::DrainStop::ReportStale => DrainStop::ReportStale,
+            }),
+            start_runs: d.start_runs,
+        })
+    }
+
+    /// The four agent tools bound to one run of a routine (`limit`: the most one `claim_work` grants).
+    pub fn tools_for_routine(
+        &self,
+        scope: String,
+        routine_id: Option<String>,
+        run_id: String,
+        limit: u32,
+        lease_ms: i64,
+        limits: RoutineLimits,
+    ) -> Arc<CoreLedgerTools> {
+        let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits.into());
+        run.routine_id = routine_id;
+        run.lease_ms = lease_ms;
+        Arc::new(CoreLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
     }
 
     /// Ledger rows, soonest eligible first; `state` is `all`, `eligible` or `suppressed`.

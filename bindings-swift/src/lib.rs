@@ -16,6 +16,7 @@ mod ledger;
 mod mcp;
 mod policy;
 mod run;
+mod session;
 mod subagent;
 pub use run::{AgentEvent, ChecklistItem, CoreRunStream, LoopSettings, ModelSettings, Price, Wire};
 pub use subagent::SubagentSettings;
@@ -145,6 +146,9 @@ pub struct AgentConfig {
     /// The agent tools; absent: none.
     #[uniffi(default = None)]
     pub subagents: Option<SubagentSettings>,
+    /// The work ledger's four tools, bound to one run of a routine (`Ledger.tools(...)`).
+    #[uniffi(default = None)]
+    pub ledger: Option<Arc<ledger::CoreLedgerTools>>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -277,6 +281,9 @@ impl CoreAgent {
             builder = builder.tool_arc(Arc::new(SwiftTool { spec, implementation: tool.implementation }));
         }
         builder = policy::apply(builder, config.builtins, config.policy)?;
+        for tool in config.ledger.iter().flat_map(|l| l.tools.iter()) {
+            builder = builder.tool_arc(tool.clone());
+        }
         if let Some(tooling) = config.tooling_json {
             builder = builder.tooling(ambit::ToolingOptions::from_json(&tooling)?);
         }

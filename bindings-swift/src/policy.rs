@@ -163,12 +163,14 @@ impl From<&ambit::ApprovalRequest> for ApprovalRequest {
 }
 
 /// The handler's answer: approve, deny with a reason the model sees, or revise (replacement arguments,
-/// as JSON text, read by the argument rule again).
+/// as JSON text, read by the argument rule again), or later: in a session run the run then parks until
+/// `Sessions.resume` brings the answer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, uniffi::Enum)]
 pub enum ApprovalDecision {
     Approve,
     Deny { reason: String },
     Revise { arguments_json: String },
+    Later,
 }
 
 impl TryFrom<ApprovalDecision> for ambit::ApprovalDecision {
@@ -182,6 +184,7 @@ impl TryFrom<ApprovalDecision> for ambit::ApprovalDecision {
                     .map_err(|e| format!("the revised arguments are not JSON ({e}): {arguments_json}"))?;
                 ambit::ApprovalDecision::Revise { arguments }
             }
+            ApprovalDecision::Later => ambit::ApprovalDecision::Later,
         })
     }
 }

@@ -78,12 +78,10 @@ async fn provider(exchanges: Value) -> Provider {
 async fn a_parked_run_resumed_elsewhere_ends_as_a_live_answer_would() {
     // The live run, for comparison: the handler approves the email and revises the escalation.
     let live_p = provider(exchanges()).await;
-    let live_sessions = Sessions::open(&format!(
-        "sqlite://{}",
-        tempfile::tempdir().unwrap().keep().join("live.db").display()
-    ))
-    .await
-    .unwrap();
+    let live_sessions =
+        Sessions::open(&format!("sqlite://{}", tempfile::tempdir().unwrap().keep().join("live.db").display()))
+            .await
+            .unwrap();
     let revise = ApprovalDecision::Revise { arguments: json!({"question": "Refund 40 EUR?", "answer": "yes, refund"}) };
     // One handler for both calls: approve the email, revise the escalation.
     let both = FnApproval(move |r: ambit::ApprovalRequest| {
@@ -117,19 +115,22 @@ async fn a_parked_run_resumed_elsewhere_ends_as_a_live_answer_would() {
         let again = there.resume(&other, &sid, ApprovalDecision::Approve).await.unwrap_err();
         let SessionError::AwaitingApproval { request, .. } = &again else { panic!("{url}: {again}") };
         assert_eq!(request.tool, "escalate_to_human", "the second waiting call of the turn parks it again");
-        let answer = ApprovalDecision::Revise { arguments: json!({"question": "Refund 40 EUR?", "answer": "yes, refund"}) };
+        let answer =
+            ApprovalDecision::Revise { arguments: json!({"question": "Refund 40 EUR?", "answer": "yes, refund"}) };
         let done = there.resume(&other, &sid, answer).await.unwrap();
         assert_eq!(done.output, live.output, "{url}");
         assert_eq!(there.store().state(&sid).await.unwrap().state, "idle");
-        assert!(there.resume(&other, &sid, ApprovalDecision::Approve).await.unwrap_err().to_string().contains("not awaiting"));
+        assert!(
+            there
+                .resume(&other, &sid, ApprovalDecision::Approve)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("not awaiting")
+        );
         // The log is the conversation the live run had.
-        let parked_log: Vec<Value> = there
-            .entries(&sid)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| serde_json::to_value(e.item).unwrap())
-            .collect();
+        let parked_log: Vec<Value> =
+            there.entries(&sid).await.unwrap().into_iter().map(|e| serde_json::to_value(e.item).unwrap()).collect();
         let live_log: Vec<Value> = live_sessions
             .entries(&live_sid)
             .await

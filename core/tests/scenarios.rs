@@ -37,7 +37,8 @@ impl Tool for ScenarioTool {
         if self.behavior.get("until_cancelled") == Some(&Value::Bool(true)) {
             // Progress through the task handle, then wait on the cancellation token. (On cancel the
             // core drops this future: that is how Rust code is cancelled.)
-            let task = ambit::agent::background::TaskHandle::current().ok_or_else(|| ToolError::failed("not in the background"))?;
+            let task = ambit::agent::background::TaskHandle::current()
+                .ok_or_else(|| ToolError::failed("not in the background"))?;
             if let Some(note) = self.behavior.get("progress").and_then(Value::as_str) {
                 task.progress(fill(note, &arguments));
             }
@@ -183,6 +184,23 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     for name in scenario.get("builtins").and_then(Value::as_array).into_iter().flatten() {
         let name = name.as_str().unwrap_or_default();
         builder = builder.tool_arc(ambit::tools::builtin::by_name(name).ok_or(format!("no built-in {name}"))?);
+    }
+    // `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine.
+    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    if let Some(l) = scenario.get("ledger") {
+        let url = format!("sqlite://{}", ledger_dir.path().join("ledger.db").display());
+        let ledger = ambit::ledger::Ledger::open(&url).await.map_err(|e| e.to_string())?;
+        let mut run = ambit::ledger::tools::RoutineRun::new(
+            l["scope"].as_str().ok_or("ledger.scope")?,
+            l["run_id"].as_str().ok_or("ledger.run_id")?,
+        );
+        run.routine_id = l["routine_id"].as_str().map(str::to_string);
+        if let Some(n) = l["limit"].as_u64() {
+            run = run.limit(n as usize);
+        }
+        for tool in ambit::ledger::tools::ledger_tools(ledger, run) {
+            builder = builder.tool_arc(tool);
+        }
     }
     let fixture = write_fixture(&scenario)?;
     let mut policy = scenario.get("policy").cloned();

@@ -234,6 +234,13 @@ async fn max_depth_zero_removes_the_agent_tools_and_one_keeps_them_from_sub_agen
         .build()
         .unwrap();
     assert!(none.tools().get("agent_spawn").is_none() && none.tools().get("agent_list").is_none());
+    let blocked = Agent::builder()
+        .model(OpenAiChat::new("m"))
+        .policy(Policy::level(Level::Read).block_tools(["agent_spawn"]))
+        .subagents(SubagentConfig::default())
+        .build()
+        .unwrap();
+    assert!(blocked.tools().get("agent_list").is_none(), "blocking agent_spawn removes all five");
     let some = Agent::builder().model(OpenAiChat::new("m")).subagents(SubagentConfig::default()).build().unwrap();
     let names: Vec<String> = some.list_tools().into_iter().map(|t| t.name).collect();
     assert_eq!(names, ["agent_spawn", "agent_list", "agent_followup", "agent_steer", "agent_delete"]);

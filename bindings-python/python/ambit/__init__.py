@@ -30,7 +30,7 @@ from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
 from .session import SESSION_TOOLS, Sessions
 from . import ledger
-from .ledger import Ledger, LedgerError
+from .ledger import Ledger, LedgerError, RoutineLedger
 
 __all__ = [
     "Agent",
@@ -216,6 +216,16 @@ class TaskContext:
         return _native.task_cancelled(self._token)
 
 
+def _ledger_tools(routine: RoutineLedger | None) -> Any:
+    """The native tools of ``Agent(ledger=...)``."""
+    if routine is None:
+        return None
+    if not isinstance(routine, RoutineLedger):
+        raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
+                        f"got {type(routine).__name__}")
+    return routine._native
+
+
 def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -272,7 +282,8 @@ class Agent:
                  max_cost: float | None = None, prices: Mapping[str, Price] | None = None,
                  checklist: bool = False, checklist_nudge_cap: int | None = None, background: bool = False,
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
-                 deferral: Deferral | None = None, subagents: Subagents | bool | None = None) -> None:
+                 deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
+                 ledger: RoutineLedger | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -284,7 +295,9 @@ class Agent:
         together; cost by ``prices``, per model name), past which it raises :class:`BudgetExceeded`.
         ``mcp`` lists MCP servers (:class:`McpServer`), connected before the first model request;
         ``deferral`` (:class:`Deferral`) says which tools wait in the catalog for ``tool_load``;
-        ``subagents`` (``True`` or :class:`Subagents`) adds the five agent tools."""
+        ``subagents`` (``True`` or :class:`Subagents`) adds the five agent tools; ``ledger``
+        (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
+        bound to that run of a routine."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -334,7 +347,7 @@ class Agent:
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
-            builtins=list(builtins))
+            builtins=list(builtins), ledger_tools=_ledger_tools(ledger))
 
     def list_tools(self) -> list[ToolListing]:
         """Every tool with its effective level and status: ``offered``, ``blocked`` (filtered out),

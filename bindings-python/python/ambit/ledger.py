@@ -25,7 +25,7 @@ __all__ = [
     "Ledger", "LedgerError", "InvalidBatch", "StaleToken", "NotClaimed", "ScopePinned", "LedgerStoreError",
     "InvalidLedgerArgument", "GrantReason", "SkipReason", "Outcome", "AttemptOutcome", "EntryState", "Candidate",
     "Labelled", "ClaimResult", "Recorded", "RecordResult", "LedgerEntry", "GrantReasonCounts", "BacklogReport",
-    "DrainDecision", "RoutineLimits",
+    "DrainDecision", "RoutineLimits", "RoutineLedger",
 ]
 
 
@@ -241,6 +241,25 @@ def _record(r: Any) -> Any:
     return r
 
 
+class RoutineLedger:
+    """The ledger's four agent tools (``claim_work``, ``record_work``, ``list_work_ledger``,
+    ``report_backlog``) bound to one run of a routine: ``ambit.Agent(..., ledger=routine)``. The scope,
+    routine id, run id and claim tokens are filled in by the SDK, never by the model."""
+
+    def __init__(self, native: Any, scope: str, routine_id: Optional[str], run_id: str) -> None:
+        self._native = native
+        self.scope = scope
+        self.routine_id = routine_id
+        self.run_id = run_id
+
+    @property
+    def tool_names(self) -> list[str]:
+        return list(self._native.names())
+
+    def __repr__(self) -> str:
+        return f"RoutineLedger(scope={self.scope!r}, routine_id={self.routine_id!r}, run_id={self.run_id!r})"
+
+
 class Ledger:
     """The work ledger on SQLite (``sqlite:///path``) or PostgreSQL (``postgres://…``)."""
 
@@ -328,3 +347,20 @@ class Ledger:
 
     async def drain_decision(self, routine_id: str, run_id: str, *, limits: RoutineLimits = RoutineLimits()) -> DrainDecision:
         return DrainDecision(**json.loads(await self._native.drain_decision(routine_id, run_id, json.dumps(asdict(limits)))))
+
+    def for_routine(
+        self,
+        scope: str,
+        *,
+        run_id: str,
+        routine_id: Optional[str] = None,
+        limit: int = 5,
+        lease_seconds: float = 3600,
+        limits: RoutineLimits = RoutineLimits(),
+    ) -> RoutineLedger:
+        """The four agent tools bound to one run of a routine, for ``ambit.Agent(ledger=...)``. ``limit``
+        is the most one ``claim_work`` grants; ``limits`` are the routine's, for ``report_backlog``
+        (which needs ``routine_id``)."""
+        native = self._native.tools_for_routine(
+            scope, run_id, limit, int(lease_seconds * 1000), json.dumps(asdict(limits)), routine_id)
+        return RoutineLedger(native, scope, routine_id, run_id)

@@ -263,7 +263,7 @@ impl AgentBuilder {
                 tools.register(t)?;
             }
         }
-        let frame = subagent::install(&mut tools, self.subagents.as_ref())?;
+        let frame = subagent::install(&mut tools, self.subagents.as_ref(), self.policy.as_ref())?;
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));

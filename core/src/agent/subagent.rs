@@ -289,9 +289,14 @@ fn root_grant(inner: &Inner, max_depth: u32, memory: MemoryGrant) -> Grant {
 
 /// Registers the agent tools for a new root agent (none when `max_depth` is 0); the frame is bound to
 /// the agent once it exists ([`bind`]).
-pub(crate) fn install(tools: &mut ToolRegistry, config: Option<&SubagentConfig>) -> Result<Option<Arc<Frame>>, Error> {
+pub(crate) fn install(
+    tools: &mut ToolRegistry,
+    config: Option<&SubagentConfig>,
+    policy: Option<&Policy>,
+) -> Result<Option<Arc<Frame>>, Error> {
     let Some(config) = config else { return Ok(None) };
-    if config.max_depth == 0 {
+    // All five go together: an agent that cannot delegate has no sub-agents for the other four to act on.
+    if config.max_depth == 0 || policy.is_some_and(|p| p.filters.is_blocked("agent_spawn")) {
         return Ok(None);
     }
     let frame = Arc::new(Frame::new("root".into(), config));

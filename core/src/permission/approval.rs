@@ -26,8 +26,12 @@ pub struct ApprovalRequest {
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum ApprovalDecision {
     Approve,
-    Deny { reason: String },
-    Revise { arguments: Value },
+    Deny {
+        reason: String,
+    },
+    Revise {
+        arguments: Value,
+    },
     /// Not now: in a session run, the run parks in state `awaiting_approval` until
     /// `Sessions::resume` brings the answer, from any process; outside a session the call is refused.
     Later,

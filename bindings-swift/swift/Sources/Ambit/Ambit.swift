@@ -188,7 +188,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
 
 /// An agent: a model, instructions and tools. Safe to share; runs share nothing but configuration.
 public final class Agent: Sendable {
-    private let core: CoreAgent
+    let core: CoreAgent
 
     /// Builds the agent. A bad configuration (duplicate tool names, parameters that are not a JSON object
     /// schema, `maxTurns` below 1, an unknown built-in, a policy directory that does not exist, …) throws
@@ -197,13 +197,15 @@ public final class Agent: Sendable {
     /// `mcpServers`: MCP servers (`McpServer.stdio`, `.http`), connected before the first model request;
     /// `deferral`: which tools wait in the catalog until the model loads them (MCP tools by default).
     /// `subagents`: the five agent tools (`SubagentSettings(maxDepth:memory:)`); a sub-agent is never
-    /// wider than its parent, and a wider request is refused by name.
+    /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
+    /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`).
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
-        mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil
+        mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
+        ledger: LedgerTools? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -241,7 +243,8 @@ public final class Agent: Sendable {
             policy: policy?.settings,
             builtins: builtins,
             toolingJson: toolingJSON(mcpServers, deferral),
-            subagents: subagents
+            subagents: subagents,
+            ledger: ledger?.core
         )
         do {
             core = try CoreAgent(config: config)

@@ -68,7 +68,7 @@ extension LabelledCandidate {
 
 /// The work ledger on SQLite or PostgreSQL.
 public final class Ledger: @unchecked Sendable {
-    private let core: CoreLedger
+    fileprivate let core: CoreLedger
 
     private init(core: CoreLedger) { self.core = core }
 
@@ -111,6 +111,72 @@ public final class Ledger: @unchecked Sendable {
         } catch {
             throw LedgerError(error)
         }
+    }
+}
+
+extension RoutineLimits {
+    /// A routine's limits: `parallelLimit` runs at once, at most `dailyCap` a day; `running` and
+    /// `startedToday` count the reporting run.
+    public init(parallelLimit: UInt32 = 1, dailyCap: UInt32? = nil) {
+        self.init(parallelLimit: parallelLimit, dailyCap: dailyCap, running: 1, startedToday: 0)
+    }
+}
+
+/// The work ledger's four agent tools (`claim_work`, `record_work`, `list_work_ledger`,
+/// `report_backlog`) bound to one run of a routine: `Agent(model: m, ledger: ledger.tools(...))`. The
+/// scope, routine id, run id and claim tokens are filled in by the SDK, never by the model.
+public struct LedgerTools: @unchecked Sendable {
+    let core: CoreLedgerTools
+
+    /// The tools' names, in registration order.
+    public var names: [String] { core.names() }
+}
+
+extension Ledger {
+    /// Per scope, how many rows were last granted for each reason: a scope dominated by
+    /// `fingerprintChanged` (`fingerprintsLookUnstable`) has unstable fingerprints.
+    public func grantReasonCounts(_ scope: String) async throws -> GrantReasonCounts {
+        do {
+            return try await core.grantReasonCounts(scope: scope)
+        } catch {
+            throw LedgerError(error)
+        }
+    }
+
+    /// Counts how many of `subjectKeys` are workable now in the routine's scope; `extraRuns` is
+    /// `ceil(workable / batchSize)` capped by the routine's limits. The report is kept for the drain.
+    public func reportBacklog(_ routineId: String, _ subjectKeys: [String], batchSize: Int,
+                              limits: RoutineLimits = RoutineLimits(), runId: String? = nil) async throws
+        -> BacklogReport
+    {
+        do {
+            return try await core.reportBacklog(routineId: routineId, subjectKeys: subjectKeys,
+                                                batchSize: UInt32(clamping: max(batchSize, 0)), limits: limits,
+                                                runId: runId)
+        } catch {
+            throw LedgerError(error)
+        }
+    }
+
+    /// After a run of a draining routine finishes: `stop` (and why), or `startRuns` for the host to start.
+    public func drainDecision(_ routineId: String, runId: String, limits: RoutineLimits = RoutineLimits())
+        async throws -> DrainDecision
+    {
+        do {
+            return try await core.drainDecision(routineId: routineId, runId: runId, limits: limits)
+        } catch {
+            throw LedgerError(error)
+        }
+    }
+
+    /// The four agent tools bound to one run of a routine. `limit`: the most one `claim_work` grants;
+    /// `limits`: the routine's, for `report_backlog`.
+    public func tools(scope: String, routineId: String? = nil, runId: String, limit: Int = 5,
+                      leaseMs: Int64 = 3_600_000, limits: RoutineLimits = RoutineLimits()) -> LedgerTools
+    {
+        LedgerTools(core: core.toolsForRoutine(scope: scope, routineId: routineId, runId: runId,
+                                               limit: UInt32(clamping: max(limit, 1)), leaseMs: leaseMs,
+                                               limits: limits))
     }
 }
 

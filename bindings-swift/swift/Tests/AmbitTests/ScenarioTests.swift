@@ -305,6 +305,14 @@ func int(_ value: Any?) -> Int? {
         let policy = try scenarioPolicy(scenario, approvals)
 
         let (mcpServers, deferral) = try scenarioTooling(scenario)
+        // `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine.
+        var ledgerTools: LedgerTools? = nil
+        if let l = scenario["ledger"] as? [String: Any] {
+            let ledger = try await Ledger.open(ledgerURL())
+            ledgerTools = ledger.tools(
+                scope: l["scope"] as? String ?? "", routineId: l["routine_id"] as? String,
+                runId: l["run_id"] as? String ?? "", limit: int(l["limit"]) ?? 5)
+        }
         let provider = try Provider(scenario: url)
         defer { provider.stop() }
 
@@ -344,7 +352,8 @@ func int(_ value: Any?) -> Int? {
                     maxDepth: UInt32(clamping: int(sub["max_depth"]) ?? 3),
                     memory: sub["memory"] as? String ?? "none"
                 )
-            }
+            },
+            ledger: ledgerTools
         )
         if let list = expect["tool_list"] as? [[String: Any]] {
             try checkToolList(agent.listTools(), list, file)

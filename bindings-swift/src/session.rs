@@ -1,0 +1,135 @@
+//! Sessions for Swift (SPEC §8): open, create, run in a session, resume a parked run, search and read.
+//! The Swift facade (`Sessions.swift`) wraps these; every rule lives in the core.
+
+use std::sync::Arc;
+
+use ambit::session::{SessionConfig, SessionError, Sessions};
+
+use crate::policy::ApprovalDecision;
+use crate::{CoreAgent, RunResult};
+
+/// A session failure, one case per code; `message` is the core's text.
+#[derive(Debug, thiserror::Error, uniffi::Error)]
+pub enum SessionCoreError {
+    /// Code `awaiting_approval`: the run parked; `request_json` is the ApprovalRequest it waits on.
+    #[error("{message}")]
+    AwaitingApproval { session_id: String, request_json: String, message: String },
+    /// Code `session_not_found`.
+    #[error("{message}")]
+    NotFound { message: String },
+    /// Code `invalid_argument`.
+    #[error("{message}")]
+    InvalidArgument { message: String },
+    /// Code `session_store`.
+    #[error("{message}")]
+    Store { message: String },
+    /// The run itself failed, with the code `Agent.run` would have thrown.
+    #[error("{message}")]
+    Run { code: String, message: String },
+}
+
+impl From<SessionError> for SessionCoreError {
+    fn from(e: SessionError) -> Self {
+        let message = e.to_string();
+        match e {
+            SessionError::AwaitingApproval { session_id, request } => SessionCoreError::AwaitingApproval {
+                session_id,
+                request_json: serde_json::to_string(&request).unwrap_or_default(),
+                message,
+            },
+            SessionError::NotFound(_) => SessionCoreError::NotFound { message },
+            SessionError::InvalidArgument(_) => SessionCoreError::InvalidArgument { message },
+            SessionError::Store(_) => SessionCoreError::Store { message },
+            SessionError::Run(err) => SessionCoreError::Run { code: err.code().to_string(), message },
+        }
+    }
+}
+
+macro_rules! json {
+    ($v:expr) => {
+        serde_json::to_string($v).map_err(|e| SessionCoreError::Store { message: e.to_string() })
+    };
+}
+
+/// The store under the Swift facade's `Sessions`.
+#[derive(uniffi::Object)]
+pub struct CoreSessions {
+    sessions: Sessions,
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl CoreSessions {
+    /// Opens `sqlite:///path` or `postgres://…`, applying the migrations.
+    #[uniffi::constructor]
+    pub async fn open(
+        url: String,
+        context_window: u64,
+        compact_at: f64,
+        keep_recent: u32,
+    ) -> Result<Arc<Self>, SessionCoreError> {
+        let config = SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
+        let sessions = Sessions::open(&url).await?.with_config(config)?;
+        Ok(Arc::new(CoreSessions { sessions }))
+    }
+
+    /// A new, empty session; its id.
+    pub async fn create(&self) -> Result<String, SessionCoreError> {
+        Ok(self.sessions.create().await?)
+    }
+
+    /// Runs the agent in the session, continuing its conversation.
+    pub async fn run(
+        &self,
+        agent: Arc<CoreAgent>,
+        session_id: String,
+        input: String,
+    ) -> Result<RunResult, SessionCoreError> {
+        Ok(self.sessions.run(&agent.inner, &session_id, &input).await?.into())
+    }
+
+    /// Answers the approval a parked session waits on and continues the run.
+    pub async fn resume(
+        &self,
+        agent: Arc<CoreAgent>,
+        session_id: String,
+        decision: ApprovalDecision,
+    ) -> Result<RunResult, SessionCoreError> {
+        let decision = ambit::ApprovalDecision::try_from(decision)
+            .map_err(|message| SessionCoreError::InvalidArgument { message })?;
+        Ok(self.sessions.resume(&agent.inner, &session_id, decision).await?.into())
+    }
+
+    /// The ApprovalRequest a parked session waits on, as JSON; nil when it is not parked.
+    pub async fn pending(&self, session_id: String) -> Result<Option<String>, SessionCoreError> {
+        match self.sessions.pending(&session_id).await? {
+            Some(r) => Ok(Some(json!(&r)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Compacts now; whether anything was summarised.
+    pub async fn compact(&self, agent: Arc<CoreAgent>, session_id: String) -> Result<bool, SessionCoreError> {
+        Ok(self.sessions.compact(&agent.inner, &session_id).await?)
+    }
+
+    /// `conversation_search`.
+    pub async fn search(
+        &self,
+        session_id: String,
+        query: String,
+        is_regex: bool,
+        limit: u32,
+    ) -> Result<String, SessionCoreError> {
+        Ok(self.sessions.search(&session_id, &query, is_regex, limit as usize).await?)
+    }
+
+    /// `conversation_read`.
+    pub async fn read(&self, session_id: String, start: i64, limit: u32) -> Result<String, SessionCoreError> {
+        Ok(self.sessions.read(&session_id, start, limit as usize).await?)
+    }
+
+    /// The whole log as JSON.
+    pub async fn entries_json(&self, session_id: String) -> Result<String, SessionCoreError> {
+        json!(&self.sessions.entries(&session_id).await?)
+    }
+}

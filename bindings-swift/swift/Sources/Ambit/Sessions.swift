@@ -1,0 +1,133 @@
+// Sessions (SPEC §8): an append-only conversation log in SQLite (`sqlite:///path`) or PostgreSQL
+// (`postgres://…`). A run in a session continues it; compaction appends a boundary and a summary and
+// never deletes; a run whose approval handler answers `.later` parks, and `resume` — from any process
+// and language that opens the same store — continues it. Every rule lives in the Rust core.
+
+import Foundation
+
+/// A session call that failed, or a run that parked.
+public enum SessionError: Error, Equatable, CustomStringConvertible {
+    /// The run parked (code `awaiting_approval`): `request` is what it waits on. A signal, not a failure.
+    case awaitingApproval(sessionId: String, request: [String: String], message: String)
+    case notFound(message: String)
+    case invalidArgument(message: String)
+    case store(message: String)
+    /// The run itself failed, with the code `Agent.run` would have thrown.
+    case run(code: String, message: String)
+
+    public var code: String {
+        switch self {
+        case .awaitingApproval: return "awaiting_approval"
+        case .notFound: return "session_not_found"
+        case .invalidArgument: return "invalid_argument"
+        case .store: return "session_store"
+        case let .run(code, _): return code
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .awaitingApproval(_, _, message), let .notFound(message), let .invalidArgument(message),
+             let .store(message), let .run(_, message):
+            return message
+        }
+    }
+
+    init(_ error: SessionCoreError) {
+        switch error {
+        case let .AwaitingApproval(sessionId, requestJson, message):
+            let object = (try? JSONSerialization.jsonObject(with: Data(requestJson.utf8))) as? [String: Any] ?? [:]
+            let request = object.compactMapValues { value -> String? in
+                if let s = value as? String { return s }
+                guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed]) else {
+                    return nil
+                }
+                return String(decoding: data, as: UTF8.self)
+            }
+            self = .awaitingApproval(sessionId: sessionId, request: request, message: message)
+        case let .NotFound(message): self = .notFound(message: message)
+        case let .InvalidArgument(message): self = .invalidArgument(message: message)
+        case let .Store(message): self = .store(message: message)
+        case let .Run(code, message): self = .run(code: code, message: message)
+        }
+    }
+}
+
+/// The session tools, by built-in name: `Agent(..., builtins: sessionTools)`.
+public let sessionTools = ["conversation_search", "conversation_read", "context_check", "context_compact"]
+
+/// An open session store.
+public final class Sessions: @unchecked Sendable {
+    private let core: CoreSessions
+
+    private init(core: CoreSessions) {
+        self.core = core
+    }
+
+    /// Opens the store, applying its migrations. Auto-compaction fires when a run would start past
+    /// `compactAt` of `contextWindow` tokens; a compaction keeps the latest `keepRecent` rounds verbatim.
+    public static func open(_ url: String, contextWindow: Int = 200_000, compactAt: Double = 0.85,
+                            keepRecent: Int = 2) async throws -> Sessions {
+        try await wrap {
+            Sessions(core: try await CoreSessions.open(
+                url: url, contextWindow: UInt64(clamping: max(contextWindow, 0)), compactAt: compactAt,
+                keepRecent: UInt32(clamping: max(keepRecent, 0))))
+        }
+    }
+
+    /// A new, empty session; its id.
+    public func create() async throws -> String {
+        try await Sessions.wrap { try await self.core.create() }
+    }
+
+    /// Runs `agent` on `input` in the session, continuing its conversation. A parked run throws
+    /// `SessionError.awaitingApproval`.
+    public func run(_ agent: Agent, sessionId: String, input: String) async throws -> RunResult {
+        try await Sessions.wrap { try await self.core.run(agent: agent.core, sessionId: sessionId, input: input) }
+    }
+
+    /// Answers the approval a parked session waits on and continues the run as if the answer had come live.
+    public func resume(_ agent: Agent, sessionId: String, decision: ApprovalDecision) async throws -> RunResult {
+        try await Sessions.wrap {
+            try await self.core.resume(agent: agent.core, sessionId: sessionId, decision: decision)
+        }
+    }
+
+    /// The approval request a parked session waits on, as JSON text; nil when it is not parked.
+    public func pending(_ sessionId: String) async throws -> String? {
+        try await Sessions.wrap { try await self.core.pending(sessionId: sessionId) }
+    }
+
+    /// Compacts now (the agent's model writes the summary); false when there was nothing to summarise.
+    public func compact(_ agent: Agent, sessionId: String) async throws -> Bool {
+        try await Sessions.wrap { try await self.core.compact(agent: agent.core, sessionId: sessionId) }
+    }
+
+    /// `conversation_search`: matching lines tagged `#N role:`.
+    public func search(_ sessionId: String, _ query: String, isRegex: Bool = false, limit: Int = 20) async throws -> String {
+        try await Sessions.wrap {
+            try await self.core.search(sessionId: sessionId, query: query, isRegex: isRegex,
+                                       limit: UInt32(clamping: max(limit, 0)))
+        }
+    }
+
+    /// `conversation_read`: up to 20 entries from `#start`.
+    public func read(_ sessionId: String, start: Int, limit: Int = 1) async throws -> String {
+        try await Sessions.wrap {
+            try await self.core.read(sessionId: sessionId, start: Int64(start), limit: UInt32(clamping: max(limit, 0)))
+        }
+    }
+
+    /// The whole log as JSON text, boundaries and summaries included.
+    public func entriesJSON(_ sessionId: String) async throws -> String {
+        try await Sessions.wrap { try await self.core.entriesJson(sessionId: sessionId) }
+    }
+
+    private static func wrap<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as SessionCoreError {
+            throw SessionError(error)
+        }
+    }
+}
