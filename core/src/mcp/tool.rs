@@ -108,6 +108,11 @@ impl Tool for McpTool {
             .call_tool(params)
             .await
             .map_err(|e| ToolError::Failed(format!("MCP server '{}': {e}", self.server)))?;
+        // A list_changed the server sent before this answer is handled on a task of its own: let it
+        // run, so the next request is prepared from the changed list.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
         let text = result_text(&result);
         if result.is_error == Some(true) {
             return Err(ToolError::Failed(text));
