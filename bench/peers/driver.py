@@ -1,0 +1,158 @@
+"""Runs the side-by-side benchmark: every runner in turn, interleaved (A B C ... A B C ...), against one
+``ambit-bench-provider``, and prints a Markdown table of medians with min-max. ``run.sh`` prepares the
+runners and calls this; see bench/peers/README.md for the protocol.
+
+    python3 driver.py --provider BIN --runners runners.json [--rounds 3] [--runs 200] [--warmup 20]
+                      [--only SUBSTRING] [--out results.json] [--markdown results.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+
+def provider_call(base: str, path: str, method: str = "GET") -> dict[str, Any]:
+    req = urllib.request.Request(base.removesuffix("/v1") + path, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    settings = {"BENCH_BASE_URL": base_url, "BENCH_WIRE": runner.get("wire", "chat"),
+                "BENCH_STREAM": "1" if runner.get("stream") else "0", "BENCH_RUNS": str(runs),
+                "BENCH_WARMUP": str(warmup), "BENCH_TOOLS": runner.get("tools", ""),
+                "BENCH_DEFER": "1" if runner.get("defer") else "0"}
+    env.update(settings)
+    env.update(runner.get("env", {}))
+    argv = [a.format(**settings) for a in runner["argv"]]
+    provider_call(base_url, "/__bench/reset", "POST")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=runner.get("cwd"))
+    assert proc.stdout is not None
+    startup = None
+    result = None
+    for line in proc.stdout:
+        line = line.strip()
+        if line == "READY" and startup is None:
+            startup = (time.perf_counter() - t0) * 1000
+        elif line.startswith("{"):
+            result = json.loads(line)
+    err = proc.stderr.read() if proc.stderr else ""
+    code = proc.wait()
+    if code != 0 or result is None or startup is None:
+        raise RuntimeError(f"{runner['label']}: exit {code}, ready={startup is not None}: {err.strip()[-2000:]}")
+    stats = provider_call(base_url, "/__bench/stats")
+    total = warmup + runs
+    if stats["requests"] != 2 * total:
+        raise RuntimeError(f"{runner['label']}: the provider saw {stats['requests']} requests for {total} runs "
+                           f"(2 per run expected)")
+    return {"cpu_ms": result["cpu_ms"] / runs, "wall_ms": result["wall_ms"] / runs,
+            "rss_mb": result["maxrss_kb"] / 1024, "startup_ms": startup, "bytes": stats["bytes"] / total}
+
+
+def spread(values: list[float], digits: int) -> str:
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def table(runners: list[dict[str, Any]], results: dict[str, list[dict[str, Any]]]) -> str:
+    out = []
+    for group in dict.fromkeys(r["group"] for r in runners):
+        out.append(f"\n### {group}\n")
+        out.append("| runner | language | wire | CPU ms/run | wall ms/run | peak RSS MB | start-up ms | request bytes/run |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in runners:
+            if r["group"] != group or not results.get(r["label"]):
+                continue
+            rs = results[r["label"]]
+            wire = r.get("wire", "chat") + (" stream" if r.get("stream") else "")
+            out.append(f"| {r['label']} | {r['language']} | {wire} | {spread([x['cpu_ms'] for x in rs], 3)} | "
+                       f"{spread([x['wall_ms'] for x in rs], 3)} | {statistics.median(x['rss_mb'] for x in rs):.0f} | "
+                       f"{statistics.median(x['startup_ms'] for x in rs):.0f} | "
+                       f"{statistics.median(x['bytes'] for x in rs):,.0f} |")
+    return "\n".join(out)
+
+
+def ratios(runners: list[dict[str, Any]], results: dict[str, list[dict[str, Any]]]) -> str:
+    """The goals of the comparison: ``compare`` entries name (ambit runner, other runner, goal, metric)."""
+    med = {k: {m: statistics.median(x[m] for x in v) for m in v[0]} for k, v in results.items() if v}
+    lines = ["\n### Ratios (medians of this run)\n", "| ambit runner | against | metric | ratio | goal | met |",
+             "|---|---|---|---|---|---|"]
+    for r in runners:
+        for other, metric, goal in r.get("compare", []):
+            if r["label"] not in med or other not in med:
+                continue
+            ratio = med[r["label"]][metric] / med[other][metric]
+            lines.append(f"| {r['label']} | {other} | {metric} | {ratio:.3f} | ≤ {goal} | "
+                         f"{'yes' if ratio <= goal else 'NO'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--provider", required=True)
+    ap.add_argument("--runners", required=True, help="JSON list of runners (run.sh writes it)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--only", default="", help="run only runners whose label or group holds this text")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--markdown", default="")
+    args = ap.parse_args()
+    with open(args.runners) as f:
+        runners = [r for r in json.load(f) if args.only in r["label"] or args.only in r["group"]]
+    provider = subprocess.Popen([args.provider], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert provider.stdout is not None
+    base_url = provider.stdout.readline().strip()
+    results: dict[str, list[dict[str, Any]]] = {r["label"]: [] for r in runners}
+    failures: list[str] = []
+    started = time.time()
+    try:
+        for rnd in range(args.rounds):
+            for r in runners:
+                try:
+                    res = run_one(r, base_url, args.runs, args.warmup)
+                except RuntimeError as e:
+                    failures.append(f"round {rnd + 1}: {e}")
+                    print(f"FAILED {e}", file=sys.stderr, flush=True)
+                    continue
+                results[r["label"]].append(res)
+                print(f"round {rnd + 1}/{args.rounds} {r['label']:<40} cpu {res['cpu_ms']:8.3f} ms/run  "
+                      f"wall {res['wall_ms']:8.3f} ms/run  rss {res['rss_mb']:6.0f} MB  "
+                      f"start {res['startup_ms']:6.0f} ms  {res['bytes']:>9,.0f} B/run", file=sys.stderr, flush=True)
+    finally:
+        if provider.stdin:
+            provider.stdin.close()
+        provider.wait(timeout=10)
+    header = (f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} on {platform.node()}: "
+              f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+              f"Python {platform.python_version()}; {args.rounds} interleaved rounds of {args.runs} runs after "
+              f"{args.warmup} warm-up runs each; medians with min–max over rounds. "
+              f"Took {time.time() - started:.0f} s.")
+    md = header + "\n" + table(runners, results) + "\n" + ratios(runners, results) + "\n"
+    if failures:
+        md += "\nFailures:\n" + "\n".join(f"- {f}" for f in failures) + "\n"
+    print(md)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"header": header, "runners": runners, "results": results, "failures": failures}, f, indent=1)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark (bench/peers/README.md): installs the peers into $AMBIT_CACHE/bench,
+# builds ambit's runners in release mode (the Python wheel, the Node addon, the Rust runners, the Swift
+# executable), then runs every runner interleaved against one loopback provider and prints the table.
+#
+#   bash bench/peers/run.sh [--quick] [--rounds N] [--runs N] [--warmup N] [--only TEXT]
+#
+# Results: $AMBIT_CACHE/bench/results.{md,json}. Idempotent; a second run rebuilds only what changed.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../../scripts/env.sh
+source "$repo/scripts/env.sh"
+bench="$AMBIT_CACHE/bench"
+mkdir -p "$bench"
+
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) args+=(--rounds 1 --runs 20 --warmup 3) ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+
+echo "bench: installing the peers" >&2
+bash "$repo/bench/peers/install.sh" >&2
+
+echo "bench: building ambit (release)" >&2
+(cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider -p ambit-bench-runners \
+  -p ambit-node -p ambit-swift)
+rel="$CARGO_TARGET_DIR/release"
+
+# Python: the wheel a user installs, built in release mode, into the bench venv beside the peers.
+"$bench/venv/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.9,<2"
+rm -rf "$bench/wheels"
+(cd "$repo/bindings-python" && "$bench/venv/bin/maturin" build -q --release --out "$bench/wheels" 2>&1 \
+  | grep -vE '^(🍹|📦|🔗|🐍|💻|✏️|🛠|📖|Built)' || true)
+"$bench/venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$bench"/wheels/*.whl
+
+# Node: the package's JavaScript with the release addon.
+node_pkg="$bench/ambit-node"
+rm -rf "$node_pkg" && mkdir -p "$node_pkg/native"
+cp "$repo"/bindings-node/{package.json,index.d.ts} "$repo"/bindings-node/*.js "$node_pkg/"
+cp "$rel/libambit_node.so" "$node_pkg/native/ambit.node"
+echo "module.exports = require('./ambit.node');" >"$node_pkg/native/index.js"
+
+# Swift: a package of the binding's sources, the release library and the runner as an executable.
+bash "$repo/scripts/swift-toolchain.sh" ensure
+(cd "$repo/bindings-swift/uniffi-bindgen" && cargo build -q --locked)
+pkg="$bench/swift-pkg"
+mkdir -p "$pkg/Sources/Ambit" "$pkg/Sources/AmbitFFI" "$pkg/Sources/AmbitBench" "$pkg/.artifacts/lib"
+put() { if ! cmp -s "$1" "$2"; then cp "$1" "$2"; fi; }
+for f in "$repo"/bindings-swift/swift/Sources/Ambit/*.swift; do
+  case "$(basename "$f")" in ambit_swift.swift) ;; *) put "$f" "$pkg/Sources/Ambit/$(basename "$f")" ;; esac
+done
+gen="$(mktemp -d)"
+trap 'rm -rf "$gen"' EXIT
+"$CARGO_TARGET_DIR/debug/uniffi-bindgen" generate --library "$rel/libambit_swift.so" --language swift \
+  --out-dir "$gen" 2>&1 | { grep -v 'Unable to auto-format' || true; } >&2
+put "$gen/ambit_swift.swift" "$pkg/Sources/Ambit/ambit_swift.swift"
+put "$gen/ambit_swiftFFI.h" "$pkg/Sources/AmbitFFI/ambit_swiftFFI.h"
+printf 'module ambit_swiftFFI {\n    header "ambit_swiftFFI.h"\n    export *\n}\n' >"$gen/module.modulemap"
+put "$gen/module.modulemap" "$pkg/Sources/AmbitFFI/module.modulemap"
+put "$rel/libambit_swift.so" "$pkg/.artifacts/lib/libambit_swift.so"
+put "$repo/bench/peers/runners/swift/main.swift" "$pkg/Sources/AmbitBench/main.swift"
+cat >"$gen/Package.swift" <<'EOF'
+// swift-tools-version:5.9
+import PackageDescription
+let libDir = Context.packageDirectory + "/.artifacts/lib"
+let package = Package(
+    name: "AmbitBench",
+    targets: [
+        .systemLibrary(name: "AmbitFFI", path: "Sources/AmbitFFI"),
+        .target(name: "Ambit", dependencies: ["AmbitFFI"], path: "Sources/Ambit",
+                linkerSettings: [.linkedLibrary("ambit_swift"),
+                                 .unsafeFlags(["-L", libDir, "-Xlinker", "-rpath", "-Xlinker", libDir])]),
+        .executableTarget(name: "AmbitBench", dependencies: ["Ambit"], path: "Sources/AmbitBench"),
+    ]
+)
+EOF
+put "$gen/Package.swift" "$pkg/Package.swift"
+echo "bench: building the Swift runner (release)" >&2
+bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift build -q -c release --scratch-path "$pkg/.build" >&2
+
+# Inside the Swift package: the Swift runner sees only that directory.
+python3 "$repo/bench/peers/make_tools.py" "$pkg/tools500.json" 500
+python3 "$repo/bench/peers/matrix.py" "$bench" "$repo" >"$bench/runners.json"
+
+echo "bench: running (progress on standard error)" >&2
+python3 "$repo/bench/peers/driver.py" --provider "$rel/ambit-bench-provider" --runners "$bench/runners.json" \
+  --out "$bench/results.json" --markdown "$bench/results.md" "${args[@]}"

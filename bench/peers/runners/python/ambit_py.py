@@ -1,0 +1,62 @@
+"""ambit from Python: the weather job (see bench/peers/README.md for the protocol)."""
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+
+import ambit
+
+env = os.environ
+base_url, wire = env["BENCH_BASE_URL"], env.get("BENCH_WIRE", "chat")
+stream = env.get("BENCH_STREAM", "0") == "1"
+runs, warmup = int(env.get("BENCH_RUNS", "200")), int(env.get("BENCH_WARMUP", "20"))
+calls = 0
+
+
+@ambit.tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    global calls
+    calls += 1
+    return f"sunny in {city}"
+
+
+def ok(**_: object) -> str:
+    return "ok"
+
+
+tools = [get_weather]
+extra = []
+if env.get("BENCH_TOOLS"):
+    with open(env["BENCH_TOOLS"]) as f:
+        extra = json.load(f)
+    tools += [ambit.Tool(ok, name=t["name"], description=t["description"], parameters=t["parameters"]) for t in extra]
+deferral = None
+if env.get("BENCH_DEFER") == "1":
+    deferral = ambit.Deferral(deferrable_tools=[t["name"] for t in extra])
+
+model_class = {"chat": ambit.OpenAIChat, "responses": ambit.OpenAIResponses, "anthropic": ambit.Anthropic}[wire]
+model_name = "claude-sonnet-4-5" if wire == "anthropic" else "gpt-4.1"
+agent = ambit.Agent(model=model_class(model_name, base_url=base_url, api_key="bench-key", stream=stream),
+                    tools=tools, deferral=deferral)
+print("READY", flush=True)
+
+
+async def main() -> None:
+    output = ""
+    for _ in range(warmup):
+        output = (await agent.run("weather in Paris?")).output
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for _ in range(runs):
+        output = (await agent.run("weather in Paris?")).output
+    t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    if "sunny" not in output or calls != warmup + runs:
+        sys.exit(f"ambit_py: wrong result: output={output!r}, tool calls={calls}")
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    print(json.dumps({"runs": runs, "cpu_ms": cpu * 1000, "wall_ms": (t1 - t0) * 1000, "maxrss_kb": r1.ru_maxrss,
+                      "tool_calls": calls, "output": output}), flush=True)
+
+
+asyncio.run(main())
