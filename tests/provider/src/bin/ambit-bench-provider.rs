@@ -61,7 +61,8 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Fu
     let post = req.method() == hyper::Method::POST;
     let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     if path == "/__bench/stats" {
-        let s = json!({"requests": stats.requests.load(Ordering::Relaxed), "bytes": stats.bytes.load(Ordering::Relaxed)});
+        let s =
+            json!({"requests": stats.requests.load(Ordering::Relaxed), "bytes": stats.bytes.load(Ordering::Relaxed)});
         return Ok(reply("application/json", s.to_string()));
     }
     if path == "/__bench/reset" {
