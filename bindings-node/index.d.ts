@@ -190,6 +190,13 @@ export declare function tool<Args extends Record<string, any> = Record<string, a
   definition: ToolDefinition<Args>,
 ): Tool<Args>;
 
+/**
+ * The name a model sees for the tool `name` on a wire that takes names of at most `maxBytes` bytes
+ * (default 64, Chat Completions; 128 on Anthropic and Responses): the name itself when the wire takes
+ * it, else its head, `_` and 12 hex digits of its SHA-256.
+ */
+export declare function wireName(name: string, maxBytes?: number): string;
+
 export interface AgentOptions {
   model: Model;
   /** The most tool calls of one turn running at the same time (default 8); results keep the model's order. */
@@ -281,8 +288,13 @@ export interface McpServerConfig {
 export interface DeferralOptions {
   /** The install-wide setting (default `deferred`): servers without their own and `deferrableTools` follow it. */
   setting?: DeferralSetting;
-  /** `append` (a loaded schema joins the tools; default) or `eager` (every schema from the first request). */
-  strategy?: 'append' | 'eager';
+  /**
+   * `native` (default: the provider's own tool search and deferred loading where the model has it,
+   * Anthropic Messages on Claude Opus/Sonnet 4.5+ and OpenAI Responses on GPT-5.4+, else as `append`),
+   * `append` (the local catalog, tool_search and tool_load; a loaded schema joins the tools) or `eager`
+   * (every schema from the first request).
+   */
+  strategy?: 'append' | 'eager' | 'native';
   /** Host tools and built-ins that may be deferred (all others are eager). */
   deferrableTools?: string[];
 }

@@ -447,6 +447,8 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   CancelledError,
+  /** wireName(name, maxBytes = 64): the name the model sees for a tool; straight from the core. */
+  wireName: native.wireName,
 };
 // The work ledger (after the exports above: ledger.js takes AmbitError from them).
 Object.assign(module.exports, require('./ledger.js'));

@@ -265,3 +265,13 @@ pub fn task_progress(token: i64, note: String) -> bool {
 pub fn task_cancelled(token: i64) -> bool {
     u64::try_from(token).is_ok_and(ambit::agent::background::host_task_cancelled)
 }
+
+/// The name a model sees for the tool `name` on a wire that takes names of at most `max_bytes` bytes
+/// (default 64, Chat Completions; 128 on Anthropic and Responses): the name itself when the wire takes
+/// it, else its head, `_` and 12 hex digits of its SHA-256 (SPEC §3).
+#[napi]
+pub fn wire_name(name: String, max_bytes: Option<u32>) -> String {
+    let limit =
+        max_bytes.map_or(ambit::tools::wire_name::CHAT_COMPLETIONS_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    ambit::tools::wire_name::wire_name(&name, limit)
+}

@@ -5,7 +5,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { Agent, OpenAIChat, McpServer, ConfigError, tool } = require('..');
+const { Agent, OpenAIChat, McpServer, ConfigError, tool, wireName } = require('..');
 
 const weather = tool({ name: 'weather', description: 'Current weather.', parameters: { type: 'object', properties: {} }, run: async () => 'sunny', level: 'read' });
 const forecast = tool({ name: 'forecast', description: 'Tomorrow.', parameters: { type: 'object', properties: {} }, run: async () => 'rain', level: 'read' });
@@ -16,6 +16,17 @@ test('a bad server name, setting or key is a ConfigError naming it', () => {
   assert.throws(() => new Agent({ model: model(), deferral: { setting: 'lazy' } }), (e) => e instanceof ConfigError && /lazy/.test(e.message));
   assert.throws(() => new Agent({ model: model(), mcpServers: [{ ...McpServer.http('docs', 'http://127.0.0.1:1/mcp'), trustd: true }] }), (e) => e instanceof ConfigError && /trustd/.test(e.message));
   assert.throws(() => new Agent({ model: model(), mcpServers: 'node server.js' }), TypeError);
+});
+
+test('wireName is the name the model sees for a tool', () => {
+  assert.equal(wireName('get_weather'), 'get_weather');
+  const long = 'mcp__github__' + 'list_pull_requests_'.repeat(4);
+  const short = wireName(long);
+  assert.equal(short.length, 64);
+  assert.ok(short.startsWith(long.slice(0, 51) + '_'));
+  assert.equal(wireName(long, 128), long);
+  assert.equal(wireName('files.read'), wireName('files.read', 64));
+  assert.match(wireName('files.read'), /^files_read_[0-9a-f]{12}$/);
 });
 
 test('the listing shows deferred and hidden host tools', () => {

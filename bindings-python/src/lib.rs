@@ -282,12 +282,22 @@ fn task_cancelled(token: u64) -> bool {
     ambit::agent::background::host_task_cancelled(token)
 }
 
+/// The name a model sees for the tool `name` on a wire that takes names of at most `max_bytes` bytes
+/// (64 on Chat Completions, 128 on Anthropic and Responses): the name itself when the wire takes it,
+/// else its head, `_` and 12 hex digits of its SHA-256 (SPEC §3).
+#[pyfunction]
+#[pyo3(signature = (name, max_bytes=ambit::tools::wire_name::CHAT_COMPLETIONS_LIMIT))]
+fn wire_name(name: &str, max_bytes: usize) -> String {
+    ambit::tools::wire_name::wire_name(name, max_bytes)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_async_runtimes::tokio::init_with_runtime(ambit::runtime::runtime());
     m.add_class::<NativeAgent>()?;
     m.add_function(wrap_pyfunction!(task_progress, m)?)?;
     m.add_function(wrap_pyfunction!(task_cancelled, m)?)?;
+    m.add_function(wrap_pyfunction!(wire_name, m)?)?;
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;

@@ -41,6 +41,16 @@ def test_schema_from_type_hints_and_docstring() -> None:
     assert get_weather("x") == "sunny"  # still callable as a function
 
 
+def test_wire_name_is_the_name_the_model_sees() -> None:
+    assert ambit.wire_name("get_weather") == "get_weather"
+    long = "mcp__github__" + "list_pull_requests_" * 4
+    short = ambit.wire_name(long)
+    assert len(short) == 64 and short.startswith(long[:51] + "_")
+    assert ambit.wire_name(long, max_bytes=128) == long
+    assert ambit.wire_name("files.read") == ambit.wire_name("files.read", 64) != "files.read"
+    assert ambit.wire_name("files.read").startswith("files_read_")
+
+
 def test_a_type_without_schema_is_refused_by_name() -> None:
     class Point:
         pass

@@ -54,4 +54,4 @@ pub use permission::{
     ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
     Scope, ToolStatus,
 };
-pub use tools::{FnTool, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};
+pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};

@@ -70,9 +70,14 @@ __all__ = [
     "ToolCall",
     "Usage",
     "tool",
+    "wire_name",
 ]
 
 __version__: str = _native.__version__
+
+# wire_name(name, max_bytes=64) -> str: the name the model sees for a tool on a wire that takes names of
+# at most max_bytes bytes (64 on Chat Completions, 128 on Anthropic and Responses). Straight from the core.
+wire_name = _native.wire_name
 
 # No native worker may still be inside Python when the interpreter finalizes.
 atexit.register(_native._drain)

@@ -20,7 +20,7 @@ from .policy import Level
 __all__ = ["Deferral", "DeferralSetting", "LoadStrategy", "McpProtocol", "McpServer"]
 
 DeferralSetting = Literal["deferred", "eager", "hidden"]
-LoadStrategy = Literal["append", "eager"]
+LoadStrategy = Literal["append", "eager", "native"]
 McpProtocol = Literal["initialize", "stateless", "auto"]
 
 
@@ -78,11 +78,14 @@ class Deferral:
     """How tools that may be deferred ship. ``setting`` is the install-wide one: MCP servers without
     their own, and the host tools named in ``deferrable_tools``, follow it (``deferred``: listed in the
     catalog until loaded; ``eager``: declared from the first request; ``hidden``: not registered at
-    all). ``strategy`` is how a load reaches the provider: ``append`` (a loaded schema joins the tools)
-    or ``eager`` (every schema from the first request)."""
+    all). ``strategy`` is how a load reaches the provider: ``native`` (the default: the provider's own
+    tool search and deferred loading where the model has it, Anthropic Messages on Claude Opus/Sonnet
+    4.5+ and OpenAI Responses on GPT-5.4+, else as ``append``), ``append`` (the local catalog,
+    ``tool_search`` and ``tool_load``; a loaded schema joins the tools) or ``eager`` (every schema from
+    the first request)."""
 
     setting: DeferralSetting = "deferred"
-    strategy: LoadStrategy = "append"
+    strategy: LoadStrategy = "native"
     deferrable_tools: Sequence[str] = ()
 
     def _config(self) -> dict[str, Any]:

@@ -375,17 +375,21 @@ impl Agent {
             self.add_loop_params(&mut request.tools);
             events.emit(Event::ModelRequest { turn });
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
-            let response = if events.is_on() {
-                inner.model.respond_streaming(&request, &sink).instrument(tracing::info_span!("turn", turn)).await?
-            } else {
-                inner.model.respond(&request).instrument(tracing::info_span!("turn", turn)).await?
-            };
+            let sink: Option<&crate::model::TextSink<'_>> = if events.is_on() { Some(&sink) } else { None };
+            let reply =
+                inner.model.respond_with_items(&request, sink).instrument(tracing::info_span!("turn", turn)).await?;
+            let response = reply.response;
             usage.add(&response.usage);
             let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
             events.emit(Event::ModelResponse { turn, usage: response.usage, cost: request_cost });
             let cost = budget::cost_of(&inner.prices, &model_name, &usage);
             inner.budget.check(&usage, cost)?;
             let calls = response.tool_calls;
+            if !reply.provider_items.is_empty() {
+                // The provider's own tool search (the native load strategy): kept for the next request,
+                // nothing of it reaches the gate.
+                request.messages.push(Message::Provider { wire: reply.wire.to_string(), items: reply.provider_items });
+            }
             request.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
             if calls.is_empty() && state.tasks.outstanding() > 0 {
                 // Background results arrive as their own turns, one per turn, once the model has ended

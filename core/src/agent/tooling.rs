@@ -77,7 +77,8 @@ pub(super) fn build(
     let source: Option<Arc<dyn ToolSource>> =
         (!servers.is_empty()).then(|| Arc::new(McpHub::new(servers, deferral.setting)) as Arc<dyn ToolSource>);
     let dynamic = source.is_some();
-    let tooling = Arc::new(Tooling::new(tools.clone(), deferral, source, facts));
+    let native = model.native_tool_search();
+    let tooling = Arc::new(Tooling::new(tools.clone(), deferral, source, facts).with_native_search(native));
     let model = if dynamic { crate::deferral::wire::wrap(model, tooling.clone()) } else { model };
     (tooling, model)
 }

@@ -52,11 +52,19 @@ impl std::str::FromStr for Deferral {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadStrategy {
-    /// A loaded schema joins the tools array (the prompt-cache prefix is rewritten once).
-    #[default]
+    /// The local catalog, `tool_search` and `tool_load`; a loaded schema joins the tools array (the
+    /// prompt-cache prefix is rewritten once).
     Append,
     /// Every schema from the first request: nothing is left deferred.
     Eager,
+    /// The provider's own deferred loading where the model has it ([`Model::native_tool_search`]):
+    /// every deferred tool ships whole with `defer_loading: true` beside the provider's search tool,
+    /// with no catalog, `tool_search` or `tool_load`; the provider searches and loads. Elsewhere (Chat
+    /// Completions, models without it) it is [`LoadStrategy::Append`]. The default.
+    ///
+    /// [`Model::native_tool_search`]: crate::model::Model::native_tool_search
+    #[default]
+    Native,
 }
 
 impl std::str::FromStr for LoadStrategy {
@@ -65,7 +73,8 @@ impl std::str::FromStr for LoadStrategy {
         match s {
             "append" => Ok(LoadStrategy::Append),
             "eager" => Ok(LoadStrategy::Eager),
-            other => Err(format!("unknown load strategy '{other}' (append or eager)")),
+            "native" => Ok(LoadStrategy::Native),
+            other => Err(format!("unknown load strategy '{other}' (append, eager or native)")),
         }
     }
 }
@@ -295,11 +304,18 @@ pub struct Tooling {
     source: Option<Arc<dyn ToolSource>>,
     facts: Facts,
     snapshot: RwLock<Arc<Toolbox>>,
+    /// The provider searches and loads deferred tools itself (the native strategy on a model that
+    /// has it).
+    native: bool,
 }
 
 impl std::fmt::Debug for Tooling {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tooling").field("config", &self.config).field("facts", &self.facts).finish()
+        f.debug_struct("Tooling")
+            .field("config", &self.config)
+            .field("facts", &self.facts)
+            .field("native", &self.native)
+            .finish()
     }
 }
 
@@ -316,9 +332,23 @@ impl Tooling {
             source,
             facts,
             snapshot: RwLock::new(Arc::new(Toolbox::new(Vec::new(), Vec::new(), LoadStrategy::Append))),
+            native: false,
         };
         t.rebuild();
         t
+    }
+
+    /// Whether the model searches and loads deferred tools itself
+    /// ([`crate::model::Model::native_tool_search`]); with the native strategy, it then does (without,
+    /// the strategy works as `append`).
+    pub fn with_native_search(mut self, supported: bool) -> Tooling {
+        self.native = supported && self.config.strategy == LoadStrategy::Native;
+        self
+    }
+
+    /// Whether deferred tools go to the provider's own search (no catalog, tool_search or tool_load).
+    pub fn native(&self) -> bool {
+        self.native
     }
 
     /// The registry's tools: those that ship, and those the setting hides.
@@ -379,7 +409,7 @@ impl Tooling {
     }
 
     /// Whether anything offered is left deferred (then tool_search, tool_load and the catalog are in
-    /// the request).
+    /// the request, or, native, the provider's search tool).
     pub fn any_deferred(&self, toolbox: &Toolbox) -> bool {
         toolbox.entries.iter().any(|e| e.deferred && self.facts.offered(e.tool.as_ref()))
     }
@@ -391,10 +421,11 @@ impl Tooling {
     }
 
     fn render_catalog(&self, toolbox: &Toolbox) -> Option<String> {
+        // Native: the provider lists and searches the deferred tools; only unavailable servers remain.
         let items: Vec<catalog::CatalogItem<'_>> = toolbox
             .entries
             .iter()
-            .filter(|e| e.deferred && self.facts.offered(e.tool.as_ref()))
+            .filter(|e| !self.native && e.deferred && self.facts.offered(e.tool.as_ref()))
             .map(|e| catalog::CatalogItem {
                 name: &e.tool.spec().name,
                 group: &e.group,
@@ -415,7 +446,8 @@ impl Tooling {
     }
 
     /// The tools a request carries: the eager offered ones in order, then tool_search and tool_load
-    /// when anything is deferred, then the loaded ones in load order.
+    /// when anything is deferred, then the loaded ones in load order. Native: the eager offered ones,
+    /// then every deferred offered one whole, marked `defer_loading` (the wire adds its search tool).
     pub fn request_tools(&self, toolbox: &Toolbox, loads: &RunLoads) -> Vec<ToolSpec> {
         let mut out: Vec<ToolSpec> = toolbox
             .entries
@@ -423,6 +455,14 @@ impl Tooling {
             .filter(|e| !e.deferred && self.facts.offered(e.tool.as_ref()))
             .map(|e| e.tool.spec().clone())
             .collect();
+        if self.native {
+            out.extend(toolbox.entries.iter().filter(|e| e.deferred && self.facts.offered(e.tool.as_ref())).map(|e| {
+                let mut spec = e.tool.spec().clone();
+                spec.defer_loading = true;
+                spec
+            }));
+            return out;
+        }
         if self.any_deferred(toolbox) {
             out.push(tools::search_spec());
             out.push(tools::load_spec());
@@ -472,13 +512,14 @@ impl Tooling {
     pub fn lookup(&self, name: &str) -> Option<Arc<dyn Tool>> {
         let toolbox = self.toolbox();
         if (name == TOOL_SEARCH || name == TOOL_LOAD) && toolbox.get(name).is_none() {
-            if !self.any_deferred(&toolbox) {
+            if self.native || !self.any_deferred(&toolbox) {
                 return None;
             }
             return Some(tools::meta_tool(name, toolbox, self.facts.clone()));
         }
         if let Some(e) = toolbox.get(name) {
-            if e.deferred {
+            // Native: the provider loaded the whole schema before the model could call it.
+            if e.deferred && !self.native {
                 return Some(Arc::new(tools::DeferredCall::new(e.tool.clone())));
             }
             return Some(e.tool.clone());

@@ -291,3 +291,38 @@ fn the_catalog_is_rendered_once_per_snapshot() {
         )
     );
 }
+
+#[test]
+fn native_ships_deferred_tools_whole_to_the_provider_search() {
+    let f = || facts(Level::Unrestricted, false, Filters::default());
+    let t = tooling(&["find_xrefs", "deploy"], Deferral::Deferred, LoadStrategy::Native, f()).with_native_search(true);
+    assert!(t.native());
+    let tb = t.toolbox();
+    let tools = t.request_tools(&tb, &RunLoads::default());
+    // No catalog, tool_search or tool_load: the deferred tools ship whole, marked for the provider.
+    assert_eq!(names(&tools), ["get_weather", "find_xrefs", "deploy"]);
+    assert_eq!(tools.iter().map(|s| s.defer_loading).collect::<Vec<_>>(), [false, true, true]);
+    assert_eq!(tools[1].parameters, tb.get("find_xrefs").unwrap().tool.spec().parameters);
+    assert_eq!(t.catalog(&tb), None);
+    assert!(t.lookup(TOOL_SEARCH).is_none());
+    assert!(t.lookup(TOOL_LOAD).is_none());
+    // The provider loaded the schema: a call runs the tool itself, without the undocumented note.
+    assert_eq!(t.lookup("deploy").unwrap().spec().name, "deploy");
+    assert!(Arc::ptr_eq(&t.lookup("deploy").unwrap(), &tb.get("deploy").unwrap().tool));
+    // The listing still says deferred.
+    assert!(t.listing().iter().any(|l| l.name == "deploy" && l.status == crate::permission::ToolStatus::Deferred));
+
+    // Without the model's support, and with the other strategies, the local search stays.
+    let local =
+        tooling(&["find_xrefs", "deploy"], Deferral::Deferred, LoadStrategy::Native, f()).with_native_search(false);
+    assert_eq!(
+        names(&local.request_tools(&local.toolbox(), &RunLoads::default())),
+        ["get_weather", TOOL_SEARCH, TOOL_LOAD]
+    );
+    let append = tooling(&["deploy"], Deferral::Deferred, LoadStrategy::Append, f()).with_native_search(true);
+    assert!(!append.native());
+    assert!(append.catalog(&append.toolbox()).is_some());
+    assert_eq!(LoadStrategy::default(), LoadStrategy::Native);
+    assert_eq!("native".parse::<LoadStrategy>(), Ok(LoadStrategy::Native));
+    assert_eq!(serde_json::to_value(LoadStrategy::Native).unwrap(), json!("native"));
+}

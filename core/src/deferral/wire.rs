@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::Tooling;
 use crate::error::ModelError;
-use crate::model::{Message, Model, ModelRequest, ModelResponse, TextSink};
+use crate::model::{Message, Model, ModelReply, ModelRequest, ModelResponse, TextSink};
 use crate::tools::wire_name::WireNames;
 
 /// Wraps `model` so every request maps the tooling's current names.
@@ -90,5 +90,20 @@ impl Model for DynamicWireNames {
     ) -> Result<ModelResponse, ModelError> {
         let names = self.mapping()?;
         self.inner.respond_streaming(&Self::outgoing(&names, request), sink).await.map(|r| Self::incoming(&names, r))
+    }
+
+    fn native_tool_search(&self) -> bool {
+        self.inner.native_tool_search()
+    }
+
+    async fn respond_with_items(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
+        let names = self.mapping()?;
+        let mut reply = self.inner.respond_with_items(&Self::outgoing(&names, request), sink).await?;
+        reply.response = Self::incoming(&names, reply.response);
+        Ok(reply)
     }
 }

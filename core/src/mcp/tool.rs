@@ -1,6 +1,9 @@
 //! One MCP tool as the agent sees it: its exposed name, level and schema, and a call through the
 //! server's peer with structured content and `isError` carried to the model.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
@@ -36,10 +39,24 @@ pub struct McpTool {
     tool: String,
     server: String,
     peer: Peer<RoleClient>,
+    /// On a 2026-07-28 connection with a `subscriptions/listen` stream: the server's dirty flag. A
+    /// list_changed the server published before answering rides that other stream and can arrive just
+    /// after the answer; the call waits briefly for it (see [`LISTEN_SETTLE`]).
+    listen_dirty: Option<Arc<AtomicBool>>,
 }
 
+/// How long a call on a connection whose list changes arrive through `subscriptions/listen` waits,
+/// after the answer, for a list_changed published before it (there is no ordering between the two
+/// streams). Ends as soon as the server is marked dirty.
+pub const LISTEN_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl McpTool {
-    pub(super) fn new(config: &McpServer, tool: &rmcp::model::Tool, peer: Peer<RoleClient>) -> McpTool {
+    pub(super) fn new(
+        config: &McpServer,
+        tool: &rmcp::model::Tool,
+        peer: Peer<RoleClient>,
+        listen_dirty: Option<Arc<AtomicBool>>,
+    ) -> McpTool {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
         let mut parameters = Value::Object((*tool.input_schema).clone());
         if parameters.get("type").is_none() {
@@ -48,7 +65,7 @@ impl McpTool {
         let description = tool.description.as_deref().unwrap_or_default().to_string();
         let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
             .with_level(tool_level(config, &tool.name, read_only));
-        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer }
+        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer, listen_dirty }
     }
 
     /// The server's name and the server's name for the tool.
@@ -112,6 +129,12 @@ impl Tool for McpTool {
         // run, so the next request is prepared from the changed list.
         for _ in 0..4 {
             tokio::task::yield_now().await;
+        }
+        if let Some(dirty) = &self.listen_dirty {
+            let until = tokio::time::Instant::now() + LISTEN_SETTLE;
+            while !dirty.load(Ordering::SeqCst) && tokio::time::Instant::now() < until {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
         }
         let text = result_text(&result);
         if result.is_error == Some(true) {

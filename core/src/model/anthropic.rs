@@ -6,16 +6,46 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::body::{RequestBody, ToolShape, WireTool};
+
 use super::http::{Endpoint, count, json_body, truncate};
 use super::openai_chat::env_key;
-use super::sse::read_events;
-use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use super::sse::{SseEvent, read_events};
+use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
 /// The API version sent in `anthropic-version`.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` when none is set (the wire requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The wire's name on a [`Message::Provider`].
+pub const WIRE: &str = "anthropic";
+/// The server tool a request with deferred tools carries (SPEC §4 `native`): Claude searches the
+/// deferred definitions in natural language (BM25) and the API loads what it finds.
+pub const TOOL_SEARCH_TYPE: &str = "tool_search_tool_bm25_20251119";
+pub const TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
+/// The beta the tool search tool was introduced under, sent with a request that uses it.
+pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+
+/// Whether the provider's tool search serves `model`: Claude Opus and Sonnet 4.5 and later, any
+/// Claude 5 or later (by name, dated or not: `claude-sonnet-4-5`, `claude-opus-4-5-20251101`).
+pub fn supports_tool_search(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    ["opus-", "sonnet-", "haiku-"].iter().any(|family| {
+        m.match_indices(family).any(|(at, _)| {
+            let rest = &m[at + family.len()..];
+            let mut parts = rest.split(['-', '.', '@', ':']);
+            // A date after the family (`claude-3-5-sonnet-20241022`) is no version.
+            let major: u32 = match parts.next().and_then(|p| p.parse().ok()).filter(|n| *n < 100) {
+                Some(n) => n,
+                None => return false,
+            };
+            // A dated snapshot (`-20250514`) is not a minor version.
+            let minor: u32 = parts.next().and_then(|p| p.parse().ok()).filter(|n| *n < 100).unwrap_or(0);
+            major >= 5 || (major == 4 && minor >= 5 && *family != "haiku-")
+        })
+    })
+}
 
 /// A model on the Anthropic Messages wire.
 #[derive(Debug, Clone)]
@@ -76,6 +106,11 @@ impl Anthropic {
 /// The request body, exactly as the Messages API takes it. Tool results go back as `tool_result` blocks
 /// in a user message; consecutive entries of one role are merged, as the wire wants roles to alternate.
 pub fn request_body(model: &str, max_tokens: u32, req: &ModelRequest, stream: bool) -> Value {
+    request(model, max_tokens, req, stream).to_value()
+}
+
+/// The request body, its tools written from the request's specs when it is serialized.
+pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: bool) -> RequestBody<'a> {
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
     let mut push = |role: &str, blocks: Vec<Value>| {
         if blocks.is_empty() {
@@ -110,25 +145,35 @@ pub fn request_body(model: &str, max_tokens: u32, req: &ModelRequest, stream: bo
                 }
                 push("user", vec![block]);
             }
+            // The server's own blocks go back as they came, in the assistant message they belong to.
+            Message::Provider { wire, items } if wire == WIRE => push("assistant", items.clone()),
+            Message::Provider { .. } => {}
         }
     }
     let messages: Vec<Value> =
         messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
-    let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": messages});
+    let mut fields = Map::new();
+    fields.insert("model".into(), json!(model));
+    fields.insert("max_tokens".into(), json!(max_tokens));
+    fields.insert("messages".into(), Value::Array(messages));
     if let Some(instructions) = &req.instructions {
-        body["system"] = json!(instructions);
-    }
-    if !req.tools.is_empty() {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
+        fields.insert("system".into(), json!(instructions));
     }
     if stream {
-        body["stream"] = json!(true);
+        fields.insert("stream".into(), json!(true));
     }
-    body
+    let mut tools = Vec::with_capacity(req.tools.len() + 1);
+    if req.tools.iter().any(|t| t.defer_loading) {
+        tools.push(WireTool::Fixed(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME})));
+    }
+    tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Anthropic, t)));
+    RequestBody { fields, tools }
+}
+
+/// Whether a block is one the server produced and answered itself (`server_tool_use`, and its
+/// `…_tool_result`, such as `tool_search_tool_result`): kept verbatim for the next request.
+fn is_server_block(kind: &str) -> bool {
+    kind == "server_tool_use" || (kind.ends_with("_tool_result") && kind != "tool_result")
 }
 
 fn stop_reason(reason: Option<&str>, has_calls: bool) -> StopReason {
@@ -154,12 +199,19 @@ fn parse_usage(u: Option<&Value>) -> Usage {
 
 /// Reads a Messages response body.
 pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    parse_reply(body).map(|r| r.response)
+}
+
+/// Reads a Messages response body, with the server's own blocks (its tool search) verbatim.
+pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let blocks = body.get("content").and_then(Value::as_array).ok_or_else(|| bad("no content"))?;
     let mut text: Option<String> = None;
     let mut tool_calls = Vec::new();
+    let mut provider_items = Vec::new();
     for b in blocks {
         match b.get("type").and_then(Value::as_str) {
+            Some(kind) if is_server_block(kind) => provider_items.push(b.clone()),
             Some("text") => {
                 text.get_or_insert_with(String::new).push_str(b.get("text").and_then(Value::as_str).unwrap_or(""))
             }
@@ -172,27 +224,42 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
         }
     }
     let stop = stop_reason(body.get("stop_reason").and_then(Value::as_str), !tool_calls.is_empty());
-    Ok(ModelResponse {
+    let response = ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,
         tool_calls,
         stop,
         usage: parse_usage(body.get("usage")),
-    })
+    };
+    Ok(ModelReply { response, wire: if provider_items.is_empty() { "" } else { WIRE }, provider_items })
 }
 
-/// Folds the stream's events (`message_start`, `content_block_*`, `message_delta`, `message_stop`)
-/// into the message they describe, then reads it like a whole answer.
-#[derive(Default)]
-struct StreamFold {
+/// Reads a streamed Messages answer: folds the stream's events (`message_start`, `content_block_*`,
+/// `message_delta`, `message_stop`) into the message they describe, then reads it like a whole answer.
+/// Feed it the events of an [`SseParser`](super::sse::SseParser) until [`push`](Self::push) returns
+/// `Ok(false)` (at `message_stop`), then [`finish`](Self::finish). This is the code [`Anthropic`] runs
+/// on a streamed answer; it is public so the benchmarks (core/benches/hot_paths.rs) can time it
+/// without a connection.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
     message: Option<Value>,
     blocks: Vec<Value>,
     partial_json: Vec<String>,
     done: bool,
 }
 
-impl StreamFold {
-    fn push(&mut self, event: &str, data: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
+impl StreamDecoder {
+    /// Reads one event; text deltas go to `sink`. Returns whether more events are expected.
+    pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        let data: Value = serde_json::from_str(&event.data).map_err(|err| {
+            ModelError::InvalidResponse(format!("an event is not JSON ({err}): {}", truncate(&event.data, 300)))
+        })?;
+        let name = event.event.as_deref().or_else(|| data.get("type").and_then(Value::as_str)).unwrap_or("");
+        self.fold(name, &data, sink)?;
+        Ok(!self.done)
+    }
+
+    fn fold(&mut self, event: &str, data: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match event {
             "message_start" => self.message = data.get("message").cloned(),
@@ -212,9 +279,11 @@ impl StreamFold {
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
                         let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
-                        let mut whole = block.get("text").and_then(Value::as_str).unwrap_or("").to_string();
-                        whole.push_str(t);
-                        block["text"] = json!(whole);
+                        // Appended in place: copying the whole text per delta made long answers quadratic.
+                        match block.get_mut("text") {
+                            Some(Value::String(whole)) => whole.push_str(t),
+                            _ => block["text"] = json!(t),
+                        }
                         if !t.is_empty() {
                             sink(t);
                         }
@@ -226,7 +295,7 @@ impl StreamFold {
             }
             "content_block_stop" => {
                 if let Some(block) = self.blocks.get_mut(index)
-                    && block.get("type").and_then(Value::as_str) == Some("tool_use")
+                    && matches!(block.get("type").and_then(Value::as_str), Some("tool_use" | "server_tool_use"))
                     && !self.partial_json[index].trim().is_empty()
                 {
                     block["input"] = serde_json::from_str(&self.partial_json[index])
@@ -259,14 +328,20 @@ impl StreamFold {
         Ok(())
     }
 
-    fn finish(self) -> Result<ModelResponse, ModelError> {
+    /// The response the events described.
+    pub fn finish(self) -> Result<ModelResponse, ModelError> {
+        self.finish_reply().map(|r| r.response)
+    }
+
+    /// The response the events described, with the server's own blocks.
+    pub fn finish_reply(self) -> Result<ModelReply, ModelError> {
         let mut message =
             self.message.ok_or_else(|| ModelError::InvalidResponse("the stream ended without message_start".into()))?;
         if !self.done {
             return Err(ModelError::InvalidResponse("the stream ended without message_stop".into()));
         }
         message["content"] = Value::Array(self.blocks);
-        parse_response(&message)
+        parse_reply(&message)
     }
 }
 
@@ -280,41 +355,50 @@ impl Model for Anthropic {
         crate::tools::wire_name::LONG_WIRE_LIMIT
     }
 
+    fn native_tool_search(&self) -> bool {
+        supports_tool_search(&self.endpoint.model)
+    }
+
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         self.respond_streaming(request, &|_| {}).await
     }
 
-    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "anthropic", model = %self.endpoint.model))]
     async fn respond_streaming(
         &self,
         request: &ModelRequest,
         sink: &TextSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
+        self.respond_with_items(request, Some(sink)).await.map(|r| r.response)
+    }
+
+    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "anthropic", model = %self.endpoint.model))]
+    async fn respond_with_items(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
+        let noop = |_: &str| {};
+        let sink: &TextSink<'_> = sink.unwrap_or(&noop);
         let ep = &self.endpoint;
-        let body = request_body(&ep.model, self.max_tokens, request, ep.stream);
+        let body = self::request(&ep.model, self.max_tokens, request, ep.stream);
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
         if let Some(key) = &ep.api_key {
             headers.push(("x-api-key", key.clone()));
         }
+        if request.tools.iter().any(|t| t.defer_loading) {
+            headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_string()));
+        }
         let resp = ep.post(&ep.url("messages"), &headers, &body).await?;
         if !ep.stream {
-            let response = parse_response(&json_body(resp).await?)?;
-            if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
+            let reply = parse_reply(&json_body(resp).await?)?;
+            if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
-            return Ok(response);
+            return Ok(reply);
         }
-        let mut fold = StreamFold::default();
-        read_events(resp, |e| {
-            let data: Value = serde_json::from_str(&e.data).map_err(|err| {
-                ModelError::InvalidResponse(format!("an event is not JSON ({err}): {}", truncate(&e.data, 300)))
-            })?;
-            let name = e.event.as_deref().or_else(|| data.get("type").and_then(Value::as_str)).unwrap_or("");
-            fold.push(name, &data, sink)?;
-            Ok(!fold.done)
-        })
-        .await?;
-        fold.finish()
+        let mut decoder = StreamDecoder::default();
+        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        decoder.finish_reply()
     }
 }
 
@@ -353,9 +437,130 @@ mod tests {
         assert_eq!(b["tools"][0]["input_schema"], json!({"type": "object"}));
     }
 
+    fn native_search_blocks() -> Vec<Value> {
+        vec![
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {"query": "forecast"}}),
+            json!({"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1", "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": "get_forecast"}]}}),
+        ]
+    }
+
+    #[test]
+    fn deferred_tools_ship_with_the_search_tool_and_server_blocks_go_back() {
+        let mut forecast = ToolSpec::new("get_forecast", "Tomorrow.", json!({"type": "object"}));
+        forecast.defer_loading = true;
+        let req = ModelRequest {
+            instructions: Some("be brief".into()),
+            messages: vec![
+                Message::User { content: "forecast?".into() },
+                Message::Provider { wire: WIRE.into(), items: native_search_blocks() },
+                Message::Provider { wire: "openai_responses".into(), items: vec![json!({"type": "tool_search_call"})] },
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "toolu_1".into(),
+                        name: "get_forecast".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+                Message::Tool {
+                    call_id: "toolu_1".into(),
+                    name: "get_forecast".into(),
+                    content: "rain".into(),
+                    is_error: false,
+                },
+            ],
+            tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+        };
+        let b = request_body("claude-sonnet-4-5", 100, &req, false);
+        assert_eq!(b["tools"][0], json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}));
+        assert!(b["tools"][1].get("defer_loading").is_none());
+        assert_eq!(b["tools"][2]["defer_loading"], true);
+        assert_eq!(b["tools"][2]["input_schema"], json!({"type": "object"}));
+        // The server's blocks, verbatim, then the call, in one assistant message; the other wire's left out.
+        let assistant = &b["messages"][1];
+        assert_eq!(assistant["role"], "assistant");
+        let mut want = native_search_blocks();
+        want.push(json!({"type": "tool_use", "id": "toolu_1", "name": "get_forecast", "input": {}}));
+        assert_eq!(assistant["content"], Value::Array(want));
+        assert_eq!(b["messages"].as_array().unwrap().len(), 3);
+        // Without deferred tools, no search tool.
+        let plain = ModelRequest { tools: vec![req.tools[0].clone()], ..req };
+        assert_eq!(request_body("m", 100, &plain, false)["tools"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn server_blocks_are_kept_apart_whole_and_streamed() {
+        let mut content = native_search_blocks();
+        content.push(json!({"type": "text", "text": "Found it."}));
+        content.push(json!({"type": "tool_use", "id": "toolu_1", "name": "get_forecast", "input": {"city": "Oslo"}}));
+        let body = json!({"id": "msg_1", "content": content, "stop_reason": "tool_use", "usage": {}});
+        let r = parse_reply(&body).unwrap();
+        assert_eq!(r.wire, WIRE);
+        assert_eq!(r.provider_items, native_search_blocks());
+        assert_eq!(r.response.text.as_deref(), Some("Found it."));
+        assert_eq!(r.response.tool_calls.len(), 1);
+        assert_eq!(r.response.tool_calls[0].name, "get_forecast");
+
+        let mut f = StreamDecoder::default();
+        let sink = |_: &str| {};
+        let blocks = native_search_blocks();
+        let events = [
+            ("message_start", json!({"message": {"id": "msg_2", "content": [], "usage": {"input_tokens": 3}}})),
+            (
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": "}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"forecast\"}"}}),
+            ),
+            ("content_block_stop", json!({"index": 0})),
+            ("content_block_start", json!({"index": 1, "content_block": blocks[1]})),
+            ("content_block_stop", json!({"index": 1})),
+            (
+                "content_block_start",
+                json!({"index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_forecast", "input": {}}}),
+            ),
+            ("content_block_stop", json!({"index": 2})),
+            ("message_delta", json!({"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}})),
+            ("message_stop", json!({})),
+        ];
+        for (e, d) in events {
+            f.fold(e, &d, &sink).unwrap();
+        }
+        let r = f.finish_reply().unwrap();
+        assert_eq!(r.provider_items, blocks);
+        assert_eq!(r.response.tool_calls[0].arguments, "{}");
+        assert_eq!(r.response.stop, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn tool_search_models() {
+        for m in [
+            "claude-sonnet-4-5",
+            "claude-opus-4-5-20251101",
+            "claude-sonnet-4-6",
+            "claude-opus-5",
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ] {
+            assert!(supports_tool_search(m), "{m}");
+        }
+        for m in
+            ["claude-haiku-4-5", "claude-sonnet-4-20250514", "claude-3-5-sonnet-20241022", "claude-opus-4-1", "gpt-5.4"]
+        {
+            assert!(!supports_tool_search(m), "{m}");
+        }
+    }
+
     #[test]
     fn a_stream_folds_into_the_message() {
-        let mut f = StreamFold::default();
+        let mut f = StreamDecoder::default();
         let got = std::sync::Mutex::new(String::new());
         let sink = |t: &str| got.lock().unwrap().push_str(t);
         let events = [
@@ -384,7 +589,7 @@ mod tests {
             ("message_stop", json!({})),
         ];
         for (e, d) in events {
-            f.push(e, &d, &sink).unwrap();
+            f.fold(e, &d, &sink).unwrap();
         }
         let r = f.finish().unwrap();
         assert_eq!(*got.lock().unwrap(), "Hello");

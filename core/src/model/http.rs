@@ -60,12 +60,16 @@ impl Endpoint {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &Value,
+        body: &(impl serde::Serialize + ?Sized),
     ) -> Result<reqwest::Response, ModelError> {
         let client = self.client()?;
+        // Serialized once, sent as often as the retries need.
+        let bytes = bytes::Bytes::from(
+            serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?,
+        );
         let mut attempt = 0;
         loop {
-            let mut http = client.post(url).json(body);
+            let mut http = client.post(url).header("content-type", "application/json").body(bytes.clone());
             for (k, v) in headers {
                 http = http.header(*k, v);
             }

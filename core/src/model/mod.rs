@@ -2,6 +2,7 @@
 //! wire format.
 
 pub mod anthropic;
+pub mod body;
 mod config;
 pub(crate) mod http;
 pub mod openai_chat;
@@ -52,12 +53,19 @@ pub struct ToolCall {
 }
 
 /// One entry of the conversation, independent of any wire.
+///
+/// `Provider` holds items the provider produced and answered itself during the assistant's turn (its
+/// own tool search under the `native` load strategy, SPEC §4): kept as they came and sent back
+/// verbatim, before the assistant message that follows them, on the wire named by `wire` (`anthropic`:
+/// content blocks, `openai_responses`: input items). Other wires leave them out. They are not ambit
+/// tool calls: nothing of them reaches the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     User { content: String },
     Assistant { content: Option<String>, tool_calls: Vec<ToolCall> },
     Tool { call_id: String, name: String, content: String, is_error: bool },
+    Provider { wire: String, items: Vec<serde_json::Value> },
 }
 
 /// Everything one model request carries.
@@ -89,6 +97,16 @@ pub struct ModelResponse {
     pub usage: Usage,
 }
 
+/// A model's answer with the items the provider answered itself (see [`Message::Provider`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    pub response: ModelResponse,
+    /// The wire the items belong to (`anthropic`, `openai_responses`); empty when there are none.
+    pub wire: &'static str,
+    /// Server-side blocks or items, verbatim, in the order they came.
+    pub provider_items: Vec<serde_json::Value>,
+}
+
 /// Where a streaming wire hands each piece of text as it arrives.
 pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
 
@@ -116,5 +134,27 @@ pub trait Model: Send + Sync {
             sink(t);
         }
         Ok(response)
+    }
+
+    /// Whether the provider searches and loads deferred tools itself for this model (SPEC §4, the
+    /// `native` load strategy): the Anthropic Messages wire on Claude Opus / Sonnet 4.5 and later, the
+    /// OpenAI Responses wire on GPT-5.4 and later. Elsewhere `native` falls back to the local search.
+    fn native_tool_search(&self) -> bool {
+        false
+    }
+
+    /// Like [`Model::respond_streaming`] (with a sink) or [`Model::respond`] (without), with the items
+    /// the provider answered itself, which the loop keeps in the conversation as a
+    /// [`Message::Provider`]. The default has none.
+    async fn respond_with_items(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
+        let response = match sink {
+            Some(sink) => self.respond_streaming(request, sink).await?,
+            None => self.respond(request).await?,
+        };
+        Ok(ModelReply { response, wire: "", provider_items: Vec::new() })
     }
 }

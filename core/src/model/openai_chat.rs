@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
-use super::sse::read_events;
+use super::sse::{SseEvent, read_events};
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -69,6 +71,11 @@ pub(crate) fn openai_base_url() -> String {
 
 /// The request body for a conversation, exactly as the Chat Completions API takes it.
 pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
+    request(model, req, stream).to_value()
+}
+
+/// The request body, its tools written from the request's specs when it is serialized.
+pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestBody<'a> {
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
     if let Some(instructions) = &req.instructions {
         messages.push(json!({"role": "system", "content": instructions}));
@@ -87,21 +94,19 @@ pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
                 msg
             }
             Message::Tool { call_id, content, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+            // No server-side tool search on this wire: the native strategy falls back to the local one.
+            Message::Provider { .. } => continue,
         });
     }
-    let mut body = json!({"model": model, "messages": messages});
-    if !req.tools.is_empty() {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-            .collect();
-    }
+    let mut fields = Map::new();
+    fields.insert("model".into(), json!(model));
+    fields.insert("messages".into(), Value::Array(messages));
     if stream {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({"include_usage": true});
+        fields.insert("stream".into(), json!(true));
+        fields.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    body
+    let tools = req.tools.iter().map(|t| WireTool::Function(ToolShape::Chat, t)).collect();
+    RequestBody { fields, tools }
 }
 
 /// Reads a Chat Completions response body.
@@ -156,9 +161,12 @@ fn parse_usage(u: Option<&Value>) -> Usage {
     }
 }
 
-/// Folds `chat.completion.chunk` events into one response.
-#[derive(Default)]
-struct ChunkFold {
+/// Reads a streamed Chat Completions answer: feed it the events of an [`SseParser`](super::sse::SseParser)
+/// until [`push`](Self::push) returns `Ok(false)` (at `[DONE]`), then [`finish`](Self::finish). This is
+/// the code [`OpenAiChat`] runs on a streamed answer; it is public so the benchmarks
+/// (core/benches/hot_paths.rs) can time it without a connection.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
     id: String,
     text: Option<String>,
     calls: Vec<ToolCall>,
@@ -166,8 +174,21 @@ struct ChunkFold {
     usage: Option<Value>,
 }
 
-impl ChunkFold {
-    fn push(&mut self, chunk: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
+impl StreamDecoder {
+    /// Reads one event (a `chat.completion.chunk`, or `[DONE]`); text deltas go to `sink`. Returns
+    /// whether more events are expected.
+    pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        if event.data.trim() == "[DONE]" {
+            return Ok(false);
+        }
+        let v: Value = serde_json::from_str(&event.data).map_err(|err| {
+            ModelError::InvalidResponse(format!("a chunk is not JSON ({err}): {}", truncate(&event.data, 300)))
+        })?;
+        self.chunk(&v, sink)?;
+        Ok(true)
+    }
+
+    fn chunk(&mut self, chunk: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
         if let Some(e) = chunk.get("error") {
             let message = e.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
             return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
@@ -210,7 +231,8 @@ impl ChunkFold {
         Ok(())
     }
 
-    fn finish(self) -> Result<ModelResponse, ModelError> {
+    /// The response the events described.
+    pub fn finish(self) -> Result<ModelResponse, ModelError> {
         if self.id.is_empty() && self.finish.is_none() {
             return Err(ModelError::InvalidResponse("the stream ended before any chunk".into()));
         }
@@ -245,7 +267,7 @@ impl Model for OpenAiChat {
         sink: &TextSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let ep = &self.endpoint;
-        let body = request_body(&ep.model, request, ep.stream);
+        let body = self::request(&ep.model, request, ep.stream);
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
@@ -258,19 +280,9 @@ impl Model for OpenAiChat {
             }
             return Ok(response);
         }
-        let mut fold = ChunkFold::default();
-        read_events(resp, |e| {
-            if e.data.trim() == "[DONE]" {
-                return Ok(false);
-            }
-            let v: Value = serde_json::from_str(&e.data).map_err(|err| {
-                ModelError::InvalidResponse(format!("a chunk is not JSON ({err}): {}", truncate(&e.data, 300)))
-            })?;
-            fold.push(&v, sink)?;
-            Ok(true)
-        })
-        .await?;
-        fold.finish()
+        let mut decoder = StreamDecoder::default();
+        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        decoder.finish()
     }
 }
 

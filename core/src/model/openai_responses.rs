@@ -5,13 +5,41 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
 use super::openai_chat::{env_key, openai_base_url};
-use super::sse::read_events;
-use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use super::sse::{SseEvent, read_events};
+use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
+
+/// The wire's name on a [`Message::Provider`].
+pub const WIRE: &str = "openai_responses";
+
+/// Whether the hosted `tool_search` serves `model`: GPT-5.4 and later (`gpt-5.4`, `gpt-5.4-mini`,
+/// `gpt-6`, dated or not).
+pub fn supports_tool_search(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    m.match_indices("gpt-").any(|(at, _)| {
+        let rest = &m[at + 4..];
+        let version: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        let mut parts = version.split('.');
+        let major: u32 = match parts.next().and_then(|p| p.parse().ok()) {
+            Some(n) => n,
+            None => return false,
+        };
+        let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        major > 5 || (major == 5 && minor >= 4)
+    })
+}
+
+/// Output items the server produced and answered itself (its tool search), kept verbatim for the
+/// next request.
+fn is_server_item(kind: &str) -> bool {
+    matches!(kind, "tool_search_call" | "tool_search_output")
+}
 
 /// A model on the Responses wire.
 #[derive(Debug, Clone)]
@@ -57,6 +85,11 @@ impl OpenAiResponses {
 
 /// The request body, exactly as the Responses API takes it.
 pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
+    request(model, req, stream).to_value()
+}
+
+/// The request body, its tools written from the request's specs when it is serialized.
+pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestBody<'a> {
     let mut input = Vec::new();
     for m in &req.messages {
         match m {
@@ -74,33 +107,43 @@ pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
             Message::Tool { call_id, content, .. } => {
                 input.push(json!({"type": "function_call_output", "call_id": call_id, "output": content}))
             }
+            // The server's own items go back as they came.
+            Message::Provider { wire, items } if wire == WIRE => input.extend(items.iter().cloned()),
+            Message::Provider { .. } => {}
         }
     }
-    let mut body = json!({"model": model, "input": input});
+    let mut fields = Map::new();
+    fields.insert("model".into(), json!(model));
+    fields.insert("input".into(), Value::Array(input));
     if let Some(instructions) = &req.instructions {
-        body["instructions"] = json!(instructions);
-    }
-    if !req.tools.is_empty() {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))
-            .collect();
+        fields.insert("instructions".into(), json!(instructions));
     }
     if stream {
-        body["stream"] = json!(true);
+        fields.insert("stream".into(), json!(true));
     }
-    body
+    let mut tools = Vec::with_capacity(req.tools.len() + 1);
+    if req.tools.iter().any(|t| t.defer_loading) {
+        tools.push(WireTool::Fixed(json!({"type": "tool_search"})));
+    }
+    tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Responses, t)));
+    RequestBody { fields, tools }
 }
 
 /// Reads a Responses response object (the body, or `response` of `response.completed`).
 pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    parse_reply(body).map(|r| r.response)
+}
+
+/// Reads a Responses response object, with the server's own items (its tool search) verbatim.
+pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let items = body.get("output").and_then(Value::as_array).ok_or_else(|| bad("no output"))?;
     let mut text: Option<String> = None;
     let mut tool_calls = Vec::new();
+    let mut provider_items = Vec::new();
     for item in items {
         match item.get("type").and_then(Value::as_str) {
+            Some(kind) if is_server_item(kind) => provider_items.push(item.clone()),
             Some("message") => {
                 for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
                     if part.get("type").and_then(Value::as_str) == Some("output_text") {
@@ -150,13 +193,65 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
         cache_read_tokens: cached,
         cache_write_tokens: written,
     };
-    Ok(ModelResponse {
+    let response = ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,
         tool_calls,
         stop,
         usage,
-    })
+    };
+    Ok(ModelReply { response, wire: if provider_items.is_empty() { "" } else { WIRE }, provider_items })
+}
+
+/// Reads a streamed Responses answer: text deltas go to the sink as they come; the final
+/// `response.completed` (or `.incomplete`, `.failed`) carries the whole response, which is read like an
+/// unstreamed answer. Feed it the events of an [`SseParser`](super::sse::SseParser) until
+/// [`push`](Self::push) returns `Ok(false)`, then [`finish`](Self::finish). This is the code
+/// [`OpenAiResponses`] runs on a streamed answer; it is public so the benchmarks
+/// (core/benches/hot_paths.rs) can time it without a connection.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    last: Option<Value>,
+}
+
+impl StreamDecoder {
+    /// Reads one event; text deltas go to `sink`. Returns whether more events are expected.
+    pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        let data: Value = serde_json::from_str(&event.data).map_err(|err| {
+            ModelError::InvalidResponse(format!("an event is not JSON ({err}): {}", truncate(&event.data, 300)))
+        })?;
+        let name = event.event.as_deref().or_else(|| data.get("type").and_then(Value::as_str)).unwrap_or("");
+        match name {
+            "response.output_text.delta" => {
+                if let Some(t) = data.get("delta").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    sink(t);
+                }
+                Ok(true)
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                self.last = data.get("response").cloned();
+                Ok(false)
+            }
+            "error" => {
+                let message = data.get("message").and_then(Value::as_str).unwrap_or("error event");
+                Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")))
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// The response the events described.
+    pub fn finish(self) -> Result<ModelResponse, ModelError> {
+        self.finish_reply().map(|r| r.response)
+    }
+
+    /// The response the events described, with the server's own items.
+    pub fn finish_reply(self) -> Result<ModelReply, ModelError> {
+        let response = self
+            .last
+            .ok_or_else(|| ModelError::InvalidResponse("the stream ended without response.completed".into()))?;
+        parse_reply(&response)
+    }
 }
 
 #[async_trait]
@@ -169,60 +264,47 @@ impl Model for OpenAiResponses {
         crate::tools::wire_name::LONG_WIRE_LIMIT
     }
 
+    fn native_tool_search(&self) -> bool {
+        supports_tool_search(&self.endpoint.model)
+    }
+
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         self.respond_streaming(request, &|_| {}).await
     }
 
-    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "openai_responses", model = %self.endpoint.model))]
     async fn respond_streaming(
         &self,
         request: &ModelRequest,
         sink: &TextSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
+        self.respond_with_items(request, Some(sink)).await.map(|r| r.response)
+    }
+
+    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "openai_responses", model = %self.endpoint.model))]
+    async fn respond_with_items(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
+        let noop = |_: &str| {};
+        let sink: &TextSink<'_> = sink.unwrap_or(&noop);
         let ep = &self.endpoint;
-        let body = request_body(&ep.model, request, ep.stream);
+        let body = self::request(&ep.model, request, ep.stream);
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
         let resp = ep.post(&ep.url("responses"), &headers, &body).await?;
         if !ep.stream {
-            let response = parse_response(&json_body(resp).await?)?;
-            if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
+            let reply = parse_reply(&json_body(resp).await?)?;
+            if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
-            return Ok(response);
+            return Ok(reply);
         }
-        // Text deltas go to the sink as they come; the final `response.completed` (or `.incomplete`,
-        // `.failed`) carries the whole response, which is read like an unstreamed answer.
-        let mut last: Option<Value> = None;
-        read_events(resp, |e| {
-            let data: Value = serde_json::from_str(&e.data).map_err(|err| {
-                ModelError::InvalidResponse(format!("an event is not JSON ({err}): {}", truncate(&e.data, 300)))
-            })?;
-            let name = e.event.as_deref().or_else(|| data.get("type").and_then(Value::as_str)).unwrap_or("");
-            match name {
-                "response.output_text.delta" => {
-                    if let Some(t) = data.get("delta").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                        sink(t);
-                    }
-                    Ok(true)
-                }
-                "response.completed" | "response.incomplete" | "response.failed" => {
-                    last = data.get("response").cloned();
-                    Ok(false)
-                }
-                "error" => {
-                    let message = data.get("message").and_then(Value::as_str).unwrap_or("error event");
-                    Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")))
-                }
-                _ => Ok(true),
-            }
-        })
-        .await?;
-        let response =
-            last.ok_or_else(|| ModelError::InvalidResponse("the stream ended without response.completed".into()))?;
-        parse_response(&response)
+        let mut decoder = StreamDecoder::default();
+        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        decoder.finish_reply()
     }
 }
 
@@ -254,6 +336,78 @@ mod tests {
         assert_eq!(b["input"][2], json!({"type": "function_call_output", "call_id": "call_1", "output": "ok"}));
         assert_eq!(b["tools"][0]["name"], "f");
         assert!(b.get("stream").is_none());
+    }
+
+    fn search_items() -> Vec<Value> {
+        vec![
+            json!({"id": "tsc_1", "type": "tool_search_call", "status": "completed", "execution": "server",
+                "call_id": null, "arguments": {"paths": ["get_forecast"]}}),
+            json!({"id": "tso_1", "type": "tool_search_output", "status": "completed", "execution": "server",
+                "call_id": null, "tools": [{"type": "function", "name": "get_forecast", "description": "Tomorrow.",
+                "parameters": {"type": "object"}, "strict": false, "defer_loading": true}]}),
+        ]
+    }
+
+    #[test]
+    fn deferred_functions_ship_with_tool_search_and_search_items_go_back() {
+        let mut forecast = ToolSpec::new("get_forecast", "Tomorrow.", json!({"type": "object"}));
+        forecast.defer_loading = true;
+        let req = ModelRequest {
+            instructions: None,
+            messages: vec![
+                Message::User { content: "forecast?".into() },
+                Message::Provider { wire: WIRE.into(), items: search_items() },
+                Message::Provider { wire: "anthropic".into(), items: vec![json!({"type": "server_tool_use"})] },
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "get_forecast".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+            ],
+            tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+        };
+        let b = request_body("gpt-5.4", &req, true);
+        assert_eq!(b["tools"][0], json!({"type": "tool_search"}));
+        assert!(b["tools"][1].get("defer_loading").is_none());
+        assert_eq!(b["tools"][2]["defer_loading"], true);
+        assert_eq!(b["tools"][2]["parameters"], json!({"type": "object"}));
+        let input = b["input"].as_array().unwrap();
+        assert_eq!(input.len(), 4);
+        assert_eq!(input[1..3], search_items()[..]);
+        assert_eq!(input[3]["type"], "function_call");
+    }
+
+    #[test]
+    fn search_items_are_kept_apart_whole_and_streamed() {
+        let mut output = search_items();
+        output.push(json!({"type": "function_call", "call_id": "call_1", "name": "get_forecast", "arguments": "{}"}));
+        let body = json!({"id": "resp_1", "status": "completed", "output": output, "usage": {}});
+        let r = parse_reply(&body).unwrap();
+        assert_eq!((r.wire, &r.provider_items), (WIRE, &search_items()));
+        assert_eq!(r.response.tool_calls[0].name, "get_forecast");
+        assert_eq!(r.response.stop, StopReason::ToolUse);
+
+        let mut d = StreamDecoder::default();
+        let sink = |_: &str| {};
+        let ev = |name: &str, data: Value| SseEvent { event: Some(name.into()), data: data.to_string() };
+        assert!(d.push(&ev("response.output_item.added", json!({"item": search_items()[0]})), &sink).unwrap());
+        assert!(d.push(&ev("response.output_item.done", json!({"item": search_items()[1]})), &sink).unwrap());
+        assert!(!d.push(&ev("response.completed", json!({"response": body})), &sink).unwrap());
+        let r = d.finish_reply().unwrap();
+        assert_eq!(r.provider_items, search_items());
+    }
+
+    #[test]
+    fn tool_search_models() {
+        for m in ["gpt-5.4", "gpt-5.4-mini", "gpt-5.5-2026-01-01", "gpt-6"] {
+            assert!(supports_tool_search(m), "{m}");
+        }
+        for m in ["gpt-5", "gpt-5.1", "gpt-4.1", "o3", "claude-sonnet-4-5"] {
+            assert!(!supports_tool_search(m), "{m}");
+        }
     }
 
     #[test]

@@ -142,6 +142,11 @@ pub fn render(message: &Message) -> (&'static str, String) {
             let tag = if *is_error { "error" } else { "result" };
             ("tool", format!("[{tag} of {name}] {content}"))
         }
+        Message::Provider { items, .. } => {
+            let kinds: Vec<&str> =
+                items.iter().map(|i| i.get("type").and_then(serde_json::Value::as_str).unwrap_or("item")).collect();
+            ("assistant", format!("[provider {}]", kinds.join(", ")))
+        }
     }
 }
 

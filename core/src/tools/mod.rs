@@ -22,8 +22,9 @@ pub mod wire_name;
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments; always an object schema.
-    pub parameters: Value,
+    /// JSON Schema of the arguments; always an object schema. Shared: cloning a spec, as every model
+    /// request does, does not copy it.
+    pub parameters: Schema,
     /// The lowest level the tool may run at; `None` means undeclared (`unrestricted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<Level>,
@@ -33,6 +34,59 @@ pub struct ToolSpec {
     /// String arguments whose blank value is itself the value (SPEC §2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_blank: Vec<String>,
+    /// In a request only: the tool ships with the provider's own deferred loading (`defer_loading:
+    /// true`, the `native` load strategy of SPEC §4), and the wire adds its tool-search tool. Set by
+    /// the deferral rules, never declared.
+    #[serde(skip)]
+    pub defer_loading: bool,
+}
+
+/// A tool's JSON Schema: a [`Value`] behind an `Arc`, read through `Deref`; a write (`DerefMut`)
+/// copies it first when it is shared, so no other spec sees the change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Schema(Arc<Value>);
+
+impl Schema {
+    pub fn new(value: Value) -> Self {
+        Schema(Arc::new(value))
+    }
+}
+
+impl From<Value> for Schema {
+    fn from(value: Value) -> Self {
+        Schema::new(value)
+    }
+}
+
+impl std::ops::Deref for Schema {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Schema {
+    fn deref_mut(&mut self) -> &mut Value {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl PartialEq<Value> for Schema {
+    fn eq(&self, other: &Value) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(Schema::new)
+    }
 }
 
 impl ToolSpec {
@@ -40,10 +94,11 @@ impl ToolSpec {
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: Schema::new(parameters),
             level: None,
             requires_approval: false,
             allow_blank: Vec::new(),
+            defer_loading: false,
         }
     }
 
@@ -70,7 +125,7 @@ impl ToolSpec {
         if self.name.trim().is_empty() {
             return Err(Error::Config("a tool needs a non-empty name".into()));
         }
-        match &self.parameters {
+        match &*self.parameters {
             Value::Object(o) if o.get("type").and_then(Value::as_str).is_none_or(|t| t == "object") => Ok(()),
             other => Err(Error::Config(format!(
                 "tool '{}': parameters must be a JSON Schema object with \"type\": \"object\", got {other}",

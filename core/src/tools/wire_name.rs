@@ -138,6 +138,20 @@ impl crate::model::Model for WireNamedModel {
     ) -> Result<crate::model::ModelResponse, crate::error::ModelError> {
         self.inner.respond_streaming(&self.outgoing(request), sink).await.map(|r| self.incoming(r))
     }
+
+    fn native_tool_search(&self) -> bool {
+        self.inner.native_tool_search()
+    }
+
+    async fn respond_with_items(
+        &self,
+        request: &crate::model::ModelRequest,
+        sink: Option<&crate::model::TextSink<'_>>,
+    ) -> Result<crate::model::ModelReply, crate::error::ModelError> {
+        let mut reply = self.inner.respond_with_items(&self.outgoing(request), sink).await?;
+        reply.response = self.incoming(reply.response);
+        Ok(reply)
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //!
 //! A scripted answer (`respond`) is wire-neutral: `content`, `tool_calls[]` (`id`, `name`,
 //! `arguments`), an optional wire-specific stop override (`finish_reason` on Chat Completions,
-//! `stop_reason` on Anthropic) and `usage`.
+//! `stop_reason` on Anthropic), `usage`, and `native_search` (`query`, `tools[]`): the provider's own
+//! tool search, answered before the rest (Anthropic `server_tool_use` + `tool_search_tool_result`
+//! blocks, Responses `tool_search_call` + `tool_search_output` items; nothing on Chat Completions).
 
 use serde_json::{Value, json};
 
@@ -87,6 +89,24 @@ fn calls(respond: &Value) -> Vec<Call> {
 
 fn content(respond: &Value) -> Option<String> {
     respond.get("content").and_then(Value::as_str).map(str::to_string)
+}
+
+/// A scripted native tool search: the query and the names of the tools it finds.
+struct NativeSearch {
+    query: String,
+    tools: Vec<String>,
+}
+
+fn native_search(respond: &Value) -> Option<NativeSearch> {
+    let s = respond.get("native_search")?;
+    Some(NativeSearch {
+        query: s.get("query").and_then(Value::as_str).unwrap_or("").to_string(),
+        tools: s
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default(),
+    })
 }
 
 /// Cuts a text into up to three pieces on character boundaries, as a streaming model sends it.
@@ -207,8 +227,22 @@ fn anthropic_stop(respond: &Value, has_calls: bool) -> String {
         .to_string()
 }
 
-fn anthropic_blocks(respond: &Value) -> Vec<Value> {
+fn anthropic_blocks(id: &str, respond: &Value) -> Vec<Value> {
     let mut blocks = Vec::new();
+    if let Some(search) = native_search(respond) {
+        // The server's tool search (`tool_search_tool_bm25`), run and answered inside this answer.
+        let use_id = format!("srvtoolu_{}", id.trim_start_matches("msg_"));
+        blocks.push(json!({
+            "type": "server_tool_use", "id": use_id, "name": "tool_search_tool_bm25",
+            "input": {"query": search.query}
+        }));
+        let references: Vec<Value> =
+            search.tools.iter().map(|n| json!({"type": "tool_reference", "tool_name": n})).collect();
+        blocks.push(json!({
+            "type": "tool_search_tool_result", "tool_use_id": use_id,
+            "content": {"type": "tool_search_tool_search_result", "tool_references": references}
+        }));
+    }
     if let Some(t) = content(respond) {
         blocks.push(json!({"type": "text", "text": t}));
     }
@@ -227,7 +261,7 @@ pub fn anthropic_message(id: &str, model: &str, respond: &Value) -> Value {
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": anthropic_blocks(respond),
+        "content": anthropic_blocks(id, respond),
         "stop_reason": anthropic_stop(respond, has_calls),
         "stop_sequence": null,
         "usage": anthropic_usage(Tokens::read(respond), Tokens::read(respond).output)
@@ -248,8 +282,14 @@ pub fn anthropic_events(id: &str, model: &str, respond: &Value) -> Vec<Sse> {
         ),
         Sse::named("ping", json!({"type": "ping"})),
     ];
-    for (index, block) in anthropic_blocks(respond).into_iter().enumerate() {
-        if block["type"] == "text" {
+    for (index, block) in anthropic_blocks(id, respond).into_iter().enumerate() {
+        if block["type"] == "tool_search_tool_result" {
+            // A server tool's result arrives whole in its start event.
+            out.push(Sse::named(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ));
+        } else if block["type"] == "text" {
             out.push(Sse::named(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
@@ -264,7 +304,7 @@ pub fn anthropic_events(id: &str, model: &str, respond: &Value) -> Vec<Sse> {
             out.push(Sse::named(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": index, "content_block": {
-                    "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}
+                    "type": block["type"], "id": block["id"], "name": block["name"], "input": {}
                 }}),
             ));
             let mut parts = vec![String::new()];
@@ -303,9 +343,27 @@ fn responses_usage(t: Tokens) -> Value {
     })
 }
 
-/// The output items of a scripted answer; `n` makes the item ids unique per response.
-fn responses_items(id: &str, respond: &Value) -> Vec<Value> {
+/// The output items of a scripted answer; `n` makes the item ids unique per response. A native search
+/// loads the request's own definitions of the tools it finds.
+fn responses_items(id: &str, respond: &Value, request: &Value) -> Vec<Value> {
     let mut items = Vec::new();
+    if let Some(search) = native_search(respond) {
+        let offered = request.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let loaded: Vec<Value> = search
+            .tools
+            .iter()
+            .filter_map(|n| offered.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(n.as_str())))
+            .cloned()
+            .collect();
+        items.push(json!({
+            "id": format!("tsc_{}", &id[5..]), "type": "tool_search_call", "status": "completed",
+            "execution": "server", "call_id": null, "arguments": {"paths": search.tools}
+        }));
+        items.push(json!({
+            "id": format!("tso_{}", &id[5..]), "type": "tool_search_output", "status": "completed",
+            "execution": "server", "call_id": null, "tools": loaded
+        }));
+    }
     if let Some(t) = content(respond) {
         items.push(json!({
             "id": format!("msg_{}", &id[5..]), "type": "message", "status": "completed", "role": "assistant",
@@ -334,7 +392,7 @@ pub fn responses_response(id: &str, model: &str, respond: &Value, request: &Valu
         "instructions": request.get("instructions").cloned().unwrap_or(Value::Null),
         "max_output_tokens": null,
         "model": model,
-        "output": if done { Value::Array(responses_items(id, respond)) } else { json!([]) },
+        "output": if done { Value::Array(responses_items(id, respond, request)) } else { json!([]) },
         "parallel_tool_calls": true,
         "previous_response_id": null,
         "reasoning": {"effort": null, "summary": null},
@@ -358,11 +416,14 @@ pub fn responses_events(id: &str, model: &str, respond: &Value, request: &Value)
     let start = responses_response(id, model, respond, request, false);
     out.push(("response.created".into(), json!({"response": start})));
     out.push(("response.in_progress".into(), json!({"response": start})));
-    for (output_index, item) in responses_items(id, respond).into_iter().enumerate() {
+    for (output_index, item) in responses_items(id, respond, request).into_iter().enumerate() {
         let item_id = item["id"].clone();
         let mut added = item.clone();
         added["status"] = json!("in_progress");
-        if item["type"] == "message" {
+        if item["type"] == "tool_search_call" || item["type"] == "tool_search_output" {
+            // The server's search: added, then done, with nothing streamed between.
+            out.push(("response.output_item.added".into(), json!({"output_index": output_index, "item": added})));
+        } else if item["type"] == "message" {
             added["content"] = json!([]);
             out.push(("response.output_item.added".into(), json!({"output_index": output_index, "item": added})));
             let text = item["content"][0]["text"].as_str().unwrap_or("").to_string();
@@ -462,6 +523,40 @@ mod tests {
         assert_eq!(names.last().unwrap(), "message_stop");
         let delta = e.iter().find(|e| e.event.as_deref() == Some("message_delta")).unwrap();
         assert_eq!(delta.data["delta"]["stop_reason"], "tool_use");
+    }
+
+    #[test]
+    fn native_search_blocks_and_items() {
+        let respond = json!({"native_search": {"query": "forecast", "tools": ["get_forecast"]},
+            "tool_calls": [{"id": "toolu_1", "name": "get_forecast", "arguments": {"city": "Oslo"}}]});
+        let m = anthropic_message("msg_ambit01", "m", &respond);
+        assert_eq!(m["content"][0]["type"], "server_tool_use");
+        assert_eq!(m["content"][0]["input"], json!({"query": "forecast"}));
+        assert_eq!(m["content"][1]["tool_use_id"], m["content"][0]["id"]);
+        assert_eq!(m["content"][1]["content"]["tool_references"][0]["tool_name"], "get_forecast");
+        assert_eq!(m["content"][2]["type"], "tool_use");
+        let e = anthropic_events("msg_ambit01", "m", &respond);
+        let starts: Vec<_> = e
+            .iter()
+            .filter(|e| e.event.as_deref() == Some("content_block_start"))
+            .map(|e| e.data["content_block"]["type"].clone())
+            .collect();
+        assert_eq!(starts, vec![json!("server_tool_use"), json!("tool_search_tool_result"), json!("tool_use")]);
+
+        let request = json!({"tools": [{"type": "tool_search"},
+            {"type": "function", "name": "get_forecast", "parameters": {}, "defer_loading": true}]});
+        let r = responses_response("resp_abc", "m", &respond, &request, true);
+        assert_eq!(r["output"][0]["type"], "tool_search_call");
+        assert_eq!(r["output"][1]["type"], "tool_search_output");
+        assert_eq!(r["output"][1]["tools"][0]["name"], "get_forecast");
+        assert_eq!(r["output"][2]["type"], "function_call");
+        let e = responses_events("resp_abc", "m", &respond, &request);
+        let done: Vec<_> = e
+            .iter()
+            .filter(|e| e.event.as_deref() == Some("response.output_item.done"))
+            .map(|e| e.data["item"]["type"].clone())
+            .collect();
+        assert_eq!(done, vec![json!("tool_search_call"), json!("tool_search_output"), json!("function_call")]);
     }
 
     #[test]

@@ -20,6 +20,9 @@ public enum LoadStrategy: String, Sendable, Encodable {
     case append
     /// Every schema from the first request: nothing is left deferred.
     case eager
+    /// The provider's own tool search and deferred loading where the model has it (Anthropic Messages
+    /// on Claude Opus/Sonnet 4.5+, OpenAI Responses on GPT-5.4+), else as `append`. The default.
+    case native
 }
 
 /// The MCP protocol revision a client speaks.
@@ -114,7 +117,7 @@ public struct Deferral: Sendable, Equatable {
     /// Host tools and built-ins that may be deferred (all others are eager).
     public var deferrableTools: [String]
 
-    public init(setting: DeferralSetting = .deferred, strategy: LoadStrategy = .append, deferrableTools: [String] = []) {
+    public init(setting: DeferralSetting = .deferred, strategy: LoadStrategy = .native, deferrableTools: [String] = []) {
         self.setting = setting
         self.strategy = strategy
         self.deferrableTools = deferrableTools

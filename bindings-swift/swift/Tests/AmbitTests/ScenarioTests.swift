@@ -183,7 +183,7 @@ func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral
     if let d = scenario["deferral"] as? [String: Any] {
         deferral = Deferral(
             setting: (d["setting"] as? String).flatMap(DeferralSetting.init(rawValue:)) ?? .deferred,
-            strategy: (d["strategy"] as? String).flatMap(LoadStrategy.init(rawValue:)) ?? .append,
+            strategy: (d["strategy"] as? String).flatMap(LoadStrategy.init(rawValue:)) ?? .native,
             deferrableTools: d["deferrable_tools"] as? [String] ?? [])
     }
     return (servers, deferral)

@@ -1,0 +1,130 @@
+//! A request body whose tools are written straight from the request's specs: with hundreds of tools
+//! the schemas are most of the bytes, and copying each into a fresh `Value` per request cost more than
+//! sending them (bench/peers, 500 tools). The wires build the rest of the body as a `Value`.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
+
+use crate::tools::ToolSpec;
+
+/// How a wire declares one function tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolShape {
+    /// Chat Completions: `{"type": "function", "function": {name, description, parameters}}`.
+    Chat,
+    /// Responses: `{"type": "function", name, description, parameters, "strict": false}` (+ `defer_loading`).
+    Responses,
+    /// Anthropic Messages: `{name, description, input_schema}` (+ `defer_loading`).
+    Anthropic,
+}
+
+/// One entry of `tools`: a declared function, or a fixed object (a provider's own tool).
+#[derive(Debug)]
+pub enum WireTool<'a> {
+    Function(ToolShape, &'a ToolSpec),
+    Fixed(Value),
+}
+
+/// A request body: `fields` in order, then `tools` when there are any.
+#[derive(Debug)]
+pub struct RequestBody<'a> {
+    pub fields: Map<String, Value>,
+    pub tools: Vec<WireTool<'a>>,
+}
+
+impl RequestBody<'_> {
+    /// The body as a JSON value (what tests and wrappers inspect).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Serialize for RequestBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let tools = !self.tools.is_empty();
+        let mut map = s.serialize_map(Some(self.fields.len() + usize::from(tools)))?;
+        for (k, v) in &self.fields {
+            map.serialize_entry(k, v)?;
+        }
+        if tools {
+            map.serialize_entry("tools", &self.tools)?;
+        }
+        map.end()
+    }
+}
+
+struct ChatFunction<'a>(&'a ToolSpec);
+
+impl Serialize for ChatFunction<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("name", &self.0.name)?;
+        map.serialize_entry("description", &self.0.description)?;
+        map.serialize_entry("parameters", &self.0.parameters)?;
+        map.end()
+    }
+}
+
+impl Serialize for WireTool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (shape, t) = match self {
+            WireTool::Fixed(v) => return v.serialize(s),
+            WireTool::Function(shape, t) => (*shape, *t),
+        };
+        let mut map = s.serialize_map(None)?;
+        match shape {
+            ToolShape::Chat => {
+                map.serialize_entry("type", "function")?;
+                map.serialize_entry("function", &ChatFunction(t))?;
+            }
+            ToolShape::Responses => {
+                map.serialize_entry("type", "function")?;
+                map.serialize_entry("name", &t.name)?;
+                map.serialize_entry("description", &t.description)?;
+                map.serialize_entry("parameters", &t.parameters)?;
+                map.serialize_entry("strict", &false)?;
+            }
+            ToolShape::Anthropic => {
+                map.serialize_entry("name", &t.name)?;
+                map.serialize_entry("description", &t.description)?;
+                map.serialize_entry("input_schema", &t.parameters)?;
+            }
+        }
+        if t.defer_loading && shape != ToolShape::Chat {
+            map.serialize_entry("defer_loading", &true)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tools_serialize_in_each_wire_shape() {
+        let mut spec = ToolSpec::new("f", "does f", json!({"type": "object"}));
+        let body = |shape, spec: &ToolSpec| {
+            let tools = vec![WireTool::Fixed(json!({"type": "tool_search"})), WireTool::Function(shape, spec)];
+            RequestBody { fields: Map::from_iter([("model".to_string(), json!("m"))]), tools }.to_value()
+        };
+        assert_eq!(
+            body(ToolShape::Chat, &spec),
+            json!({"model": "m", "tools": [{"type": "tool_search"},
+                {"type": "function", "function": {"name": "f", "description": "does f", "parameters": {"type": "object"}}}]})
+        );
+        spec.defer_loading = true;
+        assert_eq!(
+            body(ToolShape::Anthropic, &spec)["tools"][1],
+            json!({"name": "f", "description": "does f", "input_schema": {"type": "object"}, "defer_loading": true})
+        );
+        assert_eq!(
+            body(ToolShape::Responses, &spec)["tools"][1],
+            json!({"type": "function", "name": "f", "description": "does f", "parameters": {"type": "object"},
+                   "strict": false, "defer_loading": true})
+        );
+        let empty = RequestBody { fields: Map::new(), tools: Vec::new() };
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
+    }
+}
