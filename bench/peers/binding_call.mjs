@@ -6,7 +6,7 @@
 // The native `taskCancelled(0)` (a number in, a boolean out, a lookup in the core) and an empty JS
 // function are timed beside it for scale.
 //
-//   AMBIT_NODE=/path/to/bindings-node node bench/peers/binding_call.mjs   (default /work/main/bindings-node)
+//   AMBIT_NODE=/path/to/bindings-node node bench/peers/binding_call.mjs   (default: this clone's bindings-node)
 //
 // Prints one JSON line: {"node_ns_per_call": ..., "function": ..., ...}.
 
@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const require = createRequire(import.meta.url);
-const dir = path.resolve(process.env.AMBIT_NODE || '/work/main/bindings-node');
+const dir = path.resolve(process.env.AMBIT_NODE || path.join(import.meta.dirname, '..', '..', 'bindings-node'));
 const ambit = require(dir);
 const native = require(path.join(dir, 'native', 'index.js'));
 

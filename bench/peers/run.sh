@@ -88,5 +88,19 @@ python3 "$repo/bench/peers/make_tools.py" "$pkg/tools500.json" 500
 python3 "$repo/bench/peers/matrix.py" "$bench" "$repo" >"$bench/runners.json"
 
 echo "bench: running (progress on standard error)" >&2
+status=0
 python3 "$repo/bench/peers/driver.py" --provider "$rel/ambit-bench-provider" --runners "$bench/runners.json" \
-  --out "$bench/results.json" --markdown "$bench/results.md" "${args[@]}"
+  --out "$bench/results.json" --markdown "$bench/results.md" "${args[@]}" || status=$?
+
+# The cost of one call into the core and back, from each binding's release build (goal: 2 µs or less).
+echo "bench: binding call cost" >&2
+py_call="$("$bench/venv/bin/python" "$repo/bench/peers/binding_call.py" 2>/dev/null | tail -n 1)"
+node_call="$(AMBIT_NODE="$node_pkg" node "$repo/bench/peers/binding_call.mjs" 2>/dev/null | tail -n 1)"
+{
+  echo
+  echo "### One call into the core and back"
+  echo
+  echo "- Python: $py_call"
+  echo "- Node: $node_call"
+} | tee -a "$bench/results.md"
+exit "$status"
