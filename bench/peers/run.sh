@@ -27,8 +27,9 @@ echo "bench: installing the peers" >&2
 bash "$repo/bench/peers/install.sh" >&2
 
 echo "bench: building ambit (release)" >&2
-(cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider -p ambit-bench-runners \
-  -p ambit-node -p ambit-swift)
+# Two invocations: `--bin` narrows every package of its invocation to that binary (no cdylibs).
+(cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)
+(cd "$repo" && cargo build -q --release -p ambit-bench-runners -p ambit-node -p ambit-swift)
 rel="$CARGO_TARGET_DIR/release"
 
 # Python: the wheel a user installs, built in release mode, into the bench venv beside the peers.

@@ -135,7 +135,9 @@ impl NativeAgent {
     #[napi]
     pub async fn run(&self, input: String) -> String {
         let agent = self.agent.clone();
-        let handle = ambit::runtime::runtime().spawn(async move { agent.run(input).await });
+        // On napi's own runtime, where this future already runs: a hop to another runtime's threads
+        // and back cost about a fifth of a short run (bench/peers). Spawned, so a panic stays a JoinError.
+        let handle = tokio::spawn(async move { agent.run(input).await });
         let outcome: Result<RunResult, NativeError> = match handle.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(NativeError::from_core(&e)),

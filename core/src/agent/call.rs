@@ -26,6 +26,10 @@ impl Agent {
     /// parameter of that name of its own.
     pub(crate) fn add_loop_params(&self, specs: &mut [ToolSpec]) {
         let inner = &self.inner;
+        if inner.heartbeat.is_none() && !inner.scratchpad {
+            // Nothing to add: keep the schemas shared (a write would copy each one, per request).
+            return;
+        }
         for spec in specs {
             let Some(props) = spec
                 .parameters
