@@ -61,6 +61,74 @@ grep -q "$mcp_port" "$mcp_log" || { echo "test-swift: server-everything did not 
 mkdir -p "$art/mcp"
 echo "http://127.0.0.1:$mcp_port/mcp" >"$art/mcp/everything.url"
 
+# The PostgreSQL server scripts/test.sh started, for the session scenarios (`swift test` runs under `env -i`,
+# so its URL goes in a file; the root shares the host's network). No server: no file, and they run on SQLite.
+if [ -n "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
+  echo "$AMBIT_TEST_POSTGRES_URL" >"$art/postgres.url"
+else
+  rm -f "$art/postgres.url"
+fi
+
+# A run parked by Python for the Swift suite to resume (SessionTests), on SQLite and PostgreSQL, when the
+# Python suite's virtualenv is built (scripts/test-python.sh): Python answers "later" and records the store
+# URL and the session id in .artifacts/crosslang; the provider (started here) serves both sides in order.
+xl="$art/crosslang"
+rm -rf "$xl"
+mkdir -p "$xl"
+py="$AMBIT_CACHE/venv/bin/python"
+if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
+  cat >"$gen/crosslang.json" <<'JSON'
+{"name": "py_parks_swift_resumes", "exchanges": [
+  {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops@example.com"}}]}},
+  {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops@example.com"}}]}},
+  {"expect": {"messages_count": 3, "messages_tail": [{"role": "tool", "tool_call_id": "a", "content": "sent to ops@example.com"}]},
+   "respond": {"content": "Sent."}},
+  {"expect": {"messages_count": 3, "messages_tail": [{"role": "tool", "tool_call_id": "a", "content": "sent to ops@example.com"}]},
+   "respond": {"content": "Sent."}}
+]}
+JSON
+  "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
+  xl_pid=$!
+  trap 'kill "$mcp_pid" "$xl_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
+  head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
+  stores=("sqlite://$xl/sessions.db")
+  [ -n "${AMBIT_TEST_POSTGRES_URL:-}" ] && stores+=("$AMBIT_TEST_POSTGRES_URL")
+  "$py" - "$xl" "$(cat "$xl/provider.url")" "${stores[@]}" <<'PY'
+import asyncio, pathlib, sys
+import ambit
+
+out, base_url, urls = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+
+
+@ambit.tool(level="read", requires_approval=True)
+def send_email(to: str) -> str:
+    """Send the drafted email."""
+    return f"sent to {to}"
+
+
+async def main() -> None:
+    for url in urls:
+        sessions = await ambit.Sessions.open(url)
+        sid = await sessions.create()
+        agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[send_email],
+                            policy=ambit.Policy(level="read", approvals=lambda r: ambit.Later()))
+        try:
+            await sessions.run(agent, sid, "Send it.")
+            raise SystemExit("test-swift: the Python run did not park")
+        except ambit.AwaitingApproval:
+            pass
+        kind = "sqlite" if url.startswith("sqlite") else "postgres"
+        (out / f"{kind}.url").write_text(url)
+        (out / f"{kind}.sid").write_text(sid)
+
+
+asyncio.run(main())
+PY
+else
+  echo "test-swift: no Python virtualenv with ambit ($py): the Python-parked run is not resumed" >&2
+fi
+
 # SwiftPM's build directory, inside the cached root (one per package path).
 scratch="/var/cache/ambit-swiftpm/$(printf '%s' "$pkg" | sha256sum | cut -c1-16)"
 

@@ -95,6 +95,9 @@ def ratios(runners: list[dict[str, Any]], results: dict[str, list[dict[str, Any]
             if r["label"] not in med or other not in med:
                 continue
             ratio = med[r["label"]][metric] / med[other][metric]
+            if goal is None:  # for information: no goal was set for this pair
+                lines.append(f"| {r['label']} | {other} | {metric} | {ratio:.3f} | — | — |")
+                continue
             lines.append(f"| {r['label']} | {other} | {metric} | {ratio:.3f} | ≤ {goal} | "
                          f"{'yes' if ratio <= goal else 'NO'} |")
     return "\n".join(lines)

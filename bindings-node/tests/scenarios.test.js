@@ -27,6 +27,8 @@ const {
   CancelledError,
   McpServer,
   Ledger,
+  Sessions,
+  AwaitingApprovalError,
 } = require('..');
 
 const REPO = path.resolve(__dirname, '..', '..');
@@ -315,50 +317,55 @@ async function scenarioLedger(scenario) {
   return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
 }
 
-async function runScenario(file, mode = 'run') {
-  const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
+/** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
+async function buildAgent(scenario, baseUrl, approvals) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
+  const cfg = scenario.agent;
+  return new Agent({
+    model: new Wire(cfg.model, {
+      baseUrl,
+      apiKey: cfg.api_key,
+      stream: scenario.stream ?? false,
+      maxRetries: 0,
+    }),
+    instructions: cfg.instructions,
+    tools: scenario.tools.map(scenarioTool),
+    builtins: scenario.builtins,
+    ledger: await scenarioLedger(scenario),
+    maxTurns: cfg.max_turns,
+    maxConcurrency: cfg.max_concurrency,
+    checklist: cfg.checklist,
+    checklistNudgeCap: cfg.checklist_nudge_cap,
+    background: cfg.background,
+    scratchpad: cfg.scratchpad,
+    subagents: cfg.subagents ? { maxDepth: cfg.subagents.max_depth, memory: cfg.subagents.memory } : undefined,
+    maxTokens: cfg.budget ? cfg.budget.max_tokens : undefined,
+    maxCost: cfg.budget ? cfg.budget.max_cost : undefined,
+    prices: cfg.prices
+      ? Object.fromEntries(
+          Object.entries(cfg.prices).map(([m, p]) => [
+            m,
+            {
+              inputPerMtok: p.input_per_mtok,
+              outputPerMtok: p.output_per_mtok,
+              cacheReadPerMtok: p.cache_read_per_mtok,
+              cacheWritePerMtok: p.cache_write_per_mtok,
+            },
+          ]),
+        )
+      : undefined,
+    ...scenarioPolicy(scenario, approvals),
+    ...scenarioTooling(scenario),
+  });
+}
+
+async function runScenario(file, mode = 'run') {
+  const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
   const provider = await startProvider(file);
   const approvals = scriptedApprovals(scenario);
   try {
-    const cfg = scenario.agent;
-    const agent = new Agent({
-      model: new Wire(cfg.model, {
-        baseUrl: provider.baseUrl,
-        apiKey: cfg.api_key,
-        stream: scenario.stream ?? false,
-        maxRetries: 0,
-      }),
-      instructions: cfg.instructions,
-      tools: scenario.tools.map(scenarioTool),
-      builtins: scenario.builtins,
-      ledger: await scenarioLedger(scenario),
-      maxTurns: cfg.max_turns,
-      maxConcurrency: cfg.max_concurrency,
-      checklist: cfg.checklist,
-      checklistNudgeCap: cfg.checklist_nudge_cap,
-      background: cfg.background,
-      scratchpad: cfg.scratchpad,
-      subagents: cfg.subagents ? { maxDepth: cfg.subagents.max_depth, memory: cfg.subagents.memory } : undefined,
-      maxTokens: cfg.budget ? cfg.budget.max_tokens : undefined,
-      maxCost: cfg.budget ? cfg.budget.max_cost : undefined,
-      prices: cfg.prices
-        ? Object.fromEntries(
-            Object.entries(cfg.prices).map(([m, p]) => [
-              m,
-              {
-                inputPerMtok: p.input_per_mtok,
-                outputPerMtok: p.output_per_mtok,
-                cacheReadPerMtok: p.cache_read_per_mtok,
-                cacheWritePerMtok: p.cache_write_per_mtok,
-              },
-            ]),
-          )
-        : undefined,
-      ...scenarioPolicy(scenario, approvals),
-      ...scenarioTooling(scenario),
-    });
+    const agent = await buildAgent(scenario, provider.baseUrl, approvals);
     const { expect } = scenario;
     const go = () => (mode === 'stream' ? viaStream(agent, scenario) : agent.run(scenario.input));
     if (expect.tool_list) checkToolList(agent.listTools(), expect.tool_list);
@@ -401,6 +408,73 @@ async function runScenario(file, mode = 'run') {
   }
 }
 
+/** Store URLs for the session scenarios: a fresh SQLite file, and PostgreSQL when scripts/test.sh started one
+ *  (each run makes its own session in the shared database). */
+function sessionStores() {
+  const out = [['sqlite', () => `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-store-')), 'sessions.db')}`]];
+  if (process.env.AMBIT_TEST_POSTGRES_URL) out.push(['postgres', () => process.env.AMBIT_TEST_POSTGRES_URL]);
+  return out;
+}
+
+/** A `session` scenario: its steps (runs and resumes) in one session through `Sessions`, on the store at `url`. */
+async function runSessionScenario(file, url) {
+  const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const provider = await startProvider(file);
+  const approvals = scriptedApprovals(scenario);
+  const config = scenario.session.config || {};
+  const open = () =>
+    Sessions.open(url, { contextWindow: config.context_window, compactAt: config.compact_at, keepRecent: config.keep_recent });
+  try {
+    let sessions = await open();
+    let agent = await buildAgent(scenario, provider.baseUrl, approvals);
+    const sid = await sessions.create();
+    let result = null;
+    for (const [i, step] of scenario.session.steps.entries()) {
+      const at = `step ${i + 1}`;
+      const want = step.expect || {};
+      result = null;
+      try {
+        if (step.resume) {
+          // As another process would: a new store handle, a new agent.
+          sessions = await open();
+          agent = await buildAgent(scenario, provider.baseUrl, approvals);
+          result = await sessions.resume(agent, sid, step.resume);
+        } else {
+          result = await sessions.run(agent, sid, step.input);
+        }
+      } catch (e) {
+        if (e instanceof AwaitingApprovalError) {
+          assert.ok(want.parked, `${at}: parked on ${e.request && e.request.tool}`);
+          assert.equal(e.code, 'awaiting_approval');
+          assert.equal(e.sessionId, sid, `${at}: sessionId`);
+          const pending = await sessions.pending(sid);
+          assert.ok(pending, `${at}: parked, but nothing is pending`);
+          assert.equal(pending.tool, e.request.tool, `${at}: the pending tool`);
+          checkApprovalRequests([pending], [want.parked]);
+          continue;
+        }
+        if (!(e instanceof AmbitError) || !want.error) throw new Error(`${at} failed: ${e.message} (code ${e.code})`);
+        assert.equal(e.code, want.error.code, `${at}: error code (message: ${e.message})`);
+        if (want.error.message_contains) assert.ok(e.message.includes(want.error.message_contains), `${at}: ${e.message}`);
+        continue;
+      }
+      assert.ok(!want.parked && !want.error, `${at}: expected ${JSON.stringify(want)}, got output ${JSON.stringify(result.output)}`);
+      if ('output' in want) assert.equal(result.output, want.output, `${at}: output`);
+    }
+    assert.ok(result, 'the last step did not finish a run');
+    const { expect } = scenario;
+    checkResult(result, expect);
+    if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
+    if (expect.session_log) {
+      assert.deepEqual((await sessions.entries(sid)).map((e) => e.kind), expect.session_log, 'session_log');
+    }
+  } catch (e) {
+    throw new Error(`${e.message}; provider stderr: ${provider.stderr()}`);
+  } finally {
+    provider.stop();
+  }
+}
+
 describe('scenarios', () => {
   const files = fs
     .readdirSync(SCENARIOS_DIR)
@@ -416,8 +490,15 @@ describe('scenarios', () => {
   });
 
   for (const f of files) {
-    test(f.replace(/\.json$/, ''), () => runScenario(path.join(SCENARIOS_DIR, f)));
-    test(`${f.replace(/\.json$/, '')} (stream)`, () => runScenario(path.join(SCENARIOS_DIR, f), 'stream'));
+    const name = f.replace(/\.json$/, '');
+    const file = path.join(SCENARIOS_DIR, f);
+    if ('session' in JSON.parse(fs.readFileSync(file, 'utf8'))) {
+      // Through Sessions, which does not stream: once on each store.
+      for (const [store, url] of sessionStores()) test(`${name} (session, ${store})`, () => runSessionScenario(file, url()));
+      continue;
+    }
+    test(name, () => runScenario(file));
+    test(`${name} (stream)`, () => runScenario(file, 'stream'));
   }
 });
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import time
 import subprocess
 from pathlib import Path
@@ -84,18 +85,26 @@ class ScriptedApprovals:
         self.answers = list(scenario.get("approvals", []))
         self.requests: list[ambit.ApprovalRequest] = []
 
-    def answer(self, request: ambit.ApprovalRequest) -> ambit.Approve | ambit.Deny | ambit.Revise:
+    def answer(self, request: ambit.ApprovalRequest) -> ambit.policy.Decision:
         self.requests.append(request)
-        a = self.answers.pop(0)
-        if a["decision"] == "approve":
-            return ambit.Approve()
-        if a["decision"] == "deny":
-            return ambit.Deny(a["reason"])
-        return ambit.Revise(a["arguments"])
+        return decision(self.answers.pop(0))
 
-    async def answer_async(self, request: ambit.ApprovalRequest) -> ambit.Approve | ambit.Deny | ambit.Revise:
+    async def answer_async(self, request: ambit.ApprovalRequest) -> ambit.policy.Decision:
         await asyncio.sleep(0)
         return self.answer(request)
+
+
+def decision(a: dict[str, Any]) -> ambit.policy.Decision:
+    """A scenario's answer (an ApprovalDecision object) as the Python class."""
+    if a["decision"] == "approve":
+        return ambit.Approve()
+    if a["decision"] == "deny":
+        return ambit.Deny(a["reason"])
+    if a["decision"] == "revise":
+        return ambit.Revise(a["arguments"])
+    if a["decision"] == "later":
+        return ambit.Later()
+    raise ValueError(f"not an approval decision: {a}")
 
 
 def write_fixture(scenario: dict[str, Any]) -> str | None:
@@ -245,7 +254,15 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         subset(expect["approval_requests"], [vars(r) for r in approvals.requests], "approval_requests")
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+#: A scenario with `session` runs through ``ambit.Sessions`` (which does not stream), once per store, in
+#: test_scenario_session; the rest run three ways.
+SESSIONS = [p for p in SCENARIOS if "session" in json.loads(p.read_text())]
+RUNS = [p for p in SCENARIOS if p not in SESSIONS]
+#: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database).
+STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
+
+
+@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
 def test_scenario_async(path: Path, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
@@ -268,7 +285,7 @@ async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]
     return seen[:-1], seen[-1]
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
 def test_scenario_stream(path: Path, start_provider: Any) -> None:
     """The same scenarios through `async for event in agent.stream(...)`: typed events in order, text
     deltas adding up to the output, the same result (or error) as `run`."""
@@ -297,7 +314,7 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
             at += types[at:].index(want) + 1
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
 def test_scenario_sync(path: Path, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
@@ -306,3 +323,59 @@ def test_scenario_sync(path: Path, start_provider: Any) -> None:
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
     check(scenario, lambda: agent.run_sync(scenario["input"]), agent, approvals)
     assert provider.state()["remaining"] == 0
+
+
+async def run_session(scenario: dict[str, Any], url: str, base_url: str,
+                      approvals: ScriptedApprovals) -> tuple[ambit.Agent, Any]:
+    """The scenario's `session.steps` through ``ambit.Sessions``; the last agent and the last result."""
+    config = scenario["session"].get("config", {})
+    sessions = await ambit.Sessions.open(url, **config)
+    agent = build_agent(scenario, base_url, use_async=True, approvals=approvals)
+    sid = await sessions.create()
+    result = None
+    for n, step in enumerate(scenario["session"]["steps"], 1):
+        want = step.get("expect", {})
+        result = None
+        try:
+            if "resume" in step:
+                # As another process would: a new store handle, a new agent.
+                sessions = await ambit.Sessions.open(url, **config)
+                agent = build_agent(scenario, base_url, use_async=True, approvals=approvals)
+                result = await sessions.resume(agent, sid, decision(step["resume"]))
+            else:
+                result = await sessions.run(agent, sid, step["input"])
+        except ambit.AwaitingApproval as e:
+            assert "parked" in want, (n, e)
+            assert e.code == "awaiting_approval" and e.session_id == sid, (n, e)
+            pending = await sessions.pending(sid)
+            assert pending is not None and pending.tool == e.request["tool"], (n, pending, e.request)
+            subset(want["parked"], vars(pending), f"step {n}: parked")
+            continue
+        except ambit.AmbitError as e:
+            assert "error" in want, (n, e)
+            assert e.code == want["error"]["code"], (n, e)
+            assert want["error"].get("message_contains", "") in str(e), (n, e)
+            continue
+        assert "parked" not in want and "error" not in want, (n, want, result.output)
+        if "output" in want:
+            assert result.output == want["output"], (n, result.output)
+    assert result is not None, "the last step did not finish a run"
+    if "session_log" in scenario["expect"]:
+        assert [e["kind"] for e in await sessions.entries(sid)] == scenario["expect"]["session_log"]
+    return agent, result
+
+
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("path", SESSIONS, ids=[p.stem for p in SESSIONS])
+def test_scenario_session(path: Path, store: str, start_provider: Any, tmp_path: Path) -> None:
+    """A session scenario on SQLite (a fresh file) and PostgreSQL: its runs and resumes in one session,
+    the last result checked against `expect`."""
+    scenario = json.loads(path.read_text())
+    provider = start_provider(path)
+    approvals = ScriptedApprovals(scenario)
+    url = f"sqlite://{tmp_path}/sessions.db" if store == "sqlite" else os.environ["AMBIT_TEST_POSTGRES_URL"]
+    agent, result = asyncio.run(run_session(scenario, url, provider.base_url, approvals))
+    check(scenario, lambda: result, agent, approvals)
+    state = provider.state()
+    assert state["mismatches"] == [] and state["remaining"] == 0, state
+    assert validate_exchanges(state) == len(scenario["exchanges"])

@@ -140,13 +140,16 @@ enum Mode {
     Stream,
 }
 
-async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let scenario: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+/// The scenario's agent at the provider's URL, its approval handler `approvals` (shared by every agent
+/// a session scenario builds); a `ledger` lives in `ledger_dir`.
+async fn build_agent(
+    scenario: &Value,
+    base_url: String,
+    approvals: &ScriptedApprovals,
+    ledger_dir: &Path,
+) -> Result<Agent, String> {
     let cfg = &scenario["agent"];
-    let expect = &scenario["expect"];
-    let model = scenario_model(&scenario, provider.base_url())?.build().map_err(|e| e.to_string())?;
+    let model = scenario_model(scenario, base_url)?.build().map_err(|e| e.to_string())?;
     let mut builder = Agent::builder().model_arc(model);
     if let Some(n) = cfg["max_concurrency"].as_u64() {
         builder = builder.max_concurrency(n as usize);
@@ -180,15 +183,13 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         let spec: ToolSpec = serde_json::from_value(t.clone()).map_err(|e| format!("tool spec: {e}"))?;
         builder = builder.tool(ScenarioTool { spec, behavior: t["behavior"].clone() });
     }
-    let approvals = ScriptedApprovals::new(&scenario);
     for name in scenario.get("builtins").and_then(Value::as_array).into_iter().flatten() {
         let name = name.as_str().unwrap_or_default();
         builder = builder.tool_arc(ambit::tools::builtin::by_name(name).ok_or(format!("no built-in {name}"))?);
     }
     // `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine.
-    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     if let Some(l) = scenario.get("ledger") {
-        let url = format!("sqlite://{}", ledger_dir.path().join("ledger.db").display());
+        let url = format!("sqlite://{}", ledger_dir.join("ledger.db").display());
         let ledger = ambit::ledger::Ledger::open(&url).await.map_err(|e| e.to_string())?;
         let mut run = ambit::ledger::tools::RoutineRun::new(
             l["scope"].as_str().ok_or("ledger.scope")?,
@@ -202,7 +203,7 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
             builder = builder.tool_arc(tool);
         }
     }
-    let fixture = write_fixture(&scenario)?;
+    let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
     if let Some(dir) = &fixture {
         let p = policy.get_or_insert_with(|| serde_json::json!({}));
@@ -216,9 +217,22 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         builder = builder.policy(config.into_policy(handler).map_err(|e| e.to_string())?);
     }
     if scenario.get("mcp_servers").is_some() || scenario.get("deferral").is_some() {
-        builder = builder.tooling(scenario_tooling(&scenario)?);
+        builder = builder.tooling(scenario_tooling(scenario)?);
     }
-    let agent = builder.build().map_err(|e| e.to_string())?;
+    builder.build().map_err(|e| e.to_string())
+}
+
+async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let scenario: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    if scenario.get("session").is_some() {
+        return run_session_scenario(path, &scenario).await;
+    }
+    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    let expect = &scenario["expect"];
+    let approvals = ScriptedApprovals::new(&scenario);
+    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let agent = build_agent(&scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
     if let Some(want) = expect.get("tool_list").and_then(Value::as_array) {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
@@ -266,6 +280,17 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         return Ok(());
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
+    check_result(expect, &result, &approvals, &agent)?;
+    check_provider(&provider, &scenario)
+}
+
+/// `expect` against a finished run's result.
+fn check_result(
+    expect: &Value,
+    result: &ambit::RunResult,
+    approvals: &ScriptedApprovals,
+    agent: &Agent,
+) -> Result<(), String> {
     if let Some(want) = expect.get("approval_requests") {
         let got = serde_json::to_value(approvals.requests.lock().unwrap().clone()).unwrap();
         ambit_test_provider::subset(want, &got, "approval_requests")?;
@@ -308,6 +333,11 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// Every scripted exchange was used, and none mismatched.
+fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
     let (served, mismatches) = provider.report();
     if !mismatches.is_empty() {
         return Err(format!("provider saw mismatches: {mismatches:?}"));
@@ -317,6 +347,117 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         return Err(format!("{served} of {exchanges} scripted exchanges were used"));
     }
     Ok(())
+}
+
+/// `session`: the steps run through `ambit::session::Sessions`, on a fresh SQLite file and on the
+/// PostgreSQL server scripts/test.sh starts (`AMBIT_TEST_POSTGRES_URL`; each run makes its own session).
+async fn run_session_scenario(path: &Path, scenario: &Value) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut stores = vec![("sqlite", format!("sqlite://{}", dir.path().join("sessions.db").display()))];
+    match std::env::var("AMBIT_TEST_POSTGRES_URL") {
+        Ok(url) => stores.push(("postgres", url)),
+        Err(_) => println!(
+            "{}: not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)",
+            path.display()
+        ),
+    }
+    for (store, url) in stores {
+        run_session_on(path, scenario, &url).await.map_err(|e| format!("{store}: {e}"))?;
+        println!("session scenario {} on {store}: ok", path.display());
+    }
+    Ok(())
+}
+
+async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), String> {
+    use ambit::session::{SessionConfig, SessionError, Sessions};
+    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    let approvals = ScriptedApprovals::new(scenario);
+    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let session = &scenario["session"];
+    let config: SessionConfig =
+        serde_json::from_value(session.get("config").cloned().unwrap_or_else(|| serde_json::json!({})))
+            .map_err(|e| format!("session.config: {e}"))?;
+    let open = || {
+        let config = config.clone();
+        async move { Sessions::open(url).await.and_then(|s| s.with_config(config)).map_err(|e| e.to_string()) }
+    };
+    let mut sessions = open().await?;
+    let mut agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+    let sid = sessions.create().await.map_err(|e| e.to_string())?;
+    let steps = session["steps"].as_array().ok_or("session.steps is missing")?;
+    let mut last = None;
+    for (n, step) in steps.iter().enumerate() {
+        let at = format!("step {}", n + 1);
+        let outcome = if let Some(input) = step["input"].as_str() {
+            sessions.run(&agent, &sid, input).await
+        } else if let Some(answer) = step.get("resume") {
+            // As another process would: a new store handle, a new agent.
+            sessions = open().await?;
+            agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+            let answer = serde_json::from_value(answer.clone()).map_err(|e| format!("{at}: resume: {e}"))?;
+            sessions.resume(&agent, &sid, answer).await
+        } else {
+            return Err(format!("{at}: a step has input or resume"));
+        };
+        let want = &step["expect"];
+        last = match outcome {
+            Err(SessionError::AwaitingApproval { session_id, request }) => {
+                let parked = want.get("parked").ok_or_else(|| format!("{at}: parked on {}", request.tool))?;
+                if session_id != sid {
+                    return Err(format!("{at}: parked session {session_id}, not {sid}"));
+                }
+                let pending = sessions.pending(&sid).await.map_err(|e| e.to_string())?;
+                let pending = pending.ok_or_else(|| format!("{at}: parked, but nothing is pending"))?;
+                if pending.tool != request.tool {
+                    return Err(format!("{at}: pending {} but the error names {}", pending.tool, request.tool));
+                }
+                let state = sessions.store().state(&sid).await.map_err(|e| e.to_string())?.state;
+                if state != "awaiting_approval" {
+                    return Err(format!("{at}: the session is {state}"));
+                }
+                ambit_test_provider::subset(
+                    parked,
+                    &serde_json::to_value(&pending).unwrap(),
+                    &format!("{at}: parked"),
+                )?;
+                None
+            }
+            Err(e) => {
+                let err = want.get("error").ok_or_else(|| format!("{at} failed: {e}"))?;
+                if e.code() != err["code"].as_str().unwrap_or_default() {
+                    return Err(format!("{at}: expected error code {}, got {} ({e})", err["code"], e.code()));
+                }
+                if let Some(m) = err["message_contains"].as_str()
+                    && !e.to_string().contains(m)
+                {
+                    return Err(format!("{at}: error message {e:?} does not contain {m:?}"));
+                }
+                None
+            }
+            Ok(result) => {
+                if want.get("parked").is_some() || want.get("error").is_some() {
+                    return Err(format!("{at}: expected {want}, got output {:?}", result.output));
+                }
+                if let Some(out) = want.get("output")
+                    && out.as_str() != Some(result.output.as_str())
+                {
+                    return Err(format!("{at}: output: expected {out}, got {:?}", result.output));
+                }
+                Some(result)
+            }
+        };
+    }
+    let result = last.ok_or("the last step did not finish a run")?;
+    let expect = &scenario["expect"];
+    check_result(expect, &result, &approvals, &agent)?;
+    if let Some(want) = expect.get("session_log") {
+        let entries = sessions.entries(&sid).await.map_err(|e| e.to_string())?;
+        let got: Vec<&str> = entries.iter().map(|e| e.item.kind()).collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("session_log: expected {want}, got {got:?}"));
+        }
+    }
+    check_provider(&provider, scenario)
 }
 
 /// Where scripts/mcp-servers.sh installed the MCP servers (it runs once per test binary; idempotent).
@@ -397,8 +538,16 @@ async fn every_scenario_file_passes() {
     let files = scenario_files();
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        for mode in [Mode::Run, Mode::Stream] {
-            let how = if mode == Mode::Run { "run" } else { "stream" };
+        // A session scenario runs through the session API, which does not stream: once (on each store).
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let session = serde_json::from_str::<Value>(&text).is_ok_and(|v| v.get("session").is_some());
+        let modes: &[Mode] = if session { &[Mode::Run] } else { &[Mode::Run, Mode::Stream] };
+        for &mode in modes {
+            let how = match (session, mode) {
+                (true, _) => "session",
+                (false, Mode::Run) => "run",
+                (false, Mode::Stream) => "stream",
+            };
             match run_scenario(f, mode).await {
                 Ok(()) => println!("scenario {name} ({how}): ok"),
                 Err(e) => failures.push(format!("{name} ({how}): {e}")),

@@ -167,12 +167,206 @@ async fn auto_compaction_fires_at_the_ceiling_and_context_compact_asks_for_one()
             .unwrap();
         let id = sessions.create().await.unwrap();
         let r = sessions.run(&agent, &id, "Squeeze it.").await.unwrap();
-        assert_eq!(r.tool_calls[0].result, "Compaction requested: older turns are summarised when this run ends.");
+        // Nothing precedes the round in flight, so the compaction waits for the run's end.
+        assert_eq!(
+            r.tool_calls[0].result,
+            "Compaction requested: older turns are summarised before the next model request, or when this run ends."
+        );
         sessions.run(&agent, &id, "Again.").await.unwrap();
         assert_eq!(sessions.run(&agent, &id, "Once more.").await.unwrap().output, "done");
         let entries = sessions.entries(&id).await.unwrap();
         let boundaries = entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count();
         assert_eq!(boundaries, 2, "{}", s.name);
         check(&p, 6);
+    }
+}
+
+fn lookup() -> impl ambit::tools::Tool {
+    ambit::tool_fn(
+        "lookup",
+        "Looks a key up.",
+        json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
+        |a: Value| async move {
+            let key = a["key"].as_str().unwrap_or_default().to_string();
+            Ok::<_, String>(if key == "alpha" { "alpha is 7431".to_string() } else { format!("{key} is 2.9") })
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceiling() {
+    for s in stores().await {
+        let p = provider(json!([
+            {"expect": {"messages_count": 1},
+             "respond": {"tool_calls": [{"id": "a", "name": "lookup", "arguments": {"key": "alpha"}}],
+                         "usage": {"input_tokens": 3000, "output_tokens": 10}}},
+            // 3000 counted plus the round since: under the ceiling (5000), no compaction.
+            {"expect": {"messages_count": 3},
+             "respond": {"tool_calls": [{"id": "b", "name": "lookup", "arguments": {"key": "beta"}}],
+                         "usage": {"input_tokens": 4000, "cache_read_tokens": 600, "cache_write_tokens": 400}}},
+            // 5000 counted: past it. Before the next request the session compacts: the first round is
+            // summarised, the round in flight (the call for beta and its result) stays with keep_recent 1.
+            {"expect": {"messages_count": 2, "tool_names": [], "messages_tail": [{"role": "user", "content": {"$contains": [
+                "#1 user: Find the launch code.",
+                "#2 assistant: [call lookup {\"key\":\"alpha\"}]",
+                "#3 tool: [result of lookup] alpha is 7431"]}}]},
+             "respond": {"content": "Alpha is 7431."}},
+            // The same run goes on from the summary and the round kept, not the rounds summarised.
+            {"expect": {"messages_count": 3, "messages_tail": [
+                {"role": "user", "content": {"$contains": "Alpha is 7431."}},
+                {"role": "assistant", "tool_calls": [{"id": "b"}]},
+                {"role": "tool", "tool_call_id": "b", "content": "beta is 2.9"}]},
+             "respond": {"tool_calls": [
+                {"id": "s", "name": "conversation_search", "arguments": {"query": "ALPHA"}},
+                {"id": "c", "name": "context_check", "arguments": {}}],
+                         "usage": {"input_tokens": 1000}}},
+            {"expect": {"messages_count": 6}, "respond": {"content": "The code is 7431."}}
+        ]))
+        .await;
+        let sessions = Sessions::open(&s.url)
+            .await
+            .unwrap()
+            .with_config(SessionConfig { context_window: 10_000, compact_at: 0.5, keep_recent: 1 })
+            .unwrap();
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tool(lookup())
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let id = sessions.create().await.unwrap();
+        let r = sessions.run(&agent, &id, "Find the launch code.").await.unwrap();
+        assert_eq!(r.output, "The code is 7431.", "{}", s.name);
+        // What the compaction summarised is still found, by #N.
+        let search = &r.tool_calls[2].result;
+        assert!(search.contains("#3 tool: [result of lookup] alpha is 7431"), "{}: {search}", s.name);
+        assert!(search.contains("#7 summary: Alpha is 7431."), "{}: {search}", s.name);
+        let gauge = &r.tool_calls[3].result;
+        assert!(gauge.contains("Measured: the provider counted 1000 tokens for the last request"), "{gauge}");
+        assert!(gauge.contains("Compactions so far: 1;"), "{gauge}");
+        let entries = sessions.entries(&id).await.unwrap();
+        let kinds: Vec<&str> = entries.iter().map(|e| e.item.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message", "message", "message", "message", "message", "boundary", "summary", "message", "message",
+                "message", "message"
+            ],
+            "{}",
+            s.name
+        );
+        assert_eq!(entries[5].item, Item::Boundary { keep_from: 4 });
+        // Every message of the run is in the log once, in order.
+        let said: Vec<String> = entries
+            .iter()
+            .filter_map(|e| match &e.item {
+                Item::Message { message } => {
+                    let (role, text) = ambit::session::rules::render(message);
+                    Some(format!("{role}: {text}"))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            said[..5],
+            [
+                "user: Find the launch code.",
+                "assistant: [call lookup {\"key\":\"alpha\"}]",
+                "tool: [result of lookup] alpha is 7431",
+                "assistant: [call lookup {\"key\":\"beta\"}]",
+                "tool: [result of lookup] beta is 2.9",
+            ],
+            "{}",
+            s.name
+        );
+        assert_eq!(said[5], "assistant: [call conversation_search {\"query\":\"ALPHA\"}]\n[call context_check {}]");
+        assert!(
+            said[6].starts_with("tool: [result of conversation_search]")
+                && said[7].starts_with("tool: [result of context_check]")
+        );
+        assert_eq!(said[8], "assistant: The code is 7431.");
+        assert_eq!(said.len(), 9, "{}: {said:?}", s.name);
+        check(&p, 5);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_check_reports_the_providers_count_and_estimates_without_one() {
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}],
+                         "usage": {"input_tokens": 1234, "cache_read_tokens": 100, "cache_write_tokens": 66}}},
+            {"respond": {"content": "ok"}},
+            // A provider that reports no count: the window is estimated.
+            {"respond": {"tool_calls": [{"id": "c2", "name": "context_check", "arguments": {}}]}},
+            {"respond": {"content": "ok"}}
+        ]))
+        .await;
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let id = sessions.create().await.unwrap();
+        let r = sessions.run(&agent, &id, "How full is it?").await.unwrap();
+        // 1234 + 100 + 66 counted for the request, and the reply since ("[call context_check {}]", 23
+        // characters: 6 tokens and 4 for the message) estimated.
+        let report = &r.tool_calls[0].result;
+        assert!(report.starts_with("Using 1410 of 200000 tokens (0%)."), "{}: {report}", s.name);
+        assert!(
+            report.contains(
+                "\nMeasured: the provider counted 1400 tokens for the last request; about 10 tokens added since are \
+                 estimated.\n"
+            ),
+            "{report}"
+        );
+        let r = sessions.run(&agent, &id, "And now?").await.unwrap();
+        let report = &r.tool_calls[0].result;
+        assert!(report.contains("\nEstimated: no token count reported by the provider yet"), "{}: {report}", s.name);
+        check(&p, 4);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_compact_compacts_at_the_next_round_boundary() {
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"content": "Noted."}},
+            {"expect": {"messages_count": 3},
+             "respond": {"tool_calls": [{"id": "k", "name": "context_compact", "arguments": {"keep_recent": false, "instructions": "keep where the key is"}}]}},
+            // Before the next request of the same run: the earlier run is summarised, the round in flight
+            // (this run's input, the call and its result) kept.
+            {"expect": {"messages_count": 2, "tool_names": [], "messages_tail": [{"role": "user", "content": {"$contains": [
+                "#1 user: Remember: the deploy key is in vault/ops.", "#2 assistant: Noted.", "When summarising: keep where the key is"]}}]},
+             "respond": {"content": "The deploy key is in vault/ops."}},
+            {"expect": {"messages_count": 4, "messages_tail": [
+                {"role": "user", "content": {"$contains": "The deploy key is in vault/ops."}},
+                {"role": "user", "content": "Compact, then deploy."},
+                {"role": "assistant"},
+                {"role": "tool", "tool_call_id": "k"}]},
+             "respond": {"content": "Deployed."}}
+        ]))
+        .await;
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let id = sessions.create().await.unwrap();
+        sessions.run(&agent, &id, "Remember: the deploy key is in vault/ops.").await.unwrap();
+        let r = sessions.run(&agent, &id, "Compact, then deploy.").await.unwrap();
+        assert_eq!(r.output, "Deployed.");
+        let entries = sessions.entries(&id).await.unwrap();
+        let kinds: Vec<&str> = entries.iter().map(|e| e.item.kind()).collect();
+        assert_eq!(
+            kinds,
+            ["message", "message", "message", "message", "message", "boundary", "summary", "message"],
+            "{}",
+            s.name
+        );
+        assert_eq!(entries[5].item, Item::Boundary { keep_from: 3 }, "{}", s.name);
+        check(&p, 4);
     }
 }

@@ -1,14 +1,26 @@
 //! Sub-agents against the loopback provider, for what a scenario file cannot order: spawns that can
 //! only finish together (so they ran in parallel), a message steered into a running sub-agent, a second
-//! follow-up while one runs, and a follow-up after the parent narrowed. Host tools here wait on each
-//! other, never on time; the one timeout is a guard that turns a hang into a failure.
+//! follow-up while one runs, a follow-up after the parent narrowed, an interrupting steer that cuts a
+//! request in flight, sub-agent tokens in the parent's usage and budget, and the parent's MCP servers
+//! narrowed for a sub-agent. Host tools here wait on each other (or on the provider having received a
+//! request), never on time; the timeouts are guards that turn a hang into a failure.
 
-use std::sync::Arc;
+mod mcp_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ambit::agent::subagent::SubagentConfig;
-use ambit::{Agent, Level, OpenAiChat, Policy, Scope, tool_fn};
+use ambit::deferral::{Deferral, DeferralConfig};
+use ambit::mcp::McpServer;
+use ambit::model::TextSink;
+use ambit::{
+    Agent, Budget, Error, Level, Message, Model, ModelError, ModelRequest, ModelResponse, OpenAiChat, Policy, Scope,
+    StopReason, ToolCall, Usage, tool_fn,
+};
 use ambit_test_provider::{Provider, Script};
+use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -284,4 +296,336 @@ async fn a_sub_agent_spawns_its_own_and_lists_only_its_direct_children() {
     assert_eq!(cols[2], "turns=3");
     assert!(cols[3].starts_with("last_active=20") && cols[3].ends_with('Z'), "{list}");
     check(&p, 7);
+}
+
+/// `respond` with a usage of `input` and `output` tokens.
+fn used(mut respond: Value, input: u64, output: u64) -> Value {
+    respond["usage"] = json!({"input_tokens": input, "output_tokens": output});
+    respond
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agents_tokens_count_towards_its_parents_usage() {
+    let p = provider(json!([
+        {"respond": used(calls(json!([{"id": "a", "name": "agent_spawn", "arguments": {"prompt": "one"}}])), 10, 1)},
+        {"expect": {"messages_count": 1}, "respond": used(text("first"), 100, 10)},
+        {"respond": used(calls(json!([{"id": "b", "name": "agent_followup", "arguments": {"id": A1, "prompt": "again"}}])), 20, 2)},
+        {"expect": {"messages_count": 3}, "respond": used(text("second"), 200, 20)},
+        {"respond": used(text("done"), 30, 3)}
+    ]))
+    .await;
+    let agent = Agent::builder()
+        .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .policy(Policy::level(Level::Workspace).scope(tmp_scope()))
+        .subagents(SubagentConfig::default())
+        .build()
+        .unwrap();
+    let r = run(&agent, "go").await;
+    assert_eq!(r.output, "done");
+    assert!(r.tool_calls[1].result.ends_with("\n\nsecond"), "{}", r.tool_calls[1].result);
+    assert_eq!(r.turns, 3, "the parent's own requests");
+    assert_eq!(
+        (r.usage.requests, r.usage.input_tokens, r.usage.output_tokens),
+        (5, 360, 36),
+        "the spawn's and the follow-up's tokens are the parent's too"
+    );
+    check(&p, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_budget_covers_the_sub_agents_it_ran() {
+    let exchanges = || {
+        json!([
+            {"respond": used(calls(json!([{"id": "a", "name": "agent_spawn", "arguments": {"prompt": "one"}}])), 10, 1)},
+            {"expect": {"messages_count": 1}, "respond": used(text("first"), 100, 10)},
+            {"respond": used(text("done"), 20, 2)}
+        ])
+    };
+    let agent = |p: &Provider, max_tokens: u64| {
+        Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .policy(Policy::level(Level::Workspace).scope(tmp_scope()))
+            .subagents(SubagentConfig::default())
+            .budget(Budget { max_tokens: Some(max_tokens), max_cost: None })
+            .build()
+            .unwrap()
+    };
+    // 11 + 110 fit in 125; the parent's next 22 do not: 143 spent, 33 of them its own.
+    let p = provider(exchanges()).await;
+    let e = tokio::time::timeout(GUARD, agent(&p, 125).run("go")).await.expect("the run hung").unwrap_err();
+    match e {
+        Error::Budget { budget, spent, usage, .. } => {
+            assert_eq!((budget.as_str(), spent, usage.requests), ("tokens", 143.0, 3));
+        }
+        other => panic!("expected the budget error, got {other}"),
+    }
+    check(&p, 3);
+    // 115: the sub-agent is given what is left (104) and stops past it; its 110 tokens stop the parent
+    // when its round ends.
+    let p = provider(exchanges()).await;
+    let e = tokio::time::timeout(GUARD, agent(&p, 115).run("go")).await.expect("the run hung").unwrap_err();
+    match e {
+        Error::Budget { spent, usage, .. } => assert_eq!((spent, usage.requests), (121.0, 2)),
+        other => panic!("expected the budget error, got {other}"),
+    }
+    check(&p, 2);
+}
+
+/// A host tool that returns once the provider has received `n` requests.
+fn wait_for_requests(p: Arc<Provider>, n: usize) -> impl ambit::Tool {
+    tool_fn("wait_inflight", "Wait for the helper's request.", json!({"type": "object"}), move |_: NoArgs| {
+        let p = p.clone();
+        async move {
+            while p.report().0 < n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok::<_, String>("in flight")
+        }
+    })
+    .level(Level::Read)
+}
+
+const STEER: &str = "Change course: answer in French.";
+const CUT: &str = "it reads it now: the reply it is writing is cut (a tool it is running finishes first).";
+
+/// The parent's first turn: wait until the sub-agent's first request is in flight, then steer it with
+/// interrupt. With `max_concurrency(2)` the steer starts only once the wait has returned.
+fn spawn_and_interrupt() -> Value {
+    calls(json!([
+        {"id": "w", "name": "wait_inflight", "arguments": {}},
+        {"id": "s", "name": "agent_spawn", "arguments": {"prompt": "work"}},
+        {"id": "t", "name": "agent_steer", "arguments": {"id": A1, "message": STEER, "interrupt": true}}
+    ]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupting_steer_drops_the_reply_in_flight_and_the_request_goes_again_with_the_message() {
+    let p = Arc::new(
+        provider(json!([
+            {"respond": spawn_and_interrupt()},
+            // Held far longer than the test takes: only the steer ends it.
+            {"expect": {"messages_count": 1}, "delay_ms": 30000, "respond": text("stale reply")},
+            // Not streamed: nothing of the dropped reply is kept; the message follows the prompt.
+            {"expect": {"messages_count": 2, "messages_tail": [
+                {"role": "user", "content": "work"},
+                {"role": "user", "content": {"$contains": STEER}}
+             ]}, "respond": text("Bonjour")},
+            {"expect": {"messages_count": 5}, "respond": text("done")}
+        ]))
+        .await,
+    );
+    let agent = Agent::builder()
+        .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .tool(wait_for_requests(p.clone(), 2))
+        .policy(Policy::level(Level::Workspace).scope(tmp_scope()))
+        .subagents(SubagentConfig::default())
+        .max_concurrency(2)
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let r = run(&agent, "go").await;
+    assert!(started.elapsed() < Duration::from_secs(25), "the request in flight was not cut");
+    assert_eq!(r.output, "done");
+    assert!(r.tool_calls[1].result.ends_with("\n\nBonjour"), "{}", r.tool_calls[1].result);
+    assert_eq!(r.tool_calls[2].result, format!("Message left for sub-agent {A1}; {CUT}"));
+    check(&p, 4);
+}
+
+/// A model in the test's process: the parent spawns and steers; the sub-agent's first request (its
+/// prompt is "work") hangs until it is dropped, streaming the start of an answer first when `stream`.
+struct Staged {
+    stream: bool,
+    inflight: Arc<tokio::sync::Notify>,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+    parent_turns: AtomicUsize,
+}
+
+fn first_user(r: &ModelRequest) -> &str {
+    match r.messages.first() {
+        Some(Message::User { content }) => content,
+        _ => "",
+    }
+}
+
+fn steered(r: &ModelRequest) -> bool {
+    r.messages.iter().any(|m| matches!(m, Message::User { content } if content.contains(STEER)))
+}
+
+fn answer(text: Option<&str>, tool_calls: Vec<ToolCall>) -> ModelResponse {
+    let stop = if tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse };
+    ModelResponse { id: "r".into(), text: text.map(str::to_string), tool_calls, stop, usage: Usage::default() }
+}
+
+impl Staged {
+    /// The hung first request of the sub-agent.
+    async fn hang(&self, request: &ModelRequest, partial: Option<&TextSink<'_>>) -> Result<ModelResponse, ModelError> {
+        self.seen.lock().unwrap().push(request.clone());
+        if let Some(sink) = partial {
+            sink("Once upon a ti");
+        }
+        self.inflight.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[async_trait]
+impl Model for Staged {
+    fn name(&self) -> &str {
+        "staged"
+    }
+
+    async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if first_user(request) == "work" {
+            if !steered(request) {
+                return self.hang(request, None).await;
+            }
+            self.seen.lock().unwrap().push(request.clone());
+            return Ok(answer(Some("steered"), Vec::new()));
+        }
+        self.seen.lock().unwrap().push(request.clone());
+        let call = |id: &str, name: &str, args: Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        Ok(match self.parent_turns.fetch_add(1, Ordering::SeqCst) {
+            0 => answer(
+                None,
+                vec![
+                    call("w", "wait_inflight", json!({})),
+                    call("s", "agent_spawn", json!({"prompt": "work"})),
+                    call("t", "agent_steer", json!({"id": A1, "message": STEER, "interrupt": true})),
+                ],
+            ),
+            _ => answer(Some("done"), Vec::new()),
+        })
+    }
+
+    async fn respond_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        if self.stream && first_user(request) == "work" && !steered(request) {
+            return self.hang(request, Some(sink)).await;
+        }
+        let response = self.respond(request).await?;
+        if let Some(t) = response.text.as_deref() {
+            sink(t);
+        }
+        Ok(response)
+    }
+}
+
+async fn interrupt_in_process(stream: bool) -> Vec<Message> {
+    let inflight = Arc::new(tokio::sync::Notify::new());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = Staged { stream, inflight: inflight.clone(), seen: seen.clone(), parent_turns: AtomicUsize::new(0) };
+    let wait =
+        tool_fn("wait_inflight", "Wait for the helper's request.", json!({"type": "object"}), move |_: NoArgs| {
+            let inflight = inflight.clone();
+            async move {
+                inflight.notified().await;
+                Ok::<_, String>("in flight")
+            }
+        })
+        .level(Level::Read);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(wait)
+        .policy(Policy::level(Level::Workspace).scope(tmp_scope()))
+        .subagents(SubagentConfig::default())
+        .max_concurrency(2)
+        .build()
+        .unwrap();
+    let r = run(&agent, "go").await;
+    assert_eq!(r.output, "done");
+    assert!(r.tool_calls[1].result.ends_with("\n\nsteered"), "{}", r.tool_calls[1].result);
+    assert_eq!(r.tool_calls[2].result, format!("Message left for sub-agent {A1}; {CUT}"));
+    let seen = seen.lock().unwrap();
+    let child: Vec<&ModelRequest> = seen.iter().filter(|r| first_user(r) == "work").collect();
+    assert_eq!(child.len(), 2, "the cut request, then the one that goes again");
+    assert_eq!(child[0].messages.len(), 1);
+    child[1].messages.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupting_steer_keeps_what_a_streamed_reply_had_written() {
+    let messages = interrupt_in_process(true).await;
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(messages[0], Message::User { content: "work".into() });
+    assert_eq!(messages[1], Message::Assistant { content: Some("Once upon a ti".into()), tool_calls: Vec::new() });
+    assert!(matches!(&messages[2], Message::User { content } if content.ends_with(STEER)), "{messages:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupting_steer_drops_a_reply_that_is_not_streamed_whole() {
+    let messages = interrupt_in_process(false).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(matches!(&messages[1], Message::User { content } if content.ends_with(STEER)), "{messages:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_sees_its_parents_mcp_tools_narrowed_by_its_server_lists() {
+    use mcp_support::{call, names, scripted};
+    let dir = mcp_support::servers_dir();
+    let python = mcp_support::installed(&dir, "venv/bin/python");
+    let script = mcp_support::repo_root().join("tests/mcp/dynamic_server.py").display().to_string();
+    let server = |name: &str| McpServer::stdio(name, [python.clone(), script.clone()]);
+    let (model, seen) = scripted(vec![
+        call("p1", "agent_spawn", json!({"prompt": "one", "allow_servers": ["dyn"]})),
+        call("a1", "mcp__dyn__enable_extra", json!({})),
+        mcp_support::text("a done"),
+        call("p2", "agent_spawn", json!({"prompt": "two", "deny_servers": ["dyn"]})),
+        call("b1", "mcp__dyn__enable_extra", json!({})),
+        mcp_support::text("b done"),
+        call("p3", "agent_spawn", json!({"prompt": "three"})),
+        mcp_support::text("c done"),
+        mcp_support::text("done"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .mcp(server("dyn"))
+        .mcp(server("other"))
+        .deferral(DeferralConfig { setting: Deferral::Eager, ..Default::default() })
+        .subagents(SubagentConfig::default())
+        .build()
+        .unwrap();
+    let r = tokio::time::timeout(GUARD, agent.run("go")).await.expect("the run hung").expect("the run failed");
+    assert_eq!(r.output, "done");
+    for c in &r.tool_calls {
+        assert!(!c.is_error && !c.result.contains("Warning:"), "{}: {}", c.name, c.result);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 9);
+    let has = |i: usize, n: &str| names(&seen[i]).iter().any(|x| x == n);
+    let any_of = |i: usize, prefix: &str| names(&seen[i]).iter().any(|x| x.starts_with(prefix));
+    // The resource and prompt meta-tools: mcp_<verb>, not mcp__<server>__<tool>.
+    let meta = |i: usize| names(&seen[i]).iter().any(|x| x.starts_with("mcp_") && !x.starts_with("mcp__"));
+    // The parent has both servers and the meta-tools.
+    assert!(has(0, "mcp__dyn__enable_extra") && has(0, "mcp__other__enable_extra") && has(0, "mcp_list_all"));
+    // allow_servers ["dyn"]: dyn's tools only; the meta-tools, which reach any server, are withheld.
+    assert!(has(1, "mcp__dyn__enable_extra"), "{:?}", names(&seen[1]));
+    assert!(!any_of(1, "mcp__other__") && !meta(1), "{:?}", names(&seen[1]));
+    // Its call went through the parent's connection, and the tool it added is the parent's too. (Whether
+    // the sub-agent's own next request already has it depends on when rmcp handles the server's
+    // list_changed, which the MCP layer only yields for: under load it can come a request later.)
+    let a = &seen[2].messages;
+    assert!(
+        matches!(a.last(), Some(Message::Tool { content, is_error: false, .. }) if content.starts_with("extra_tool added")),
+        "{a:?}"
+    );
+    assert!(has(3, "mcp__dyn__extra_tool"), "{:?}", names(&seen[3]));
+    // deny_servers ["dyn"]: the other server only, and a call to dyn finds nothing.
+    assert!(has(4, "mcp__other__enable_extra") && !any_of(4, "mcp__dyn__") && !meta(4), "{:?}", names(&seen[4]));
+    assert!(
+        matches!(seen[5].messages.last(), Some(Message::Tool { content, is_error: true, .. })
+            if content == "Error: there is no tool named 'mcp__dyn__enable_extra'"),
+        "{:?}",
+        seen[5].messages.last()
+    );
+    // No server lists: everything the parent has.
+    for n in ["mcp__dyn__enable_extra", "mcp__dyn__extra_tool", "mcp__other__enable_extra", "mcp_list_all"] {
+        assert!(has(7, n), "{n}: {:?}", names(&seen[7]));
+    }
 }

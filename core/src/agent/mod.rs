@@ -62,7 +62,8 @@ pub struct RunResult {
     pub output: String,
     /// Every tool call made, in the order the model asked for them.
     pub tool_calls: Vec<ToolCallRecord>,
-    /// Tokens used, summed over every model request of the run.
+    /// Tokens used, summed over every model request of the run and of the sub-agent runs (spawns and
+    /// follow-ups) it made.
     pub usage: Usage,
     /// Model requests made.
     pub turns: u32,
@@ -370,16 +371,22 @@ impl Agent {
         let mut usage = Usage::default();
         let mut records = Vec::new();
         let model_name = inner.model.name().to_string();
+        // A session watching the run (crate::session): it may compact the conversation between rounds.
+        let rounds = run_state::take_rounds();
         for turn in 1..=inner.max_turns {
+            if let Some(r) = &rounds {
+                r.boundary(&mut request.messages).await?;
+            }
             self.prepare_request(&mut request, &state).await;
             self.add_loop_params(&mut request.tools);
             events.emit(Event::ModelRequest { turn });
+            let sent = request.messages.len();
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
             let sink: Option<&crate::model::TextSink<'_>> = if events.is_on() { Some(&sink) } else { None };
-            let reply =
-                inner.model.respond_with_items(&request, sink).instrument(tracing::info_span!("turn", turn)).await?;
+            // In a sub-agent, raced against an interrupting steer (agent/subagent.rs).
+            let reply = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn)).await?;
             let response = reply.response;
-            usage.add(&response.usage);
+            subagent::account(&state, &mut usage, &response.usage);
             let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
             events.emit(Event::ModelResponse { turn, usage: response.usage, cost: request_cost });
             let cost = budget::cost_of(&inner.prices, &model_name, &usage);
@@ -391,6 +398,9 @@ impl Agent {
                 request.messages.push(Message::Provider { wire: reply.wire.to_string(), items: reply.provider_items });
             }
             request.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
+            if let Some(r) = &rounds {
+                r.responded(&response.usage, sent, &request.messages);
+            }
             if calls.is_empty() && state.tasks.outstanding() > 0 {
                 // Background results arrive as their own turns, one per turn, once the model has ended
                 // its turn: the next one that is ready, or the next to finish.
@@ -453,6 +463,10 @@ impl Agent {
                     is_error,
                 });
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
+            }
+            if subagent::account(&state, &mut usage, &Usage::default()) {
+                // A run's budget covers the sub-agents it ran.
+                inner.budget.check(&usage, budget::cost_of(&inner.prices, &model_name, &usage))?;
             }
             subagent::steer_into(&mut request.messages);
             if crate::session::parked_at(&request.messages) {

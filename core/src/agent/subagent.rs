@@ -7,6 +7,11 @@
 //! and its own five agent tools bound to its own frame, so a nested spawn is judged against the
 //! sub-agent's grant and never its parent's. A run of a sub-agent has its own checklist and scratchpad
 //! (each run does). Its conversation is kept for follow-ups.
+//!
+//! A sub-agent's tokens count towards the run that started it (its usage, and its budget, of which the
+//! sub-agent is given what is left); it sees its parent's MCP tools, through the parent's connections,
+//! narrowed by its tool and server lists; an interrupting `agent_steer` cuts the model request it has
+//! in flight.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,9 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Agent, AgentBuilder, Inner};
-use crate::error::{Error, ToolError};
-use crate::model::Message;
+use super::run_state::RunState;
+use super::{Agent, AgentBuilder, Budget, Inner, budget};
+use crate::deferral::{Entry, Facts, SourceListing, ToolSource, Toolbox, Tooling, Unavailable};
+use crate::error::{Error, ModelError, ToolError};
+use crate::model::{Message, ModelReply, ModelRequest, TextSink, Usage};
 use crate::permission::narrow::{
     self, AGENT_TOOLS, Admitted, Grant, KnownNames, MemoryGrant, RealDirs, SpawnTerms, ToolLists,
 };
@@ -96,7 +103,25 @@ struct Child {
     last_active: Mutex<String>,
     /// A run (spawn or follow-up) is under way.
     busy: AtomicBool,
-    inbox: Mutex<Vec<String>>,
+    inbox: Mutex<Inbox>,
+    /// Woken by an interrupting steer, which the run's model request is raced against.
+    steered: tokio::sync::Notify,
+}
+
+/// Messages steered to a sub-agent and not yet read.
+#[derive(Default)]
+struct Inbox {
+    messages: Vec<String>,
+    /// One of them was sent with `interrupt: true`: the model request under way is cut for it.
+    interrupt: bool,
+}
+
+impl Inbox {
+    /// Every waiting message, oldest first; the inbox is left empty.
+    fn take(&mut self) -> Vec<String> {
+        self.interrupt = false;
+        std::mem::take(&mut self.messages)
+    }
 }
 
 tokio::task_local! {
@@ -108,6 +133,8 @@ struct Running {
     child: Arc<Child>,
     /// The conversation a follow-up continues, taken once by the run that starts.
     history: Mutex<Option<Vec<Message>>>,
+    /// The run that started this one (spawn or follow-up), which its tokens count towards.
+    parent: Option<Arc<RunState>>,
 }
 
 tokio::task_local! {
@@ -178,10 +205,112 @@ pub(crate) fn opening(input: String) -> Vec<Message> {
 /// At a round boundary: the steering messages waiting in the inbox of the sub-agent this run is, as
 /// user turns. Whether there were any.
 pub(crate) fn steer_into(messages: &mut Vec<Message>) -> bool {
-    let waiting = RUNNING.try_with(|r| std::mem::take(&mut *lock(&r.child.inbox))).unwrap_or_default();
+    let waiting = RUNNING.try_with(|r| lock(&r.child.inbox).take()).unwrap_or_default();
     let any = !waiting.is_empty();
     messages.extend(waiting.into_iter().map(|content| Message::User { content }));
     any
+}
+
+/// What the sub-agents of one run used (kept in the run's state).
+#[derive(Debug, Default)]
+pub(crate) struct Spend {
+    /// Tokens of sub-agent runs this run started, not yet added to its usage.
+    pending: Mutex<Usage>,
+    /// The run's usage as last accounted, for the budget a sub-agent it starts is given.
+    spent: Mutex<Usage>,
+}
+
+/// Adds `own` (the tokens of this run's latest model request) and the tokens its sub-agents used since
+/// the last call to `usage`. A sub-agent hands the same tokens on to the run that started it as it
+/// goes, so a run's usage and budget cover every sub-agent run it made, a failed one too. Whether any
+/// sub-agent tokens were added.
+pub(crate) fn account(state: &RunState, usage: &mut Usage, own: &Usage) -> bool {
+    let children = std::mem::take(&mut *lock(&state.subagents.pending));
+    let any = children != Usage::default();
+    usage.add(own);
+    usage.add(&children);
+    *lock(&state.subagents.spent) = *usage;
+    let mut delta = *own;
+    delta.add(&children);
+    if delta != Usage::default() {
+        let _ = RUNNING.try_with(|r| {
+            if let Some(parent) = &r.parent {
+                lock(&parent.subagents.pending).add(&delta);
+            }
+        });
+    }
+    any
+}
+
+/// The budget a sub-agent run gets: what is left of its parent's run's budget.
+fn remaining_budget(parent: &Inner) -> Budget {
+    let b = &parent.budget;
+    if b.max_tokens.is_none() && b.max_cost.is_none() {
+        return b.clone();
+    }
+    let spent = RunState::current().map(|s| *lock(&s.subagents.spent)).unwrap_or_default();
+    let cost = budget::cost_of(&parent.prices, parent.model.name(), &spent).unwrap_or(0.0);
+    Budget {
+        max_tokens: b.max_tokens.map(|m| m.saturating_sub(budget::budget_tokens(&spent))),
+        max_cost: b.max_cost.map(|m| (m - cost).max(0.0)),
+    }
+}
+
+impl Agent {
+    /// One model request of the loop. In a sub-agent it is raced against an interrupting steer
+    /// (SPEC §7): the request is dropped, the text it had streamed kept as the assistant's (partial)
+    /// message, the steered messages follow, and the request goes again. Elsewhere it is the plain
+    /// request.
+    pub(crate) async fn model_request(
+        &self,
+        request: &mut ModelRequest,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
+        let Ok(child) = RUNNING.try_with(|r| r.child.clone()) else {
+            return self.inner.model.respond_with_items(request, sink).await;
+        };
+        loop {
+            let kept = Mutex::new(String::new());
+            let keep = |t: &str| {
+                lock(&kept).push_str(t);
+                if let Some(s) = sink {
+                    s(t);
+                }
+            };
+            let keep: &TextSink<'_> = &keep;
+            let reply = self.inner.model.respond_with_items(request, Some(keep));
+            if let Some(outcome) = unless_interrupted(&child, reply).await {
+                return outcome;
+            }
+            // Cut: a model that streams has given part of its answer, which is kept; one that does not
+            // has given nothing, and its reply is dropped whole.
+            let partial = std::mem::take(&mut *lock(&kept));
+            if !partial.is_empty() {
+                request.messages.push(Message::Assistant { content: Some(partial), tool_calls: Vec::new() });
+            }
+            let waiting = lock(&child.inbox).take();
+            request.messages.extend(waiting.into_iter().map(|content| Message::User { content }));
+        }
+    }
+}
+
+/// Runs `request` unless an interrupting steer reaches `child` first (then `None`: it was dropped).
+async fn unless_interrupted<F: std::future::Future>(child: &Child, request: F) -> Option<F::Output> {
+    let mut request = std::pin::pin!(request);
+    loop {
+        let notified = child.steered.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the inbox is looked at, so a steer in between still wakes it.
+        notified.as_mut().enable();
+        if lock(&child.inbox).interrupt {
+            return None;
+        }
+        tokio::select! {
+            biased;
+            out = &mut request => return Some(out),
+            () = &mut notified => {}
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -234,11 +363,16 @@ impl Frame {
         Ok(root_grant(&agent.inner, self.max_depth, self.memory))
     }
 
+    /// The tools and MCP servers this agent has: registered, and its MCP servers' as last listed.
     fn known(&self) -> Result<KnownNames, ToolError> {
         let agent = self.agent()?;
-        let tools = agent.inner.tools.iter().map(|t| t.spec().name.clone()).collect();
-        let servers =
-            agent.inner.tools.iter().filter_map(|t| narrow::server_of(&t.spec().name).map(str::to_string)).collect();
+        let toolbox = agent.inner.tooling.toolbox();
+        let mut tools: std::collections::BTreeSet<String> =
+            agent.inner.tools.iter().map(|t| t.spec().name.clone()).collect();
+        tools.extend(toolbox.entries().iter().chain(toolbox.hidden()).map(|e| e.tool.spec().name.clone()));
+        let mut servers: std::collections::BTreeSet<String> =
+            tools.iter().filter_map(|n| narrow::server_of(n).map(str::to_string)).collect();
+        servers.extend(toolbox.unavailable().iter().map(|u| u.group.clone()));
         Ok(KnownNames { tools, servers })
     }
 
@@ -391,35 +525,41 @@ fn rebind(tools: &ToolRegistry, frame: Option<&Arc<Frame>>) -> Result<ToolRegist
 }
 
 /// A sub-agent made from its parent: the parent's model, tools and loop settings; the grant's policy;
-/// instructions only when granted; its agent tools bound to its own frame.
+/// the parent's MCP tools the grant holds; what is left of the parent's run's budget; instructions
+/// only when granted; its agent tools bound to its own frame.
 fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agent, ToolError> {
     let p = &parent.inner;
-    let held: std::collections::BTreeSet<String> =
-        p.tools.iter().map(|t| t.spec().name.clone()).filter(|n| grant.holds_tool(n)).collect();
-    let mut held = held;
+    // The registered tools it does not hold are blocked by name; the MCP tools, whose names change at
+    // run time, are narrowed where they are listed ([`Inherited`]).
+    let mut block: std::collections::BTreeSet<String> =
+        p.tools.iter().map(|t| t.spec().name.clone()).filter(|n| !grant.holds_tool(n)).collect();
     if grant.depth_left == 0 {
         // A sub-agent that cannot spawn has no sub-agents for the other four to act on.
-        for n in AGENT_TOOLS {
-            held.remove(n);
-        }
+        block.extend(AGENT_TOOLS.iter().map(|n| n.to_string()));
     }
     let policy = Policy {
         level: grant.level,
         approvals: p.session.policy.approvals.clone(),
-        filters: Filters {
-            allow: Some(held),
-            block: Default::default(),
-            overrides: p.session.policy.filters.overrides.clone(),
-        },
+        filters: Filters { allow: None, block, overrides: p.session.policy.filters.overrides.clone() },
         scope: Some(grant.scope.clone()),
         network: grant.network,
     };
     let session = super::gate::Session { policy, scope: Arc::new(grant.scope.clone()) };
     let tools =
         rebind(&p.tools, (grant.depth_left > 0).then_some(frame)).map_err(|e| ToolError::Failed(e.to_string()))?;
-    // Its own tooling over its own registry and filters; MCP servers are not handed down.
-    let (tooling, model) =
-        super::tooling::build(&tools, &session, p.tooling.config().clone(), Vec::new(), p.model.clone());
+    // Its own tooling over its own registry and filters, with the parent's MCP tools handed down
+    // through the parent's connections. The parent's model already maps every name the parent has
+    // (a superset of the sub-agent's) to the wire.
+    let facts = Facts {
+        level: session.policy.level,
+        approvals: session.policy.approvals.is_some(),
+        filters: Arc::new(session.policy.filters.clone()),
+    };
+    let source = Inherited::of(p, &grant.tools).map(|s| Arc::new(s) as Arc<dyn ToolSource>);
+    let tooling = Arc::new(
+        Tooling::new(tools.clone(), p.tooling.config().clone(), source, facts)
+            .with_native_search(p.model.native_tool_search()),
+    );
     let agent = Agent {
         inner: Arc::new(Inner {
             session,
@@ -427,7 +567,8 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             instructions: grant.instructions.clone(),
             subagents: Some(frame.clone()),
             tooling,
-            model,
+            model: p.model.clone(),
+            budget: remaining_budget(p),
             ..(**p).clone()
         }),
     };
@@ -436,10 +577,92 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
     Ok(agent)
 }
 
+/// The parent's MCP tools as a sub-agent sees them: the parent's current listing (the MCP servers'
+/// tools, or, for a nested sub-agent, those its parent was handed) narrowed by the sub-agent's tool and
+/// server lists. Calls go through the parent's connections; a server's list change reaches the
+/// sub-agent before its next request. The resource and prompt meta-tools name any server in their
+/// arguments, so a sub-agent whose servers were narrowed does not get them.
+struct Inherited {
+    parent: Arc<Tooling>,
+    /// The parent's registered tools, which the sub-agent has through its own registry.
+    registered: std::collections::BTreeSet<String>,
+    lists: narrow::ToolLists,
+    /// The snapshot of the parent's listing last seen, to tell whether it changed.
+    seen: Mutex<Option<Arc<Toolbox>>>,
+}
+
+impl Inherited {
+    /// `None` when the parent has no MCP tools at all (no server configured, none handed down).
+    fn of(parent: &Inner, lists: &narrow::ToolLists) -> Option<Inherited> {
+        let registered: std::collections::BTreeSet<String> =
+            parent.tools.iter().map(|t| t.spec().name.clone()).collect();
+        let toolbox = parent.tooling.toolbox();
+        let dynamic =
+            toolbox.entries().iter().chain(toolbox.hidden()).any(|e| !registered.contains(&e.tool.spec().name))
+                || !toolbox.unavailable().is_empty();
+        dynamic.then(|| Inherited {
+            parent: parent.tooling.clone(),
+            registered,
+            lists: lists.clone(),
+            seen: Mutex::new(Some(toolbox)),
+        })
+    }
+
+    fn server_held(&self, server: &str) -> bool {
+        !self.lists.deny_servers.contains(server)
+            && self.lists.allow_servers.as_ref().is_none_or(|a| a.contains(server))
+    }
+
+    fn holds(&self, name: &str) -> bool {
+        if crate::mcp::meta::NAMES.contains(&name)
+            && (self.lists.allow_servers.is_some() || !self.lists.deny_servers.is_empty())
+        {
+            return false;
+        }
+        self.lists.passes(name)
+    }
+}
+
+#[async_trait]
+impl ToolSource for Inherited {
+    async fn refresh(&self) -> bool {
+        self.parent.refresh().await;
+        let now = self.parent.toolbox();
+        let mut seen = lock(&self.seen);
+        let changed = seen.as_ref().is_none_or(|s| !Arc::ptr_eq(s, &now));
+        *seen = Some(now);
+        changed
+    }
+
+    fn listing(&self) -> SourceListing {
+        let toolbox = self.parent.toolbox();
+        let keep = |e: &&Entry| {
+            let name = &e.tool.spec().name;
+            !self.registered.contains(name) && self.holds(name)
+        };
+        SourceListing {
+            entries: toolbox.entries().iter().filter(keep).cloned().collect(),
+            hidden: toolbox.hidden().iter().filter(keep).cloned().collect(),
+            unavailable: toolbox
+                .unavailable()
+                .iter()
+                .filter(|u| self.server_held(&u.group))
+                .map(|u| Unavailable {
+                    group: u.group.clone(),
+                    reason: u.reason.clone(),
+                    names: u.names.iter().filter(|n| self.lists.passes(n)).cloned().collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Runs the sub-agent on `input`, continuing `history`, and keeps the conversation.
 async fn run_child(child: Arc<Child>, input: String, history: Vec<Message>) -> Result<String, ToolError> {
     let agent = lock(&child.agent).clone();
-    let running = Arc::new(Running { child: child.clone(), history: Mutex::new(Some(history)) });
+    // Called in the parent's run (its agent_spawn or agent_followup), whose usage this run adds to.
+    let parent = RunState::current();
+    let running = Arc::new(Running { child: child.clone(), history: Mutex::new(Some(history)), parent });
     let outcome = RUNNING.scope(running, agent.run(input)).await;
     *lock(&child.last_active) = timestamp();
     child.busy.store(false, Ordering::SeqCst);
@@ -532,7 +755,7 @@ fn steer_spec() -> ToolSpec {
         json!({"type": "object", "properties": {
             "id": {"type": "string"},
             "message": {"type": "string"},
-            "interrupt": {"type": "boolean", "description": "Read it as soon as the step under way ends."}
+            "interrupt": {"type": "boolean", "description": "Cut the reply it is writing: it reads the message at once, inside the same turn (a tool it is running still finishes first)."}
         }, "required": ["id", "message"]}),
     )
     .with_level(Level::Read)
@@ -594,6 +817,7 @@ impl Tool for SpawnTool {
             last_active: Mutex::new(timestamp()),
             busy: AtomicBool::new(true),
             inbox: Mutex::default(),
+            steered: tokio::sync::Notify::new(),
         });
         // Registered before the sub-agent's first request, so a steer in the same turn finds it.
         lock(&self.frame.children).insert(id.clone(), child.clone());
@@ -684,7 +908,7 @@ impl Tool for FollowupTool {
         *lock(&child.agent) = agent;
         // Messages steered to it since it finished follow the follow-up's own words.
         let mut input = prompt;
-        for m in std::mem::take(&mut *lock(&child.inbox)) {
+        for m in lock(&child.inbox).take() {
             input.push_str("\n\n");
             input.push_str(&m);
         }
@@ -708,13 +932,27 @@ impl Tool for SteerTool {
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let child = self.frame.find(&string_arg(&arguments, "id")?)?;
         let message = string_arg(&arguments, "message")?;
+        let interrupt = match arguments.get("interrupt") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(ToolError::Failed("'interrupt' must be true or false".into())),
+        };
         let sender = &self.frame.id;
         let from = if sender == "root" { "your parent".to_string() } else { format!("your parent, agent {sender}") };
-        lock(&child.inbox).push(format!("[Message from {from}, sent {}]\n{message}", timestamp()));
-        let when = if child.busy.load(Ordering::SeqCst) {
-            "at its next round boundary"
-        } else {
-            "at the start of its next follow-up"
+        {
+            let mut inbox = lock(&child.inbox);
+            inbox.messages.push(format!("[Message from {from}, sent {}]\n{message}", timestamp()));
+            inbox.interrupt |= interrupt;
+        }
+        if interrupt {
+            // A model request under way is cut; a tool under way finishes first (agent/mod.rs reads the
+            // inbox after that round's results).
+            child.steered.notify_waiters();
+        }
+        let when = match (child.busy.load(Ordering::SeqCst), interrupt) {
+            (true, false) => "at its next round boundary",
+            (true, true) => "now: the reply it is writing is cut (a tool it is running finishes first)",
+            (false, _) => "at the start of its next follow-up",
         };
         Ok(Value::String(format!("Message left for sub-agent {}; it reads it {when}.", child.id)))
     }

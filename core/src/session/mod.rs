@@ -81,10 +81,12 @@ pub struct SessionConfig {
     /// The model's context window, in tokens.
     #[serde(default = "default_window")]
     pub context_window: u64,
-    /// The share of the window at which auto-compaction fires (default 0.85).
+    /// The share of the window at which auto-compaction fires (default 0.85): before a run, and at a
+    /// round boundary inside one.
     #[serde(default = "default_compact_at")]
     pub compact_at: f64,
-    /// Rounds kept verbatim by a compaction (default 2; 0 keeps none).
+    /// Rounds kept verbatim by a compaction (default 2; 0 keeps none). A round opens with a user message
+    /// or with a model turn after tool results; a compaction inside a run also keeps the round in flight.
     #[serde(default = "default_keep_recent")]
     pub keep_recent: usize,
 }

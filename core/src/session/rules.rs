@@ -109,19 +109,57 @@ pub struct Plan {
     pub keep_from: i64,
 }
 
-/// Plans a compaction keeping the latest `keep_recent` rounds (a round opens with a user message). A
-/// tail is kept only when older history remains to summarise.
+/// Where the rounds of `window` start. A round opens with a user message, or with a model turn (a
+/// provider item or an assistant message) that follows tool results; it holds everything up to the next
+/// round, so an assistant's tool calls and their results are always in the same round.
+fn round_starts(window: &[(i64, Message)]) -> Vec<usize> {
+    (0..window.len())
+        .filter(|&i| match &window[i].1 {
+            Message::User { .. } => true,
+            Message::Assistant { .. } | Message::Provider { .. } => {
+                i == 0 || matches!(window[i - 1].1, Message::Tool { .. })
+            }
+            Message::Tool { .. } => i == 0,
+        })
+        .collect()
+}
+
+/// Plans a compaction keeping the latest `keep_recent` rounds. A tail is kept only when older history
+/// remains to summarise.
 pub fn plan(window: &[(i64, Message)], keep_recent: usize, next_index: i64) -> Option<Plan> {
     if window.is_empty() {
         return None;
     }
-    let starts: Vec<usize> =
-        window.iter().enumerate().filter(|(_, (_, m))| matches!(m, Message::User { .. })).map(|(i, _)| i).collect();
+    let starts = round_starts(window);
     let cut =
         if keep_recent == 0 || starts.len() <= keep_recent { window.len() } else { starts[starts.len() - keep_recent] };
     let cut = if cut == 0 { window.len() } else { cut };
     let keep_from = window.get(cut).map_or(next_index, |(i, _)| *i);
     Some(Plan { summarise: window[..cut].to_vec(), keep_from })
+}
+
+/// Plans a compaction at a round boundary inside a run. The round in flight (the one holding the latest
+/// model turn, whose tool results the model has not read yet) always stays verbatim, after the
+/// `keep_recent` rounds before it, as many of those as leave the first round to summarise. `None` when
+/// nothing worth summarising precedes them (nothing, or only the last compaction's summary).
+pub fn plan_in_run(window: &[(i64, Message)], keep_recent: usize) -> Option<Plan> {
+    let starts = round_starts(window);
+    let turn = window.iter().rposition(|(_, m)| matches!(m, Message::Assistant { .. } | Message::Provider { .. }));
+    let current = match turn {
+        Some(t) => starts.iter().rposition(|&s| s <= t)?,
+        None => starts.len().checked_sub(1)?,
+    };
+    if current == 0 {
+        return None;
+    }
+    let cut = starts[current.saturating_sub(keep_recent).max(1)];
+    let summarise = &window[..cut];
+    let only_a_summary =
+        |(_, m): &(i64, Message)| matches!(m, Message::User { content } if content.starts_with(SUMMARY_HEADER));
+    if summarise.is_empty() || (summarise.len() == 1 && only_a_summary(&summarise[0])) {
+        return None;
+    }
+    Some(Plan { summarise: summarise.to_vec(), keep_from: window[cut].0 })
 }
 
 /// One message as text, for the summariser and the conversation tools.
@@ -233,48 +271,88 @@ pub fn estimate_tokens(text: &str) -> u64 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gauge {
     pub window: u64,
+    /// Instructions and tool schemas, estimated.
     pub overhead: u64,
+    /// The conversation, estimated.
     pub conversation: u64,
     pub compact_at: f64,
     pub compactions: usize,
+    /// What the provider counted for the last request's whole prompt (input, cache read and cache
+    /// write tokens), when it reported a count; the use is then that plus `since`.
+    pub reported: Option<u64>,
+    /// The messages added after that request, estimated.
+    pub since: u64,
 }
 
 impl Gauge {
     pub fn used(&self) -> u64 {
-        self.overhead + self.conversation
+        match self.reported {
+            Some(reported) => reported + self.since,
+            None => self.overhead + self.conversation,
+        }
+    }
+
+    fn ceiling(&self) -> f64 {
+        self.window as f64 * self.compact_at
     }
 
     /// Whether auto-compaction fires now.
     pub fn over(&self) -> bool {
-        self.used() as f64 >= self.window as f64 * self.compact_at
+        self.used() as f64 >= self.ceiling()
+    }
+
+    /// Whether compaction could bring the use under the ceiling at all: not when the fixed overhead
+    /// alone is past it.
+    pub fn reclaimable(&self) -> bool {
+        (self.overhead as f64) < self.ceiling()
     }
 
     pub fn report(&self) -> String {
         let used = self.used();
         let pct = |n: u64| (n * 100).checked_div(self.window).unwrap_or(0);
-        let ceiling = (self.window as f64 * self.compact_at) as u64;
+        let ceiling = self.ceiling() as u64;
         let headroom = ceiling.saturating_sub(used);
         let compactions = match self.compactions {
             0 => "none, so nothing has been summarized away yet".to_string(),
             n => format!("{n}; conversation_search and conversation_read still reach what they summarized"),
         };
+        let source = match self.reported {
+            Some(reported) => format!(
+                "Measured: the provider counted {reported} tokens for the last request; about {} tokens added since \
+                 are estimated.",
+                self.since
+            ),
+            None => "Estimated: no token count reported by the provider yet, so the whole window is estimated \
+                     (about 4 characters per token)."
+                .to_string(),
+        };
         format!(
             "Using {used} of {} tokens ({}%).\nHeadroom: {headroom} tokens before the context ceiling at {}%. \
-             Auto-compaction fires there, between runs.\nFixed overhead: about {} tokens of instructions and tool \
-             schemas (estimated). Compaction does not reclaim this.\nConversation: about {} tokens, which is the part \
-             compaction acts on.\nCompactions so far: {compactions}.",
+             Auto-compaction fires there, before the next model request.\n{source}\nFixed overhead: about {} \
+             tokens of instructions and tool schemas (estimated). Compaction does not reclaim this.\nConversation: \
+             about {} tokens, which is the part compaction acts on.\nCompactions so far: {compactions}.",
             self.window,
             pct(used),
             (self.compact_at * 100.0).round() as u64,
             self.overhead,
-            self.conversation
+            used.saturating_sub(self.overhead),
         )
     }
 }
 
+/// One message, estimated in tokens (its text, and a few for its framing).
+pub fn message_tokens(message: &Message) -> u64 {
+    estimate_tokens(&render(message).1) + 4
+}
+
+/// Messages, estimated in tokens.
+pub fn messages_tokens(messages: &[Message]) -> u64 {
+    messages.iter().map(message_tokens).sum()
+}
+
 /// The conversation part of the gauge: the live window's messages.
 pub fn conversation_tokens(window: &[(i64, Message)]) -> u64 {
-    window.iter().map(|(_, m)| estimate_tokens(&render(m).1) + 4).sum()
+    window.iter().map(|(_, m)| message_tokens(m)).sum()
 }
 
 #[cfg(test)]
@@ -356,10 +434,79 @@ mod tests {
 
     #[test]
     fn the_gauge_fires_at_its_share_of_the_window() {
-        let g = Gauge { window: 1000, overhead: 100, conversation: 749, compact_at: 0.85, compactions: 0 };
+        let g = Gauge {
+            window: 1000,
+            overhead: 100,
+            conversation: 749,
+            compact_at: 0.85,
+            compactions: 0,
+            reported: None,
+            since: 0,
+        };
         assert!(!g.over());
         assert!(g.report().starts_with("Using 849 of 1000 tokens (84%).\nHeadroom: 1 tokens"), "{}", g.report());
+        assert!(g.report().contains("\nEstimated: no token count reported"), "{}", g.report());
         let g = Gauge { conversation: 750, ..g };
-        assert!(g.over());
+        assert!(g.over() && g.reclaimable());
+        // A count the provider reported replaces the estimate; only what was added since is estimated.
+        let g = Gauge { reported: Some(840), since: 9, ..g };
+        assert_eq!(g.used(), 849);
+        assert!(!g.over());
+        let report = g.report();
+        assert!(report.contains("\nMeasured: the provider counted 840 tokens for the last request; about 9 tokens"));
+        assert!(report.contains("\nConversation: about 749 tokens"), "{report}");
+        assert!(Gauge { since: 10, ..g.clone() }.over());
+        assert!(!Gauge { overhead: 850, ..g }.reclaimable());
+    }
+
+    fn turn(i: i64, calls: &[&str]) -> (i64, Message) {
+        let tool_calls = calls
+            .iter()
+            .map(|id| crate::model::ToolCall { id: id.to_string(), name: "t".into(), arguments: "{}".into() })
+            .collect();
+        (i, Message::Assistant { content: None, tool_calls })
+    }
+    fn result(i: i64, id: &str) -> (i64, Message) {
+        (i, Message::Tool { call_id: id.into(), name: "t".into(), content: "r".into(), is_error: false })
+    }
+    fn said(i: i64, t: &str) -> (i64, Message) {
+        (i, Message::User { content: t.into() })
+    }
+
+    #[test]
+    fn a_compaction_inside_a_run_keeps_the_round_in_flight_and_never_splits_calls_from_results() {
+        // One user message, then tool rounds: each model turn after results opens a round.
+        let w = vec![
+            said(1, "go"),
+            turn(2, &["a"]),
+            result(3, "a"),
+            turn(4, &["b", "c"]),
+            result(5, "b"),
+            result(6, "c"),
+            turn(7, &["d"]),
+            result(8, "d"),
+        ];
+        assert_eq!(round_starts(&w), [0, 3, 6]);
+        // keep_recent 1: the round before the one in flight stays, the first is summarised.
+        let p = plan_in_run(&w, 1).unwrap();
+        assert_eq!((p.summarise.len(), p.keep_from), (3, 4));
+        // keep_recent 0: only the round in flight stays.
+        assert_eq!(plan_in_run(&w, 0).unwrap().keep_from, 7);
+        // keep_recent past what there is: the first round is still summarised.
+        assert_eq!(plan_in_run(&w, 5).unwrap().keep_from, 4);
+        // A steering message after the results does not leave the round in flight to be summarised.
+        let mut steered = w.clone();
+        steered.push(said(9, "also this"));
+        assert_eq!(plan_in_run(&steered, 0).unwrap().keep_from, 7);
+        // Nothing before the round in flight, or only the last summary: nothing to do.
+        assert!(plan_in_run(&w[..3], 2).is_none());
+        let summary = said(10, &format!("{SUMMARY_HEADER}\nearlier"));
+        let after = vec![summary.clone(), turn(11, &["e"]), result(12, "e"), turn(13, &["f"]), result(14, "f")];
+        assert_eq!(round_starts(&after), [0, 3]);
+        assert_eq!(plan_in_run(&after, 0).unwrap().keep_from, 13);
+        let fresh = vec![summary, said(11, "next"), turn(12, &["e"]), result(13, "e")];
+        assert!(plan_in_run(&fresh, 0).is_none());
+        // Between runs, tool rounds count as rounds too.
+        assert_eq!(plan(&w, 2, 9).unwrap().keep_from, 4);
     }
 }

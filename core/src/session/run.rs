@@ -1,6 +1,11 @@
 //! A run in a session: the live window (after the last compaction) is the conversation the run
-//! continues; its new messages are appended when it ends. Auto-compaction fires before a run whose
-//! window is past the ceiling, and after a run that asked for one with `context_compact`.
+//! continues; its new messages are appended to the log, each once and in order, when a compaction
+//! between rounds needs them there and when the run ends. Auto-compaction fires before a run whose
+//! window is past the ceiling, and at a round boundary inside a run (before a model request) once the
+//! window is past it: the last response's reported input tokens plus an estimate of what was added
+//! since, or an estimate of the whole when no count was reported. A `context_compact` call compacts at
+//! the next round boundary, or when the run ends if nothing before the round in flight can be
+//! summarised yet.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -10,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::rules::{self, Gauge, Item};
 use super::{SessionError, SessionState, Sessions, now_ms};
+use crate::agent::run_state::{self, Rounds};
 use crate::agent::{Agent, RunResult};
-use crate::model::{Message, ModelRequest};
+use crate::model::{Message, ModelRequest, Usage};
 use crate::permission::{ApprovalDecision, ApprovalRequest};
 
 tokio::task_local! {
@@ -31,6 +37,32 @@ pub(crate) struct Current {
     pub parked_calls: Mutex<Vec<ParkedCall>>,
     /// The run's conversation when it stopped for them.
     pub parked_messages: Mutex<Option<Vec<Message>>>,
+    /// The agent running, for the summariser of a compaction between rounds.
+    agent: Agent,
+    /// How many of the run's messages, from the first, are in the log (its live window) already.
+    stored: Mutex<usize>,
+    /// What the last model response of the run reported; none before the first, or since a compaction.
+    last: Mutex<Option<Last>>,
+    /// A compaction between rounds that failed: the run stops, and fails with it.
+    failure: Mutex<Option<SessionError>>,
+}
+
+/// The window's use as the last model response left it.
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    /// The provider's count of the request's whole prompt (input, cache read, cache write); 0 when it
+    /// reported none.
+    reported: u64,
+    /// The request's messages.
+    sent: usize,
+    /// The messages added since the request (the response), estimated.
+    since: u64,
+    /// The whole conversation, estimated: only when the provider reported no count.
+    estimate: Option<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A call waiting on an answer.
@@ -88,9 +120,112 @@ context window. Keep every active restriction, authorization and commitment, the
 found (names, paths, numbers, ids) and what remains to be done. Write plain prose and lists; no preamble.";
 
 impl Current {
+    /// The gauge now (`context_check`): from the count the last response reported, plus an estimate of
+    /// what was added since; estimated whole when there is no count.
     pub async fn gauge(&self) -> Result<Gauge, SessionError> {
         let entries = self.sessions.store.entries(&self.session_id).await?;
-        Ok(gauge(&self.sessions, &entries, self.overhead))
+        let mut g = gauge(&self.sessions, &entries, self.overhead);
+        if let Some(last) = *lock(&self.last) {
+            if last.reported > 0 {
+                (g.reported, g.since) = (Some(last.reported), last.since);
+            } else if let Some(estimate) = last.estimate {
+                // The log does not hold the run's messages yet; the run's own conversation does.
+                g.conversation = estimate;
+            }
+        }
+        Ok(g)
+    }
+
+    /// The gauge over the run's conversation at a round boundary (the count of compactions left out).
+    fn gauge_at(&self, messages: &[Message], last: Last) -> Gauge {
+        let config = &self.sessions.config;
+        let mut g = Gauge {
+            window: config.context_window,
+            overhead: self.overhead,
+            conversation: 0,
+            compact_at: config.compact_at,
+            compactions: 0,
+            reported: None,
+            since: 0,
+        };
+        if last.reported > 0 {
+            g.reported = Some(last.reported);
+            g.since = rules::messages_tokens(messages.get(last.sent..).unwrap_or_default());
+        } else {
+            g.conversation = rules::messages_tokens(messages);
+        }
+        g
+    }
+
+    /// Compacts between rounds: appends the run's messages not yet in the log, then compacts the log;
+    /// the run goes on with the new live window. Whether it compacted.
+    async fn compact_between_rounds(
+        &self,
+        messages: &mut Vec<Message>,
+        keep_recent: bool,
+        instructions: Option<String>,
+    ) -> Result<bool, SessionError> {
+        let stored = *lock(&self.stored);
+        let added: Vec<Item> =
+            messages.get(stored..).unwrap_or_default().iter().map(|m| Item::Message { message: m.clone() }).collect();
+        if !added.is_empty() {
+            self.sessions.store.append(&self.session_id, &added, now_ms()).await?;
+            *lock(&self.stored) = messages.len();
+        }
+        let keep = if keep_recent { self.sessions.config.keep_recent } else { 0 };
+        if !self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await? {
+            return Ok(false);
+        }
+        let entries = self.sessions.store.entries(&self.session_id).await?;
+        *messages = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
+        *lock(&self.stored) = messages.len();
+        *lock(&self.last) = None;
+        Ok(true)
+    }
+}
+
+#[async_trait::async_trait]
+impl Rounds for Current {
+    fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]) {
+        let reported = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        let since = rules::messages_tokens(messages.get(sent..).unwrap_or_default());
+        let estimate = (reported == 0).then(|| rules::messages_tokens(messages));
+        *lock(&self.last) = Some(Last { reported, sent, since, estimate });
+    }
+
+    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<(), crate::Error> {
+        // Before the run's first response the check before the run covered the window; right after a
+        // compaction, nothing new has come yet.
+        let Some(last) = *lock(&self.last) else { return Ok(()) };
+        let asked = lock(&self.compact).take();
+        let (keep_recent, instructions) = match asked.clone() {
+            Some(asked) => asked,
+            None => {
+                let g = self.gauge_at(messages, last);
+                // When the fixed overhead alone is past the ceiling, compacting every round would only
+                // lose the conversation: between runs, then.
+                if !(g.over() && g.reclaimable()) {
+                    return Ok(());
+                }
+                (self.sessions.config.keep_recent > 0, None)
+            }
+        };
+        match self.compact_between_rounds(messages, keep_recent, instructions).await {
+            Ok(true) => {
+                self.compact_asked.store(false, Ordering::SeqCst);
+                Ok(())
+            }
+            Ok(false) => {
+                // Nothing before the round in flight to summarise yet: a request waits for the next
+                // boundary, or the run's end.
+                *lock(&self.compact) = asked;
+                Ok(())
+            }
+            Err(e) => {
+                *lock(&self.failure) = Some(e);
+                Err(crate::Error::Cancelled)
+            }
+        }
     }
 }
 
@@ -102,6 +237,8 @@ fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: u64) -> Gauge 
         conversation: rules::conversation_tokens(&window),
         compact_at: sessions.config.compact_at,
         compactions: entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count(),
+        reported: None,
+        since: 0,
     }
 }
 
@@ -124,13 +261,14 @@ impl Sessions {
         let overhead = overhead(agent);
         let entries = self.store.entries(session_id).await?;
         if gauge(self, &entries, overhead).over() {
-            self.compact_with(agent, session_id, self.config.keep_recent > 0, None).await?;
+            self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?;
         }
         self.go_on(agent, session_id, overhead, input, false).await
     }
 
     /// Runs the live window on, with `input` (or, resuming, from the tool results it ends with), appends
-    /// what the run adds, and parks the session when a call waits on an answer.
+    /// what the run adds (what a compaction between rounds appended already, once), and parks the
+    /// session when a call waits on an answer.
     async fn go_on(
         &self,
         agent: &Agent,
@@ -141,7 +279,6 @@ impl Sessions {
     ) -> Result<RunResult, SessionError> {
         let entries = self.store.entries(session_id).await?;
         let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
-        let skip = history.len();
         let current = Arc::new(Current {
             sessions: self.clone(),
             session_id: session_id.to_string(),
@@ -150,12 +287,22 @@ impl Sessions {
             compact_asked: AtomicBool::new(false),
             parked_calls: Mutex::new(Vec::new()),
             parked_messages: Mutex::new(None),
+            agent: agent.clone(),
+            stored: Mutex::new(history.len()),
+            last: Mutex::new(None),
+            failure: Mutex::new(None),
         });
         let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
+        let run = run_state::with_rounds(current.clone(), run);
         let outcome = CURRENT.scope(current.clone(), run).await;
-        let parked = current.parked_messages.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(e) = lock(&current.failure).take() {
+            return Err(e);
+        }
+        // The run's messages from here on are not in the log yet.
+        let skip = *lock(&current.stored);
+        let parked = lock(&current.parked_messages).take();
         if let (Err(crate::Error::Cancelled), Some(messages)) = (&outcome, parked) {
-            let calls = std::mem::take(&mut *current.parked_calls.lock().unwrap_or_else(|p| p.into_inner()));
+            let calls = std::mem::take(&mut *lock(&current.parked_calls));
             let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls };
             return self.park_session(session_id, parked).await;
         }
@@ -163,11 +310,10 @@ impl Sessions {
         let added: Vec<Item> =
             result.messages.iter().skip(skip).map(|m| Item::Message { message: m.clone() }).collect();
         self.store.append(session_id, &added, now_ms()).await?;
-        let asked = current.compact.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let asked = lock(&current.compact).take();
         if let Some((keep_recent, instructions)) = asked {
-            self.compact_with(agent, session_id, keep_recent, instructions).await?;
-        } else if current.compact_asked.load(Ordering::SeqCst) {
-            self.compact_with(agent, session_id, true, None).await?;
+            let keep = if keep_recent { self.config.keep_recent } else { 0 };
+            self.compact_with(agent, session_id, keep, instructions, false).await?;
         }
         Ok(result)
     }
@@ -233,15 +379,18 @@ impl Sessions {
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
     /// deleted. Returns false when there was nothing to summarise.
     pub async fn compact(&self, agent: &Agent, session_id: &str) -> Result<bool, SessionError> {
-        self.compact_with(agent, session_id, self.config.keep_recent > 0, None).await
+        self.compact_with(agent, session_id, self.config.keep_recent, None, false).await
     }
 
+    /// Compacts the log keeping `keep` rounds verbatim; `in_run`, at a round boundary inside a run, the
+    /// round in flight is kept as well ([`rules::plan_in_run`]).
     async fn compact_with(
         &self,
         agent: &Agent,
         session_id: &str,
-        keep_recent: bool,
+        keep: usize,
         instructions: Option<String>,
+        in_run: bool,
     ) -> Result<bool, SessionError> {
         let entries = self.store.entries(session_id).await?;
         let window = rules::live_window(&entries);
@@ -250,8 +399,8 @@ impl Sessions {
             return Ok(false);
         }
         let next = entries.last().map_or(1, |e| e.index + 1);
-        let keep = if keep_recent { self.config.keep_recent } else { 0 };
-        let Some(plan) = rules::plan(&window, keep, next) else { return Ok(false) };
+        let plan = if in_run { rules::plan_in_run(&window, keep) } else { rules::plan(&window, keep, next) };
+        let Some(plan) = plan else { return Ok(false) };
         let transcript: Vec<String> = plan
             .summarise
             .iter()

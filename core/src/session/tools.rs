@@ -47,7 +47,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(Compact(
             ToolSpec::new(
                 "context_compact",
-                "Ask for a compaction: older turns are summarised (never deleted) once this run ends.",
+                "Ask for a compaction: older turns are summarised (never deleted) before the next model request.",
                 json!({"type": "object", "properties": {
                     "instructions": {"type": "string", "description": "What to preserve or drop."},
                     "keep_recent": {"type": "boolean", "description": "Keep recent rounds verbatim. Default true."}
@@ -119,11 +119,14 @@ impl Tool for Compact {
     async fn call(&self, args: Value) -> Result<Value, ToolError> {
         let s = session()?;
         if s.compact_asked.swap(true, Ordering::SeqCst) {
-            return Ok(Value::String("A compaction is already requested for the end of this run.".into()));
+            return Ok(Value::String("A compaction is already requested.".into()));
         }
         let keep_recent = args["keep_recent"].as_bool().unwrap_or(true);
         let instructions = args["instructions"].as_str().map(str::to_string);
         *s.compact.lock().unwrap_or_else(|p| p.into_inner()) = Some((keep_recent, instructions));
-        Ok(Value::String("Compaction requested: older turns are summarised when this run ends.".into()))
+        Ok(Value::String(
+            "Compaction requested: older turns are summarised before the next model request, or when this run ends."
+                .into(),
+        ))
     }
 }

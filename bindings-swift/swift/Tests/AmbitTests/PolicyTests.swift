@@ -32,6 +32,7 @@ func decision(_ json: [String: Any]) throws -> ApprovalDecision {
     case "approve": return .approve
     case "deny": return .deny(reason: json["reason"] as? String ?? "")
     case "revise": return .revise(argumentsJson: try jsonText(json["arguments"] ?? NSNull()))
+    case "later": return .later
     default: throw ScenarioError("not an approval decision: \(json)")
     }
 }

@@ -24,6 +24,15 @@ enum Paths {
         return try String(contentsOf: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The PostgreSQL server scripts/test.sh starts (the root shares the host's network): its URL from
+    /// AMBIT_TEST_POSTGRES_URL, or from .artifacts/postgres.url, which scripts/test-swift.sh writes.
+    static func postgresURL() -> String? {
+        if let url = ProcessInfo.processInfo.environment["AMBIT_TEST_POSTGRES_URL"], !url.isEmpty { return url }
+        let file = packageDir.appendingPathComponent(".artifacts/postgres.url")
+        let url = (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        return url?.isEmpty == false ? url : nil
+    }
+
     static var provider: URL {
         if let bin = ProcessInfo.processInfo.environment["AMBIT_PROVIDER"] { return URL(fileURLWithPath: bin) }
         return packageDir.appendingPathComponent(".artifacts/bin/ambit-provider")
@@ -277,14 +286,13 @@ func int(_ value: Any?) -> Int? {
         return result
     }
 
-    func runScenario(_ file: String, streamed: Bool) async throws {
-        let url = Paths.scenarios.appendingPathComponent(file)
-        let scenario = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+    /// The scenario's agent at `baseURL`, with the host approval handler `approvals`.
+    func makeAgent(_ scenario: [String: Any], baseURL: String, approvals: ScriptedApprovals, _ file: String)
+        async throws -> Agent
+    {
         let wires: [String: Wire] = ["openai_chat": .openAiChat, "anthropic": .anthropic, "openai_responses": .openAiResponses]
         let wire = try #require(wires[scenario["wire"] as? String ?? "openai_chat"], "unsupported wire in \(file)")
         let agentSettings = scenario["agent"] as? [String: Any] ?? [:]
-        let expect = scenario["expect"] as? [String: Any] ?? [:]
 
         let tools: [any AmbitTool] = try (scenario["tools"] as? [[String: Any]] ?? []).map { t in
             let behavior = t["behavior"] as? [String: Any] ?? [:]
@@ -301,7 +309,6 @@ func int(_ value: Any?) -> Int? {
                 untilCancelled: (behavior["until_cancelled"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil
             )
         }
-        let approvals = try ScriptedApprovals(scenario)
         let policy = try scenarioPolicy(scenario, approvals)
 
         let (mcpServers, deferral) = try scenarioTooling(scenario)
@@ -313,14 +320,11 @@ func int(_ value: Any?) -> Int? {
                 scope: l["scope"] as? String ?? "", routineId: l["routine_id"] as? String,
                 runId: l["run_id"] as? String ?? "", limit: int(l["limit"]) ?? 5)
         }
-        let provider = try Provider(scenario: url)
-        defer { provider.stop() }
-
-        let agent = try Agent(
+        return try Agent(
             model: Model(
                 wire: wire,
                 name: agentSettings["model"] as? String ?? "",
-                baseURL: provider.baseURL,
+                baseURL: baseURL,
                 apiKey: agentSettings["api_key"] as? String,
                 stream: scenario["stream"] as? Bool ?? false,
                 maxRetries: 0
@@ -355,6 +359,22 @@ func int(_ value: Any?) -> Int? {
             },
             ledger: ledgerTools
         )
+    }
+
+    func runScenario(_ file: String, streamed: Bool) async throws {
+        let url = Paths.scenarios.appendingPathComponent(file)
+        let scenario = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        if scenario["session"] != nil {
+            // Through Sessions, which does not stream: once on each store.
+            if !streamed { try await runSessionScenario(file, url, scenario) }
+            return
+        }
+        let expect = scenario["expect"] as? [String: Any] ?? [:]
+        let approvals = try ScriptedApprovals(scenario)
+        let provider = try Provider(scenario: url)
+        defer { provider.stop() }
+        let agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, file)
         if let list = expect["tool_list"] as? [[String: Any]] {
             try checkToolList(agent.listTools(), list, file)
         }
@@ -401,8 +421,15 @@ func int(_ value: Any?) -> Int? {
             Issue.record("\(file): the run failed: \(error)")
             return
         }
+        try await checkResult(result, expect, approvals, agent, file)
+    }
+
+    /// `expect` against a finished run's result.
+    func checkResult(
+        _ result: RunResult, _ expect: [String: Any], _ approvals: ScriptedApprovals, _ agent: Agent, _ file: String
+    ) async throws {
         if let output = expect["output"] as? String {
-            #expect(result.output == output)
+            #expect(result.output == output, "\(file): output")
         }
         if let calls = expect["tool_calls"] as? [[String: Any]] {
             #expect(result.toolCalls.count == calls.count, "\(file): \(result.toolCalls)")
@@ -432,6 +459,85 @@ func int(_ value: Any?) -> Int? {
         }
         if let usage = expect["usage"] as? [String: Any] {
             try checkUsage(result.usage, usage, file)
+        }
+    }
+
+    /// A `session` scenario on a fresh SQLite file and on PostgreSQL (the server scripts/test.sh starts;
+    /// each run makes its own session in its database).
+    func runSessionScenario(_ file: String, _ url: URL, _ scenario: [String: Any]) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-sessions-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        var stores = [("sqlite", "sqlite://" + dir.appendingPathComponent("sessions.db").path)]
+        if let postgres = Paths.postgresURL() {
+            stores.append(("postgres", postgres))
+        } else {
+            print("\(file): not run on PostgreSQL: no AMBIT_TEST_POSTGRES_URL nor .artifacts/postgres.url")
+        }
+        for (store, storeURL) in stores {
+            try await runSession(scenario, url, storeURL, "\(file) (\(store))")
+        }
+    }
+
+    /// The scenario's `session.steps` (runs and resumes) in one session through `Sessions`; the last result
+    /// checked against `expect`.
+    func runSession(_ scenario: [String: Any], _ url: URL, _ storeURL: String, _ place: String) async throws {
+        let session = scenario["session"] as? [String: Any] ?? [:]
+        let config = session["config"] as? [String: Any] ?? [:]
+        let expect = scenario["expect"] as? [String: Any] ?? [:]
+        let approvals = try ScriptedApprovals(scenario)
+        let provider = try Provider(scenario: url)
+        defer { provider.stop() }
+        func open() async throws -> Sessions {
+            try await Sessions.open(
+                storeURL, contextWindow: int(config["context_window"]) ?? 200_000,
+                compactAt: (config["compact_at"] as? NSNumber)?.doubleValue ?? 0.85,
+                keepRecent: int(config["keep_recent"]) ?? 2)
+        }
+        var sessions = try await open()
+        var agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, place)
+        let sid = try await sessions.create()
+        var last: RunResult? = nil
+        for (index, step) in (session["steps"] as? [[String: Any]] ?? []).enumerated() {
+            let at = "\(place): step \(index + 1)"
+            let want = step["expect"] as? [String: Any] ?? [:]
+            last = nil
+            do {
+                let result: RunResult
+                if let answer = step["resume"] as? [String: Any] {
+                    // As another process would: a new store handle, a new agent.
+                    sessions = try await open()
+                    agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, place)
+                    result = try await sessions.resume(agent, sessionId: sid, decision: try decision(answer))
+                } else {
+                    result = try await sessions.run(agent, sessionId: sid, input: step["input"] as? String ?? "")
+                }
+                #expect(want["parked"] == nil && want["error"] == nil,
+                        "\(at): expected \(want), got output \(result.output.debugDescription)")
+                if let output = want["output"] as? String { #expect(result.output == output, "\(at): output") }
+                last = result
+            } catch let SessionError.awaitingApproval(parkedId, request, _) {
+                let parked = try #require(want["parked"] as? [String: Any], "\(at): parked on \(request)")
+                #expect(parkedId == sid, "\(at): the parked session")
+                let pendingText = try await sessions.pending(sid)
+                let text = try #require(pendingText, "\(at): parked, but nothing is pending")
+                let pending = try #require(
+                    try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(at): \(text)")
+                #expect(pending["tool"] as? String == request["tool"], "\(at): the pending tool")
+                try checkEntries([pending], [parked], "\(at): parked")
+            } catch let error as SessionError {
+                let wanted = try #require(want["error"] as? [String: Any], "\(at) failed: \(error)")
+                #expect(error.code == wanted["code"] as? String, "\(at): \(error)")
+                if let part = wanted["message_contains"] as? String {
+                    #expect(error.description.contains(part), "\(at): \(error)")
+                }
+            }
+        }
+        let result = try #require(last, "\(place): the last step did not finish a run")
+        try await checkResult(result, expect, approvals, agent, place)
+        if let log = expect["session_log"] as? [String] {
+            let text = try await sessions.entriesJSON(sid)
+            let entries = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
+            #expect(entries.map { $0["kind"] as? String ?? "" } == log, "\(place): session_log")
         }
     }
 

@@ -1,5 +1,6 @@
 // Sessions from Swift: a run continues the log; a parked run is resumed by another store handle and
-// another agent, as another process would. (The cross-language resumes run in the Node suite.)
+// another agent, as another process would; a run Python parked is resumed here. (The other cross-language
+// resumes run in the Node suite.)
 
 import Foundation
 import Testing
@@ -62,6 +63,33 @@ private struct SendEmail: AmbitTool {
             Issue.record("a missing session was found")
         } catch let error as SessionError {
             #expect(error.code == "session_not_found")
+        }
+    }
+
+    /// scripts/test-swift.sh parks a run from Python (its handler answers later) on SQLite and PostgreSQL and
+    /// records each store's URL and session id in .artifacts/crosslang; Swift resumes it.
+    @Test func aRunParkedByPythonIsResumedBySwift() async throws {
+        let dir = Paths.packageDir.appendingPathComponent(".artifacts/crosslang")
+        func read(_ name: String) -> String? {
+            (try? String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        guard let baseURL = read("provider.url"), read("sqlite.sid") != nil else {
+            print("no run parked by Python in \(dir.path) (scripts/test-swift.sh parks one when the Python venv is built)")
+            return
+        }
+        // In the order the provider serves them: SQLite, then PostgreSQL.
+        for store in ["sqlite", "postgres"] {
+            guard let url = read("\(store).url"), let sid = read("\(store).sid") else { continue }
+            let sessions = try await Sessions.open(url)
+            let pending = try #require(try await sessions.pending(sid), "\(store): nothing pending")
+            let request = try JSONSerialization.jsonObject(with: Data(pending.utf8)) as? [String: Any]
+            #expect(request?["tool"] as? String == "send_email", "\(store): \(pending)")
+            let agent = try Agent(model: .openAIChat("m", baseURL: baseURL), tools: [SendEmail()],
+                                  policy: Policy(level: .read, approvals: { _ in .deny(reason: "unused") }))
+            let done = try await sessions.resume(agent, sessionId: sid, decision: .approve)
+            #expect(done.output == "Sent.", "\(store)")
+            #expect(try await sessions.pending(sid) == nil, "\(store)")
         }
     }
 }
