@@ -135,13 +135,19 @@ function tool(definition) {
   }
   // The native side calls this with the arguments' JSON text and reads back an envelope; the
   // envelope keeps a thrown error from ever crossing into Rust as an exception.
-  const call = async (requestJson) => {
+  // A synchronous `run` is answered at once; a promise is awaited (one more trip to this thread).
+  const ok = (value) => JSON.stringify({ ok: true, value: value === undefined ? null : value });
+  const failed = (e) => JSON.stringify({ ok: false, message: errorMessage(e) });
+  const call = (requestJson) => {
     try {
       const request = JSON.parse(requestJson);
-      const value = await run(request.arguments, new TaskContext(request.task));
-      return JSON.stringify({ ok: true, value: value === undefined ? null : value });
+      const value = run(request.arguments, new TaskContext(request.task));
+      if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+        return Promise.resolve(value).then(ok, failed);
+      }
+      return ok(value);
     } catch (e) {
-      return JSON.stringify({ ok: false, message: errorMessage(e) });
+      return failed(e);
     }
   };
   const declared = toolDeclarations(name, definition);
@@ -178,6 +184,9 @@ class TaskContext {
   }
 }
 
+/** The key under which `withPolicy` hands a built native agent to the constructor. */
+const FROM_NATIVE = Symbol('ambit.agent.native');
+
 /** An agent: a model, instructions and tools. */
 class Agent {
   #native;
@@ -191,6 +200,10 @@ class Agent {
    * @param {{model: OpenAIChat, instructions?: string, tools?: ReturnType<typeof tool>[], maxTurns?: number}} options
    */
   constructor(options) {
+    if (options != null && options[FROM_NATIVE] instanceof native.NativeAgent) {
+      this.#native = options[FROM_NATIVE];
+      return;
+    }
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`Agent: expected an options object {model, instructions, tools, maxTurns}, got ${describe(options)}`);
     }
@@ -269,6 +282,24 @@ class Agent {
    */
   listTools() {
     return toToolListing(this.#native.listTools());
+  }
+
+  /**
+   * The same agent under another policy, keeping its sub-agents (and its model, instructions, tools,
+   * MCP servers and settings); this agent is unchanged. A sub-agent spawned before is re-admitted
+   * against the new policy's reach when it is followed up: a level dropped to narrows it, a directory
+   * no longer held refuses the follow-up.
+   * @param {object} policy as `new Agent({policy})` takes it, e.g. `{level: "read"}`
+   * @returns {Agent}
+   */
+  withPolicy(policy) {
+    if (policy === null || typeof policy !== 'object' || Array.isArray(policy)) {
+      throw new TypeError(`Agent.withPolicy: policy must be an object such as {level: "read"}, got ${describe(policy)}`);
+    }
+    const { policy: config, approvals } = toNativePolicy(policy);
+    const built = this.#native.withPolicy(config, approvals);
+    if (!(built instanceof native.NativeAgent)) throw toError(built);
+    return new Agent({ [FROM_NATIVE]: built });
   }
 
   /**

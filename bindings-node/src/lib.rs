@@ -20,7 +20,9 @@ pub mod session;
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of
 /// a JSON string back. Not callee-handled (called with the value itself), weak (a tool does not keep
 /// the process alive; a pending run does).
-type JsToolFn = ThreadsafeFunction<String, Promise<String>, String, Status, false, true>;
+/// A host tool: called with the request's JSON text, it answers the envelope's JSON text at once (a
+/// synchronous `run`) or a promise of it (an async one), saving a second trip to the JS thread.
+type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
 
 /// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …).
 #[napi(object, object_to_js = false)]
@@ -109,8 +111,11 @@ impl Tool for JsTool {
         // The background task this call runs in (if any), by a token the tool's TaskContext uses.
         let task = ambit::agent::background::HostTask::enter();
         let request = json!({"arguments": arguments, "task": task.token()}).to_string();
-        let promise = self.call.call_async_catch(request).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
-        let text = promise.await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
+        let answer = self.call.call_async_catch(request).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
+        let text = match answer {
+            Either::A(text) => text,
+            Either::B(promise) => promise.await.map_err(|e| ToolError::Failed(e.reason.clone()))?,
+        };
         let mut envelope: Value = serde_json::from_str(&text)
             .map_err(|e| ToolError::Failed(format!("the tool's answer could not be read: {e}")))?;
         if envelope.get("ok").and_then(Value::as_bool) == Some(true) {
