@@ -263,6 +263,23 @@ export interface SubagentOptions {
 /** Permission levels, in order: none < read < workspace < unrestricted. */
 export type Level = 'none' | 'read' | 'workspace' | 'unrestricted';
 
+/** What a session may do (the core's PolicyConfig, camelCase). Unknown keys or values are a ConfigError naming them. */
+export interface Policy {
+  /** Default `"unrestricted"`; setting a level is what turns the checks on. */
+  level?: Level;
+  /** Calls above the level (and of tools marked `requiresApproval`) go to it instead of being refused. */
+  approvals?: ((request: PendingApproval) => ResumeDecision | { decision: 'later' } | Promise<ResumeDecision | { decision: 'later' }>) | null | false;
+  allowTools?: string[];
+  blockTools?: string[];
+  levelOverrides?: Record<string, Level>;
+  /** Default: the process's current directory. Directories must exist. */
+  workingDirectory?: string;
+  workspaceDirectories?: string[];
+  readableDirectories?: string[];
+  confineReads?: boolean;
+  network?: 'none' | 'remote' | 'unrestricted';
+}
+
 /** How a tool that may be deferred ships: listed until loaded, declared from the start, or not at all. */
 export type DeferralSetting = 'deferred' | 'eager' | 'hidden';
 
@@ -395,6 +412,20 @@ export declare class Agent {
   listTools(): ToolListing[];
   /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */
   refreshTools(): Promise<void>;
+  /**
+   * The same agent under another policy, keeping its sub-agents (and its model, instructions, tools,
+   * MCP servers and settings); this agent is unchanged. A sub-agent spawned before is re-admitted
+   * against the new policy's reach when it is followed up: a level dropped to narrows it (its report
+   * says `Permission: read`), a directory no longer held refuses the follow-up. Throws a ConfigError
+   * for a bad policy.
+   *
+   * @example
+   * const agent = new Agent({ model, policy: { level: 'workspace' }, subagents: true });
+   * await agent.run('spawn a helper');
+   * const narrowed = agent.withPolicy({ level: 'read' });
+   * await narrowed.run('follow up with the helper'); // the helper now runs at read
+   */
+  withPolicy(policy: Policy): Agent;
 }
 
 // ---- The work ledger (ledger.js). Times are milliseconds since the Unix epoch. ----

@@ -5,15 +5,17 @@
 
 use std::sync::Arc;
 
-use ambit::{AgentBuilder, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, Level, PolicyConfig, ToolSpec};
+use ambit::{
+    AgentBuilder, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, Level, Policy, PolicyConfig, ToolSpec,
+};
 use async_trait::async_trait;
 use napi::Status;
-use napi::bindgen_prelude::Promise;
+use napi::bindgen_prelude::{Either, Promise};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::NativeAgent;
+use crate::{NativeAgent, NativeError};
 
 /// A JS approval handler as Rust calls it: the JSON text of the request (snake_case, as the core
 /// serializes it), a Promise of the JSON text of `{"ok": true, "value": decision}` or
@@ -61,6 +63,12 @@ pub fn apply_policy(
     Ok(builder.policy(config.into_policy(handler)?))
 }
 
+/// The policy of `with_policy`: the JSON text of a `PolicyConfig` and the approval handler, if any.
+pub fn policy_of(policy_json: &str, approvals: Option<JsApprovalFn>) -> Result<Policy, Error> {
+    let handler = approvals.map(|decide| Arc::new(JsApproval { decide }) as Arc<dyn ApprovalHandler>);
+    PolicyConfig::from_json(policy_json)?.into_policy(handler)
+}
+
 /// Registers the built-in tools named; an unknown name is a configuration error naming it.
 pub fn apply_builtins(mut builder: AgentBuilder, names: Vec<String>) -> Result<AgentBuilder, Error> {
     for name in names {
@@ -101,5 +109,16 @@ impl NativeAgent {
     pub fn list_tools(&self) -> napi::Result<String> {
         serde_json::to_string(&self.agent.list_tools())
             .map_err(|e| napi::Error::from_reason(format!("the tool listing could not be serialized: {e}")))
+    }
+
+    /// The same agent under another policy (the JSON text of a `PolicyConfig`, the approval handler as
+    /// in `createAgent`), keeping its sub-agents: a follow-up is re-admitted against this policy's
+    /// reach. Or the core's configuration error as data.
+    #[napi(ts_args_type = "policy: string, approvals?: (requestJson: string) => Promise<string>")]
+    pub fn with_policy(&self, policy: String, approvals: Option<JsApprovalFn>) -> Either<NativeAgent, NativeError> {
+        match policy_of(&policy, approvals).and_then(|p| self.agent.with_policy(p)) {
+            Ok(agent) => Either::A(NativeAgent { agent }),
+            Err(e) => Either::B(NativeError::from_core(&e)),
+        }
     }
 }

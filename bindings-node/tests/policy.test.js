@@ -122,6 +122,22 @@ describe('policy configuration', () => {
     assert.deepEqual(t.allowBlank, ['city']);
   });
 
+  test('withPolicy makes a narrowed agent; bad input is a TypeError or a ConfigError naming it', () => {
+    const agent = new Agent({ model, tools: [weather({ level: 'workspace' })], policy: { level: 'workspace' }, subagents: true });
+    assert.throws(() => agent.withPolicy(), TypeError);
+    assert.throws(() => agent.withPolicy('read'), TypeError);
+    assert.throws(() => agent.withPolicy({ level: 'read', approvals: 'yes' }), TypeError);
+    configError(() => agent.withPolicy({ level: 'Read' }), 'Read');
+    configError(() => agent.withPolicy({ levle: 'read' }), 'levle');
+    configError(() => agent.withPolicy({ allowTools: [] }), 'allow_tools');
+    const narrowed = agent.withPolicy({ level: 'read' });
+    assert.ok(narrowed instanceof Agent && narrowed !== agent);
+    const status = (a) => Object.fromEntries(a.listTools().map((t) => [t.name, t.status]));
+    assert.equal(status(narrowed).get_weather, 'above_level');
+    assert.equal(status(narrowed).agent_followup, 'offered');
+    assert.equal(status(agent).get_weather, 'offered', 'the agent itself is unchanged');
+  });
+
   test('without a policy every tool is offered at unrestricted', () => {
     const agent = new Agent({ model, tools: [weather()] });
     assert.deepEqual(agent.listTools(), [

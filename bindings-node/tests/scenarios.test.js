@@ -236,6 +236,37 @@ function scenarioPolicy(scenario, approvals) {
   return { policy };
 }
 
+/** A step's `with_policy` as the JS policy: camelCase keys, `approvals: true` → the host handler. */
+function stepPolicy(policy, approvals) {
+  const out = {};
+  for (const [key, value] of Object.entries(policy)) {
+    if (key === 'approvals') {
+      if (value === true) out.approvals = approvals.handler;
+    } else {
+      out[camelCase(key)] = value;
+    }
+  }
+  return out;
+}
+
+/**
+ * `steps`: every step but the last runs to its result (its `expect.output` checked), each first putting
+ * the agent under its `with_policy`; resolves to the agent and the input of the last step, which the
+ * caller runs as the mode says. Without `steps`: the agent and `input`.
+ */
+async function runSteps(scenario, agent, approvals) {
+  if (!scenario.steps) return { agent, input: scenario.input };
+  const narrow = (a, step) => (step.with_policy ? a.withPolicy(stepPolicy(step.with_policy, approvals)) : a);
+  const earlier = scenario.steps.slice(0, -1);
+  const last = scenario.steps[scenario.steps.length - 1];
+  for (const [i, step] of earlier.entries()) {
+    agent = narrow(agent, step);
+    const result = await agent.run(step.input);
+    if (step.expect && 'output' in step.expect) assert.equal(result.output, step.expect.output, `step ${i + 1}: output`);
+  }
+  return { agent: narrow(agent, last), input: last.input };
+}
+
 /** `expect.tool_list`: same length as listTools(), each entry's given keys equal. */
 function checkToolList(got, want) {
   assert.equal(got.length, want.length, `listTools() length: ${JSON.stringify(got)}`);
@@ -288,14 +319,14 @@ function scenarioTooling(scenario) {
 const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
 
 /** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
-async function viaStream(agent, scenario) {
+async function viaStream(agent, scenario, input) {
   const events = [];
-  for await (const e of agent.stream(scenario.input)) events.push(e);
+  for await (const e of agent.stream(input)) events.push(e);
   const finished = events.pop();
   assert.equal(finished.type, 'run_finished');
   assert.deepEqual(finished.usage, finished.result.usage);
   assert.equal(events[0].type, 'run_started');
-  assert.equal(events[0].input, scenario.input);
+  assert.equal(events[0].input, input);
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);
@@ -365,10 +396,11 @@ async function runScenario(file, mode = 'run') {
   const provider = await startProvider(file);
   const approvals = scriptedApprovals(scenario);
   try {
-    const agent = await buildAgent(scenario, provider.baseUrl, approvals);
+    const first = await buildAgent(scenario, provider.baseUrl, approvals);
     const { expect } = scenario;
-    const go = () => (mode === 'stream' ? viaStream(agent, scenario) : agent.run(scenario.input));
-    if (expect.tool_list) checkToolList(agent.listTools(), expect.tool_list);
+    if (expect.tool_list) checkToolList(first.listTools(), expect.tool_list);
+    const { agent, input } = await runSteps(scenario, first, approvals);
+    const go = () => (mode === 'stream' ? viaStream(agent, scenario, input) : agent.run(input));
     if (expect.error) {
       await assert.rejects(go(), (e) => {
         assert.ok(e instanceof AmbitError, `expected an AmbitError, got ${e && e.stack}`);

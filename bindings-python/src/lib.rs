@@ -200,6 +200,17 @@ impl NativeAgent {
         Ok(NativeAgent { agent })
     }
 
+    /// The same agent under another policy (a PolicyConfig as JSON, with `approvals` as in `new`),
+    /// keeping its sub-agents: a follow-up is re-admitted against this policy's reach.
+    #[pyo3(signature = (policy, approvals=None))]
+    fn with_policy(&self, policy: String, approvals: Option<(Py<PyAny>, bool)>) -> PyResult<NativeAgent> {
+        let handler =
+            approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
+        let policy = PolicyConfig::from_json(&policy).and_then(|c| c.into_policy(handler)).map_err(core_err)?;
+        let agent = self.agent.with_policy(policy).map_err(core_err)?;
+        Ok(NativeAgent { agent })
+    }
+
     /// Runs the agent; returns an awaitable of the result as JSON text.
     fn run<'py>(&self, py: Python<'py>, input: String) -> PyResult<Bound<'py, PyAny>> {
         let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;

@@ -171,6 +171,26 @@ def test_policy_bad_input_is_a_config_error_naming_it(tmp_path: Any) -> None:
         ambit.Agent(model="m", policy={"level": "read"})  # type: ignore[arg-type]
 
 
+def test_with_policy_makes_a_narrowed_agent_and_refuses_bad_input(tmp_path: Any) -> None:
+    @ambit.tool(level="workspace")
+    def save(text: str) -> str:
+        return text
+
+    agent = ambit.Agent(model="m", tools=[save], policy=ambit.Policy(level="workspace"), subagents=True)
+    with pytest.raises(TypeError, match="policy must be an ambit.Policy"):
+        agent.with_policy({"level": "read"})  # type: ignore[arg-type]
+    with pytest.raises(ambit.ConfigError, match="allow_tools is empty"):
+        agent.with_policy(ambit.Policy(level="read", allow_tools=[]))
+    with pytest.raises(ambit.ConfigError, match="working directory '.*nowhere'"):
+        agent.with_policy(ambit.Policy(level="read", working_directory=tmp_path / "nowhere"))
+    narrowed = agent.with_policy(ambit.Policy(level="read"))
+    assert isinstance(narrowed, ambit.Agent) and narrowed is not agent
+    assert narrowed.policy is not None and narrowed.policy.level == "read"
+    status = {t.name: t.status for t in narrowed.list_tools()}
+    assert status["save"] == "above_level" and status["agent_followup"] == "offered", status
+    assert {t.name: t.status for t in agent.list_tools()}["save"] == "offered", "the agent itself is unchanged"
+
+
 def test_list_tools_shows_effective_levels_and_status(tmp_path: Any) -> None:
     @ambit.tool(level="read")
     def look(q: str) -> str:

@@ -132,6 +132,39 @@ def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_
     return ambit.Policy(approvals=handler, **p)
 
 
+def step_policy(agent: ambit.Agent, step: dict[str, Any], approvals: ScriptedApprovals,
+                use_async: bool) -> ambit.Agent:
+    """A step's `with_policy`: the same agent (and sub-agents) under that policy; else the agent itself."""
+    if "with_policy" not in step:
+        return agent
+    p = dict(step["with_policy"])
+    on = p.pop("approvals", False)
+    handler = (approvals.answer_async if use_async else approvals.answer) if on else None
+    return agent.with_policy(ambit.Policy(approvals=handler, **p))
+
+
+def run_steps(scenario: dict[str, Any], agent: ambit.Agent, approvals: ScriptedApprovals, use_async: bool,
+              run_one: Any) -> tuple[ambit.Agent, str]:
+    """`steps`: every step but the last runs to its result through `run_one(agent, input)` (its
+    `expect.output` checked), each first putting the agent under its `with_policy`; returns the agent
+    and the input of the last step, which the test runs its own way. Without `steps`: the agent and
+    `input`."""
+    steps = scenario.get("steps")
+    if steps is None:
+        return agent, scenario["input"]
+    *earlier, last = steps
+    for n, step in enumerate(earlier, 1):
+        agent = step_policy(agent, step, approvals, use_async)
+        result = run_one(agent, step["input"])
+        if "output" in step.get("expect", {}):
+            assert result.output == step["expect"]["output"], (f"step {n}", result.output)
+    return step_policy(agent, last, approvals, use_async), last["input"]
+
+
+def run_async(agent: ambit.Agent, text: str) -> Any:
+    return asyncio.run(agent.run(text))
+
+
 def subset(want: Any, got: Any, path: str) -> None:
     if isinstance(want, dict):
         assert isinstance(got, dict), (path, got)
@@ -217,7 +250,9 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
 
 
 def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
-          approvals: ScriptedApprovals | None = None) -> None:
+          approvals: ScriptedApprovals | None = None, last: ambit.Agent | None = None) -> None:
+    """`agent` is listed before the run (`tool_list`); `last`, the agent the last step ran (a step's
+    `with_policy` makes a new one; default `agent`), after it (`tool_list_after`)."""
     expect = scenario["expect"]
     if agent is not None and "tool_list" in expect:
         subset(expect["tool_list"], [vars(t) for t in agent.list_tools()], "tool_list")
@@ -248,8 +283,9 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert SAW_CANCEL, "the host tool never saw its cancellation token"
     if "open_items" in expect:
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
-    if agent is not None and "tool_list_after" in expect:
-        subset(expect["tool_list_after"], [vars(t) for t in agent.list_tools()], "tool_list_after")
+    last = last or agent
+    if last is not None and "tool_list_after" in expect:
+        subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
     if approvals is not None and "approval_requests" in expect:
         subset(expect["approval_requests"], [vars(r) for r in approvals.requests], "approval_requests")
 
@@ -269,7 +305,8 @@ def test_scenario_async(path: Path, start_provider: Any) -> None:
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
-    check(scenario, lambda: asyncio.run(agent.run(scenario["input"])), agent, approvals)
+    last, text = run_steps(scenario, agent, approvals, True, run_async)
+    check(scenario, lambda: run_async(last, text), agent, approvals, last)
     state = provider.state()
     assert state["mismatches"] == [] and state["remaining"] == 0, state
     # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
@@ -294,19 +331,21 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    # Earlier `steps` run to their result; the last one streams.
+    last, last_input = run_steps(scenario, agent, approvals, True, run_async)
     seen: list[Any] = []
 
     def run() -> Any:
-        events, finished = asyncio.run(collect_events(agent, scenario["input"]))
+        events, finished = asyncio.run(collect_events(last, last_input))
         seen.extend(events)
         assert finished.usage == finished.result.usage
         text = "".join(e.text for e in events if isinstance(e, ambit.events.TextDelta))
         assert text.endswith(finished.result.output), (text, finished.result.output)
         return finished.result
 
-    check(scenario, run, agent, approvals)
+    check(scenario, run, agent, approvals, last)
     if "error" not in scenario["expect"]:
-        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == scenario["input"]
+        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
         at = 0
         for want in scenario["expect"].get("events", []):
@@ -321,7 +360,8 @@ def test_scenario_sync(path: Path, start_provider: Any) -> None:
     provider = start_provider(path)
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
-    check(scenario, lambda: agent.run_sync(scenario["input"]), agent, approvals)
+    last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
+    check(scenario, lambda: last.run_sync(text), agent, approvals, last)
     assert provider.state()["remaining"] == 0
 
 

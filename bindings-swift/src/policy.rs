@@ -322,4 +322,11 @@ impl CoreAgent {
     pub fn list_tools(&self) -> Vec<ToolListing> {
         self.inner.list_tools().into_iter().map(Into::into).collect()
     }
+
+    /// The same agent under another policy, keeping its sub-agents: a follow-up is re-admitted against
+    /// this policy's reach. A bad policy is a `CoreError::Config`.
+    pub fn with_policy(&self, policy: PolicySettings) -> Result<Arc<CoreAgent>, CoreError> {
+        let inner = self.inner.with_policy(policy.into_policy()?)?;
+        Ok(Arc::new(CoreAgent { inner }))
+    }
 }

@@ -285,3 +285,24 @@ async fn resource_and_prompt_meta_tools_follow_resources_list_changed() {
     let get_sum = listing.iter().find(|t| t.name == "mcp__everything__get-sum").unwrap();
     assert_eq!(get_sum.status, ambit::ToolStatus::Hidden);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_policy_keeps_the_mcp_servers_under_the_new_policy() {
+    let dir = servers_dir();
+    let server = McpServer::stdio("everything", ["node".to_string(), everything_js(&dir)])
+        .deferral(ambit::deferral::Deferral::Eager)
+        .level("echo", ambit::Level::Read);
+    let (model, seen) =
+        scripted(vec![call("c1", "mcp__everything__echo", serde_json::json!({"message": "still here"})), text("ok")]);
+    let agent = Agent::builder().model(model).mcp(server).build().unwrap();
+    let narrowed = agent.with_policy(ambit::Policy::level(ambit::Level::Read)).unwrap();
+    let result = narrowed.run("echo").await.unwrap();
+    let echo = &result.tool_calls[0];
+    assert!(!echo.is_error && echo.result.contains("still here"), "{}", echo.result);
+    let tools = names(&seen.lock().unwrap()[0]);
+    assert!(tools.contains(&"mcp__everything__echo".to_string()), "{tools:?}");
+    assert!(!tools.contains(&"mcp__everything__get-sum".to_string()), "above read, not offered: {tools:?}");
+    let status = |name: &str| narrowed.list_tools().into_iter().find(|t| t.name == name).map(|t| t.status);
+    assert_eq!(status("mcp__everything__get-sum"), Some(ambit::ToolStatus::AboveLevel));
+    assert_eq!(status("mcp__everything__echo"), Some(ambit::ToolStatus::Offered));
+}

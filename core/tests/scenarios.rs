@@ -210,16 +210,55 @@ async fn build_agent(
         p["working_directory"] = Value::String(dir.display().to_string());
     }
     if let Some(policy) = policy {
-        let mut config = policy.clone();
-        let on = config.as_object_mut().and_then(|o| o.remove("approvals")) == Some(Value::Bool(true));
-        let config = PolicyConfig::from_json(&config.to_string()).map_err(|e| e.to_string())?;
-        let handler: Option<Arc<dyn ambit::ApprovalHandler>> = on.then(|| Arc::new(approvals.clone()) as _);
-        builder = builder.policy(config.into_policy(handler).map_err(|e| e.to_string())?);
+        builder = builder.policy(scenario_policy(&policy, approvals)?);
     }
     if scenario.get("mcp_servers").is_some() || scenario.get("deferral").is_some() {
         builder = builder.tooling(scenario_tooling(scenario)?);
     }
     builder.build().map_err(|e| e.to_string())
+}
+
+/// A scenario's policy (`policy`, or a step's `with_policy`): the core's PolicyConfig, plus
+/// `approvals: true` for the host's handler.
+fn scenario_policy(policy: &Value, approvals: &ScriptedApprovals) -> Result<ambit::Policy, String> {
+    let mut config = policy.clone();
+    let on = config.as_object_mut().and_then(|o| o.remove("approvals")) == Some(Value::Bool(true));
+    let config = PolicyConfig::from_json(&config.to_string()).map_err(|e| e.to_string())?;
+    let handler: Option<Arc<dyn ambit::ApprovalHandler>> = on.then(|| Arc::new(approvals.clone()) as _);
+    config.into_policy(handler).map_err(|e| e.to_string())
+}
+
+/// `steps`: every step but the last runs to its result (its `expect.output` checked), each first putting
+/// the agent under its `with_policy` when it has one; returns the agent and the input of the last step,
+/// which the caller runs as the mode says. Without `steps`: the agent as it is, and `input`.
+async fn run_steps(
+    mut agent: Agent,
+    scenario: &Value,
+    approvals: &ScriptedApprovals,
+) -> Result<(Agent, String), String> {
+    let Some(steps) = scenario.get("steps").and_then(Value::as_array) else {
+        return Ok((agent, scenario["input"].as_str().ok_or("the scenario has no input")?.to_string()));
+    };
+    let (last, earlier) = steps.split_last().ok_or("steps is empty")?;
+    for (n, step) in earlier.iter().enumerate() {
+        let at = format!("step {}", n + 1);
+        if let Some(p) = step.get("with_policy") {
+            agent = agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("{at}: with_policy: {e}"))?;
+        }
+        let input = step["input"].as_str().ok_or_else(|| format!("{at} has no input"))?;
+        let result = agent.run(input).await.map_err(|e| format!("{at}: run failed: {e}"))?;
+        if let Some(out) = step.pointer("/expect/output")
+            && out.as_str() != Some(result.output.as_str())
+        {
+            return Err(format!("{at}: output: expected {out}, got {:?}", result.output));
+        }
+    }
+    if let Some(p) = last.get("with_policy") {
+        agent =
+            agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("last step: with_policy: {e}"))?;
+    }
+    let input = last["input"].as_str().ok_or("the last step has no input")?.to_string();
+    Ok((agent, input))
 }
 
 async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
@@ -237,7 +276,8 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
     }
-    let input = scenario["input"].as_str().unwrap();
+    let (agent, input) = run_steps(agent, &scenario, &approvals).await?;
+    let input = input.as_str();
     let outcome = match mode {
         Mode::Run => agent.run(input).await,
         Mode::Stream => {

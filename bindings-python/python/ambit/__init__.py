@@ -354,6 +354,27 @@ class Agent:
             approvals=policy._native_approvals() if policy else None,
             builtins=list(builtins), ledger_tools=_ledger_tools(ledger))
 
+    def with_policy(self, policy: Policy) -> Agent:
+        """The same agent under another policy, keeping its sub-agents (and its model, instructions,
+        tools, MCP servers and settings). A sub-agent spawned before is re-admitted against the new
+        policy's reach when it is followed up: a level dropped to narrows it (its report says
+        ``Permission: read``), a directory no longer held refuses the follow-up. This agent is unchanged::
+
+            agent = Agent(model=model, policy=Policy(level="workspace"), subagents=True)
+            await agent.run("spawn a helper")
+            narrowed = agent.with_policy(Policy(level="read"))
+            await narrowed.run("follow up with the helper")   # the helper now runs at read
+        """
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be an ambit.Policy, got {type(policy).__name__}")
+        native = self._native.with_policy(policy._config_json(), policy._native_approvals())
+        out = object.__new__(Agent)
+        out.__dict__.update(self.__dict__)
+        out.tools = list(self.tools)
+        out.policy = policy
+        out._native = native
+        return out
+
     def list_tools(self) -> list[ToolListing]:
         """Every tool with its effective level and status: ``offered``, ``blocked`` (filtered out),
         ``above_level``, ``deferred`` (offered once loaded) or ``hidden`` (by the deferral setting);

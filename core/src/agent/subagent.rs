@@ -460,7 +460,8 @@ fn agent_tools(frame: &Arc<Frame>) -> Vec<Arc<dyn Tool>> {
 impl Agent {
     /// The same agent under another policy, keeping its sub-agents: a follow-up then re-admits a
     /// sub-agent against this policy's reach (a level dropped to narrows it; a directory no longer
-    /// held refuses it).
+    /// held refuses it). Its MCP servers are this agent's, through the same connections, judged by the
+    /// new policy.
     pub fn with_policy(&self, policy: Policy) -> Result<Agent, Error> {
         let session = super::gate::Session::new(policy).map_err(Error::Config)?;
         let old = self.frame();
@@ -476,22 +477,20 @@ impl Agent {
             })
         });
         let tools = rebind(&self.inner.tools, frame.as_ref())?;
-        let (tooling, model) = super::tooling::build(
-            &tools,
-            &session,
-            self.inner.tooling.config().clone(),
-            Vec::new(),
-            self.inner.model.clone(),
+        // Its MCP tools are this agent's, through this agent's connections (as a sub-agent's are, here
+        // with nothing narrowed but the policy); this agent's model already maps their names to the wire.
+        let facts = Facts {
+            level: session.policy.level,
+            approvals: session.policy.approvals.is_some(),
+            filters: Arc::new(session.policy.filters.clone()),
+        };
+        let source = Inherited::of(&self.inner, &ToolLists::default()).map(|s| Arc::new(s) as Arc<dyn ToolSource>);
+        let tooling = Arc::new(
+            Tooling::new(tools.clone(), self.inner.tooling.config().clone(), source, facts)
+                .with_native_search(self.inner.model.native_tool_search()),
         );
         let agent = Agent {
-            inner: Arc::new(Inner {
-                session,
-                tools,
-                subagents: frame.clone(),
-                tooling,
-                model,
-                ..(*self.inner).clone()
-            }),
+            inner: Arc::new(Inner { session, tools, subagents: frame.clone(), tooling, ..(*self.inner).clone() }),
         };
         bind(frame, &agent);
         Ok(agent)

@@ -253,6 +253,28 @@ public final class Agent: Sendable {
         }
     }
 
+    private init(core: CoreAgent) { self.core = core }
+
+    /// The same agent under another policy, keeping its sub-agents (and its model, instructions, tools,
+    /// MCP servers and settings); this agent is unchanged. A sub-agent spawned before is re-admitted
+    /// against the new policy's reach when it is followed up: a level dropped to narrows it (its report
+    /// says `Permission: read`), a directory no longer held refuses the follow-up. A bad policy (a
+    /// directory that does not exist, an empty allow list) throws `AmbitError.config`.
+    ///
+    /// ```swift
+    /// let agent = try Agent(model: model, policy: Policy(level: .workspace), subagents: SubagentSettings())
+    /// _ = try await agent.run("spawn a helper")
+    /// let narrowed = try agent.withPolicy(Policy(level: .read))
+    /// _ = try await narrowed.run("follow up with the helper")  // the helper now runs at read
+    /// ```
+    public func withPolicy(_ policy: Policy) throws -> Agent {
+        do {
+            return Agent(core: try core.withPolicy(policy: policy.settings))
+        } catch let error as CoreError {
+            throw AmbitError(error)
+        }
+    }
+
     /// The names of the tools, in registration order.
     public var toolNames: [String] { core.toolNames() }
 

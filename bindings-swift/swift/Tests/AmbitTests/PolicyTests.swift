@@ -140,6 +140,22 @@ struct Flagged: AmbitTool {
         #expect(missing.message.contains("/no/such/ambit/dir"), "\(missing.message)")
     }
 
+    @Test func withPolicyMakesANarrowedAgentAndRefusesABadPolicy() throws {
+        let agent = try Agent(
+            model: model, tools: [Mailer()], policy: Policy(level: .workspace), subagents: SubagentSettings())
+        let empty = try #require(configError { try agent.withPolicy(Policy(level: .read, allowTools: [])) })
+        #expect(empty.message.contains("allow_tools"), "\(empty.message)")
+        let missing = try #require(configError {
+            try agent.withPolicy(Policy(level: .read, workingDirectory: "/no/such/ambit/dir"))
+        })
+        #expect(missing.message.contains("/no/such/ambit/dir"), "\(missing.message)")
+        let narrowed = try agent.withPolicy(Policy(level: .read))
+        let status = { (a: Agent) in Dictionary(uniqueKeysWithValues: a.listTools().map { ($0.name, $0.status) }) }
+        #expect(status(narrowed)["send_email"] == .aboveLevel)
+        #expect(status(narrowed)["agent_followup"] == .offered)
+        #expect(status(agent)["send_email"] == .offered, "the agent itself is unchanged")
+    }
+
     @Test func listToolsShowsEffectiveLevelsStatusAndApproval() throws {
         let dir = FileManager.default.temporaryDirectory.path
         let agent = try Agent(

@@ -374,14 +374,14 @@ func int(_ value: Any?) -> Int? {
         let approvals = try ScriptedApprovals(scenario)
         let provider = try Provider(scenario: url)
         defer { provider.stop() }
-        let agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, file)
+        let first = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, file)
         if let list = expect["tool_list"] as? [[String: Any]] {
-            try checkToolList(agent.listTools(), list, file)
+            try checkToolList(first.listTools(), list, file)
         }
+        let (agent, input) = try await runSteps(scenario, first, approvals, file)
 
         let outcome: Result<RunResult, any Error>
         do {
-            let input = scenario["input"] as? String ?? ""
             outcome = .success(
                 streamed ? try await viaStream(agent, input, expect, file) : try await agent.run(input))
         } catch {
@@ -422,6 +422,33 @@ func int(_ value: Any?) -> Int? {
             return
         }
         try await checkResult(result, expect, approvals, agent, file)
+    }
+
+    /// `steps`: every step but the last runs to its result (its `expect.output` checked), each first
+    /// putting the agent under its `with_policy`; returns the agent and the input of the last step, which
+    /// the caller runs as the mode says. Without `steps`: the agent and `input`.
+    func runSteps(_ scenario: [String: Any], _ agent: Agent, _ approvals: ScriptedApprovals, _ file: String)
+        async throws -> (Agent, String)
+    {
+        guard let steps = scenario["steps"] as? [[String: Any]] else {
+            return (agent, scenario["input"] as? String ?? "")
+        }
+        let last = try #require(steps.last, "\(file): steps is empty")
+        func narrowed(_ agent: Agent, _ step: [String: Any]) throws -> Agent {
+            guard var fields = step["with_policy"] as? [String: Any] else { return agent }
+            let on = fields.removeValue(forKey: "approvals") as? Bool ?? false
+            return try agent.withPolicy(
+                try Policy(json: try jsonText(fields), approvals: on ? approvals as any ApprovalHandler : nil))
+        }
+        var agent = agent
+        for (n, step) in steps.dropLast().enumerated() {
+            agent = try narrowed(agent, step)
+            let result = try await agent.run(step["input"] as? String ?? "")
+            if let output = (step["expect"] as? [String: Any])?["output"] as? String {
+                #expect(result.output == output, "\(file): step \(n + 1): output")
+            }
+        }
+        return (try narrowed(agent, last), last["input"] as? String ?? "")
     }
 
     /// `expect` against a finished run's result.
