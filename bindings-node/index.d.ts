@@ -260,6 +260,16 @@ export interface SubagentOptions {
   memory?: 'none' | 'read';
 }
 
+/** The built-in tools, registered only when named in `builtins`. */
+export type BuiltinName =
+  | 'file_read'
+  | 'file_find'
+  | 'file_search'
+  | 'file_edit'
+  | 'file_write'
+  | 'web_fetch'
+  | 'shell_execute';
+
 /** Permission levels, in order: none < read < workspace < unrestricted. */
 export type Level = 'none' | 'read' | 'workspace' | 'unrestricted';
 
