@@ -2,73 +2,14 @@
 //! @modelcontextprotocol/server-everything over stdio and over streamable HTTP on 127.0.0.1, with
 //! deferral, tool_search, a deferred call and a failed server, driven by a scripted model.
 
-use std::collections::VecDeque;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+mod mcp_support;
 
+use ambit::Agent;
 use ambit::mcp::McpServer;
-use ambit::model::{ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-use ambit::{Agent, Model, ModelError};
-use async_trait::async_trait;
-
-/// Answers from a script and records every request.
-struct Scripted {
-    answers: Mutex<VecDeque<ModelResponse>>,
-    seen: Arc<Mutex<Vec<ModelRequest>>>,
-}
-
-fn call(id: &str, name: &str, args: serde_json::Value) -> ModelResponse {
-    ModelResponse {
-        id: id.into(),
-        text: None,
-        tool_calls: vec![ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }],
-        stop: StopReason::ToolUse,
-        usage: Usage::default(),
-    }
-}
-
-fn text(t: &str) -> ModelResponse {
-    ModelResponse {
-        id: "end".into(),
-        text: Some(t.into()),
-        tool_calls: vec![],
-        stop: StopReason::EndTurn,
-        usage: Usage::default(),
-    }
-}
-
-#[async_trait]
-impl Model for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.seen.lock().unwrap().push(request.clone());
-        self.answers.lock().unwrap().pop_front().ok_or_else(|| ModelError::InvalidResponse("script ran out".into()))
-    }
-}
-
-fn scripted(answers: Vec<ModelResponse>) -> (Scripted, Arc<Mutex<Vec<ModelRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    (Scripted { answers: Mutex::new(answers.into()), seen: seen.clone() }, seen)
-}
-
-fn servers_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::process::Command::new("bash")
-        .arg(root.join("scripts/mcp-servers.sh"))
-        .output()
-        .expect("run mcp-servers.sh");
-    assert!(out.status.success(), "mcp-servers.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use mcp_support::{call, names, scripted, servers_dir, text};
 
 fn everything_js(dir: &std::path::Path) -> String {
     dir.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js").display().to_string()
-}
-
-fn names(r: &ModelRequest) -> Vec<String> {
-    r.tools.iter().map(|t| t.name.clone()).collect()
 }
 
 async fn deferred_flow(server: McpServer) {
@@ -179,7 +120,7 @@ async fn a_server_that_fails_is_reported_unavailable_with_its_reason() {
 async fn a_tool_added_at_run_time_joins_the_catalog_before_the_next_request() {
     let dir = servers_dir();
     let python = dir.join("venv/bin/python").display().to_string();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/dynamic_server.py").display().to_string();
+    let script = mcp_support::repo_root().join("tests/mcp/dynamic_server.py").display().to_string();
     let (model, seen) = scripted(vec![
         call("c1", "mcp__dyn__enable_extra", serde_json::json!({})),
         call("c2", "mcp__dyn__extra_tool", serde_json::json!({"word": "hi"})),

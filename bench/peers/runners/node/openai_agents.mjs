@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { measure } from './harness.cjs';
 
 // The peers live in $AMBIT_CACHE/bench/node/node_modules (BENCH_NODE_MODULES), outside this clone: import each
 // package's ESM entry by absolute path, as a bare `import` from inside that project would.
@@ -23,8 +24,6 @@ const { z } = await load('zod');
 const env = process.env;
 const wire = env.BENCH_WIRE || 'chat';
 const stream = env.BENCH_STREAM === '1';
-const runs = Number(env.BENCH_RUNS || 200);
-const warmup = Number(env.BENCH_WARMUP || 20);
 if (wire !== 'chat' && wire !== 'responses') {
   console.error(`unsupported: wire ${wire}`);
   process.exit(3);
@@ -63,25 +62,4 @@ async function runOnce() {
   return (await run(agent, 'weather in Paris?')).finalOutput;
 }
 
-try {
-  let output = '';
-  for (let i = 0; i < warmup; i++) output = await runOnce();
-  const c0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < runs; i++) output = await runOnce();
-  const t1 = process.hrtime.bigint();
-  const c = process.cpuUsage(c0);
-  if (!String(output).includes('sunny') || calls !== warmup + runs) {
-    console.error(`openai_agents.mjs: wrong result: output=${JSON.stringify(output)}, tool calls=${calls}`);
-    process.exit(1);
-  }
-  const line = {
-    runs, cpu_ms: (c.user + c.system) / 1000, wall_ms: Number(t1 - t0) / 1e6,
-    maxrss_kb: process.resourceUsage().maxRSS, tool_calls: calls, output,
-  };
-  process.stdout.write(JSON.stringify(line) + '\n');
-  process.exit(0);
-} catch (e) {
-  console.error(`openai_agents.mjs: ${e && e.stack ? e.stack : e}`);
-  process.exit(1);
-}
+await measure('openai_agents.mjs', runOnce, () => calls);

@@ -1,12 +1,11 @@
 // The Node floor: the global fetch doing the weather job's two requests by hand, SSE parsed by hand (see
 // bench/peers/README.md for the protocol). No packages.
 import fs from 'node:fs';
+import { measure } from './harness.cjs';
 
 const env = process.env;
 const wire = env.BENCH_WIRE || 'chat';
 const stream = env.BENCH_STREAM === '1';
-const runs = Number(env.BENCH_RUNS || 200);
-const warmup = Number(env.BENCH_WARMUP || 20);
 if (wire !== 'chat' && wire !== 'responses') {
   console.error(`unsupported: wire ${wire}`);
   process.exit(3);
@@ -129,25 +128,4 @@ async function runResponses() {
 
 const runOnce = wire === 'chat' ? runChat : runResponses;
 
-try {
-  let output = '';
-  for (let i = 0; i < warmup; i++) output = await runOnce();
-  const c0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < runs; i++) output = await runOnce();
-  const t1 = process.hrtime.bigint();
-  const c = process.cpuUsage(c0);
-  if (!String(output).includes('sunny') || calls !== warmup + runs) {
-    console.error(`raw_fetch.mjs: wrong result: output=${JSON.stringify(output)}, tool calls=${calls}`);
-    process.exit(1);
-  }
-  const line = {
-    runs, cpu_ms: (c.user + c.system) / 1000, wall_ms: Number(t1 - t0) / 1e6,
-    maxrss_kb: process.resourceUsage().maxRSS, tool_calls: calls, output,
-  };
-  process.stdout.write(JSON.stringify(line) + '\n');
-  process.exit(0);
-} catch (e) {
-  console.error(`raw_fetch.mjs: ${e && e.stack ? e.stack : e}`);
-  process.exit(1);
-}
+await measure('raw_fetch.mjs', runOnce, () => calls);

@@ -2,16 +2,14 @@
 import asyncio
 import json
 import os
-import resource
-import sys
-import time
+
+from bench_harness import measure
 
 import ambit
 
 env = os.environ
 base_url, wire = env["BENCH_BASE_URL"], env.get("BENCH_WIRE", "chat")
 stream = env.get("BENCH_STREAM", "0") == "1"
-runs, warmup = int(env.get("BENCH_RUNS", "200")), int(env.get("BENCH_WARMUP", "20"))
 calls = 0
 
 
@@ -44,19 +42,8 @@ agent = ambit.Agent(model=model_class(model_name, base_url=base_url, api_key="be
 print("READY", flush=True)
 
 
-async def main() -> None:
-    output = ""
-    for _ in range(warmup):
-        output = (await agent.run("weather in Paris?")).output
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    for _ in range(runs):
-        output = (await agent.run("weather in Paris?")).output
-    t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    if "sunny" not in output or calls != warmup + runs:
-        sys.exit(f"ambit_py: wrong result: output={output!r}, tool calls={calls}")
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    print(json.dumps({"runs": runs, "cpu_ms": cpu * 1000, "wall_ms": (t1 - t0) * 1000, "maxrss_kb": r1.ru_maxrss,
-                      "tool_calls": calls, "output": output}), flush=True)
+async def run_once() -> str:
+    return (await agent.run("weather in Paris?")).output
 
 
-asyncio.run(main())
+asyncio.run(measure("ambit_py.py", run_once, lambda: calls))

@@ -2,9 +2,9 @@
 import asyncio
 import json
 import os
-import resource
 import sys
-import time
+
+from bench_harness import measure
 
 from agents import (Agent, FunctionTool, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
                     set_tracing_disabled)
@@ -12,7 +12,6 @@ from openai import AsyncOpenAI
 
 env = os.environ
 wire, stream = env.get("BENCH_WIRE", "chat"), env.get("BENCH_STREAM", "0") == "1"
-runs, warmup = int(env.get("BENCH_RUNS", "200")), int(env.get("BENCH_WARMUP", "20"))
 if wire not in ("chat", "responses"):
     print(f"unsupported: wire {wire}", file=sys.stderr)
     sys.exit(3)
@@ -54,19 +53,4 @@ async def run_once() -> str:
     return result.final_output
 
 
-async def main() -> None:
-    output = ""
-    for _ in range(warmup):
-        output = await run_once()
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    for _ in range(runs):
-        output = await run_once()
-    t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    if "sunny" not in str(output) or calls != warmup + runs:
-        sys.exit(f"openai_agents.py: wrong result: output={output!r}, tool calls={calls}")
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    print(json.dumps({"runs": runs, "cpu_ms": cpu * 1000, "wall_ms": (t1 - t0) * 1000, "maxrss_kb": r1.ru_maxrss,
-                      "tool_calls": calls, "output": output}), flush=True)
-
-
-asyncio.run(main())
+asyncio.run(measure("openai_agents.py", run_once, lambda: calls))
