@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 fn error_value(e: &LedgerError) -> Value {
     let details = match e {
-        LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key } => {
+        LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
             json!({"subjectKey": subject_key})
         }
         LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {

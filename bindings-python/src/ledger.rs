@@ -13,7 +13,7 @@ fn ledger_err(e: LedgerError) -> PyErr {
     Python::attach(|py| {
         let details = PyDict::new(py);
         match &e {
-            LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key } => {
+            LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
                 let _ = details.set_item("subject_key", subject_key);
             }
             LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {

@@ -69,7 +69,7 @@ def test_a_bad_batch_is_rejected_whole(tmp_path):
 def test_scope_pinning_and_stale_tokens(tmp_path):
     async def main():
         ledger = await Ledger.open(f"sqlite://{tmp_path}/ledger.db")
-        await ledger.claim("a", ["X"], limit=1, run_id="r1", routine_id="rt", lease_seconds=0.05)
+        first = await ledger.claim("a", ["X"], limit=1, run_id="r1", routine_id="rt", lease_seconds=0.05)
         with pytest.raises(ScopePinned) as info:
             await ledger.claim("b", ["X"], limit=1, run_id="r2", routine_id="rt")
         assert info.value.pinned_scope == "a"
@@ -77,7 +77,7 @@ def test_scope_pinning_and_stale_tokens(tmp_path):
         second = await ledger.claim("a", ["X"], limit=1, run_id="r2", routine_id="rt")
         assert second["X"].grant_reason is GrantReason.COOLDOWN_EXPIRED
         with pytest.raises(StaleToken) as stale:
-            await ledger.record("a", [{"subject_key": "X", "outcome": "empty", "token": 1}])
+            await ledger.record("a", [{"subject_key": "X", "outcome": "empty", "token": first["X"].token}])
         assert stale.value.subject_key == "X"
         report = await ledger.report_backlog("rt", ["X", "Y", "Z"], 1, limits=ambit.ledger.RoutineLimits(parallel_limit=4))
         assert (report.workable, report.extra_runs, report.scope) == (2, 2, "a")

@@ -37,7 +37,7 @@ impl From<core::LedgerError> for LedgerCoreError {
         match e {
             core::LedgerError::InvalidBatch(_) => LedgerCoreError::InvalidBatch { message },
             core::LedgerError::StaleToken { subject_key } => LedgerCoreError::StaleToken { subject_key, message },
-            core::LedgerError::NotClaimed { subject_key } => LedgerCoreError::NotClaimed { subject_key, message },
+            core::LedgerError::NotClaimed { subject_key, .. } => LedgerCoreError::NotClaimed { subject_key, message },
             core::LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
                 LedgerCoreError::ScopePinned { routine_id, pinned_scope, scope, message }
             }

@@ -174,13 +174,13 @@ async fn an_expired_lease_is_reclaimed_and_the_old_attempt_abandoned() {
         let c = clock();
         let l = s.open(Arc::new(c.clone())).await;
         let first = claim_one(&l, "sc", "K", "run-1").await;
-        assert_eq!(first.token(), Some(1));
+        let t1 = first.token().unwrap();
         c.advance(Duration::from_millis((HOUR - 1) as u64));
         assert_eq!(claim_one(&l, "sc", "K", "run-2").await.skip_reason(), Some(SkipReason::InFlight), "{}", s.name);
         c.advance(Duration::from_millis(1));
         let second = claim_one(&l, "sc", "K", "run-2").await;
         assert_eq!(second.grant_reason(), Some(GrantReason::CooldownExpired), "{}", s.name);
-        assert_eq!(second.token(), Some(2));
+        assert!(second.token().is_some_and(|t2| t2 != t1), "{}: a new grant gets a new token", s.name);
         let entry = l.list(&ListQuery::default()).await.unwrap().remove(0);
         assert_eq!(
             (entry.last_outcome, entry.attempts, entry.state),
@@ -188,7 +188,7 @@ async fn an_expired_lease_is_reclaimed_and_the_old_attempt_abandoned() {
         );
         // The late record of the first run is rejected, by token and by run id, and writes nothing.
         let before = s.checksum("sc").await;
-        let e = l.record("sc", None, vec![Record::new("K", Outcome::Productive, Some(1))]).await.unwrap_err();
+        let e = l.record("sc", None, vec![Record::new("K", Outcome::Productive, Some(t1))]).await.unwrap_err();
         assert_eq!(e.code(), "ledger_stale_token", "{}", s.name);
         let e = l.record("sc", Some("run-1"), vec![Record::new("K", Outcome::Productive, None)]).await.unwrap_err();
         assert_eq!(e.code(), "ledger_stale_token", "{}", s.name);
@@ -210,8 +210,8 @@ async fn released_drops_the_lease_without_counting_an_attempt() {
         let r = l.claim(ClaimRequest::new("sc", [Candidate::with_fingerprint("K", "old")], 1)).await.unwrap();
         let again = &r.candidates[0];
         assert_eq!(again.grant_reason(), Some(GrantReason::Fresh), "{}: never attempted", s.name);
-        assert_eq!(again.token(), Some(2), "{}: tokens are never reused", s.name);
-        let rec = record_one(&l, "sc", "K", Outcome::Empty, 2).await;
+        assert_ne!(again.token(), Some(t), "{}: tokens are never reused", s.name);
+        let rec = record_one(&l, "sc", "K", Outcome::Empty, again.token().unwrap()).await;
         // Released during a cooldown: still cooling down until the same time.
         let r = l.claim(ClaimRequest::new("sc", [Candidate::with_fingerprint("K", "new")], 1)).await.unwrap();
         assert_eq!(r.candidates[0].grant_reason(), Some(GrantReason::FingerprintChanged));
@@ -269,8 +269,8 @@ async fn a_rejected_batch_writes_nothing() {
                 "ledger_invalid_batch",
             ),
             (
-                "stale token",
-                json!([good, {"subject_key": "B", "outcome": "empty", "token": tb - 1}]),
+                "a token no claim carries",
+                json!([good, {"subject_key": "B", "outcome": "empty", "token": tb ^ 1}]),
                 "ledger_not_claimed",
             ),
             (
@@ -411,4 +411,97 @@ async fn open_applies_migrations_once_and_refuses_bad_urls() {
     let dup = Ledger::open(&sqlite_store().await.url).await;
     let e = dup.unwrap().claim(ClaimRequest::new("s", ["A", "A"], 2)).await.unwrap_err();
     assert_eq!(e.code(), "ledger_invalid_argument");
+}
+
+/// Issue 12 item 9: a stranger who guesses tokens cannot record (or release) a live claim of another
+/// run; the owner's record still goes through; each refusal says what happened.
+#[tokio::test]
+async fn a_stranger_cannot_guess_a_claim_token() {
+    for s in stores().await {
+        let c = clock();
+        let l = s.open(Arc::new(c.clone())).await;
+        let owner = claim_one(&l, "sc", "K", "owner").await;
+        let t = owner.token().unwrap();
+        let before = s.checksum("sc").await;
+        // The guesses an attacker tries first (the old tokens were attempt numbers), and neighbours
+        // of the real one.
+        let guesses: Vec<i64> = (0..=200).chain([t - 1, t + 1, t ^ 1, -t, i64::MAX]).filter(|&g| g != t).collect();
+        for g in &guesses {
+            for run in [None, Some("stranger")] {
+                let e = l.record("sc", run, vec![Record::new("K", Outcome::Released, Some(*g))]).await.unwrap_err();
+                assert_eq!(e.code(), "ledger_not_claimed", "{}: guess {g}: {e}", s.name);
+                assert!(e.to_string().contains("no claim of it carries this token"), "{}: {e}", s.name);
+            }
+        }
+        // Without a token, another run id is not the run that claimed.
+        let e = l.record("sc", Some("stranger"), vec![Record::new("K", Outcome::Released, None)]).await.unwrap_err();
+        assert!(e.to_string().contains("this run never claimed it"), "{}: {e}", s.name);
+        // The right token from another run.
+        let e = l.record("sc", Some("stranger"), vec![Record::new("K", Outcome::Released, Some(t))]).await.unwrap_err();
+        assert!(e.to_string().contains("claimed by another run"), "{}: {e}", s.name);
+        assert_eq!(s.checksum("sc").await, before, "{}: a refused guess wrote something", s.name);
+        assert_eq!(
+            claim_one(&l, "sc", "K", "other").await.skip_reason(),
+            Some(SkipReason::InFlight),
+            "{}: the claim is still live",
+            s.name
+        );
+        // Control: the owner's own token records (so the refusals above are the fence, not a broken call).
+        let rec = l.record("sc", Some("owner"), vec![Record::new("K", Outcome::Empty, Some(t))]).await.unwrap();
+        assert_eq!(rec.recorded[0].misses, 1, "{}", s.name);
+        // Recording it twice is refused as what it is.
+        let e = l.record("sc", Some("owner"), vec![Record::new("K", Outcome::Empty, Some(t))]).await.unwrap_err();
+        assert_eq!(e.code(), "ledger_not_claimed", "{}", s.name);
+        assert!(e.to_string().contains("already recorded (empty)"), "{}: {e}", s.name);
+    }
+}
+
+/// Issue 12 item 9: SQLite and PostgreSQL accept and refuse the same inputs, checked at the API:
+/// a NUL byte anywhere and keys past the limit are refused by name and write nothing.
+#[tokio::test]
+async fn both_stores_accept_and_refuse_the_same_inputs() {
+    let long_key = "k".repeat(513);
+    let max_key = "k".repeat(512);
+    let long_fp = "f".repeat(4097);
+    for s in stores().await {
+        let l = s.open(Arc::new(clock())).await;
+        let cases: Vec<(&str, ClaimRequest, &str)> = vec![
+            ("NUL in scope", ClaimRequest::new("s\0c", ["K"], 1), "scope contains a NUL byte"),
+            ("NUL in key", ClaimRequest::new("sc", ["K\0"], 1), "subject_key contains a NUL byte"),
+            ("NUL in run id", ClaimRequest::new("sc", ["K"], 1).run_id("r\0"), "run_id contains a NUL byte"),
+            ("NUL in routine id", ClaimRequest::new("sc", ["K"], 1).routine_id("\0"), "routine_id contains a NUL byte"),
+            (
+                "NUL in fingerprint",
+                ClaimRequest::new("sc", [Candidate::with_fingerprint("K", "a\0b")], 1),
+                "fingerprint of 'K' contains a NUL byte",
+            ),
+            ("long key", ClaimRequest::new("sc", [long_key.as_str()], 1), "513 bytes long; the most is 512"),
+            (
+                "long fingerprint",
+                ClaimRequest::new("sc", [Candidate::with_fingerprint("K", long_fp.clone())], 1),
+                "4097 bytes long; the most is 4096",
+            ),
+        ];
+        for (what, req, says) in cases {
+            let e = l.claim(req).await.unwrap_err();
+            assert_eq!(e.code(), "ledger_invalid_argument", "{}: {what}: {e}", s.name);
+            assert!(e.to_string().contains(says), "{}: {what}: {e}", s.name);
+        }
+        assert!(l.list(&ListQuery::default()).await.unwrap().is_empty(), "{}: nothing was written", s.name);
+        let e = l.record("sc", Some("r\0"), vec![Record::new("K", Outcome::Empty, Some(1))]).await.unwrap_err();
+        assert!(e.to_string().contains("run_id contains a NUL byte"), "{}: {e}", s.name);
+        let e = l.record("sc", None, vec![Record::new("K\0", Outcome::Empty, Some(1))]).await.unwrap_err();
+        assert_eq!(e.code(), "ledger_invalid_batch", "{}: {e}", s.name);
+        let e = l.list(&ListQuery { scope: Some("\0".into()), ..Default::default() }).await.unwrap_err();
+        assert_eq!(e.code(), "ledger_invalid_argument", "{}: {e}", s.name);
+        // Control: the longest key and a non-ASCII fingerprint are accepted by both stores alike.
+        let r = l
+            .claim(ClaimRequest::new("sc", [Candidate::with_fingerprint(max_key.clone(), "caf\u{e9} \u{1F600}")], 1))
+            .await
+            .unwrap();
+        let t = r.candidates[0].token().unwrap();
+        l.record("sc", None, vec![Record::new(max_key.clone(), Outcome::Productive, Some(t))]).await.unwrap();
+        let listed = l.list(&ListQuery::default()).await.unwrap();
+        assert_eq!(listed[0].subject_key, max_key, "{}", s.name);
+    }
 }

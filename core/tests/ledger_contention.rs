@@ -176,11 +176,11 @@ async fn broken_writer(url: String, id: usize, until: Instant) -> Vec<Hold> {
     holds
 }
 
-/// The grant log (attempts table): every grant a writer saw is there, once, with consecutive tokens
+/// The grant log (attempts table): every grant a writer saw is there, once, numbered consecutively
 /// per subject.
 async fn check_log(store: &TestStore, holds: &[Hold]) -> usize {
-    let sql = "SELECT subject_key, token, run_id, outcome FROM ambit_ledger_attempts WHERE scope = 'hot' ORDER BY subject_key, token";
-    let rows: Vec<(String, i64, Option<String>, Option<String>)> = if store.is_sqlite() {
+    let sql = "SELECT subject_key, token, run_id, claim_secret FROM ambit_ledger_attempts WHERE scope = 'hot' ORDER BY subject_key, token";
+    let rows: Vec<(String, i64, Option<String>, i64)> = if store.is_sqlite() {
         let mut c = sqlx::SqliteConnection::connect(&store.url).await.unwrap();
         sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
     } else {
@@ -189,10 +189,11 @@ async fn check_log(store: &TestStore, holds: &[Hold]) -> usize {
     };
     let mut logged: HashMap<(String, i64), String> = HashMap::new();
     let mut last: HashMap<String, i64> = HashMap::new();
-    for (subject, token, run_id, _outcome) in rows {
-        let prev = last.insert(subject.clone(), token).unwrap_or(0);
-        assert_eq!(token, prev + 1, "{}: tokens of {subject} are consecutive", store.name);
-        logged.insert((subject, token), run_id.unwrap_or_default());
+    for (subject, number, run_id, secret) in rows {
+        let prev = last.insert(subject.clone(), number).unwrap_or(0);
+        assert_eq!(number, prev + 1, "{}: grants of {subject} are numbered consecutively", store.name);
+        // The writer saw the grant's unguessable claim token, which the log keeps beside its number.
+        logged.insert((subject, secret), run_id.unwrap_or_default());
     }
     assert_eq!(logged.len(), holds.len(), "{}: every grant is logged, and only those", store.name);
     for h in holds {

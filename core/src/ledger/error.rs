@@ -7,12 +7,16 @@ pub enum LedgerError {
     /// the whole call was rejected and nothing written.
     #[error("record batch rejected, nothing written: {0}")]
     InvalidBatch(String),
-    /// A record carries the token (or run id) of a grant that another run has since reclaimed.
-    #[error("record batch rejected, nothing written: the claim on '{subject_key}' is stale (its lease was reclaimed)")]
+    /// A record names a grant whose lease ran out and that another run has since reclaimed.
+    #[error(
+        "record batch rejected, nothing written: the claim on '{subject_key}' is stale (its lease ran out and another run has claimed it since)"
+    )]
     StaleToken { subject_key: String },
-    /// A record for a subject this run never claimed (or whose claim is already recorded).
-    #[error("record batch rejected, nothing written: '{subject_key}' has no open claim by this run")]
-    NotClaimed { subject_key: String },
+    /// A record that names no open claim: the subject was never claimed, the token matches no claim of
+    /// it, the run never claimed it, the claim was already recorded, or another run holds it.
+    /// `reason` says which.
+    #[error("record batch rejected, nothing written: '{subject_key}' has no open claim to record: {reason}")]
+    NotClaimed { subject_key: String, reason: String },
     /// The routine's runs all claim in one scope, pinned by its first claim.
     #[error("routine '{routine_id}' claims in scope '{pinned_scope}', not '{scope}'")]
     ScopePinned { routine_id: String, pinned_scope: String, scope: String },

@@ -3,11 +3,15 @@
 use super::error::LedgerError;
 
 /// (version, name, SQL) for SQLite.
-pub const SQLITE: &[(i64, &str, &str)] =
-    &[(1, "work_ledger", include_str!("../../migrations/sqlite/0001_work_ledger.sql"))];
+pub const SQLITE: &[(i64, &str, &str)] = &[
+    (1, "work_ledger", include_str!("../../migrations/sqlite/0001_work_ledger.sql")),
+    (2, "claim_secrets", include_str!("../../migrations/sqlite/0002_claim_secrets.sql")),
+];
 /// (version, name, SQL) for PostgreSQL.
-pub const POSTGRES: &[(i64, &str, &str)] =
-    &[(1, "work_ledger", include_str!("../../migrations/postgres/0001_work_ledger.sql"))];
+pub const POSTGRES: &[(i64, &str, &str)] = &[
+    (1, "work_ledger", include_str!("../../migrations/postgres/0001_work_ledger.sql")),
+    (2, "claim_secrets", include_str!("../../migrations/postgres/0002_claim_secrets.sql")),
+];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS ambit_ledger_migrations (
     version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -212,6 +212,7 @@ impl Ledger {
         run_id: Option<&str>,
         records: Vec<Record>,
     ) -> Result<RecordResult, LedgerError> {
+        rules::check_keys(&[("scope", Some(scope)), ("run_id", run_id)])?;
         rules::validate_records(&records)?;
         if let Some(r) = records.iter().find(|r| r.token.is_none() && run_id.is_none()) {
             return Err(LedgerError::InvalidBatch(format!(
@@ -235,6 +236,7 @@ impl Ledger {
 
     /// Ledger rows, soonest eligible first.
     pub async fn list(&self, query: &ListQuery) -> Result<Vec<LedgerEntry>, LedgerError> {
+        rules::check_keys(&[("scope", query.scope.as_deref()), ("routine_id", query.routine_id.as_deref())])?;
         let now = self.clock.now_ms();
         let rows = self.store.rows(query.scope.as_deref(), query.routine_id.as_deref()).await?;
         let mut entries: Vec<LedgerEntry> = rows
@@ -274,11 +276,13 @@ impl Ledger {
 
     /// Per scope, how many rows were last granted for each reason (the fingerprint health check).
     pub async fn grant_reason_counts(&self, scope: &str) -> Result<GrantReasonCounts, LedgerError> {
+        rules::check_keys(&[("scope", Some(scope))])?;
         self.store.grant_reason_counts(scope).await
     }
 
     /// The scope a routine's first claim pinned, if any.
     pub async fn pinned_scope(&self, routine_id: &str) -> Result<Option<String>, LedgerError> {
+        rules::check_keys(&[("routine_id", Some(routine_id))])?;
         self.store.pinned_scope(routine_id).await
     }
 
@@ -295,6 +299,10 @@ impl Ledger {
     ) -> Result<BacklogReport, LedgerError> {
         if batch_size == 0 {
             return Err(LedgerError::InvalidArgument("batch_size must be at least 1".into()));
+        }
+        rules::check_keys(&[("routine_id", Some(routine_id)), ("run_id", run_id)])?;
+        for key in subject_keys {
+            rules::check_text("a subject key", key, rules::MAX_KEY_BYTES).map_err(LedgerError::InvalidArgument)?;
         }
         let now = self.clock.now_ms();
         let mut keys: Vec<String> = subject_keys.to_vec();
@@ -326,6 +334,7 @@ impl Ledger {
         finished_run_id: &str,
         limits: &RoutineLimits,
     ) -> Result<DrainDecision, LedgerError> {
+        rules::check_keys(&[("routine_id", Some(routine_id)), ("run_id", Some(finished_run_id))])?;
         let activity = self.store.run_activity(routine_id, finished_run_id).await?;
         let facts = rules::DrainFacts {
             now: self.clock.now_ms(),

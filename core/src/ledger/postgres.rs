@@ -12,8 +12,10 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 
-use super::rules::{self, Fence, ItemState};
-use super::sqlite::{add_count, record_result, recorded_entry, stored_row};
+use super::rules::{self, ItemState};
+use super::sqlite::{
+    GRANT_BY_RUN, GRANT_BY_TOKEN, add_count, fence_error, grant_facts, record_result, recorded_entry, stored_row,
+};
 use super::{
     AttemptOutcome, BacklogReport, ClaimRequest, ClaimResult, Durability, GrantReason, GrantReasonCounts, Labelled,
     LedgerError, LedgerOptions, LedgerStore, Record, RecordResult, RunActivity, StoredRow, Verdict,
@@ -130,10 +132,12 @@ abandoned AS (
       AND a.token = g.abandons AND a.outcome IS NULL
 ),
 logged AS (
-    INSERT INTO ambit_ledger_attempts (scope, subject_key, token, run_id, routine_id, grant_reason, granted_at, lease_until)
-    SELECT $1, g.subject_key, g.claim_token, $7, $8, g.grant_reason, $4, $6 FROM granted g
+    INSERT INTO ambit_ledger_attempts (scope, subject_key, token, run_id, routine_id, grant_reason, granted_at, lease_until,
+                                       claim_secret)
+    SELECT $1, g.subject_key, g.claim_token, $7, $8, g.grant_reason, $4, $6, ($9::bigint[])[c.ord]
+    FROM granted g JOIN cand c ON c.subject_key = g.subject_key
 )
-SELECT c.subject_key, g.claim_token AS token, g.grant_reason,
+SELECT c.subject_key, CASE WHEN g.subject_key IS NOT NULL THEN ($9::bigint[])[c.ord] END AS token, g.grant_reason,
        i.attempts, i.claim_token, i.lease_until, i.eligible_at, i.fingerprint
 FROM cand c
 LEFT JOIN granted g ON g.subject_key = c.subject_key
@@ -185,6 +189,8 @@ impl LedgerStore for PgStore {
         .execute(&mut *tx)
         .await?;
         let lease_until = now.saturating_add(req.lease_ms);
+        // One unguessable token per candidate, by position; the granted ones are handed out.
+        let secrets = req.candidates.iter().map(|_| rules::new_claim_token()).collect::<Result<Vec<i64>, _>>()?;
         let rows = sqlx::query(CLAIM)
             .bind(&req.scope)
             .bind(&keys)
@@ -194,6 +200,7 @@ impl LedgerStore for PgStore {
             .bind(lease_until)
             .bind(&req.run_id)
             .bind(&req.routine_id)
+            .bind(&secrets)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -250,25 +257,14 @@ impl LedgerStore for PgStore {
         let mut applied = Vec::with_capacity(records.len());
         for r in records {
             let state = rows.get(&r.subject_key).map(|row| &row.state);
-            let mut verdict = rules::fence(state, r.token, run_id, false);
-            if verdict == Err(Fence::NotClaimed)
-                && let Some(run) = run_id
-            {
-                let before: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM ambit_ledger_attempts WHERE scope = $1 AND subject_key = $2 AND run_id = $3)",
-                )
-                .bind(scope)
-                .bind(&r.subject_key)
-                .bind(run)
-                .fetch_one(&mut *tx)
-                .await?;
-                verdict = rules::fence(state, r.token, run_id, before);
+            let grant = match (r.token, run_id) {
+                (Some(token), _) => sqlx::query_as(GRANT_BY_TOKEN).bind(scope).bind(&r.subject_key).bind(token),
+                (None, run) => sqlx::query_as(GRANT_BY_RUN).bind(scope).bind(&r.subject_key).bind(run),
             }
-            match verdict {
-                Ok(()) => {}
-                Err(Fence::Stale) => return Err(LedgerError::StaleToken { subject_key: r.subject_key.clone() }),
-                Err(Fence::NotClaimed) => return Err(LedgerError::NotClaimed { subject_key: r.subject_key.clone() }),
-            }
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(grant_facts);
+            fence_error(&r.subject_key, rules::fence(state, grant.as_ref(), r.token.is_some(), run_id))?;
             let state = state.expect("the fence passed, so the row exists");
             applied.push((r, state.claim_token, rules::apply_outcome(state, r.outcome, now)));
         }

@@ -154,44 +154,97 @@ pub fn label_not_granted(
     }
 }
 
-/// Why a record is refused by the fence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a record is refused by the fence: what really happened to the claim it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fence {
+    /// The claim's lease ran out and another run has claimed the subject since.
     Stale,
-    NotClaimed,
+    /// The subject has no open claim the record can name; the text says why.
+    NotClaimed(String),
 }
 
-/// The record fence: a record carries the claim token of its grant, or comes from the run that
-/// claimed. `run_claimed_before` says whether `run_id` was ever granted this subject (to tell a stale
-/// run from one that never claimed).
+/// The grant a record names, as the store logged it: found by the record's claim token or, without
+/// one, the latest grant made to the batch's run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantFacts {
+    /// The grant's number for this subject (1 for the first grant).
+    pub number: i64,
+    /// The run the grant was made to.
+    pub run_id: Option<String>,
+    /// `None` while the grant is open; else `abandoned` or the outcome recorded.
+    pub outcome: Option<String>,
+}
+
+/// The record fence. A record names its grant by the claim token (unguessable) or by the run that
+/// claimed; the named grant must be the subject's open one, and a run id given with a token must be
+/// the run the grant was made to. Every refusal says what happened.
 pub fn fence(
     state: Option<&ItemState>,
-    token: Option<i64>,
+    grant: Option<&GrantFacts>,
+    token_given: bool,
     run_id: Option<&str>,
-    run_claimed_before: bool,
 ) -> Result<(), Fence> {
-    let Some(s) = state else { return Err(Fence::NotClaimed) };
-    if s.lease_until.is_none() {
-        // Nothing open: a token of an earlier grant (or the run that made it) is stale.
-        return Err(if token.is_some_and(|t| t > 0 && t < s.claim_token) || run_claimed_before {
-            Fence::Stale
+    let Some(s) = state.filter(|s| s.claim_token > 0) else {
+        return Err(Fence::NotClaimed("it was never claimed in this scope".into()));
+    };
+    let Some(g) = grant else {
+        return Err(Fence::NotClaimed(if token_given {
+            "no claim of it carries this token".into()
         } else {
-            Fence::NotClaimed
-        });
+            "this run never claimed it".into()
+        }));
+    };
+    match g.outcome.as_deref() {
+        Some("abandoned") => return Err(Fence::Stale),
+        Some(outcome) => return Err(Fence::NotClaimed(format!("its claim was already recorded ({outcome})"))),
+        None => {}
     }
-    match token {
-        Some(t) if t == s.claim_token => match run_id {
-            Some(r) if s.lease_run_id.as_deref() != Some(r) => Err(Fence::NotClaimed),
-            _ => Ok(()),
-        },
-        Some(t) if t > 0 && t < s.claim_token => Err(Fence::Stale),
-        Some(_) => Err(Fence::NotClaimed),
-        None => match run_id {
-            Some(r) if s.lease_run_id.as_deref() == Some(r) => Ok(()),
-            _ if run_claimed_before => Err(Fence::Stale),
-            _ => Err(Fence::NotClaimed),
-        },
+    if g.number != s.claim_token || s.lease_until.is_none() {
+        // An open grant that is not the subject's latest one was superseded.
+        return Err(Fence::Stale);
     }
+    if let Some(r) = run_id
+        && g.run_id.as_deref().is_some_and(|owner| owner != r)
+    {
+        return Err(Fence::NotClaimed("it was claimed by another run".into()));
+    }
+    Ok(())
+}
+
+/// A fresh claim token: unguessable (53 random bits, so it survives a JavaScript number), never 0.
+pub fn new_claim_token() -> Result<i64, LedgerError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| LedgerError::Store(format!("no randomness for a claim token: {e}")))?;
+    let n = (u64::from_le_bytes(bytes) >> 11) as i64;
+    Ok(if n == 0 { 1 } else { n })
+}
+
+/// The longest scope, subject key, run id, routine id (bytes) and fingerprint the ledger accepts: the
+/// same in every store (PostgreSQL indexes a key of up to about 2,700 bytes).
+pub const MAX_KEY_BYTES: usize = 512;
+/// The longest fingerprint the ledger accepts, in bytes.
+pub const MAX_FINGERPRINT_BYTES: usize = 4096;
+
+/// Checks named keys (scope, run and routine ids) with [`check_text`]; absent ones pass.
+pub fn check_keys(keys: &[(&str, Option<&str>)]) -> Result<(), LedgerError> {
+    for (what, value) in keys {
+        if let Some(v) = value {
+            check_text(what, v, MAX_KEY_BYTES).map_err(LedgerError::InvalidArgument)?;
+        }
+    }
+    Ok(())
+}
+
+/// One text input checked the same way for every store: no NUL byte (PostgreSQL text cannot hold
+/// one) and at most `max` bytes.
+pub fn check_text(what: &str, value: &str, max: usize) -> Result<(), String> {
+    if value.contains('\0') {
+        return Err(format!("{what} contains a NUL byte"));
+    }
+    if value.len() > max {
+        return Err(format!("{what} is {} bytes long; the most is {max}", value.len()));
+    }
+    Ok(())
 }
 
 /// The subject's state after a record is applied.
@@ -387,6 +440,12 @@ pub fn validate_records(records: &[super::types::Record]) -> Result<(), LedgerEr
         if r.subject_key.is_empty() {
             return Err(LedgerError::InvalidBatch(format!("record {i} has no subject_key")));
         }
+        check_text(&format!("record {i}'s subject_key"), &r.subject_key, MAX_KEY_BYTES)
+            .and_then(|()| match &r.fingerprint {
+                Some(f) => check_text(&format!("record {i}'s fingerprint"), f, MAX_FINGERPRINT_BYTES),
+                None => Ok(()),
+            })
+            .map_err(LedgerError::InvalidBatch)?;
         if !seen.insert(r.subject_key.as_str()) {
             return Err(LedgerError::InvalidBatch(format!("the subject '{}' appears twice", r.subject_key)));
         }
@@ -402,11 +461,22 @@ pub fn validate_claim(req: &super::types::ClaimRequest) -> Result<(), LedgerErro
     if req.lease_ms <= 0 {
         return Err(LedgerError::InvalidArgument("the lease must be positive".into()));
     }
+    check_keys(&[
+        ("scope", Some(req.scope.as_str())),
+        ("run_id", req.run_id.as_deref()),
+        ("routine_id", req.routine_id.as_deref()),
+    ])?;
     let mut seen = std::collections::HashSet::new();
     for c in &req.candidates {
         if c.subject_key.is_empty() {
             return Err(LedgerError::InvalidArgument("a candidate has an empty subject_key".into()));
         }
+        check_text("a candidate's subject_key", &c.subject_key, MAX_KEY_BYTES)
+            .and_then(|()| match &c.fingerprint {
+                Some(f) => check_text(&format!("the fingerprint of '{}'", c.subject_key), f, MAX_FINGERPRINT_BYTES),
+                None => Ok(()),
+            })
+            .map_err(LedgerError::InvalidArgument)?;
         if !seen.insert(c.subject_key.as_str()) {
             return Err(LedgerError::InvalidArgument(format!("the candidate '{}' appears twice", c.subject_key)));
         }
@@ -471,14 +541,42 @@ mod tests {
             lease_run_id: Some("b".into()),
             ..Default::default()
         };
-        assert_eq!(fence(Some(&open), Some(3), None, false), Ok(()));
-        assert_eq!(fence(Some(&open), None, Some("b"), true), Ok(()));
-        assert_eq!(fence(Some(&open), Some(2), None, false), Err(Fence::Stale));
-        assert_eq!(fence(Some(&open), None, Some("a"), true), Err(Fence::Stale));
-        assert_eq!(fence(Some(&open), None, Some("c"), false), Err(Fence::NotClaimed));
-        assert_eq!(fence(None, Some(1), None, false), Err(Fence::NotClaimed));
-        let closed = ItemState { lease_until: None, lease_run_id: None, ..open };
-        assert_eq!(fence(Some(&closed), Some(3), None, false), Err(Fence::NotClaimed));
-        assert_eq!(fence(Some(&closed), Some(1), None, false), Err(Fence::Stale));
+        let grant = |number: i64, run: &str, outcome: Option<&str>| GrantFacts {
+            number,
+            run_id: Some(run.into()),
+            outcome: outcome.map(str::to_string),
+        };
+        let not_claimed = |why: &str| Err(Fence::NotClaimed(why.into()));
+        // The open grant, by token (with or without its run) or by its run.
+        assert_eq!(fence(Some(&open), Some(&grant(3, "b", None)), true, None), Ok(()));
+        assert_eq!(fence(Some(&open), Some(&grant(3, "b", None)), true, Some("b")), Ok(()));
+        assert_eq!(fence(Some(&open), Some(&grant(3, "b", None)), false, Some("b")), Ok(()));
+        // The right token from the wrong run.
+        assert_eq!(
+            fence(Some(&open), Some(&grant(3, "b", None)), true, Some("x")),
+            not_claimed("it was claimed by another run")
+        );
+        // An earlier grant reclaimed after its lease ran out.
+        assert_eq!(fence(Some(&open), Some(&grant(2, "a", Some("abandoned"))), true, None), Err(Fence::Stale));
+        assert_eq!(fence(Some(&open), Some(&grant(2, "a", Some("abandoned"))), false, Some("a")), Err(Fence::Stale));
+        // Already recorded, a token nobody was given, a run that never claimed, a subject never claimed.
+        assert_eq!(
+            fence(Some(&open), Some(&grant(2, "a", Some("empty"))), true, None),
+            not_claimed("its claim was already recorded (empty)")
+        );
+        assert_eq!(fence(Some(&open), None, true, None), not_claimed("no claim of it carries this token"));
+        assert_eq!(fence(Some(&open), None, false, Some("c")), not_claimed("this run never claimed it"));
+        assert_eq!(fence(None, None, true, None), not_claimed("it was never claimed in this scope"));
+        let placeholder = ItemState::default();
+        assert_eq!(fence(Some(&placeholder), None, true, None), not_claimed("it was never claimed in this scope"));
+    }
+
+    #[test]
+    fn claim_tokens_are_unguessable_and_fit_a_javascript_number() {
+        let tokens: std::collections::HashSet<i64> = (0..1000).map(|_| new_claim_token().unwrap()).collect();
+        assert_eq!(tokens.len(), 1000);
+        assert!(tokens.iter().all(|&t| t > 0 && t < (1 << 53)));
+        // Not small numbers an attacker would try first.
+        assert!(tokens.iter().filter(|&&t| t < 1 << 40).count() < 5);
     }
 }

@@ -117,6 +117,26 @@ async fn rows_of(tx: &mut Tx, scope: &str, keys: &[&str]) -> Result<HashMap<Stri
     Ok(out)
 }
 
+/// The grant a record names by its claim token (either store).
+pub(super) const GRANT_BY_TOKEN: &str = "SELECT token, run_id, outcome FROM ambit_ledger_attempts \
+     WHERE scope = $1 AND subject_key = $2 AND claim_secret = $3";
+/// The latest grant of a subject to a run, for a record without a token (either store).
+pub(super) const GRANT_BY_RUN: &str = "SELECT token, run_id, outcome FROM ambit_ledger_attempts \
+     WHERE scope = $1 AND subject_key = $2 AND run_id = $3 ORDER BY token DESC LIMIT 1";
+
+/// A grant row read with [`GRANT_BY_TOKEN`] or [`GRANT_BY_RUN`].
+pub(super) fn grant_facts((number, run_id, outcome): (i64, Option<String>, Option<String>)) -> rules::GrantFacts {
+    rules::GrantFacts { number, run_id, outcome }
+}
+
+/// The fence's refusal as the ledger's error (either store).
+pub(super) fn fence_error(subject_key: &str, verdict: Result<(), Fence>) -> Result<(), LedgerError> {
+    verdict.map_err(|f| match f {
+        Fence::Stale => LedgerError::StaleToken { subject_key: subject_key.to_string() },
+        Fence::NotClaimed(reason) => LedgerError::NotClaimed { subject_key: subject_key.to_string(), reason },
+    })
+}
+
 const ROWS_OF: &str = "SELECT scope, subject_key, routine_id, attempts, misses, claim_token, lease_until, lease_run_id, \
      eligible_at, fingerprint, last_outcome, last_grant_reason, last_attempt_at FROM ambit_ledger_items \
      WHERE scope = $1 AND subject_key IN (SELECT value FROM json_each($2))";
@@ -135,12 +155,17 @@ impl LedgerStore for SqliteStore {
             .collect();
         let lease_until = now.saturating_add(req.lease_ms);
         let mut grants = Vec::new();
+        let mut secrets = Vec::new();
+        for _ in 0..req.limit.min(req.candidates.len()) {
+            secrets.push(rules::new_claim_token()?);
+        }
         let verdicts = rules::label(&eligibilities, req.limit, |i, reason| {
-            let token = rows.get(&req.candidates[i].subject_key).map_or(0, |r| r.state.claim_token) + 1;
-            grants.push((i, reason, token));
-            Verdict::Granted { grant_reason: reason, token, lease_until }
+            let number = rows.get(&req.candidates[i].subject_key).map_or(0, |r| r.state.claim_token) + 1;
+            let secret = secrets[grants.len()];
+            grants.push((i, reason, number, secret));
+            Verdict::Granted { grant_reason: reason, token: secret, lease_until }
         });
-        for (i, reason, token) in grants {
+        for (i, reason, token, secret) in grants {
             let c = &req.candidates[i];
             let abandons = match &eligibilities[i] {
                 rules::Eligibility::Eligible { abandons, .. } => *abandons,
@@ -184,7 +209,7 @@ impl LedgerStore for SqliteStore {
             .await?;
             sqlx::query(
                 "INSERT INTO ambit_ledger_attempts (scope, subject_key, token, run_id, routine_id, grant_reason, \
-                     granted_at, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                     granted_at, lease_until, claim_secret) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(&req.scope)
             .bind(&c.subject_key)
@@ -194,6 +219,7 @@ impl LedgerStore for SqliteStore {
             .bind(reason.as_str())
             .bind(now)
             .bind(lease_until)
+            .bind(secret)
             .execute(&mut *tx)
             .await?;
         }
@@ -222,25 +248,14 @@ impl LedgerStore for SqliteStore {
         let mut applied = Vec::with_capacity(records.len());
         for r in records {
             let state = rows.get(&r.subject_key).map(|row| &row.state);
-            let mut verdict = rules::fence(state, r.token, run_id, false);
-            if verdict == Err(Fence::NotClaimed)
-                && let Some(run) = run_id
-            {
-                let before: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM ambit_ledger_attempts WHERE scope = $1 AND subject_key = $2 AND run_id = $3)",
-                )
-                .bind(scope)
-                .bind(&r.subject_key)
-                .bind(run)
-                .fetch_one(&mut *tx)
-                .await?;
-                verdict = rules::fence(state, r.token, run_id, before);
+            let grant = match (r.token, run_id) {
+                (Some(token), _) => sqlx::query_as(GRANT_BY_TOKEN).bind(scope).bind(&r.subject_key).bind(token),
+                (None, run) => sqlx::query_as(GRANT_BY_RUN).bind(scope).bind(&r.subject_key).bind(run),
             }
-            match verdict {
-                Ok(()) => {}
-                Err(Fence::Stale) => return Err(LedgerError::StaleToken { subject_key: r.subject_key.clone() }),
-                Err(Fence::NotClaimed) => return Err(LedgerError::NotClaimed { subject_key: r.subject_key.clone() }),
-            }
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(grant_facts);
+            fence_error(&r.subject_key, rules::fence(state, grant.as_ref(), r.token.is_some(), run_id))?;
             let state = state.expect("the fence passed, so the row exists");
             applied.push((r, state.claim_token, rules::apply_outcome(state, r.outcome, now)));
         }
