@@ -46,7 +46,13 @@ fn tree(name: &str) -> Tree {
 
 fn ctx(t: &Tree, level: Level) -> ToolContext {
     let scope = Scope::new(&t.ws, Vec::<PathBuf>::new(), [t.root.join("readable")], true).unwrap();
-    ToolContext { call_id: "c".into(), level, scope: Arc::new(scope), network: Network::Unrestricted }
+    ToolContext {
+        call_id: "c".into(),
+        level,
+        scope: Arc::new(scope),
+        network: Network::Unrestricted,
+        allow_local_addresses: Arc::from([]),
+    }
 }
 
 async fn call(name: &str, args: Value, ctx: &ToolContext) -> Result<String, String> {
@@ -399,7 +405,10 @@ async fn web_fetch_honours_the_network_setting() {
             let n = s.read(&mut buf).await.unwrap_or(0);
             let req = String::from_utf8_lossy(&buf[..n]).to_string();
             let body = if req.contains("x-probe: yes") { "probed" } else { "hello from loopback" };
-            let resp = if req.starts_with("GET /redirect") {
+            let resp = if req.starts_with("GET /to-metadata") {
+                "HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/latest/meta-data/\r\ncontent-length: 0\r\n\r\n"
+                    .to_string()
+            } else if req.starts_with("GET /redirect") {
                 format!("HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:{port}/\r\ncontent-length: 0\r\n\r\n")
             } else {
                 format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len())
@@ -429,6 +438,22 @@ async fn web_fetch_honours_the_network_setting() {
     assert!(e.contains("is this machine, which is not reachable under network: remote"), "{e}");
     let e = call("web_fetch", json!({"url": format!("http://localhost:{port}/")}), &c).await.unwrap_err();
     assert!(e.contains("not reachable under network: remote"), "{e}");
+    // Link-local addresses (cloud metadata services) are refused like this machine's, by address and
+    // through a redirect; nothing is sent to them.
+    for meta in ["http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/", "http://[::ffff:169.254.169.254]/"] {
+        let e = call("web_fetch", json!({"url": meta}), &c).await.unwrap_err();
+        assert!(e.contains("is link-local") && e.contains("not reachable under network: remote"), "{meta}: {e}");
+    }
+    // A policy that names this machine's address lets it through under remote (the control: the same
+    // fetch refused above now reaches the server), and a redirect from there to the metadata address
+    // is still refused.
+    let named = ambit::Policy::level(Level::Read).allow_local_addresses(["127.0.0.1"]).unwrap();
+    c.allow_local_addresses = named.allow_local_addresses.clone();
+    assert_eq!(call("web_fetch", json!({"url": url}), &c).await.unwrap(), "HTTP 200\n\nhello from loopback");
+    let e = call("web_fetch", json!({"url": format!("http://127.0.0.1:{port}/to-metadata")}), &c).await.unwrap_err();
+    assert!(e.contains("169.254.169.254 is link-local"), "{e}");
+    let e = ambit::Policy::level(Level::Read).allow_local_addresses(["metadata.internal"]).unwrap_err();
+    assert!(e.to_string().contains("allow_local_addresses: 'metadata.internal' is not an IP address"), "{e}");
     c.network = Network::None;
     let e = call("web_fetch", json!({"url": url}), &c).await.unwrap_err();
     assert_eq!(e, "the network is off for this session (network: none)");

@@ -93,6 +93,7 @@ pub(crate) async fn run_call(
         level: session.policy.level,
         scope: session.scope.clone(),
         network: session.policy.network,
+        allow_local_addresses: session.policy.allow_local_addresses.clone(),
     };
     let CallDecision::Ask(reason) = decision else {
         let result = tool.call_in(arguments.clone(), &ctx).await;
@@ -137,6 +138,7 @@ pub(crate) async fn answered(
         level: session.policy.level,
         scope: session.scope.clone(),
         network: session.policy.network,
+        allow_local_addresses: session.policy.allow_local_addresses.clone(),
     };
     let run_with = match &answer {
         ApprovalDecision::Approve => arguments,

@@ -542,6 +542,8 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
         filters: Filters { allow: None, block, overrides: p.session.policy.filters.overrides.clone() },
         scope: Some(grant.scope.clone()),
         network: grant.network,
+        // Handed down unchanged: a spawn cannot name addresses, so it never widens the parent's.
+        allow_local_addresses: p.session.policy.allow_local_addresses.clone(),
     };
     let session = super::gate::Session { policy, scope: Arc::new(grant.scope.clone()) };
     let tools =

@@ -45,6 +45,7 @@ fn ctx(level: Level) -> ToolContext {
         level,
         scope: Arc::new(crate::permission::Scope::current_dir().unwrap()),
         network: crate::permission::Network::Unrestricted,
+        allow_local_addresses: Arc::from([]),
     }
 }
 

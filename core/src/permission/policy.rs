@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::network::{self, AddrRange};
 use super::{ApprovalHandler, Filters, Level, Network, Scope};
 
 /// What a session may do. Without one, an agent runs at `unrestricted` with approvals off, so a plain
@@ -14,6 +15,8 @@ pub struct Policy {
     /// `None`: the process's current directory when the agent is built, reads not confined.
     pub scope: Option<Scope>,
     pub network: Network,
+    /// Local and link-local addresses (or ranges) reachable under network `remote` all the same.
+    pub allow_local_addresses: Arc<[AddrRange]>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -24,6 +27,7 @@ impl std::fmt::Debug for Policy {
             .field("filters", &self.filters)
             .field("scope", &self.scope)
             .field("network", &self.network)
+            .field("allow_local_addresses", &self.allow_local_addresses)
             .finish()
     }
 }
@@ -37,7 +41,14 @@ impl Default for Policy {
 impl Policy {
     /// A policy at `level`, approvals off, no filters, the current directory, network unrestricted.
     pub fn level(level: Level) -> Policy {
-        Policy { level, approvals: None, filters: Filters::default(), scope: None, network: Network::Unrestricted }
+        Policy {
+            level,
+            approvals: None,
+            filters: Filters::default(),
+            scope: None,
+            network: Network::Unrestricted,
+            allow_local_addresses: Arc::from([]),
+        }
     }
 
     /// Puts calls above the level (and every call of a `requires_approval` tool) to `handler`.
@@ -78,6 +89,18 @@ impl Policy {
         self.network = network;
         self
     }
+
+    /// Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10) that stay
+    /// reachable by web_fetch under network `remote`; an entry that is not one is an error naming it.
+    pub fn allow_local_addresses(
+        mut self,
+        entries: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Self, crate::Error> {
+        let entries: Vec<String> = entries.into_iter().map(Into::into).collect();
+        let ranges = network::parse_ranges(&entries).map_err(|e| crate::Error::Config(format!("policy: {e}")))?;
+        self.allow_local_addresses = ranges.into();
+        Ok(self)
+    }
 }
 
 /// A policy as plain data, the form every binding passes (JSON): everything but the approval
@@ -105,6 +128,9 @@ pub struct PolicyConfig {
     pub confine_reads: bool,
     #[serde(default)]
     pub network: Network,
+    /// Local or link-local addresses (or CIDR ranges) reachable under network `remote` all the same.
+    #[serde(default)]
+    pub allow_local_addresses: Vec<String>,
 }
 
 impl PolicyConfig {
@@ -137,6 +163,8 @@ impl PolicyConfig {
         } else {
             None
         };
+        let allow_local_addresses = network::parse_ranges(&self.allow_local_addresses)
+            .map_err(|e| crate::Error::Config(format!("policy: {e}")))?;
         Ok(Policy {
             level: self.level.unwrap_or(Level::Unrestricted),
             approvals,
@@ -147,6 +175,7 @@ impl PolicyConfig {
             },
             scope,
             network: self.network,
+            allow_local_addresses: allow_local_addresses.into(),
         })
     }
 }

@@ -169,6 +169,8 @@ pub struct ToolContext {
     pub level: Level,
     pub scope: std::sync::Arc<Scope>,
     pub network: Network,
+    /// Local and link-local addresses the policy lets through under network `remote`.
+    pub allow_local_addresses: std::sync::Arc<[crate::permission::network::AddrRange]>,
 }
 
 impl ToolContext {

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::error::ToolError;
+use crate::permission::network::AddrRange;
 use crate::permission::{Level, Network, network};
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
@@ -49,7 +50,7 @@ impl Default for WebFetch {
 }
 
 /// The addresses `url` may be fetched from under `net`, or why none may.
-async fn checked_addrs(url: &reqwest::Url, net: Network) -> Result<Vec<SocketAddr>, ToolError> {
+async fn checked_addrs(url: &reqwest::Url, net: Network, allowed: &[AddrRange]) -> Result<Vec<SocketAddr>, ToolError> {
     if net == Network::None {
         return Err(fail("the network is off for this session (network: none)"));
     }
@@ -61,7 +62,7 @@ async fn checked_addrs(url: &reqwest::Url, net: Network) -> Result<Vec<SocketAdd
         .map_err(|e| fail(format!("could not resolve {host}: {e}")))?
         .collect();
     for a in &addrs {
-        if let Some(why) = network::refusal(net, a.ip()) {
+        if let Some(why) = network::refusal(net, a.ip(), allowed) {
             return Err(fail(format!("refused {url}: {why}")));
         }
     }
@@ -102,7 +103,7 @@ impl Tool for WebFetch {
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(fail(format!("only http and https URLs are fetched, not {}", url.scheme())));
             }
-            let addrs = checked_addrs(&url, ctx.network).await?;
+            let addrs = checked_addrs(&url, ctx.network, &ctx.allow_local_addresses).await?;
             let host = url.host_str().unwrap_or_default().to_string();
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
