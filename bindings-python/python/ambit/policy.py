@@ -87,6 +87,9 @@ class Policy:
     readable_directories: Sequence[str | PathLike[str]] = ()
     confine_reads: bool = False
     network: Network = "unrestricted"
+    #: Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10: cloud metadata
+    #: services) that ``web_fetch`` may still reach under ``network="remote"``.
+    allow_local_addresses: Sequence[str] = ()
 
     def _config_json(self) -> str:
         import os
@@ -98,6 +101,7 @@ class Policy:
             "readable_directories": [os.fspath(p) for p in self.readable_directories],
             "confine_reads": self.confine_reads,
             "network": self.network,
+            "allow_local_addresses": list(self.allow_local_addresses),
         }
         if self.allow_tools is not None:
             config["allow_tools"] = list(self.allow_tools)
