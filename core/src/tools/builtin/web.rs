@@ -1,6 +1,9 @@
 //! web_fetch (read): GET a URL under the session's network setting. Every address a name resolves to
 //! is checked, the connection is pinned to a checked address (no rebinding between check and use), and
-//! redirects are followed by hand so each hop is checked too.
+//! redirects are followed by hand so each hop is checked too. The body is streamed with a byte bound:
+//! enough for `max_length` characters and a look past them, and never more than
+//! [`super::MAX_OUTPUT_BYTES`], even when the output is saved to the scratchpad (which lifts
+//! `max_length`'s default) or the body never ends.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,12 +11,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::MAX_OUTPUT_BYTES;
 use crate::error::ToolError;
 use crate::permission::{Level, Network, network};
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
 /// The default limit on the characters returned.
 pub const DEFAULT_FETCH_LIMIT: usize = 100_000;
+/// How many bytes past the `max_length` characters' worth are read, so a body that ends soon after the
+/// limit is still counted exactly in the note on what was left out.
+pub const FETCH_LOOKAHEAD_BYTES: usize = 64 << 10;
 const MAX_REDIRECTS: usize = 10;
 
 fn fail(e: impl std::fmt::Display) -> ToolError {
@@ -30,7 +37,7 @@ impl WebFetch {
         WebFetch {
             spec: ToolSpec::new(
                 "web_fetch",
-                "Fetches a URL (GET) and returns the status and the body as text, cut at `max_length` characters (default 100000).",
+                "Fetches a URL (GET) and returns the status and the body as text, cut at `max_length` characters (default 100000). At most 8 MiB of a body is read.",
                 json!({"type": "object", "properties": {
                     "url": {"type": "string", "description": "An http or https URL"},
                     "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers"},
@@ -123,9 +130,46 @@ impl Tool for WebFetch {
                 url = url.join(loc).map_err(|e| fail(format!("a redirect to an invalid URL: {e}")))?;
                 continue;
             }
-            let body = resp.text().await.map_err(|e| fail(format!("{url}: {e}")))?;
-            return Ok(Value::String(format!("HTTP {}\n\n{}", status.as_u16(), super::clip(&body, limit, "the body"))));
+            let text = read_body(resp, limit, &url).await?;
+            return Ok(Value::String(format!("HTTP {}\n\n{text}", status.as_u16())));
         }
         Err(fail(format!("more than {MAX_REDIRECTS} redirects")))
     }
+}
+
+/// Reads at most `limit` characters of a response's body, streamed: no more bytes than those characters
+/// can take plus [`FETCH_LOOKAHEAD_BYTES`], and never more than [`MAX_OUTPUT_BYTES`]; then says what was
+/// left out. A body that ends within the bytes read is cut and counted exactly, as [`super::clip`] does.
+async fn read_body(mut resp: reqwest::Response, limit: usize, url: &reqwest::Url) -> Result<String, ToolError> {
+    let budget = limit.saturating_mul(4).saturating_add(FETCH_LOOKAHEAD_BYTES).min(MAX_OUTPUT_BYTES);
+    let mut body: Vec<u8> = Vec::new();
+    let mut stopped = false;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| fail(format!("{url}: {e}")))? {
+        let room = budget - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(chunk.get(..room).unwrap_or_default());
+            stopped = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    // The connection is dropped with `resp`: nothing more of the body is read.
+    drop(resp);
+    if !stopped {
+        return Ok(super::clip(&String::from_utf8_lossy(&body), limit, "the body"));
+    }
+    let text = match super::utf8_cut(&body) {
+        Some(t) => std::borrow::Cow::Borrowed(t),
+        None => String::from_utf8_lossy(&body),
+    };
+    let shown = match text.char_indices().nth(limit) {
+        Some((i, _)) => text.get(..i).unwrap_or(&text),
+        None => &text,
+    };
+    let why = if budget == MAX_OUTPUT_BYTES {
+        format!("web_fetch reads at most {} of a body", super::bytes_in_words(MAX_OUTPUT_BYTES as u64))
+    } else {
+        format!("reading stopped after {} bytes, enough for max_length {limit}", body.len())
+    };
+    Ok(format!("{shown}\n[… more of the body not shown: {why}]"))
 }
