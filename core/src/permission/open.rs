@@ -423,4 +423,68 @@ mod tests {
             assert!(dev.read_located(Path::new("zero"), &zero).unwrap().is_none());
         }
     }
+
+    /// A file and a symlink to a secret outside the root, and a directory and a symlink to a directory
+    /// outside, each pair exchanged (RENAME_EXCHANGE) in a loop while the file and a file in the
+    /// directory are located and read, by each method: the secret is never read.
+    #[test]
+    fn a_swap_of_a_file_or_directory_and_a_link_out_never_reads_beyond_by_either_method() {
+        use std::io::Read;
+        let d = tempdir("swap");
+        std::fs::create_dir_all(d.join("root/dir")).unwrap();
+        std::fs::create_dir_all(d.join("out")).unwrap();
+        std::fs::write(d.join("out/f"), "SECRET").unwrap();
+        std::fs::write(d.join("root/f"), "inside").unwrap();
+        std::fs::write(d.join("root/dir/f"), "inside").unwrap();
+        std::os::unix::fs::symlink(d.join("out/f"), d.join("root/l")).unwrap();
+        std::os::unix::fs::symlink(d.join("out"), d.join("root/dl")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let c = |p: &str| CString::new(d.join(p).into_os_string().into_encoded_bytes()).unwrap();
+        let pairs = [(c("root/f"), c("root/l")), (c("root/dir"), c("root/dl"))];
+        let stop2 = stop.clone();
+        let swapper = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                for (a, b) in &pairs {
+                    // SAFETY: two NUL-terminated paths valid for the call.
+                    let rc = unsafe {
+                        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                    };
+                    assert_eq!(rc, 0);
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        let (mut read, mut refused) = (0, 0);
+        for m in both() {
+            let root = Root::open(&d.join("root"), m).unwrap();
+            for _ in 0..20_000 {
+                for name in ["f", "l", "dir/f", "dl/f"] {
+                    let rel = Path::new(name);
+                    match root.locate(rel) {
+                        Ok(loc) if loc.kind == Kind::Regular => {
+                            let mut text = String::new();
+                            if let Some(mut f) = root.read_located(rel, &loc).unwrap() {
+                                f.read_to_string(&mut text).unwrap();
+                            }
+                            assert_eq!(text, "inside", "{m:?} {name}");
+                            read += 1;
+                        }
+                        Ok(loc) => {
+                            assert_eq!(loc.kind, Kind::Symlink, "{m:?} {name}");
+                            refused += 1;
+                        }
+                        Err(e) => {
+                            assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{m:?} {name}: {e}");
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        assert!(swaps > 0 && read > 0 && refused > 0, "the race ran: {swaps} swaps, {read} read, {refused} refused");
+    }
 }

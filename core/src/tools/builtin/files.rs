@@ -193,7 +193,7 @@ fn read_lines(file: std::fs::File, given: &str, offset: usize, limit: Option<usi
     if !cut {
         return Ok(text.to_string());
     }
-    let shown = (offset > 1).then(|| format!(" from line {offset}")).unwrap_or_default();
+    let shown = if offset > 1 { format!(" from line {offset}") } else { String::new() };
     let rest = size.saturating_sub(position.saturating_sub((out.len() - text.len()) as u64));
     let rest = if rest > 0 { format!("{rest} more bytes of the file") } else { "more of the file".to_string() };
     Ok(format!(
@@ -261,11 +261,7 @@ fn walk(found: &Found<'_>, visit: &mut dyn FnMut(&Path, &Path, &Located) -> bool
             let Ok(entry) = beneath.locate(&under_root) else { continue };
             match entry.kind {
                 Kind::Directory if name != ".git" => subdirs.push(rel),
-                Kind::Regular => {
-                    if !visit(&rel, &under_root, &entry) {
-                        return walked;
-                    }
-                }
+                Kind::Regular if !visit(&rel, &under_root, &entry) => return walked,
                 _ => {}
             }
         }
@@ -413,8 +409,7 @@ impl Search {
         let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file.take(bound));
         let mut line: Vec<u8> = Vec::new();
         let (mut number, mut long, mut first, mut consumed) = (0usize, false, true, 0u64);
-        loop {
-            let Ok(buf) = reader.fill_buf() else { break };
+        while let Ok(buf) = reader.fill_buf() {
             if buf.is_empty() {
                 break;
             }

@@ -158,18 +158,22 @@ async fn read_body(mut resp: reqwest::Response, limit: usize, url: &reqwest::Url
     if !stopped {
         return Ok(super::clip(&String::from_utf8_lossy(&body), limit, "the body"));
     }
-    let text = match super::utf8_cut(&body) {
-        Some(t) => std::borrow::Cow::Borrowed(t),
-        None => String::from_utf8_lossy(&body),
+    // In place: the bytes read become the text, cut at a character boundary and at `limit` characters.
+    let mut text = match super::utf8_cut(&body).map(str::len) {
+        Some(valid) => {
+            body.truncate(valid);
+            String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        }
+        None => String::from_utf8_lossy(&body).into_owned(),
     };
-    let shown = match text.char_indices().nth(limit) {
-        Some((i, _)) => text.get(..i).unwrap_or(&text),
-        None => &text,
-    };
+    if let Some((i, _)) = text.char_indices().nth(limit) {
+        text.truncate(i);
+    }
     let why = if budget == MAX_OUTPUT_BYTES {
         format!("web_fetch reads at most {} of a body", super::bytes_in_words(MAX_OUTPUT_BYTES as u64))
     } else {
-        format!("reading stopped after {} bytes, enough for max_length {limit}", body.len())
+        format!("reading stopped after {budget} bytes, enough for max_length {limit}")
     };
-    Ok(format!("{shown}\n[… more of the body not shown: {why}]"))
+    text.push_str(&format!("\n[… more of the body not shown: {why}]"));
+    Ok(text)
 }
