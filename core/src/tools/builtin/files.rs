@@ -658,3 +658,106 @@ impl Tool for FileWrite {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempfile(name: &str, bytes: &[u8]) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ambit-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("f");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// What file_read answered before it streamed: the whole text, then lines `offset..offset+limit`.
+    fn whole_read_lines(text: &str, offset: usize, limit: Option<usize>) -> String {
+        text.split_inclusive('\n').skip(offset - 1).take(limit.unwrap_or(usize::MAX)).collect()
+    }
+
+    #[test]
+    fn streamed_lines_match_the_whole_read_across_buffer_boundaries() {
+        // Lines of many lengths, some longer than the read buffer, multi-byte characters among them.
+        let mut text = String::new();
+        for i in 0..400usize {
+            let len = (i * 7919) % (READ_BUFFER_BYTES + 3000);
+            text.push_str(&"é".repeat(len / 2));
+            text.push_str(&format!(" line {i}\n"));
+        }
+        text.push_str("no newline at the end");
+        let path = tempfile("lines", text.as_bytes());
+        for (offset, limit) in
+            [(1, None), (1, Some(0)), (1, Some(3)), (5, Some(2)), (399, None), (401, None), (402, None), (9999, None)]
+        {
+            let got = read_lines(std::fs::File::open(&path).unwrap(), "f", offset, limit).unwrap();
+            let want = whole_read_lines(&text, offset, limit);
+            if want.chars().count() <= READ_CAP {
+                assert_eq!(got, want, "offset {offset} limit {limit:?}");
+            } else {
+                let head: String = want.chars().take(READ_CAP).collect();
+                assert!(
+                    got.starts_with(&head) && got[head.len()..].starts_with("\n[… "),
+                    "offset {offset} limit {limit:?}"
+                );
+                assert!(got.ends_with("use offset and limit to read further]"));
+            }
+        }
+        let bad = tempfile("bad", b"ok\n\xff\xfe\n");
+        let e = read_lines(std::fs::File::open(&bad).unwrap(), "bad", 1, None).unwrap_err();
+        assert_eq!(e.to_string(), "bad is not a UTF-8 text file");
+    }
+
+    #[test]
+    fn search_numbers_lines_across_buffers_strips_cr_and_bounds_long_lines() {
+        let mut text = String::new();
+        for i in 1..=3000usize {
+            let pad = "x".repeat((i * 31) % 200);
+            text.push_str(&format!("{pad} {}\r\n", if i % 1000 == 0 { "hit" } else { "miss" }));
+        }
+        text.push_str(&"y".repeat(SEARCH_LINE_MAX_BYTES * 2));
+        text.push_str(" hit-beyond-the-line-bound\nlast hit");
+        let path = tempfile("search", text.as_bytes());
+        let regex = regex::Regex::new(r"\bhit\b").unwrap();
+        let mut search =
+            Search { regex, hits: Capped::new(100), read: 0, partial_files: 0, long_lines: 0, exhausted: false };
+        assert!(search.file(std::fs::File::open(&path).unwrap(), Path::new("f")));
+        let lines: Vec<&str> = search.hits.lines.iter().map(String::as_str).collect();
+        let want: Vec<String> = [1000, 2000, 3000]
+            .iter()
+            .map(|&i| format!("f:{i}: {} hit", "x".repeat((i * 31) % 200)))
+            .chain(["f:3002: last hit".to_string()])
+            .collect();
+        assert_eq!(lines, want);
+        assert_eq!(search.long_lines, 1);
+        let binary = tempfile("binary", b"hit\0hit\n");
+        assert!(search.file(std::fs::File::open(&binary).unwrap(), Path::new("b")));
+        assert_eq!(search.hits.lines.len(), 4, "a file with a NUL byte is skipped");
+    }
+
+    /// A call's future dropped (its run cancelled) returns at once, while its work is still running on
+    /// the blocking pool; the runtime's only worker is free for other work meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cancelled_call_returns_while_its_blocking_work_lingers() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (started, is_started) = tokio::sync::oneshot::channel::<()>();
+        let (done, is_done) = std::sync::mpsc::channel::<()>();
+        let mut call = Box::pin(blocking(move || {
+            let _ = started.send(());
+            let _ = wait.recv();
+            let _ = done.send(());
+            Ok(())
+        }));
+        tokio::select! {
+            _ = &mut call => panic!("the work cannot finish before it is released"),
+            _ = is_started => {}
+        }
+        drop(call);
+        let other = tokio::spawn(async { 42 });
+        assert_eq!(other.await.unwrap(), 42, "the runtime runs other work");
+        assert!(is_done.try_recv().is_err(), "the work is still running after the call was dropped");
+        release.send(()).unwrap();
+        is_done.recv().unwrap();
+    }
+}
