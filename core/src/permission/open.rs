@@ -5,7 +5,7 @@
 //! here is free of links in its existing part; this module then opens exactly that path, component by
 //! component, refusing any link it meets. On Linux ≥ 5.6 the kernel walks it: `openat2` with
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS` from the root's descriptor. Where
-//! `openat2` is missing (`ENOSYS`), each component is opened with `O_NOFOLLOW` from its parent's
+//! `openat2` is missing (`ENOSYS`, or refused by a seccomp filter), each component is opened with `O_NOFOLLOW` from its parent's
 //! descriptor and checked with `fstat`, and the caller re-checks the opened descriptor's path in
 //! `/proc/self/fd`. Either way a symlink swapped in between the check and the open (a RENAME_EXCHANGE
 //! of a file or directory and a link) fails the open with `ELOOP` instead of leading elsewhere.
@@ -35,7 +35,7 @@ pub(crate) enum Method {
     ComponentWalk,
 }
 
-/// 0: not probed yet, 1: `openat2` works, 2: it does not (`ENOSYS`).
+/// 0: not probed yet, 1: `openat2` works, 2: it does not.
 static OPENAT2: AtomicU8 = AtomicU8::new(0);
 
 /// The method this kernel gives, probed once.
@@ -44,9 +44,9 @@ pub(crate) fn method() -> Method {
         1 => Method::Openat2,
         2 => Method::ComponentWalk,
         _ => {
-            let works = File::open("/")
-                .map(|root| !matches!(openat2(root.as_fd(), c".", libc::O_PATH, 0), Err(e) if e.raw_os_error() == Some(libc::ENOSYS)))
-                .unwrap_or(false);
+            // Missing (ENOSYS), or refused by a seccomp filter (EPERM in some container runtimes): either
+            // way the component walk is used.
+            let works = File::open("/").is_ok_and(|root| openat2(root.as_fd(), c".", libc::O_PATH, 0).is_ok());
             OPENAT2.store(if works { 1 } else { 2 }, Ordering::Relaxed);
             if works { Method::Openat2 } else { Method::ComponentWalk }
         }

@@ -22,6 +22,17 @@ pub const DEFAULT_FETCH_LIMIT: usize = 100_000;
 /// limit is still counted exactly in the note on what was left out.
 pub const FETCH_LOOKAHEAD_BYTES: usize = 64 << 10;
 const MAX_REDIRECTS: usize = 10;
+/// The longest one request may take, from connecting to the body's last byte.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A failed request or body read in words; a timeout names the limit.
+fn request_error(url: &reqwest::Url, e: reqwest::Error) -> ToolError {
+    if e.is_timeout() {
+        fail(format!("{url}: no complete answer within {} s, web_fetch's time limit", FETCH_TIMEOUT.as_secs()))
+    } else {
+        fail(format!("{url}: {e}"))
+    }
+}
 
 fn fail(e: impl std::fmt::Display) -> ToolError {
     ToolError::Failed(e.to_string())
@@ -113,16 +124,12 @@ impl Tool for WebFetch {
             let host = url.host_str().unwrap_or_default().to_string();
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .timeout(Duration::from_secs(60))
+                .timeout(FETCH_TIMEOUT)
                 .resolve_to_addrs(&host, &addrs)
                 .build()
                 .map_err(fail)?;
-            let resp = client
-                .get(url.clone())
-                .headers(headers.clone())
-                .send()
-                .await
-                .map_err(|e| fail(format!("{url}: {e}")))?;
+            let resp =
+                client.get(url.clone()).headers(headers.clone()).send().await.map_err(|e| request_error(&url, e))?;
             let status = resp.status();
             if status.is_redirection()
                 && let Some(loc) = resp.headers().get("location").and_then(|l| l.to_str().ok())
@@ -144,7 +151,7 @@ async fn read_body(mut resp: reqwest::Response, limit: usize, url: &reqwest::Url
     let budget = limit.saturating_mul(4).saturating_add(FETCH_LOOKAHEAD_BYTES).min(MAX_OUTPUT_BYTES);
     let mut body: Vec<u8> = Vec::new();
     let mut stopped = false;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| fail(format!("{url}: {e}")))? {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| request_error(url, e))? {
         let room = budget - body.len();
         if chunk.len() > room {
             body.extend_from_slice(chunk.get(..room).unwrap_or_default());
