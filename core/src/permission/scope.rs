@@ -1,6 +1,6 @@
 //! Where a session reaches on the file system. Every path a tool touches is resolved (symlinks, `..`)
 //! before it is checked, then opened beneath the root that grants it following no link at all
-//! ([`super::open`]), so a symlink swapped in between the check and the use cannot lead outside. A path
+//! (the `open` module), so a symlink swapped in between the check and the use cannot lead outside. A path
 //! outside reach is refused in the same words whether or not it exists, and whatever it is.
 
 use std::ffi::OsString;
@@ -149,7 +149,7 @@ impl Scope {
     }
 
     /// Checks `given`, then opens the root that grants it and locates the path beneath that root with
-    /// `O_PATH`, following no link (see [`super::open`]). Nothing is opened for reading or writing yet,
+    /// `O_PATH`, following no link (see the `open` module). Nothing is opened for reading or writing yet,
     /// so nothing can block. A link met on the way (swapped in after the check) is refused as outside
     /// reach.
     pub(crate) fn locate(&self, given: &str, access: Access, writes: WriteReach) -> Result<Found<'_>, ScopeError> {
