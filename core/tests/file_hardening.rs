@@ -608,11 +608,11 @@ fn fetch_child(mode: &str) {
             &a[100_000..]
         );
         let b = r[1].trim_start_matches("HTTP 200\n\n");
-        assert_eq!(b.find('\n'), Some(8 << 20), "the ceiling's worth of characters");
+        assert_eq!(b.find('\n'), Some(1 << 20), "the inline ceiling's worth of characters");
         assert!(
-            b.ends_with("[… more of the body not shown: web_fetch reads at most 8 MiB of a body]"),
+            b.ends_with("[… more of the body not shown: web_fetch reads at most 1 MiB of a body for an answer returned inline; save it to the scratchpad to read up to 8 MiB]"),
             "{}",
-            &b[8 << 20..]
+            &b[1 << 20..]
         );
         assert!(r[2].starts_with("Saved "), "{}", r[2]);
         // The saved entry: the status line, the ceiling's worth of the body and the note.

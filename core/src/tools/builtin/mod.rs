@@ -13,7 +13,7 @@ pub use files::{
     SEARCH_CAP, SEARCH_FILE_MAX_BYTES, SEARCH_LINE_MAX_BYTES, SEARCH_TOTAL_MAX_BYTES, WALK_MAX_ENTRIES,
 };
 pub use shell::{ShellExecute, sandbox_available};
-pub use web::{DEFAULT_FETCH_LIMIT, FETCH_LOOKAHEAD_BYTES, WebFetch};
+pub use web::{DEFAULT_FETCH_LIMIT, FETCH_INLINE_MAX_BYTES, FETCH_LOOKAHEAD_BYTES, WebFetch};
 
 use super::Tool;
 

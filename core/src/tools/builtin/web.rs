@@ -1,9 +1,9 @@
 //! web_fetch (read): GET a URL under the session's network setting. Every address a name resolves to
 //! is checked, the connection is pinned to a checked address (no rebinding between check and use), and
 //! redirects are followed by hand so each hop is checked too. The body is streamed with a byte bound:
-//! enough for `max_length` characters and a look past them, and never more than
-//! [`super::MAX_OUTPUT_BYTES`], even when the output is saved to the scratchpad (which lifts
-//! `max_length`'s default) or the body never ends.
+//! enough for `max_length` characters and a look past them, never more than [`FETCH_INLINE_MAX_BYTES`]
+//! for an answer returned inline, and never more than [`super::MAX_OUTPUT_BYTES`] even when the output
+//! is saved to the scratchpad (which lifts `max_length`'s default) or the body never ends.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -18,6 +18,10 @@ use crate::tools::{Tool, ToolContext, ToolSpec};
 
 /// The default limit on the characters returned.
 pub const DEFAULT_FETCH_LIMIT: usize = 100_000;
+/// The most bytes of a body read when the answer goes to the model inline, whatever `max_length` says
+/// (saved to the scratchpad, up to [`MAX_OUTPUT_BYTES`] are read). An inline answer is copied into the
+/// conversation, every later request and the run's result, so its ceiling is kept well under the saved one.
+pub const FETCH_INLINE_MAX_BYTES: usize = 1 << 20;
 /// How many bytes past the `max_length` characters' worth are read, so a body that ends soon after the
 /// limit is still counted exactly in the note on what was left out.
 pub const FETCH_LOOKAHEAD_BYTES: usize = 64 << 10;
@@ -48,7 +52,7 @@ impl WebFetch {
         WebFetch {
             spec: ToolSpec::new(
                 "web_fetch",
-                "Fetches a URL (GET) and returns the status and the body as text, cut at `max_length` characters (default 100000). At most 8 MiB of a body is read.",
+                "Fetches a URL (GET) and returns the status and the body as text, cut at `max_length` characters (default 100000). At most 1 MiB of a body is read (8 MiB when saved to the scratchpad).",
                 json!({"type": "object", "properties": {
                     "url": {"type": "string", "description": "An http or https URL"},
                     "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers"},
@@ -102,11 +106,8 @@ impl Tool for WebFetch {
             .map_err(|e| fail(format!("argument 'url' is not a URL: {e}")))?;
         let explicit = args.get("max_length").and_then(Value::as_u64).map(|n| n as usize);
         // Saved to the scratchpad, the length limit is lifted; an explicit max_length still applies.
-        let limit = if crate::agent::scratchpad::saving() {
-            explicit.unwrap_or(usize::MAX)
-        } else {
-            explicit.unwrap_or(DEFAULT_FETCH_LIMIT)
-        };
+        let saving = crate::agent::scratchpad::saving();
+        let limit = if saving { explicit.unwrap_or(usize::MAX) } else { explicit.unwrap_or(DEFAULT_FETCH_LIMIT) };
         let mut headers = reqwest::header::HeaderMap::new();
         for (k, v) in args.get("headers").and_then(Value::as_object).into_iter().flatten() {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
@@ -137,7 +138,8 @@ impl Tool for WebFetch {
                 url = url.join(loc).map_err(|e| fail(format!("a redirect to an invalid URL: {e}")))?;
                 continue;
             }
-            let text = read_body(resp, limit, &url).await?;
+            let ceiling = if saving { MAX_OUTPUT_BYTES } else { FETCH_INLINE_MAX_BYTES };
+            let text = read_body(resp, limit, ceiling, &url).await?;
             return Ok(Value::String(format!("HTTP {}\n\n{text}", status.as_u16())));
         }
         Err(fail(format!("more than {MAX_REDIRECTS} redirects")))
@@ -145,10 +147,15 @@ impl Tool for WebFetch {
 }
 
 /// Reads at most `limit` characters of a response's body, streamed: no more bytes than those characters
-/// can take plus [`FETCH_LOOKAHEAD_BYTES`], and never more than [`MAX_OUTPUT_BYTES`]; then says what was
-/// left out. A body that ends within the bytes read is cut and counted exactly, as [`super::clip`] does.
-async fn read_body(mut resp: reqwest::Response, limit: usize, url: &reqwest::Url) -> Result<String, ToolError> {
-    let budget = limit.saturating_mul(4).saturating_add(FETCH_LOOKAHEAD_BYTES).min(MAX_OUTPUT_BYTES);
+/// can take plus [`FETCH_LOOKAHEAD_BYTES`], and never more than `ceiling`; then says what was left out.
+/// A body that ends within the bytes read is cut and counted exactly, as [`super::clip`] does.
+async fn read_body(
+    mut resp: reqwest::Response,
+    limit: usize,
+    ceiling: usize,
+    url: &reqwest::Url,
+) -> Result<String, ToolError> {
+    let budget = limit.saturating_mul(4).saturating_add(FETCH_LOOKAHEAD_BYTES).min(ceiling);
     let mut body: Vec<u8> = Vec::new();
     let mut stopped = false;
     while let Some(chunk) = resp.chunk().await.map_err(|e| request_error(url, e))? {
@@ -178,6 +185,12 @@ async fn read_body(mut resp: reqwest::Response, limit: usize, url: &reqwest::Url
     }
     let why = if budget == MAX_OUTPUT_BYTES {
         format!("web_fetch reads at most {} of a body", super::bytes_in_words(MAX_OUTPUT_BYTES as u64))
+    } else if budget == ceiling {
+        format!(
+            "web_fetch reads at most {} of a body for an answer returned inline; save it to the scratchpad to read up to {}",
+            super::bytes_in_words(ceiling as u64),
+            super::bytes_in_words(MAX_OUTPUT_BYTES as u64)
+        )
     } else {
         format!("reading stopped after {budget} bytes, enough for max_length {limit}")
     };
