@@ -623,3 +623,31 @@ fn fetch_child(mode: &str) {
         println!("PEAK_RSS_KIB={}", peak_rss_kib());
     });
 }
+
+/// scratchpad_save_file writes through the file tools' one open path: a FIFO is refused at once (the old
+/// write by path waited for a reader forever, and the run with it), a link out is refused as outside
+/// reach, and a plain path in the workspace is written (the control).
+#[tokio::test]
+async fn scratchpad_save_file_refuses_fifos_and_links_out() {
+    let s = specials("save");
+    std::os::unix::fs::symlink(s.root.join("outside/target.txt"), s.ws.join("link_out")).unwrap();
+    let scope = Scope::new(&s.ws, Vec::<PathBuf>::new(), Vec::<PathBuf>::new(), true).unwrap();
+    let write = [("scratchpad_write", json!({"name": "n", "content": "hello"}))];
+    let save: Vec<(&str, Value)> = ["pipe", "link_out", "../outside/x.txt", "saved.txt"]
+        .iter()
+        .map(|p| ("scratchpad_save_file", json!({"name": "n", "path": p})))
+        .collect();
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(300),
+        run_turns(Policy::level(Level::Workspace).scope(scope), &[&write, &save], true),
+    )
+    .await
+    .expect("the run finished: a save to a FIFO does not wait for a reader");
+    let r: Vec<&str> = result.tool_calls.iter().map(|c| c.result.as_str()).collect();
+    assert_eq!(r[1], failed("scratchpad_save_file", &not_regular("pipe")));
+    assert_eq!(r[2], failed("scratchpad_save_file", &outside("link_out")));
+    assert_eq!(r[3], failed("scratchpad_save_file", &outside("../outside/x.txt")));
+    assert_eq!(r[4], format!("Saved scratchpad 'n' (5 bytes) to {}.", s.ws.join("saved.txt").display()));
+    assert_eq!(std::fs::read_to_string(s.ws.join("saved.txt")).unwrap(), "hello");
+    assert!(!s.root.join("outside/target.txt").exists() && !s.root.join("outside/x.txt").exists());
+}
