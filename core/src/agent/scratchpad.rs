@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::run_state::RunState;
 use crate::error::ToolError;
-use crate::permission::{Access, Level};
+use crate::permission::Level;
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
 /// How many characters `scratchpad_read` returns when no `limit` is given.
@@ -189,12 +189,20 @@ async fn save_file(state: &RunState, args: &Value, ctx: &ToolContext) -> Result<
         let entries = state.scratchpad.lock().unwrap_or_else(|p| p.into_inner());
         entries.get(&name).ok_or_else(|| missing(&entries, &name))?.clone()
     };
-    let target =
-        ctx.scope.check(path, Access::Write, ctx.write_reach()).map_err(|e| ToolError::failed(e.to_string()))?;
-    tokio::fs::write(&target, entry.as_bytes())
-        .await
-        .map_err(|e| ToolError::failed(format!("could not write {}: {e}", target.display())))?;
-    Ok(Value::String(format!("Saved scratchpad '{name}' ({} bytes) to {}.", entry.len(), target.display())))
+    // The file tools' one open path (checked, opened beneath the workspace root following no link, a
+    // FIFO or device refused), on the blocking pool.
+    let (scope, writes, path) = (ctx.scope.clone(), ctx.write_reach(), path.to_string());
+    let bytes = entry.len();
+    let target = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let (target, mut file) = scope.open_write(&path, writes, true).map_err(|e| ToolError::failed(e.to_string()))?;
+        file.write_all(entry.as_bytes())
+            .map_err(|e| ToolError::failed(format!("could not write {}: {e}", target.display())))?;
+        Ok::<_, ToolError>(target)
+    })
+    .await
+    .map_err(|e| ToolError::failed(format!("scratchpad_save_file's work failed: {e}")))??;
+    Ok(Value::String(format!("Saved scratchpad '{name}' ({bytes} bytes) to {}.", target.display())))
 }
 
 /// The scratchpad tools: read, write, edit and list at level `read`; save_file at `workspace`.

@@ -6,6 +6,7 @@ pub mod decision;
 mod level;
 pub mod narrow;
 pub mod network;
+pub(crate) mod open;
 mod policy;
 pub mod scope;
 

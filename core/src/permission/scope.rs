@@ -1,14 +1,15 @@
 //! Where a session reaches on the file system. Every path a tool touches is resolved (symlinks, `..`)
-//! before it is checked, and checked again on the opened file descriptor, so a symlink swapped between
-//! the check and the use cannot lead outside. A path outside reach is refused in the same words whether
-//! or not it exists.
+//! before it is checked, then opened beneath the root that grants it following no link at all
+//! (the `open` module), so a symlink swapped in between the check and the use cannot lead outside. A path
+//! outside reach is refused in the same words whether or not it exists, and whatever it is.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Component, Path, PathBuf};
+
+use super::open::{self, Kind, Located, Method, Root};
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,10 @@ pub struct Scope {
 pub enum ScopeError {
     #[error("path '{0}' is outside this session's reach")]
     OutsideReach(String),
+    /// A FIFO, a device, a socket or a directory where a file is read or written. Refused before any
+    /// open that could block; the words do not depend on which kind it is.
+    #[error("path '{0}' is not a regular file; the file tools open regular files only")]
+    NotRegular(String),
     #[error("path '{0}' is not valid: {1}")]
     Invalid(String, &'static str),
     #[error("{0}")]
@@ -109,18 +114,25 @@ impl Scope {
 
     /// Whether a resolved path may be accessed.
     pub fn allows(&self, resolved: &Path, access: Access, writes: WriteReach) -> bool {
+        self.granting_root(resolved, access, writes).is_some()
+    }
+
+    /// The root directory that grants `access` to the resolved path: a workspace root, a readable
+    /// directory, a system directory, or `/` where reach is not confined. The one rule of reach.
+    fn granting_root(&self, resolved: &Path, access: Access, writes: WriteReach) -> Option<&Path> {
+        let under = |r: &&Path| resolved.starts_with(r);
         match access {
             Access::Write => match writes {
-                WriteReach::Anywhere => true,
-                WriteReach::Nowhere => false,
-                WriteReach::WorkspaceRoots => self.workspace_roots().any(|r| resolved.starts_with(r)),
+                WriteReach::Anywhere => Some(Path::new("/")),
+                WriteReach::Nowhere => None,
+                WriteReach::WorkspaceRoots => self.workspace_roots().find(under),
             },
-            Access::Read => {
-                !self.confine_reads
-                    || self.workspace_roots().any(|r| resolved.starts_with(r))
-                    || self.readable_dirs.iter().any(|r| resolved.starts_with(r))
-                    || SYSTEM_DIRS.iter().any(|r| resolved.starts_with(r))
-            }
+            Access::Read => self
+                .workspace_roots()
+                .chain(self.readable_dirs.iter().map(PathBuf::as_path))
+                .chain(SYSTEM_DIRS.iter().map(Path::new))
+                .find(under)
+                .or_else(|| (!self.confine_reads).then_some(Path::new("/"))),
         }
     }
 
@@ -136,69 +148,176 @@ impl Scope {
         }
     }
 
-    /// Opens a checked path for reading, and checks the opened file again by its descriptor.
-    pub fn open_read(&self, given: &str, writes: WriteReach) -> Result<(PathBuf, File), ScopeError> {
-        let resolved = self.check(given, Access::Read, writes)?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&resolved)
-            .map_err(|e| self.io_error(given, &resolved, Access::Read, writes, e))?;
-        self.recheck(given, &file, Access::Read, writes)?;
-        Ok((resolved, file))
+    /// Checks `given`, then opens the root that grants it and locates the path beneath that root with
+    /// `O_PATH`, following no link (see the `open` module). Nothing is opened for reading or writing yet,
+    /// so nothing can block. A link met on the way (swapped in after the check) is refused as outside
+    /// reach.
+    pub(crate) fn locate(&self, given: &str, access: Access, writes: WriteReach) -> Result<Found<'_>, ScopeError> {
+        let resolved = self.check(given, access, writes)?;
+        let beneath = self.beneath(given, &resolved, access, writes)?;
+        let rel = resolved.strip_prefix(beneath.root.path()).unwrap_or(Path::new("")).to_path_buf();
+        let located = beneath.locate(&rel).map_err(|e| e.into_scope_error(given))?;
+        Ok(Found { resolved, rel, located, beneath })
     }
 
-    /// Opens (creating or truncating) a checked path for writing. The parent directory is opened and
-    /// checked by descriptor first, then the file is created relative to it without following links.
+    /// The root that grants `access` to `resolved`, opened.
+    fn beneath(
+        &self,
+        given: &str,
+        resolved: &Path,
+        access: Access,
+        writes: WriteReach,
+    ) -> Result<Beneath<'_>, ScopeError> {
+        let root =
+            self.granting_root(resolved, access, writes).ok_or_else(|| ScopeError::OutsideReach(given.to_string()))?;
+        let root = Root::open(root, open::method()).map_err(|e| refusal(given, e))?;
+        Ok(Beneath { scope: self, root, access, writes })
+    }
+
+    /// Opens a checked path for reading. Only a regular file is opened; anything else (a FIFO, a device,
+    /// a socket, a directory) is refused before any open that could block.
+    pub fn open_read(&self, given: &str, writes: WriteReach) -> Result<(PathBuf, File), ScopeError> {
+        let found = self.locate(given, Access::Read, writes)?;
+        let file = found.open_file(given)?;
+        Ok((found.resolved, file))
+    }
+
+    /// Opens (creating, and truncating if asked) a checked path for writing, beneath the workspace root
+    /// that grants it, following no link. An existing file that is not a regular file is refused before
+    /// any open that could block; the open itself never waits (`O_NONBLOCK`).
     pub fn open_write(&self, given: &str, writes: WriteReach, truncate: bool) -> Result<(PathBuf, File), ScopeError> {
         let resolved = self.check(given, Access::Write, writes)?;
-        let parent = resolved.parent().ok_or_else(|| ScopeError::Invalid(given.to_string(), "no file name"))?;
-        let name = resolved.file_name().ok_or_else(|| ScopeError::Invalid(given.to_string(), "no file name"))?;
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(parent)
-            .map_err(|e| self.io_error(given, parent, Access::Write, writes, e))?;
-        self.recheck(given, &dir, Access::Write, writes)?;
-        let file = openat_write(&dir, name, truncate).map_err(|e| ScopeError::Io(format!("{given}: {e}")))?;
-        self.recheck(given, &file, Access::Write, writes)?;
+        let beneath = self.beneath(given, &resolved, Access::Write, writes)?;
+        let rel = resolved.strip_prefix(beneath.root.path()).unwrap_or(Path::new(""));
+        if rel.as_os_str().is_empty() {
+            return Err(ScopeError::NotRegular(given.to_string()));
+        }
+        match beneath.locate(rel) {
+            Ok(located) if located.kind == Kind::Regular => {}
+            Ok(_) => return Err(ScopeError::NotRegular(given.to_string())),
+            Err(Refused::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into_scope_error(given)),
+        }
+        let file = match beneath.root.create(rel) {
+            Ok(Some(file)) => file,
+            // ENXIO: a FIFO with no reader, raced in after the look above.
+            Ok(None) => return Err(ScopeError::NotRegular(given.to_string())),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(ScopeError::NotRegular(given.to_string())),
+            Err(e) => return Err(refusal(given, e)),
+        };
+        beneath.recheck(file.as_fd()).map_err(|e| e.into_scope_error(given))?;
+        if truncate {
+            file.set_len(0).map_err(|e| ScopeError::Io(format!("{given}: {e}")))?;
+        }
         Ok((resolved, file))
     }
+}
 
-    fn recheck(&self, given: &str, file: &File, access: Access, writes: WriteReach) -> Result<(), ScopeError> {
-        use std::os::fd::AsRawFd;
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-            .map_err(|e| ScopeError::Io(format!("{given}: {e}")))?;
-        if self.allows(&real, access, writes) { Ok(()) } else { Err(ScopeError::OutsideReach(given.to_string())) }
+/// A checked path, located beneath the root that grants it (an `O_PATH` descriptor: nothing opened
+/// for reading or writing yet).
+#[derive(Debug)]
+pub(crate) struct Found<'a> {
+    /// The path as resolved and checked.
+    pub(crate) resolved: PathBuf,
+    /// The path relative to the granting root.
+    pub(crate) rel: PathBuf,
+    pub(crate) located: Located,
+    /// The granting root, to open more beneath it (a directory walk).
+    pub(crate) beneath: Beneath<'a>,
+}
+
+impl Found<'_> {
+    /// What the path is.
+    pub(crate) fn kind(&self) -> Kind {
+        self.located.kind
     }
 
-    fn io_error(&self, given: &str, path: &Path, access: Access, writes: WriteReach, e: io::Error) -> ScopeError {
-        // ELOOP: the last component became a symlink after the check. Say nothing about where it points.
-        if e.raw_os_error() == Some(libc::ELOOP) || !self.allows(path, access, writes) {
-            return ScopeError::OutsideReach(given.to_string());
+    /// Opens the located path for reading if it is a regular file; anything else is refused.
+    pub(crate) fn open_file(&self, given: &str) -> Result<File, ScopeError> {
+        self.beneath.read(&self.rel, &self.located).map_err(|e| e.into_scope_error(given))
+    }
+}
+
+/// An opened root that grants an access, with the scope to re-check against where the kernel gives no
+/// `openat2`. Everything a directory walk opens goes through here.
+#[derive(Debug)]
+pub(crate) struct Beneath<'a> {
+    scope: &'a Scope,
+    root: Root,
+    access: Access,
+    writes: WriteReach,
+}
+
+/// Why an open beneath a root failed, before it is put in words for a given path.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// A link was met (swapped in after the check), or the opened file turned out to lie outside.
+    Outside,
+    /// A FIFO, device, socket or directory where a regular file was wanted.
+    NotRegular,
+    Io(io::Error),
+}
+
+impl Refused {
+    fn from_io(e: io::Error) -> Refused {
+        match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::EXDEV) => Refused::Outside,
+            _ => Refused::Io(e),
         }
-        match e.kind() {
-            io::ErrorKind::NotFound => ScopeError::Io(format!("no such file or directory: {given}")),
-            _ => ScopeError::Io(format!("{given}: {e}")),
+    }
+
+    /// The refusal in words, for the path the caller gave.
+    pub(crate) fn into_scope_error(self, given: &str) -> ScopeError {
+        match self {
+            Refused::Outside => ScopeError::OutsideReach(given.to_string()),
+            Refused::NotRegular => ScopeError::NotRegular(given.to_string()),
+            Refused::Io(e) => refusal(given, e),
         }
     }
 }
 
-fn openat_write(dir: &File, name: &std::ffi::OsStr, truncate: bool) -> io::Result<File> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let cname = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    if truncate {
-        flags |= libc::O_TRUNC;
+fn refusal(given: &str, e: io::Error) -> ScopeError {
+    match Refused::from_io(e) {
+        Refused::Io(e) if e.kind() == io::ErrorKind::NotFound => {
+            ScopeError::Io(format!("no such file or directory: {given}"))
+        }
+        Refused::Io(e) => ScopeError::Io(format!("{given}: {e}")),
+        other => other.into_scope_error(given),
     }
-    // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated string, both live for
-    // the call; the returned descriptor is owned by the File made from it.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+}
+
+impl Beneath<'_> {
+    /// Locates `rel` beneath the root (`O_PATH`, no link followed). A trailing symlink is refused as
+    /// outside reach, like one met on the way.
+    pub(crate) fn locate(&self, rel: &Path) -> Result<Located, Refused> {
+        let located = self.root.locate(rel).map_err(Refused::from_io)?;
+        if located.kind == Kind::Symlink {
+            return Err(Refused::Outside);
+        }
+        self.recheck(located.fd.as_fd())?;
+        Ok(located)
     }
-    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+
+    /// Opens a located regular file for reading; anything else is refused.
+    pub(crate) fn read(&self, rel: &Path, located: &Located) -> Result<File, Refused> {
+        self.root.read_located(rel, located).map_err(Refused::from_io)?.ok_or(Refused::NotRegular)
+    }
+
+    /// The names in a located directory, at most `max`, and whether there were more.
+    pub(crate) fn list(&self, located: &Located, max: usize) -> Result<(Vec<std::ffi::OsString>, bool), Refused> {
+        self.root.list(located, max).map_err(Refused::from_io)
+    }
+
+    /// Where the kernel has no `openat2`: the opened descriptor's real path, read back from
+    /// `/proc/self/fd`, must still be in reach. (With `openat2` the kernel has already kept the walk
+    /// beneath the root.)
+    fn recheck(&self, fd: BorrowedFd<'_>) -> Result<(), Refused> {
+        if self.root.method() == Method::Openat2 {
+            return Ok(());
+        }
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(Refused::Io)?;
+        if self.scope.allows(&real, self.access, self.writes) { Ok(()) } else { Err(Refused::Outside) }
+    }
 }
 
 /// Refuses what is no path at all: empty, NUL bytes, longer than [`MAX_PATH_BYTES`].

@@ -8,9 +8,12 @@ mod web;
 
 use std::sync::Arc;
 
-pub use files::{FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, SEARCH_CAP};
+pub use files::{
+    EDIT_MAX_BYTES, FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, READ_CAP, READ_SCAN_MAX_BYTES,
+    SEARCH_CAP, SEARCH_FILE_MAX_BYTES, SEARCH_LINE_MAX_BYTES, SEARCH_TOTAL_MAX_BYTES, WALK_MAX_ENTRIES,
+};
 pub use shell::{ShellExecute, sandbox_available};
-pub use web::{DEFAULT_FETCH_LIMIT, WebFetch};
+pub use web::{DEFAULT_FETCH_LIMIT, FETCH_INLINE_MAX_BYTES, FETCH_LOOKAHEAD_BYTES, WebFetch};
 
 use super::Tool;
 
@@ -37,6 +40,31 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
 /// The five file tools.
 pub fn files() -> Vec<Arc<dyn Tool>> {
     NAMES[..5].iter().filter_map(|n| by_name(n)).collect()
+}
+
+/// The hard ceiling on the bytes one built-in call returns or reads from a peer (a web_fetch body, the
+/// matches of file_search, the paths of file_find), even when its output is saved to the scratchpad,
+/// which lifts the ordinary caps (SPEC §5) but not this one.
+pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
+
+/// A byte count in words: `8 MiB`, `1 GiB`, `512 bytes`.
+pub(crate) fn bytes_in_words(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// `bytes` as text when they are UTF-8 but for one character cut off at their end (where a bounded
+/// read stopped), which is dropped; `None` when they are not UTF-8.
+pub(crate) fn utf8_cut(bytes: &[u8]) -> Option<&str> {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => Some(t),
+        Err(e) if e.error_len().is_none() => bytes.get(..e.valid_up_to()).and_then(|b| std::str::from_utf8(b).ok()),
+        Err(_) => None,
+    }
 }
 
 /// Cuts `text` to at most `limit` characters, saying how much was left out.
