@@ -49,6 +49,8 @@ fn tool_facts(tool: &dyn Tool) -> ToolFacts<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolListing {
     pub name: String,
+    /// What the model is told the tool does (for the shell: what confines it on this kernel).
+    pub description: String,
     /// The level the tool requires after overrides.
     pub level: Level,
     /// The level the tool declares.

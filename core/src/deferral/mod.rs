@@ -235,6 +235,7 @@ impl Facts {
         };
         ToolListing {
             name: tool.spec().name.clone(),
+            description: tool.spec().description.clone(),
             level: self.level_of(tool),
             declared_level: tool.level(),
             status,

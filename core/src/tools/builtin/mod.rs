@@ -3,13 +3,14 @@
 //! the one rule, and reaches only what the session's scope, level and network allow.
 
 mod files;
+pub mod sandbox;
 mod shell;
 mod web;
 
 use std::sync::Arc;
 
 pub use files::{FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, SEARCH_CAP};
-pub use shell::{ShellExecute, sandbox_available};
+pub use shell::{OUTPUT_CAP, ShellExecute, sandbox_available};
 pub use web::{DEFAULT_FETCH_LIMIT, WebFetch};
 
 use super::Tool;
