@@ -79,18 +79,17 @@ async fn main() {
             let run = agent.run("go");
             tokio::pin!(run);
             // Bounded polling on a real condition: the processes the command started are alive.
-            let mut seen = 0;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-            loop {
+            let seen = loop {
                 tokio::select! {
                     r = &mut run => panic!("the run ended before it was cancelled: {:?}", r.map(|r| r.output)),
                     _ = tokio::time::sleep(Duration::from_millis(20)) => {}
                 }
-                seen = marked(marker);
+                let seen = marked(marker);
                 if seen >= count || tokio::time::Instant::now() > deadline {
-                    break;
+                    break seen;
                 }
-            }
+            };
             out["seen_before_cancel"] = json!(seen);
             // Dropping the future cancels the run.
         }

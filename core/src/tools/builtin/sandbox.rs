@@ -117,6 +117,9 @@ fn landlock_abi() -> i32 {
 }
 
 fn seccomp_available() -> bool {
+    if seccompiler::TargetArch::try_from(std::env::consts::ARCH).is_err() {
+        return false;
+    }
     let action: u32 = libc::SECCOMP_RET_ERRNO;
     // SAFETY: asks whether an action is available; the kernel reads the u32 it points to.
     let rc = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_GET_ACTION_AVAIL, 0u32, &action as *const u32) };
@@ -287,13 +290,23 @@ impl Plan {
         // SAFETY: marks descriptors close-on-exec; the kernel touches no memory of ours.
         let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
         if rc != 0 {
-            for fd in 3..4096 {
+            for fd in 3..open_files_limit() {
                 // SAFETY: as above, one descriptor at a time (EBADF for those not open).
                 unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
             }
         }
         Ok(())
     }
+}
+
+/// One past the highest descriptor this process may hold (for kernels before `close_range`, 5.9).
+fn open_files_limit() -> libc::c_int {
+    // SAFETY: fills a struct we own.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 65_536;
+    }
+    libc::c_int::try_from(lim.rlim_cur.min(1 << 20)).unwrap_or(1 << 20)
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
@@ -349,7 +362,11 @@ fn supervise(worker: libc::pid_t, stops: &libc::sigset_t, alarm_secs: u32) -> ! 
     unsafe {
         // The supervisor holds nothing of the host's: in particular not the pipe through which the host
         // learns that `exec` happened (the worker holds it until then).
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+            for fd in 3..open_files_limit() {
+                libc::close(fd);
+            }
+        }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = stop as extern "C" fn(libc::c_int) as usize;
         libc::sigemptyset(&mut action.sa_mask);
@@ -573,7 +590,11 @@ const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
 const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 
 /// The seccomp filter (errno EPERM on a match, everything else allowed).
-fn seccomp_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProgram, seccompiler::BackendError> {
+fn seccomp_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProgram, String> {
+    build_filter(level, net_off, namespaces).map_err(|e| e.to_string()).and_then(guard_x32)
+}
+
+fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProgram, seccompiler::BackendError> {
     use std::collections::BTreeMap;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let always = |rules: &mut BTreeMap<i64, Vec<SeccompRule>>, nrs: &[i64]| {
@@ -661,4 +682,191 @@ fn seccomp_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfPr
     }
     let arch = std::env::consts::ARCH.try_into()?;
     SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)?.try_into()
+}
+
+/// On x86_64 the x32 ABI reaches the same system calls under numbers with bit 30 set, which the rules
+/// above do not name: refuse every such number. The program opens with the architecture check (three
+/// instructions) and the load of the system call number; the guard goes right after that load (BPF
+/// jumps only forward, so no jump crosses it).
+fn guard_x32(mut program: BpfProgram) -> Result<BpfProgram, String> {
+    if cfg!(target_arch = "x86_64") {
+        const LD_W_ABS: u16 = 0x20;
+        const JGE_K: u16 = 0x05 | 0x30;
+        const RET_K: u16 = 0x06;
+        let loads_nr = program.get(3).is_some_and(|i| i.code == LD_W_ABS && i.k == 0);
+        if !loads_nr {
+            return Err("the filter does not open as expected: no room for the x32 guard".into());
+        }
+        let errno = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        program.splice(
+            4..4,
+            [
+                seccompiler::sock_filter { code: JGE_K, jt: 0, jf: 1, k: 0x4000_0000 },
+                seccompiler::sock_filter { code: RET_K, jt: 0, jf: 0, k: errno },
+            ],
+        );
+    }
+    Ok(program)
+}
+
+/// Each layer alone, and the fallback a kernel without user namespaces gets, against real processes and
+/// files (the agent-level attacks with both users are in core/tests/shell_sandbox.rs).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
+
+    fn tree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+        let root = std::env::temp_dir().join(format!("ambit-layers-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (ws, outside) = (root.join("ws"), root.join("outside"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("f"), "x").unwrap();
+        (root, ws, outside)
+    }
+
+    /// Runs `command` under exactly `layers`, as the shell tool would; returns its output.
+    fn run(layers: &Features, level: Level, network: Network, ws: &Path, command: &str) -> String {
+        let writable = if level == Level::Workspace { vec![ws.to_path_buf()] } else { Vec::new() };
+        let plan = Plan::build(layers, level, network, &writable, ws, None, 60).unwrap();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(command).current_dir(ws).stdin(std::process::Stdio::null());
+        let mut plan = Some(plan);
+        // SAFETY: `Plan::enter` makes system calls only.
+        unsafe {
+            cmd.pre_exec(move || match plan.take() {
+                Some(p) => p.enter(),
+                None => Ok(()),
+            });
+        }
+        let out = cmd.output().unwrap();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }
+
+    fn live(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z')))
+    }
+
+    /// Metadata, a signal to a process of this test's, a `setsid` escapee, a device node and a TCP
+    /// connection, under `layers` at `level`.
+    fn attacks(layers: &Features, level: Level, name: &str) -> (String, bool, bool, bool) {
+        let (root, ws, outside) = tree(name);
+        let f = outside.join("f");
+        let before = std::fs::metadata(&f).unwrap();
+        let mut victim = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mark = format!("1000.{}{}", std::process::id(), name.len());
+        let cmd = format!(
+            "chmod 700 {f}; echo chmod=$?; touch -d 2001-01-01 {f}; echo touch=$?; kill -9 {v}; echo kill=$?; \
+             mknod {ws}/c c 1 3; echo mknod=$?; setsid sleep {mark} & \
+             /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}))'; echo tcp=$?",
+            f = f.display(),
+            v = victim.id(),
+            ws = ws.display(),
+            port = listener.local_addr().unwrap().port(),
+        );
+        let out = run(layers, level, Network::None, &ws, &cmd);
+        let after = std::fs::metadata(&f).unwrap();
+        let unchanged = (after.mode(), after.mtime(), after.ctime()) == (before.mode(), before.mtime(), before.ctime());
+        let victim_lives = live(victim.id());
+        let _ = victim.kill();
+        let _ = victim.wait();
+        // The call has ended: no escapee may be left.
+        let escaped = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.windows(mark.len()).any(|w| w == mark.as_bytes()))
+        });
+        let _ = std::fs::remove_dir_all(&root);
+        let out = format!("{out}\ntcp arrived={}", listener.accept().is_ok());
+        (out, unchanged, victim_lives, escaped)
+    }
+
+    #[test]
+    fn without_namespaces_landlock_and_seccomp_still_confine() {
+        let real = features();
+        let layers = Features { landlock_abi: real.landlock_abi, seccomp: true, namespaces: false };
+        assert!(layers.read_only(), "this kernel has Landlock ABI 6+: {real:?}");
+        for level in [Level::Read, Level::Workspace] {
+            let (out, unchanged, victim_lives, escaped) = attacks(&layers, level, &format!("fallback-{level:?}"));
+            assert!(unchanged && victim_lives && !escaped, "{level:?}: {out}");
+            for what in ["chmod=0", "touch=0", "kill=0", "mknod=0", "tcp=0", "arrived=true"] {
+                assert!(!out.contains(what), "{level:?}: {what}: {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn namespaces_alone_confine_files_processes_and_network() {
+        assert!(features().namespaces, "this kernel has unprivileged user namespaces");
+        let layers = Features { landlock_abi: 0, seccomp: false, namespaces: true };
+        let (out, unchanged, victim_lives, escaped) = attacks(&layers, Level::Workspace, "ns");
+        assert!(unchanged && victim_lives && !escaped, "{out}");
+        for what in ["chmod=0", "touch=0", "kill=0", "mknod=0", "tcp=0", "arrived=true"] {
+            assert!(!out.contains(what), "{what}: {out}");
+        }
+        // The workspace stays writable, metadata included.
+        let (root, ws, _) = tree("ns-ws");
+        let out = run(&layers, Level::Workspace, Network::None, &ws, "echo x > new; chmod 600 new; echo rc=$?");
+        assert!(out.contains("rc=0") && std::fs::read_to_string(ws.join("new")).unwrap() == "x\n", "{out}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn seccomp_alone_refuses_metadata_devices_and_sockets() {
+        let layers = Features { landlock_abi: 0, seccomp: true, namespaces: false };
+        let (root, ws, outside) = tree("seccomp");
+        let cmd = format!(
+            "chmod 700 {f}; echo chmod=$?; mknod {ws}/c c 1 3; echo mknod=$?; mkfifo {ws}/p; echo fifo=$?; \
+             /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX)'; echo unix=$?",
+            f = outside.join("f").display(),
+            ws = ws.display()
+        );
+        let out = run(&layers, Level::Read, Network::Unrestricted, &ws, &cmd);
+        for what in ["chmod=1", "mknod=1", "fifo=0", "unix=1"] {
+            assert!(out.contains(what), "{what}: {out}");
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn no_layer_at_unrestricted_but_every_process_still_ends() {
+        // Negative control for the tests above: at unrestricted the same attacks land, and the
+        // supervisor alone still ends the escapee.
+        let (out, unchanged, victim_lives, escaped) = attacks(features(), Level::Unrestricted, "unrestricted");
+        assert!(!unchanged && !victim_lives && !escaped, "{out}");
+        assert!(out.contains("chmod=0") && out.contains("kill=0") && out.contains("arrived=true"), "{out}");
+    }
+
+    #[test]
+    fn a_descriptor_the_host_leaked_does_not_reach_the_shell() {
+        let (root, ws, outside) = tree("leak");
+        let f = outside.join("f");
+        let c = std::ffi::CString::new(f.as_os_str().as_bytes()).unwrap();
+        // SAFETY: opens a file of ours without close-on-exec, as a careless host library would.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_APPEND) };
+        assert!(fd > 2);
+        let cmd = format!("echo leaked >&{fd}; echo rc=$?");
+        // Negative control: a plain child inherits it and writes through it.
+        let plain = std::process::Command::new("/bin/sh").arg("-c").arg(&cmd).output().unwrap();
+        assert!(String::from_utf8_lossy(&plain.stdout).contains("rc=0"));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "xleaked\n");
+        let out = run(features(), Level::Read, Network::None, &ws, &cmd);
+        // SAFETY: closes the descriptor opened above.
+        unsafe { libc::close(fd) };
+        assert!(!out.contains("rc=0"), "{out}");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "xleaked\n", "{out}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_filter_refuses_x32_numbers() {
+        let program = seccomp_filter(Level::Read, true, true).unwrap();
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!((program[4].code, program[4].k), (0x35, 0x4000_0000));
+            assert_eq!(program[5].k, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);
+        }
+    }
 }

@@ -302,3 +302,66 @@ impl Tool for ShellExecute {
         Ok(Value::String(render(&code, out, err)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text the tool returned before output was streamed: everything buffered, then cut.
+    fn whole(code: &str, out: &str, err: &str) -> String {
+        let mut text = format!("exit code: {code}\n");
+        if !out.is_empty() {
+            text.push_str(&format!("stdout:\n{out}"));
+        }
+        if !err.is_empty() {
+            text.push_str(&format!("{}stderr:\n{err}", if out.is_empty() || out.ends_with('\n') { "" } else { "\n" }));
+        }
+        let n = text.chars().count();
+        if n <= OUTPUT_CAP {
+            return text;
+        }
+        let half = OUTPUT_CAP / 2;
+        let head: String = text.chars().take(half).collect();
+        let tail: String = text.chars().skip(n - half).collect();
+        format!("{head}\n[… {} characters of output not shown …]\n{tail}", n - OUTPUT_CAP)
+    }
+
+    fn streamed(text: &str, chunk: usize) -> Kept {
+        let mut k = Kept::default();
+        for piece in text.as_bytes().chunks(chunk) {
+            k.push(piece);
+        }
+        k
+    }
+
+    #[test]
+    fn streaming_keeps_the_same_head_and_tail_as_buffering_everything() {
+        let samples = |seed: usize| -> Vec<String> {
+            [0, 1, 100, 14_999, 15_000, 29_990, 30_000, 30_001, 60_000, 120_007, 120_010, 400_000]
+                .iter()
+                .map(|&n| {
+                    (0..n)
+                        .map(|i| match (i + seed) % 7 {
+                            0 => 'é',
+                            1 => '\n',
+                            2 => '😀',
+                            3 => 'ж',
+                            _ => char::from(b'a' + ((i / 7) % 26) as u8),
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        for (i, out) in samples(0).iter().enumerate() {
+            for err in samples(i).iter().step_by(3) {
+                for chunk in [1usize, 7, 4096, 65_536] {
+                    if chunk == 1 && out.len() + err.len() > 200_000 {
+                        continue;
+                    }
+                    let got = render("0", streamed(out, chunk), streamed(err, chunk));
+                    assert_eq!(got, whole("0", out, err), "stdout {} bytes, stderr {} bytes, chunks of {chunk}", out.len(), err.len());
+                }
+            }
+        }
+    }
+}
