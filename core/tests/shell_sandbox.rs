@@ -104,13 +104,19 @@ async fn agent_call(d: &Dirs, level: &str, network: &str, command: &str, timeout
         c.extend(e);
     }
     child.stdin.take().unwrap().write_all(cfg.to_string().as_bytes()).unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(300), tokio::task::spawn_blocking(move || child.wait_with_output()))
-        .await
-        .expect("the agent process hung")
-        .unwrap()
-        .unwrap();
+    let out =
+        tokio::time::timeout(Duration::from_secs(300), tokio::task::spawn_blocking(move || child.wait_with_output()))
+            .await
+            .expect("the agent process hung")
+            .unwrap()
+            .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the agent process failed: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the agent process failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
 }
 
@@ -302,7 +308,12 @@ EOF"#,
     /// returned), so whatever arrived is queued.
     fn arrived(&self) -> [bool; 4] {
         let mut buf = [0u8; 16];
-        [self.unix.accept().is_ok(), self.abstract_.accept().is_ok(), self.udp.recv(&mut buf).is_ok(), self.tcp.accept().is_ok()]
+        [
+            self.unix.accept().is_ok(),
+            self.abstract_.accept().is_ok(),
+            self.udp.recv(&mut buf).is_ok(),
+            self.tcp.accept().is_ok(),
+        ]
     }
 }
 
@@ -462,7 +473,13 @@ fn kernel_features_are_detected_and_described() {
     let listed = agent.list_tools();
     let shell = listed.iter().find(|t| t.name == "shell_execute").unwrap();
     assert_eq!((shell.declared_level, shell.status), (Level::Read, ToolStatus::Offered));
-    assert!(shell.description.contains(&format!("Landlock ABI {}", f.landlock_abi)), "{}", shell.description);
+    let confinement = shell.confinement.as_deref().unwrap_or_default();
+    assert!(confinement.contains(&format!("Landlock ABI {}", f.landlock_abi)), "{confinement}");
+    assert!(confinement.contains("namespaces") && confinement.contains("seccomp"), "{confinement}");
+    let description = &agent.tools().get("shell_execute").unwrap().spec().description;
+    assert!(description.ends_with(confinement) && description.contains("remote is held as none"), "{description}");
+    // Other tools run no sandbox of their own.
+    assert!(listed.iter().filter(|t| t.name != "shell_execute").all(|t| t.confinement.is_none()));
     // A kernel without signal scoping and without user namespaces cannot keep other processes safe:
     // the shell is then not offered below unrestricted, and says why.
     let old = sandbox::Features { landlock_abi: 5, seccomp: true, namespaces: false };

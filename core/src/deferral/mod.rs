@@ -235,11 +235,11 @@ impl Facts {
         };
         ToolListing {
             name: tool.spec().name.clone(),
-            description: tool.spec().description.clone(),
             level: self.level_of(tool),
             declared_level: tool.level(),
             status,
             approval: needs_approval(self.tool(tool), self.session()),
+            confinement: tool.confinement(),
         }
     }
 

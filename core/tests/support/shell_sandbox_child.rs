@@ -61,7 +61,11 @@ async fn main() {
     let agent = Agent::builder()
         .model(OpenAiChat::new("m").base_url(cfg["base_url"].as_str().expect("base_url")).max_retries(0))
         .tools([shell])
-        .policy(Policy::level(level).scope(Scope::new(ws, Vec::<&str>::new(), Vec::<&str>::new(), false).expect("scope")).network(network))
+        .policy(
+            Policy::level(level)
+                .scope(Scope::new(ws, Vec::<&str>::new(), Vec::<&str>::new(), false).expect("scope"))
+                .network(network),
+        )
         .build()
         .expect("agent");
     let mut ballast = Vec::new();
@@ -71,7 +75,8 @@ async fn main() {
     let before = vm_hwm_kb();
     let f = builtin::sandbox::features();
     let features = json!({"landlock_abi": f.landlock_abi, "seccomp": f.seccomp, "namespaces": f.namespaces});
-    let mut out = json!({"pid": std::process::id(), "hwm_before_kb": before, "ballast": ballast.len(), "features": features});
+    let mut out =
+        json!({"pid": std::process::id(), "hwm_before_kb": before, "ballast": ballast.len(), "features": features});
     match mode {
         "cancel" => {
             let marker = cfg["marker"].as_str().expect("marker");

@@ -31,7 +31,9 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
 
 use crate::permission::scope::SYSTEM_DIRS;
 use crate::permission::{Level, Network, WriteReach};
@@ -256,7 +258,8 @@ impl Plan {
         // A raw fork: glibc's fork() runs the host's at-fork handlers and takes malloc's locks, which
         // another host thread may have held when the host forked us.
         // SAFETY: clone with SIGCHLD only is fork; both sides continue on their own copy of this stack.
-        let worker = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
+        let worker =
+            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
         let worker = libc::pid_t::try_from(worker).unwrap_or(-1);
         if worker < 0 {
             return Err(io::Error::last_os_error());
@@ -501,7 +504,9 @@ fn mounts(ns: &Namespaces) -> io::Result<()> {
         )
     };
     for root in &ns.writable {
-        check(unsafe { libc::mount(root.as_ptr(), root.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) })?;
+        check(unsafe {
+            libc::mount(root.as_ptr(), root.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null())
+        })?;
     }
     let ro = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     mount_setattr(c"/", libc::AT_RECURSIVE, &ro)?;
@@ -602,7 +607,8 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
             rules.insert(nr, Vec::new());
         }
     };
-    let arg = |index: u8, op: SeccompCmpOp, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value);
+    let arg =
+        |index: u8, op: SeccompCmpOp, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value);
     // Device nodes: mknod of a character or block device, whatever the level (FIFOs and sockets stay).
     let device = |mode_arg: u8| -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
         let ifmt = libc::S_IFMT as u64;
@@ -619,10 +625,7 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
     if net_off {
         always(&mut rules, &[libc::SYS_socket]);
     } else {
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?],
-        );
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?]);
     }
     // io_uring opens sockets and files without the system calls above.
     always(&mut rules, &[libc::SYS_io_uring_setup, libc::SYS_io_uring_enter, libc::SYS_io_uring_register]);
@@ -672,7 +675,14 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
         #[cfg(target_arch = "x86_64")]
         always(
             &mut rules,
-            &[libc::SYS_chmod, libc::SYS_chown, libc::SYS_lchown, libc::SYS_utime, libc::SYS_utimes, libc::SYS_futimesat],
+            &[
+                libc::SYS_chmod,
+                libc::SYS_chown,
+                libc::SYS_lchown,
+                libc::SYS_utime,
+                libc::SYS_utimes,
+                libc::SYS_futimesat,
+            ],
         );
         let ioctl = [FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR]
             .into_iter()

@@ -152,15 +152,21 @@ fn render(code: &str, out: Kept, err: Kept) -> String {
         pieces.push(Piece::Text(format!("{}stderr:\n", if out_ends_line { "" } else { "\n" })));
         err.pieces(&mut pieces);
     }
-    let n: usize = pieces.iter().map(|p| match p {
-        Piece::Text(t) => t.chars().count(),
-        Piece::Gap(g) => *g,
-    }).sum();
+    let n: usize = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Text(t) => t.chars().count(),
+            Piece::Gap(g) => *g,
+        })
+        .sum();
     if n <= OUTPUT_CAP {
-        return pieces.iter().filter_map(|p| match p {
-            Piece::Text(t) => Some(t.as_str()),
-            Piece::Gap(_) => None,
-        }).collect();
+        return pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Text(t) => Some(t.as_str()),
+                Piece::Gap(_) => None,
+            })
+            .collect();
     }
     let half = OUTPUT_CAP / 2;
     let mut head = String::new();
@@ -241,6 +247,9 @@ impl Tool for ShellExecute {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    fn confinement(&self) -> Option<String> {
+        Some(features().describe())
+    }
     async fn call(&self, _: Value) -> Result<Value, ToolError> {
         Err(fail("shell_execute runs inside an agent"))
     }
@@ -250,10 +259,7 @@ impl Tool for ShellExecute {
             args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECS).min(MAX_TIMEOUT_SECS);
         let sandboxed = ctx.level != Level::Unrestricted;
         if sandboxed && !sandbox_available() {
-            return Err(fail(format!(
-                "the shell runs only at unrestricted here: {}",
-                features().describe()
-            )));
+            return Err(fail(format!("the shell runs only at unrestricted here: {}", features().describe())));
         }
         let plan = Plan::for_call(ctx, timeout).map_err(|e| fail(format!("the sandbox could not be prepared: {e}")))?;
         let mut cmd = tokio::process::Command::new("/bin/sh");
@@ -359,7 +365,13 @@ mod tests {
                         continue;
                     }
                     let got = render("0", streamed(out, chunk), streamed(err, chunk));
-                    assert_eq!(got, whole("0", out, err), "stdout {} bytes, stderr {} bytes, chunks of {chunk}", out.len(), err.len());
+                    assert_eq!(
+                        got,
+                        whole("0", out, err),
+                        "stdout {} bytes, stderr {} bytes, chunks of {chunk}",
+                        out.len(),
+                        err.len()
+                    );
                 }
             }
         }
