@@ -22,6 +22,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetCreated, RulesetCreatedAttr, Scope,
 };
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
@@ -152,11 +153,19 @@ fn probe_namespaces() -> bool {
 /// Everything a call's sandbox needs, prepared in the parent (it opens files and allocates) and entered
 /// in the child between `fork` and `exec` ([`Plan::enter`]).
 pub(crate) struct Plan {
-    landlock: Option<RulesetCreated>,
+    landlock: Option<Landlocked>,
     seccomp: Option<BpfProgram>,
     namespaces: Option<Namespaces>,
     /// The supervisor's own deadline: it ends the call even if the host is gone.
     alarm_secs: u32,
+}
+
+/// A created Landlock ruleset, enforced in the worker.
+struct Landlocked {
+    ruleset: OwnedFd,
+    /// With reads confined: the read rights to grant on the worker's own `/proc` once it is mounted
+    /// (a rule made in the parent names the host's `/proc`, another file system).
+    proc_read: Option<u64>,
 }
 
 struct Namespaces {
@@ -206,8 +215,15 @@ impl Plan {
             return Ok(Plan { landlock: None, seccomp: None, namespaces: None, alarm_secs });
         }
         let net_off = network != Network::Unrestricted;
+        let confine_reads = readable.is_some();
         let landlock = (layers.landlock_abi >= 1)
-            .then(|| landlock_ruleset(net_off, writable, readable))
+            .then(|| {
+                let created = landlock_ruleset(net_off, writable, readable)?;
+                let ruleset: Option<OwnedFd> = created.into();
+                let ruleset = ruleset.ok_or("this kernel does not enforce the ruleset")?;
+                let proc_read = (confine_reads && layers.namespaces).then(|| AccessFs::from_read(LANDLOCK_ABI).bits());
+                Ok::<_, String>(Landlocked { ruleset, proc_read })
+            })
             .transpose()
             .map_err(|e| err("Landlock", e))?;
         let seccomp = layers
@@ -240,7 +256,7 @@ impl Plan {
     /// shell did.
     ///
     /// Runs between `fork` and `exec`: system calls only, no allocation, no locks.
-    pub(crate) fn enter(mut self) -> io::Result<()> {
+    pub(crate) fn enter(self) -> io::Result<()> {
         // A session of its own: no controlling terminal to inject input into, no group shared with the host.
         // SAFETY (every unsafe block below): plain system calls on values owned here.
         check(unsafe { libc::setsid() })?;
@@ -280,11 +296,8 @@ impl Plan {
             mounts(ns)?;
             drop_capabilities()?;
         }
-        if let Some(rules) = self.landlock.take() {
-            match rules.restrict_self() {
-                Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
-                _ => return Err(io::Error::from_raw_os_error(libc::EPERM)),
-            }
+        if let Some(rules) = &self.landlock {
+            restrict(rules)?;
         }
         if let Some(filter) = &self.seccomp {
             seccompiler::apply_filter(filter).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
@@ -310,6 +323,30 @@ fn open_files_limit() -> libc::c_int {
         return 65_536;
     }
     libc::c_int::try_from(lim.rlim_cur.min(1 << 20)).unwrap_or(1 << 20)
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: libc::c_int,
+}
+
+/// Enforces the ruleset on the worker, first granting reads on its own `/proc` when reads are confined.
+fn restrict(rules: &Landlocked) -> io::Result<()> {
+    let fd = rules.ruleset.as_raw_fd();
+    // SAFETY (every unsafe block below): system calls on descriptors and structs we own.
+    if let Some(access) = rules.proc_read {
+        let proc_fd = unsafe { libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        if proc_fd >= 0 {
+            let attr = PathBeneathAttr { allowed_access: access, parent_fd: proc_fd };
+            // LANDLOCK_RULE_PATH_BENEATH. A failure leaves /proc unreadable: the safe side.
+            unsafe { libc::syscall(libc::SYS_landlock_add_rule, fd, 1u32, &attr as *const PathBeneathAttr, 0u32) };
+            unsafe { libc::close(proc_fd) };
+        }
+    }
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+    if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
@@ -544,6 +581,9 @@ fn drop_capabilities() -> io::Result<()> {
     Ok(())
 }
 
+/// The newest Landlock ABI the crate knows; best effort leaves out what the kernel lacks.
+const LANDLOCK_ABI: ABI = ABI::V10;
+
 /// The Landlock ruleset: every right the kernel knows handled, reads where the scope allows, writes
 /// (never device creation) under the writable roots, `/dev/null` and friends writable, TCP off when
 /// the network is, signals and abstract unix sockets scoped to the sandbox.
@@ -554,8 +594,7 @@ fn landlock_ruleset(
 ) -> Result<RulesetCreated, String> {
     let fd = |p: &Path| PathFd::new(p).map_err(|e| err(&p.display().to_string(), e));
     let e = |e: landlock::RulesetError| e.to_string();
-    // The newest ABI this crate knows; best effort leaves out what the kernel lacks.
-    let abi = ABI::V10;
+    let abi = LANDLOCK_ABI;
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -739,8 +778,19 @@ mod tests {
 
     /// Runs `command` under exactly `layers`, as the shell tool would; returns its output.
     fn run(layers: &Features, level: Level, network: Network, ws: &Path, command: &str) -> String {
+        run_confined(layers, level, network, ws, None, command)
+    }
+
+    fn run_confined(
+        layers: &Features,
+        level: Level,
+        network: Network,
+        ws: &Path,
+        readable: Option<Vec<PathBuf>>,
+        command: &str,
+    ) -> String {
         let writable = if level == Level::Workspace { vec![ws.to_path_buf()] } else { Vec::new() };
-        let plan = Plan::build(layers, level, network, &writable, ws, None, 60).unwrap();
+        let plan = Plan::build(layers, level, network, &writable, ws, readable, 60).unwrap();
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c").arg(command).current_dir(ws).stdin(std::process::Stdio::null());
         let mut plan = Some(plan);
@@ -868,6 +918,22 @@ mod tests {
         unsafe { libc::close(fd) };
         assert!(!out.contains("rc=0"), "{out}");
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "xleaked\n", "{out}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn with_reads_confined_the_sandbox_reads_its_own_proc_and_nothing_outside() {
+        let (root, ws, outside) = tree("confined");
+        let readable = vec![ws.clone(), PathBuf::from("/usr"), PathBuf::from("/lib"), PathBuf::from("/bin")];
+        let readable =
+            Some(readable.into_iter().chain(["/lib64", "/etc", "/proc", "/dev"].map(PathBuf::from)).collect());
+        let cmd =
+            format!("head -1 /proc/self/status; ls /proc | grep -c '^[0-9]'; cat {}/f; echo cat=$?", outside.display());
+        let out = run_confined(features(), Level::Read, Network::None, &ws, readable, &cmd);
+        // Its own /proc (only its own processes: the shell, ls, grep, and nothing of the host's).
+        assert!(out.starts_with("Name:\thead\n"), "{out}");
+        assert!(out.lines().nth(1).and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n <= 4), "{out}");
+        assert!(out.contains("cat=1") && !out.contains("\nx"), "{out}");
         let _ = std::fs::remove_dir_all(&root);
     }
 
