@@ -200,11 +200,20 @@ async fn metadata_outside_never_changes_below_unrestricted(user: User) {
     assert!(after.mode & 0o777 == 0o777 && after.mtime.0 < before.mtime.0 && after.xattr, "{out}");
 }
 
-/// A process of this test's, its command line marked.
+/// A process of this test's, its command line marked, once it runs `sleep` (so as its user: `setpriv`
+/// has switched before it executes).
 fn spawn_marked(user: User, marker: &str) -> Child {
     let mut c = as_user(user, Path::new("/usr/bin/sleep"));
     c.arg(marker).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    c.spawn().unwrap()
+    let child = c.spawn().unwrap();
+    // Bounded polling on a real condition: the exec has happened.
+    for _ in 0..3000 {
+        if marked(marker).contains(&child.id()) {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{marker} never ran");
 }
 
 /// Live processes (not zombies) whose command line holds `marker`.

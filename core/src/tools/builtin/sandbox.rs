@@ -549,9 +549,11 @@ fn mounts(ns: &Namespaces) -> io::Result<()> {
     mount_setattr(c"/", libc::AT_RECURSIVE, &ro)?;
     let rw = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
     for root in &ns.writable {
-        // A mount under the root that was read-only for the host stays so (the kernel locks it).
+        // A mount under the root that was read-only for the host stays so (the kernel locks it), and a
+        // root on a file system the host has read-only stays read-only: the shell may write no more
+        // than the host could.
         if mount_setattr(root, libc::AT_RECURSIVE, &rw).is_err() {
-            mount_setattr(root, 0, &rw)?;
+            let _ = mount_setattr(root, 0, &rw);
         }
     }
     // The working directory again, now on the new mounts.
