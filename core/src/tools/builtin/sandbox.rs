@@ -268,6 +268,9 @@ impl Plan {
             write_file(c"/proc/self/uid_map", &ns.uid_map)?;
             write_file(c"/proc/self/gid_map", &ns.gid_map)?;
         }
+        // The worker's end must be waited for, whatever the host made of SIGCHLD (ignored, children
+        // are reaped unseen).
+        unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
         // Signals that end the call reach the supervisor only once it knows the worker.
         let stops = stop_signals();
         check(unsafe { libc::sigprocmask(libc::SIG_BLOCK, &stops, std::ptr::null_mut()) })?;
@@ -413,7 +416,6 @@ fn supervise(worker: libc::pid_t, stops: &libc::sigset_t, alarm_secs: u32) -> ! 
         for sig in [libc::SIGTERM, libc::SIGALRM, libc::SIGHUP, libc::SIGINT] {
             libc::sigaction(sig, &action, std::ptr::null_mut());
         }
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::alarm(alarm_secs);
         libc::sigprocmask(libc::SIG_UNBLOCK, stops, std::ptr::null_mut());
     }

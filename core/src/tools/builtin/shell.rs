@@ -225,7 +225,12 @@ struct Running {
 }
 
 impl Running {
-    fn stop(&self) {
+    /// Tells the supervisor to end the call, unless it has already ended (been reaped: its pid may then
+    /// be another process's).
+    fn stop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
         if let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
             // SAFETY: signals our own child, which has not been reaped (so the pid is still its).
             unsafe { libc::kill(pid, libc::SIGTERM) };
