@@ -205,7 +205,7 @@ async fn metadata_outside_never_changes_below_unrestricted(user: User) {
 fn spawn_marked(user: User, marker: &str) -> Child {
     let mut c = as_user(user, Path::new("/usr/bin/sleep"));
     c.arg(marker).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let child = c.spawn().unwrap();
+    let mut child = c.spawn().unwrap();
     // Bounded polling on a real condition: the exec has happened.
     for _ in 0..3000 {
         if marked(marker).contains(&child.id()) {
@@ -213,6 +213,8 @@ fn spawn_marked(user: User, marker: &str) -> Child {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("{marker} never ran");
 }
 
