@@ -255,13 +255,15 @@ impl Plan {
     /// supervisor never returns: it waits for the worker, ends every process left, and exits as the
     /// shell did.
     ///
-    /// Runs between `fork` and `exec`: system calls only, no allocation, no locks.
+    /// Runs between `fork` and `exec`: system calls only, no allocation, no locks, and nothing freed
+    /// (the plan is never dropped here: `exec` discards it, its descriptors are close-on-exec).
     pub(crate) fn enter(self) -> io::Result<()> {
+        let plan = std::mem::ManuallyDrop::new(self);
         // A session of its own: no controlling terminal to inject input into, no group shared with the host.
         // SAFETY (every unsafe block below): plain system calls on values owned here.
         check(unsafe { libc::setsid() })?;
         check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
-        if let Some(ns) = &self.namespaces {
+        if let Some(ns) = &plan.namespaces {
             check(unsafe { libc::unshare(ns.flags) })?;
             // Without setgroups denied, an unprivileged process may not write its gid map.
             let _ = write_file(c"/proc/self/setgroups", b"deny");
@@ -284,7 +286,7 @@ impl Plan {
             return Err(io::Error::last_os_error());
         }
         if worker > 0 {
-            supervise(worker, &stops, self.alarm_secs);
+            supervise(worker, &stops, plan.alarm_secs);
         }
         // The worker: the shell to be.
         unsafe {
@@ -295,14 +297,14 @@ impl Plan {
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
             check(libc::setpgid(0, 0))?;
         }
-        if let Some(ns) = &self.namespaces {
+        if let Some(ns) = &plan.namespaces {
             mounts(ns)?;
             drop_capabilities()?;
         }
-        if let Some(rules) = &self.landlock {
+        if let Some(rules) = &plan.landlock {
             restrict(rules)?;
         }
-        if let Some(filter) = &self.seccomp {
+        if let Some(filter) = &plan.seccomp {
             seccompiler::apply_filter(filter).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
         }
         // No descriptor the host leaked without close-on-exec reaches the shell.
