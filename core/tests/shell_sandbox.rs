@@ -243,10 +243,14 @@ async fn no_signal_leaves_the_sandbox(user: User) {
     let d = dirs("kill", user);
     for level in ["read", "workspace"] {
         let mut victim = spawn_marked(user, &marker(user, 1));
-        let cmd = format!("kill -9 {}; echo victim=$?; kill -9 @HOST_PID@; echo host=$?", victim.id());
+        let cmd = format!(
+            "kill -9 {}; echo victim=$?; kill -9 @HOST_PID@; echo host=$?; kill -9 {}; echo test=$?",
+            victim.id(),
+            std::process::id()
+        );
         let out = shell(&d, level, "unrestricted", &cmd).await;
-        // The agent process answered after the call: it lives.
-        assert!(out.contains("victim=1") && out.contains("host=1"), "{level}: {out}");
+        // The agent process answered after the call, and this test runs on: both live.
+        assert!(out.contains("victim=1") && out.contains("host=1") && out.contains("test=1"), "{level}: {out}");
         assert!(victim.try_wait().unwrap().is_none(), "{level}: the victim was killed: {out}");
         victim.kill().unwrap();
         victim.wait().unwrap();

@@ -85,11 +85,11 @@ impl Features {
             if self.landlock_abi >= 6 { ", signals and abstract unix sockets scoped to the sandbox" } else { "" }
         )];
         layers.push(
-            "seccomp (no device nodes, no unix sockets, no sockets at all under network none, no io_uring, no key rings, no metadata changes at read)"
+            "seccomp (no device nodes, no unix sockets, no sockets at all under network none or remote, no io_uring, no key rings, no metadata changes at read)"
                 .into(),
         );
         if self.namespaces {
-            layers.push("user, mount, PID, IPC and network namespaces (every mount read-only but the workspace roots, no process outside visible, no network under none)".into());
+            layers.push("user, mount, PID, IPC and network namespaces (every mount read-only but the workspace roots, no process outside visible, no network under none or remote)".into());
         }
         let mut text = format!("Confined on this kernel by: {}.", layers.join("; "));
         if !self.namespaces {
