@@ -412,11 +412,22 @@ async fn no_process_outlives_its_call(user: User) {
         let out = shell(&d, level, "none", &three_escapees(&m)).await;
         assert!(out.contains("alive=3"), "{level}: {out}");
         assert_eq!(marked(&m), Vec::<u32>::new(), "{level}: processes outlived the call: {out}");
-        // The call times out.
+        // The call times out; meanwhile this test sees the three alive (bounded polling).
         let m = marker(user, i + 1);
-        let v = agent_call(&d, level, "none", &format!("{}; sleep 1000", three_escapees(&m)), Some(3), json!({})).await;
+        let watched = m.clone();
+        let watcher = tokio::spawn(async move {
+            for _ in 0..3000 {
+                if marked(&watched).len() >= 3 {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        });
+        let v = agent_call(&d, level, "none", &format!("{}; sleep 1000", three_escapees(&m)), Some(5), json!({})).await;
         assert!(v["is_error"].as_bool().unwrap() && v["result"].as_str().unwrap().contains("timed out"), "{v}");
         assert_eq!(marked(&m), Vec::<u32>::new(), "{level}: processes outlived the timeout: {v}");
+        assert!(watcher.await.unwrap(), "{level}: the three never ran before the timeout");
         // The run is cancelled once all three are alive.
         let m = marker(user, i + 2);
         let cmd = format!("{}; sleep 1000", three_escapees(&m));
@@ -502,4 +513,12 @@ fn kernel_features_are_detected_and_described() {
     assert!(old.describe().contains("signal scoping"), "{}", old.describe());
     let no_seccomp = sandbox::Features { landlock_abi: 7, seccomp: false, namespaces: true };
     assert!(!no_seccomp.read_only() && no_seccomp.describe().contains("seccomp"));
+    // Without user namespaces (Landlock 6+ and seccomp still there) it runs sandboxed, and says what
+    // it then cannot do.
+    let no_userns = sandbox::Features { landlock_abi: 7, seccomp: true, namespaces: false };
+    assert!(
+        no_userns.read_only() && no_userns.describe().contains("Without user namespaces"),
+        "{}",
+        no_userns.describe()
+    );
 }
