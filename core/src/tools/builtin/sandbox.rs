@@ -2,17 +2,19 @@
 //! time, by [`features`]):
 //!
 //! - **Landlock** at the highest ABI the kernel reports: the file system read-only outside the writable
-//!   roots, device ioctls refused, TCP off under network `none`, and (ABI 6+) signals and abstract unix
+//!   roots, device ioctls refused, TCP off under network `none` or `remote`, and (ABI 6+) signals and abstract unix
 //!   sockets scoped to the sandbox. Device creation (`MakeChar`, `MakeBlock`) is never granted.
 //! - **seccomp**: device nodes (`mknod` of a character or block device), `socket(2)` (every family under
-//!   network `none`, unix sockets at every sandboxed level: they lead to other processes), io_uring
-//!   (which would bypass the socket filter), the kernel key rings, and at `read` every call that changes
+//!   network `none` or `remote`, unix sockets at every sandboxed level: they lead to other processes), io_uring
+//!   (which would bypass the socket filter), the kernel key rings, raising the core limit (held at 1: no
+//!   dump, not even to a piped `core_pattern` helper outside), and at `read` every call that changes
 //!   file metadata (mode, owner, times, extended attributes, inode flags), which Landlock does not mediate.
 //! - **Namespaces**, as bubblewrap sets them up: a user namespace mapping only the caller's own ids, a
 //!   mount namespace in which every mount is read-only except the workspace roots (so metadata and access
 //!   times outside them cannot change either), a PID namespace with its own `/proc` (no process outside is
 //!   visible or signalable, and every process dies with the shell, its init), an IPC namespace, and under
-//!   network `none` a network namespace with nothing in it. Every capability is dropped before `exec`.
+//!   network `none` (and `remote`, held as `none`) a network namespace with nothing in it. Every
+//!   capability is dropped before `exec`, and `/proc` is read-only (no nested user namespace).
 //!
 //! Every call, sandboxed or not, runs under a supervisor: the child the host spawns starts a new session,
 //! becomes a child subreaper and forks the shell. When the shell ends, or the call times out or is
@@ -85,7 +87,7 @@ impl Features {
             if self.landlock_abi >= 6 { ", signals and abstract unix sockets scoped to the sandbox" } else { "" }
         )];
         layers.push(
-            "seccomp (no device nodes, no unix sockets, no sockets at all under network none or remote, no io_uring, no key rings, no metadata changes at read)"
+            "seccomp (no device nodes, no unix sockets, no sockets at all under network none or remote, no io_uring, no key rings, no core dumps, no metadata changes at read)"
                 .into(),
         );
         if self.namespaces {
@@ -300,6 +302,12 @@ impl Plan {
         if let Some(ns) = &plan.namespaces {
             mounts(ns)?;
             drop_capabilities()?;
+        }
+        if plan.seccomp.is_some() {
+            // A core limit of 1 turns a crash's dump away even from a piped core_pattern helper (which
+            // would run outside the sandbox and write there); the filter keeps the limit where it is.
+            let one = libc::rlimit { rlim_cur: 1, rlim_max: 1 };
+            check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &one) })?;
         }
         if let Some(rules) = &plan.landlock {
             restrict(rules)?;
@@ -672,6 +680,19 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
     } else {
         rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?]);
     }
+    // The core limit (1: no dump, not even to a piped core_pattern helper outside) stays.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![
+            arg(1, SeccompCmpOp::Eq, libc::RLIMIT_CORE as u64)?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
+        ])?],
+    );
+    #[cfg(target_arch = "x86_64")]
+    rules.insert(
+        libc::SYS_setrlimit,
+        vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::RLIMIT_CORE as u64)?])?],
+    );
     // io_uring opens sockets and files without the system calls above.
     always(&mut rules, &[libc::SYS_io_uring_setup, libc::SYS_io_uring_enter, libc::SYS_io_uring_register]);
     // The user's key rings live outside the sandbox.
@@ -886,12 +907,14 @@ mod tests {
         let (root, ws, outside) = tree("seccomp");
         let cmd = format!(
             "chmod 700 {f}; echo chmod=$?; mknod {ws}/c c 1 3; echo mknod=$?; mkfifo {ws}/p; echo fifo=$?; \
-             /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX)'; echo unix=$?",
+             /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX)'; echo unix=$?; \
+             /usr/bin/python3 -c 'import resource as r; print(\"core=%d,%d\" % r.getrlimit(r.RLIMIT_CORE)); \
+             r.setrlimit(r.RLIMIT_CORE, (0, 0))'; echo lower=$?",
             f = outside.join("f").display(),
             ws = ws.display()
         );
         let out = run(&layers, Level::Read, Network::Unrestricted, &ws, &cmd);
-        for what in ["chmod=1", "mknod=1", "fifo=0", "unix=1"] {
+        for what in ["chmod=1", "mknod=1", "fifo=0", "unix=1", "core=1,1", "lower=1"] {
             assert!(out.contains(what), "{what}: {out}");
         }
         let _ = std::fs::remove_dir_all(&root);
