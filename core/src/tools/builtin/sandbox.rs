@@ -636,8 +636,9 @@ fn landlock_ruleset(
     Ok(created)
 }
 
-/// System calls numbered alike on every architecture (the unified table, Linux 6.13+); the libc crate
-/// does not name them yet.
+/// System calls numbered alike on every architecture (the unified table: Linux 6.6 and 6.13+); the
+/// libc crate does not name them on every architecture yet.
+const SYS_FCHMODAT2: i64 = 452;
 const SYS_SETXATTRAT: i64 = 463;
 const SYS_REMOVEXATTRAT: i64 = 466;
 /// Linux 6.17: sets inode attributes (the `FS_IOC_FSSETXATTR` fields) by path.
@@ -688,7 +689,6 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
             SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?,
         ])?],
     );
-    #[cfg(target_arch = "x86_64")]
     rules.insert(
         libc::SYS_setrlimit,
         vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::RLIMIT_CORE as u64)?])?],
@@ -723,7 +723,7 @@ fn build_filter(level: Level, net_off: bool, namespaces: bool) -> Result<BpfProg
             &[
                 libc::SYS_fchmod,
                 libc::SYS_fchmodat,
-                libc::SYS_fchmodat2,
+                SYS_FCHMODAT2,
                 libc::SYS_fchown,
                 libc::SYS_fchownat,
                 libc::SYS_utimensat,
