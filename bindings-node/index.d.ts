@@ -353,6 +353,8 @@ export interface ToolListing {
   status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden';
   /** Whether a call goes to the approval handler. */
   approval: boolean;
+  /** What confines the tool's calls on this machine (the shell: the kernel's sandbox layers); absent for other tools. */
+  confinement?: string;
 }
 
 /** One tool call made during a run, as the model saw it. */

@@ -106,6 +106,7 @@ function toToolListing(json) {
     declaredLevel: t.declared_level,
     status: t.status,
     approval: t.approval,
+    ...(t.confinement != null ? { confinement: t.confinement } : {}),
   }));
 }
 

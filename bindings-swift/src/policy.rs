@@ -111,6 +111,9 @@ pub struct ToolListing {
     pub status: ToolStatus,
     /// Whether a call goes to the approval handler.
     pub approval: bool,
+    /// What confines the tool's calls on this machine (the shell: the kernel's sandbox layers).
+    #[uniffi(default = None)]
+    pub confinement: Option<String>,
 }
 
 impl From<ambit::ToolListing> for ToolListing {
@@ -127,6 +130,7 @@ impl From<ambit::ToolListing> for ToolListing {
                 ambit::ToolStatus::Hidden => ToolStatus::Hidden,
             },
             approval: t.approval,
+            confinement: t.confinement,
         }
     }
 }

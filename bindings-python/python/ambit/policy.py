@@ -134,3 +134,5 @@ class ToolListing:
     declared_level: Level
     status: Literal["offered", "blocked", "above_level", "deferred", "hidden"]
     approval: bool
+    #: What confines the tool's calls on this machine (the shell: the kernel's sandbox layers), else None.
+    confinement: str | None = None

@@ -56,6 +56,10 @@ pub struct ToolListing {
     pub status: ToolStatus,
     /// Whether a call goes to the approval handler.
     pub approval: bool,
+    /// What confines the tool's calls on this machine, for a tool that runs sandboxed (the shell: the
+    /// kernel's sandbox layers, or why it runs only at `unrestricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<String>,
 }
 
 /// What became of a call at the gate.

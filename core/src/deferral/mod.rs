@@ -239,6 +239,7 @@ impl Facts {
             declared_level: tool.level(),
             status,
             approval: needs_approval(self.tool(tool), self.session()),
+            confinement: tool.confinement(),
         }
     }
 

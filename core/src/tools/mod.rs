@@ -158,6 +158,11 @@ pub trait Tool: Send + Sync {
     fn requires_approval(&self) -> bool {
         self.spec().requires_approval
     }
+    /// What confines the tool's calls on this machine, shown by the listing API; `None` for a tool that
+    /// runs no sandbox of its own.
+    fn confinement(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What a tool call knows of the session it runs in.

@@ -3,6 +3,7 @@
 //! the one rule, and reaches only what the session's scope, level and network allow.
 
 mod files;
+pub mod sandbox;
 mod shell;
 mod web;
 
@@ -12,7 +13,7 @@ pub use files::{
     EDIT_MAX_BYTES, FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, READ_CAP, READ_SCAN_MAX_BYTES,
     SEARCH_CAP, SEARCH_FILE_MAX_BYTES, SEARCH_LINE_MAX_BYTES, SEARCH_TOTAL_MAX_BYTES, WALK_MAX_ENTRIES,
 };
-pub use shell::{ShellExecute, sandbox_available};
+pub use shell::{OUTPUT_CAP, ShellExecute, sandbox_available};
 pub use web::{DEFAULT_FETCH_LIMIT, FETCH_INLINE_MAX_BYTES, FETCH_LOOKAHEAD_BYTES, WebFetch};
 
 use super::Tool;

@@ -1,39 +1,37 @@
-//! shell_execute: `sh -c COMMAND` in the working directory, under Linux Landlock below `unrestricted`:
-//! read-only everywhere at `read`, writable only under the workspace roots at `workspace`. Without a
-//! sandbox backend the tool requires `unrestricted` (SPEC §1). Under network `none` (and `remote`, which
-//! Landlock cannot express, so the shell holds it as the narrower `none`) TCP connect and bind are denied.
+//! shell_execute: `sh -c COMMAND` in the working directory. Below `unrestricted` it runs in the sandbox
+//! of [`super::sandbox`] (read-only at `read`, writable only under the workspace roots at `workspace`,
+//! no network under `none`, and `remote` held as `none`); when this kernel cannot make it read-only the
+//! tool requires `unrestricted` (SPEC §1). At every level every process a call starts ends with the call.
+//! Output is streamed: the head and the tail are kept, in memory bounded by [`OUTPUT_CAP`].
 
+use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr,
-};
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::sandbox::{Plan, features};
 use crate::error::ToolError;
-use crate::permission::scope::SYSTEM_DIRS;
-use crate::permission::{Level, Network, WriteReach};
+use crate::permission::Level;
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
 /// The most characters of output returned (the head and the tail are kept).
 pub const OUTPUT_CAP: usize = 30_000;
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const MAX_TIMEOUT_SECS: u64 = 600;
+/// How long the supervisor gets to end the call's processes after it is told to, before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 
 fn fail(e: impl std::fmt::Display) -> ToolError {
     ToolError::Failed(e.to_string())
 }
 
-/// Whether this kernel enforces Landlock (ABI 1 or later).
+/// Whether the shell can run sandboxed on this kernel (read-only at `read`): see
+/// [`super::sandbox::Features::read_only`].
 pub fn sandbox_available() -> bool {
-    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag only returns
-    // the ABI version (or an error); it touches no memory.
-    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
-    abi >= 1
+    features().read_only()
 }
 
 /// shell_execute.
@@ -43,11 +41,16 @@ pub struct ShellExecute {
 
 impl ShellExecute {
     pub fn new() -> Self {
-        let level = if sandbox_available() { Level::Read } else { Level::Unrestricted };
+        let f = features();
+        let level = if f.read_only() { Level::Read } else { Level::Unrestricted };
+        let description = format!(
+            "Runs a shell command (sh -c) in the working directory and returns its exit code and output; every process it starts ends when the call ends. Below unrestricted it runs sandboxed: at read nothing outside the sandbox changes (files, their metadata, other processes, devices), at workspace only the workspace roots change; device nodes are never created; unix sockets are refused; under network none nothing is reachable, and remote is held as none (no network at all). {}",
+            f.describe()
+        );
         ShellExecute {
             spec: ToolSpec::new(
                 "shell_execute",
-                "Runs a shell command (sh -c) in the working directory and returns its exit code and output. Below unrestricted it runs sandboxed: read-only at read, writable only in the workspace at workspace.",
+                description,
                 json!({"type": "object", "properties": {
                     "command": {"type": "string"},
                     "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Default 120, at most 600"}
@@ -64,67 +67,193 @@ impl Default for ShellExecute {
     }
 }
 
-/// The Landlock ruleset for a call, built in the parent (it opens files and allocates), applied in the
-/// child just before exec.
-fn ruleset(ctx: &ToolContext) -> Result<RulesetCreated, String> {
-    let abi = ABI::V5;
-    let mut rs = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| e.to_string())?;
-    let net_off = ctx.network != Network::Unrestricted;
-    if net_off {
-        rs = rs.handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp).map_err(|e| e.to_string())?;
-    }
-    let mut created = rs.create().map_err(|e| e.to_string())?;
-    let read = AccessFs::from_read(abi);
-    let mut readable: Vec<std::path::PathBuf> = Vec::new();
-    if ctx.scope.confine_reads {
-        readable.extend(ctx.scope.workspace_roots().map(|p| p.to_path_buf()));
-        readable.extend(ctx.scope.readable_dirs.iter().cloned());
-        readable.extend(SYSTEM_DIRS.iter().map(std::path::PathBuf::from));
-        readable.push("/etc".into());
-        readable.push("/proc".into());
-        readable.push("/dev".into());
-    } else {
-        readable.push("/".into());
-    }
-    for p in readable.iter().filter(|p| p.exists()) {
-        let fd = PathFd::new(p).map_err(|e| e.to_string())?;
-        created = created.add_rule(PathBeneath::new(fd, read)).map_err(|e| e.to_string())?;
-    }
-    // Writing to /dev/null and friends is what commands do to discard output.
-    for dev in ["/dev/null", "/dev/zero", "/dev/full"] {
-        let fd = PathFd::new(dev).map_err(|e| e.to_string())?;
-        created = created
-            .add_rule(PathBeneath::new(fd, AccessFs::WriteFile | AccessFs::ReadFile | AccessFs::Truncate))
-            .map_err(|e| e.to_string())?;
-    }
-    if ctx.write_reach() == WriteReach::WorkspaceRoots {
-        for root in ctx.scope.workspace_roots() {
-            let fd = PathFd::new(root).map_err(|e| e.to_string())?;
-            created = created.add_rule(PathBeneath::new(fd, AccessFs::from_all(abi))).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(created)
+/// Bytes kept at each end of a stream: half the cap in characters of up to four bytes, and one more
+/// character's worth for a cut in the middle of one.
+const KEEP: usize = OUTPUT_CAP / 2 * 4 + 4;
+
+/// One output stream as it arrives: its first [`KEEP`] bytes, its last [`KEEP`] bytes, and how many
+/// characters fell between them.
+#[derive(Default)]
+struct Kept {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    /// Characters (UTF-8 lead bytes) dropped between the head and the tail.
+    dropped: usize,
 }
 
-/// Keeps the head and the tail of long output.
-fn cap_output(text: &str) -> String {
-    let n = text.chars().count();
+/// Whether `b` starts a character (is not a UTF-8 continuation byte).
+fn starts_char(b: u8) -> bool {
+    b & 0xC0 != 0x80
+}
+
+impl Kept {
+    fn push(&mut self, mut data: &[u8]) {
+        if self.head.len() < KEEP {
+            let n = (KEEP - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        self.tail.extend(data);
+        if self.tail.len() > KEEP {
+            let excess = self.tail.len() - KEEP;
+            self.dropped += self.tail.drain(..excess).filter(|&b| starts_char(b)).count();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    fn last_byte(&self) -> Option<u8> {
+        self.tail.back().or(self.head.last()).copied()
+    }
+
+    /// The stream as pieces of text, with the characters not kept between them.
+    fn pieces(self, out: &mut Vec<Piece>) {
+        let mut tail: Vec<u8> = self.tail.into();
+        if self.dropped == 0 {
+            let mut all = self.head;
+            all.append(&mut tail);
+            out.push(Piece::Text(String::from_utf8_lossy(&all).into_owned()));
+            return;
+        }
+        // Cut at character boundaries: a character split by the gap counts as not shown.
+        let mut head = self.head;
+        let mut dropped = self.dropped;
+        if let Some(start) = head.iter().rposition(|&b| starts_char(b))
+            && std::str::from_utf8(&head[start..]).is_err()
+        {
+            head.truncate(start);
+            dropped += 1;
+        }
+        let skip = tail.iter().position(|&b| starts_char(b)).unwrap_or(tail.len());
+        out.push(Piece::Text(String::from_utf8_lossy(&head).into_owned()));
+        out.push(Piece::Gap(dropped));
+        out.push(Piece::Text(String::from_utf8_lossy(&tail[skip..]).into_owned()));
+    }
+}
+
+/// Part of the result text: known text, or a count of characters not kept.
+enum Piece {
+    Text(String),
+    Gap(usize),
+}
+
+/// The result text: the exit code, then stdout and stderr, the head and the tail kept when it is longer
+/// than [`OUTPUT_CAP`] characters.
+fn render(code: &str, out: Kept, err: Kept) -> String {
+    let mut pieces = vec![Piece::Text(format!("exit code: {code}\n"))];
+    let out_ends_line = out.last_byte().is_none_or(|b| b == b'\n');
+    if !out.is_empty() {
+        pieces.push(Piece::Text("stdout:\n".into()));
+        out.pieces(&mut pieces);
+    }
+    if !err.is_empty() {
+        pieces.push(Piece::Text(format!("{}stderr:\n", if out_ends_line { "" } else { "\n" })));
+        err.pieces(&mut pieces);
+    }
+    let n: usize = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Text(t) => t.chars().count(),
+            Piece::Gap(g) => *g,
+        })
+        .sum();
     if n <= OUTPUT_CAP {
-        return text.to_string();
+        return pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Text(t) => Some(t.as_str()),
+                Piece::Gap(_) => None,
+            })
+            .collect();
     }
     let half = OUTPUT_CAP / 2;
-    let head: String = text.chars().take(half).collect();
-    let tail: String = text.chars().skip(n - half).collect();
+    let mut head = String::new();
+    let mut want = half;
+    for p in &pieces {
+        match p {
+            Piece::Text(t) => {
+                head.extend(t.chars().take(want));
+                want -= t.chars().count().min(want);
+            }
+            Piece::Gap(_) => break,
+        }
+        if want == 0 {
+            break;
+        }
+    }
+    let mut tail_parts: Vec<String> = Vec::new();
+    let mut want = half;
+    for p in pieces.iter().rev() {
+        match p {
+            Piece::Text(t) => {
+                let c = t.chars().count();
+                let take = c.min(want);
+                tail_parts.push(t.chars().skip(c - take).collect());
+                want -= take;
+            }
+            Piece::Gap(_) => break,
+        }
+        if want == 0 {
+            break;
+        }
+    }
+    let tail: String = tail_parts.into_iter().rev().collect();
     format!("{head}\n[… {} characters of output not shown …]\n{tail}", n - OUTPUT_CAP)
+}
+
+/// Reads a stream to its end into a [`Kept`], through a fixed buffer.
+async fn keep(mut r: impl AsyncRead + Unpin) -> std::io::Result<Kept> {
+    let mut kept = Kept::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(kept);
+        }
+        kept.push(&buf[..n]);
+    }
+}
+
+/// The supervisor of a running call ([`super::sandbox`]). Dropped before the call ended (the run was
+/// cancelled, the future dropped), it tells the supervisor to end every process the call started.
+struct Running {
+    child: tokio::process::Child,
+    pid: Option<u32>,
+    ended: bool,
+}
+
+impl Running {
+    /// Tells the supervisor to end the call, unless it has already ended (been reaped: its pid may then
+    /// be another process's).
+    fn stop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        if let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
+            // SAFETY: signals our own child, which has not been reaped (so the pid is still its).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The runtime reaps the supervisor once it has ended everything.
+            self.stop();
+        }
+    }
 }
 
 #[async_trait]
 impl Tool for ShellExecute {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+    fn confinement(&self) -> Option<String> {
+        Some(features().describe())
     }
     async fn call(&self, _: Value) -> Result<Value, ToolError> {
         Err(fail("shell_execute runs inside an agent"))
@@ -135,62 +264,121 @@ impl Tool for ShellExecute {
             args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECS).min(MAX_TIMEOUT_SECS);
         let sandboxed = ctx.level != Level::Unrestricted;
         if sandboxed && !sandbox_available() {
-            return Err(fail("no sandbox backend is available here, so the shell runs only at unrestricted"));
+            return Err(fail(format!("the shell runs only at unrestricted here: {}", features().describe())));
         }
+        let plan = Plan::for_call(ctx, timeout).map_err(|e| fail(format!("the sandbox could not be prepared: {e}")))?;
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(&command)
             .current_dir(&ctx.scope.working_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if sandboxed {
-            let mut rules = Some(ruleset(ctx).map_err(|e| fail(format!("the sandbox could not be prepared: {e}")))?);
-            // SAFETY: the closure runs in the forked child before exec. It only makes syscalls
-            // (prctl and landlock_restrict_self) on a ruleset prepared in the parent; it does not
-            // allocate or take locks.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let Some(r) = rules.take() else { return Ok(()) };
-                    match r.restrict_self() {
-                        Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => Ok(()),
-                        _ => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
-                    }
-                });
-            }
+            .stderr(Stdio::piped());
+        let mut plan = Some(plan);
+        // SAFETY: the closure runs in the forked child before exec; `Plan::enter` makes system calls
+        // only, on a plan prepared in the parent: it does not allocate or take locks.
+        unsafe {
+            cmd.pre_exec(move || match plan.take() {
+                Some(p) => p.enter(),
+                None => Ok(()),
+            });
         }
         let mut child = cmd.spawn().map_err(|e| fail(format!("the shell could not start: {e}")))?;
-        let mut stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
-        let mut stderr = child.stderr.take().ok_or_else(|| fail("no stderr"))?;
+        let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| fail("no stderr"))?;
         let pid = child.id();
+        let mut running = Running { child, pid, ended: false };
+        // The supervisor exits only once every process of the call has ended, so the pipes then close.
         let run = async {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let (a, b, status) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
-            a.and(b).map_err(|e| fail(e.to_string()))?;
-            Ok::<_, ToolError>((status.map_err(|e| fail(e.to_string()))?, out, err))
+            let (out, err, status) = tokio::join!(keep(stdout), keep(stderr), running.child.wait());
+            let status = status.map_err(fail)?;
+            Ok::<_, ToolError>((status, out.map_err(fail)?, err.map_err(fail)?))
         };
-        let (status, out, err) = match tokio::time::timeout(Duration::from_secs(timeout), run).await {
-            Ok(r) => r?,
+        let outcome = tokio::time::timeout(Duration::from_secs(timeout), run).await;
+        let (status, out, err) = match outcome {
+            Ok(r) => {
+                running.ended = true;
+                r?
+            }
             Err(_) => {
-                if let Some(pid) = pid {
-                    // SAFETY: signals the process group the child leads; no memory is involved.
-                    unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+                running.stop();
+                if tokio::time::timeout(STOP_GRACE, running.child.wait()).await.is_err() {
+                    let _ = running.child.start_kill();
                 }
+                running.ended = true;
                 return Err(fail(format!("the command timed out after {timeout} s and was killed")));
             }
         };
         let code = status.code().map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
+        Ok(Value::String(render(&code, out, err)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text the tool returned before output was streamed: everything buffered, then cut.
+    fn whole(code: &str, out: &str, err: &str) -> String {
         let mut text = format!("exit code: {code}\n");
-        let out = String::from_utf8_lossy(&out);
-        let err = String::from_utf8_lossy(&err);
         if !out.is_empty() {
             text.push_str(&format!("stdout:\n{out}"));
         }
         if !err.is_empty() {
             text.push_str(&format!("{}stderr:\n{err}", if out.is_empty() || out.ends_with('\n') { "" } else { "\n" }));
         }
-        Ok(Value::String(cap_output(&text)))
+        let n = text.chars().count();
+        if n <= OUTPUT_CAP {
+            return text;
+        }
+        let half = OUTPUT_CAP / 2;
+        let head: String = text.chars().take(half).collect();
+        let tail: String = text.chars().skip(n - half).collect();
+        format!("{head}\n[… {} characters of output not shown …]\n{tail}", n - OUTPUT_CAP)
+    }
+
+    fn streamed(text: &str, chunk: usize) -> Kept {
+        let mut k = Kept::default();
+        for piece in text.as_bytes().chunks(chunk) {
+            k.push(piece);
+        }
+        k
+    }
+
+    #[test]
+    fn streaming_keeps_the_same_head_and_tail_as_buffering_everything() {
+        let samples = |seed: usize| -> Vec<String> {
+            [0, 1, 100, 14_999, 15_000, 29_990, 30_000, 30_001, 60_000, 120_007, 120_010, 400_000]
+                .iter()
+                .map(|&n| {
+                    (0..n)
+                        .map(|i| match (i + seed) % 7 {
+                            0 => 'é',
+                            1 => '\n',
+                            2 => '😀',
+                            3 => 'ж',
+                            _ => char::from(b'a' + ((i / 7) % 26) as u8),
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        for (i, out) in samples(0).iter().enumerate() {
+            for err in samples(i).iter().step_by(3) {
+                for chunk in [1usize, 7, 4096, 65_536] {
+                    if chunk == 1 && out.len() + err.len() > 200_000 {
+                        continue;
+                    }
+                    let got = render("0", streamed(out, chunk), streamed(err, chunk));
+                    assert_eq!(
+                        got,
+                        whole("0", out, err),
+                        "stdout {} bytes, stderr {} bytes, chunks of {chunk}",
+                        out.len(),
+                        err.len()
+                    );
+                }
+            }
+        }
     }
 }
