@@ -291,9 +291,7 @@ impl StreamDecoder {
     /// The `index` of a `content_block_*` event (0 when absent), below `max_content_blocks`.
     fn index(&self, data: &Value) -> Result<usize, ModelError> {
         match data.get("index") {
-            Some(i) => {
-                index_below(i, self.limits.max_content_blocks, "max_content_blocks", "a content-block index")
-            }
+            Some(i) => index_below(i, self.limits.max_content_blocks, "max_content_blocks", "a content-block index"),
             None => Ok(0),
         }
     }
