@@ -244,7 +244,7 @@ fn a_line_at_the_limit_is_read_in_linear_time() {
         }
         println!(
             "\nmeasured: a {} MiB line read in {:.2} s, a {} MiB line in {:.2} s (ratio {:.1} for 4x the bytes)",
-            MAX_LINE_BYTES / 4 >> 20,
+            (MAX_LINE_BYTES / 4) >> 20,
             secs[0],
             MAX_LINE_BYTES >> 20,
             secs[1],

@@ -58,10 +58,9 @@ impl McpTool {
         listen_dirty: Option<Arc<AtomicBool>>,
     ) -> McpTool {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        let mut parameters = Value::Object((*tool.input_schema).clone());
-        if parameters.get("type").is_none() {
-            parameters["type"] = Value::String("object".into());
-        }
+        let mut schema = (*tool.input_schema).clone();
+        schema.entry("type").or_insert_with(|| Value::String("object".into()));
+        let parameters = Value::Object(schema);
         let description = tool.description.as_deref().unwrap_or_default().to_string();
         let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
             .with_level(tool_level(config, &tool.name, read_only));
