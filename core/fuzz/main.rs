@@ -1,5 +1,5 @@
 //! A structured mutation fuzzer over every decoder of what a peer sends: SSE framing, the three model
-//! wires streamed and not, and MCP tool results. It runs on stable Rust, as a test target
+//! wires streamed and not, and MCP tool, resource and prompt results. It runs on stable Rust, as a test target
 //! (`cargo test -p ambit --test fuzz`), for a fixed number of inputs from a fixed seed, so CI runs it
 //! in bounded time and a failure reproduces.
 //!
@@ -180,9 +180,11 @@ enum Decoder {
     ResponsesStream,
     ResponsesBody,
     McpResult,
+    McpResource,
+    McpPrompt,
 }
 
-const DECODERS: [Decoder; 8] = [
+const DECODERS: [Decoder; 10] = [
     Decoder::Sse,
     Decoder::ChatStream,
     Decoder::ChatBody,
@@ -191,6 +193,8 @@ const DECODERS: [Decoder; 8] = [
     Decoder::ResponsesStream,
     Decoder::ResponsesBody,
     Decoder::McpResult,
+    Decoder::McpResource,
+    Decoder::McpPrompt,
 ];
 
 impl Decoder {
@@ -204,6 +208,8 @@ impl Decoder {
             Decoder::ResponsesStream => "responses_stream",
             Decoder::ResponsesBody => "responses_body",
             Decoder::McpResult => "mcp_result",
+            Decoder::McpResource => "mcp_resource",
+            Decoder::McpPrompt => "mcp_prompt",
         }
     }
 
@@ -322,6 +328,18 @@ fn run(decoder: Decoder, input: &[u8], rng: &mut Rng) -> Outcome {
             // rmcp decodes the JSON-RPC result; ambit turns it into the model's text.
             if let Ok(result) = serde_json::from_slice::<rmcp::model::CallToolResult>(input) {
                 std::hint::black_box(ambit::mcp::result_text(&result));
+            }
+            Ok(())
+        }
+        Decoder::McpResource => {
+            if let Ok(result) = serde_json::from_slice::<rmcp::model::ReadResourceResult>(input) {
+                std::hint::black_box(ambit::mcp::meta::contents_text(&result));
+            }
+            Ok(())
+        }
+        Decoder::McpPrompt => {
+            if let Ok(result) = serde_json::from_slice::<rmcp::model::GetPromptResult>(input) {
+                std::hint::black_box(ambit::mcp::meta::prompt_text(&result));
             }
             Ok(())
         }
@@ -722,6 +740,37 @@ fn write_seeds() {
         ),
     ];
     for (name, v) in results {
+        std::fs::write(dir.join(format!("{name}.json")), v.to_string()).expect("a seed is written");
+    }
+    let dir = fuzz_dir().join("corpus/mcp_resource");
+    std::fs::create_dir_all(&dir).expect("the corpus directory");
+    let resources = [
+        ("text", json!({"contents": [{"uri": "file:///a.txt", "mimeType": "text/plain", "text": "hello"}]})),
+        (
+            "mixed",
+            json!({"contents": [{"uri": "file:///b.bin", "mimeType": "application/octet-stream", "blob": "aGVsbG8="},
+                {"uri": "file:///c.md", "text": "# c", "_meta": {"k": 1}}]}),
+        ),
+    ];
+    for (name, v) in resources {
+        std::fs::write(dir.join(format!("{name}.json")), v.to_string()).expect("a seed is written");
+    }
+    let dir = fuzz_dir().join("corpus/mcp_prompt");
+    std::fs::create_dir_all(&dir).expect("the corpus directory");
+    let prompts = [
+        (
+            "text",
+            json!({"description": "Review code", "messages": [{"role": "user", "content": {"type": "text", "text": "Review this"}},
+                {"role": "assistant", "content": {"type": "text", "text": "Sure"}}]}),
+        ),
+        (
+            "resource",
+            json!({"messages": [{"role": "user", "content": {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "hello"}}},
+                {"role": "user", "content": {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}},
+                {"role": "user", "content": {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "aGVsbG8="}}}]}),
+        ),
+    ];
+    for (name, v) in prompts {
         std::fs::write(dir.join(format!("{name}.json")), v.to_string()).expect("a seed is written");
     }
 }
