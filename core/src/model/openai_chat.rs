@@ -235,7 +235,8 @@ impl StreamDecoder {
         }
         for c in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
             let max = self.limits.max_tool_calls;
-            let index = match c.get("index") {
+            // `null` reads as absent, as it always did (some compatible servers send it).
+            let index = match c.get("index").filter(|i| !i.is_null()) {
                 Some(i) => index_below(i, max, "max_tool_calls", "a streamed tool-call index")?,
                 None if self.calls.len() < max => self.calls.len(),
                 None => return Err(over("the answer's tool calls", "max_tool_calls", max, "calls")),
