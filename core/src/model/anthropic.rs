@@ -288,9 +288,9 @@ impl StreamDecoder {
         Ok(!self.done)
     }
 
-    /// The `index` of a `content_block_*` event (0 when absent), below `max_content_blocks`.
+    /// The `index` of a `content_block_*` event (0 when absent or `null`), below `max_content_blocks`.
     fn index(&self, data: &Value) -> Result<usize, ModelError> {
-        match data.get("index") {
+        match data.get("index").filter(|i| !i.is_null()) {
             Some(i) => index_below(i, self.limits.max_content_blocks, "max_content_blocks", "a content-block index"),
             None => Ok(0),
         }
