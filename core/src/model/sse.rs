@@ -206,9 +206,9 @@ mod tests {
         assert!(p.push(b"data: 3\n\n").unwrap_err().to_string().contains("max_events (2 events)"));
     }
 
-    /// Linear: a line fed one byte per chunk costs what it costs whole (the old parser rescanned the
-    /// buffer per chunk). Counted in work, not time: the parser looks at each byte once, so pushing
-    /// n one-byte chunks then the newline gives the whole line.
+    /// A line that comes in many chunks is kept whole across them (the parser keeps the unfinished
+    /// line and looks at each new byte once; the old one rescanned the buffer per chunk, quadratic in
+    /// the line: core/tests/wire_limits.rs measures the time).
     #[test]
     fn a_long_line_in_small_chunks_is_one_line() {
         let mut p = SseParser::default();
