@@ -791,9 +791,17 @@ fn main() {
         println!("fuzz: test");
         return;
     }
-    // A name filter that does not match this target (`cargo test some_test`) skips it.
-    if std::env::args().skip(1).any(|a| !a.starts_with('-') && !"fuzz".contains(a.as_str())) {
-        return;
+    // A name filter that does not match this target (`cargo test some_test`) skips it; the values of
+    // libtest's flags (`--test-threads 2`) are no filter.
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if ["--test-threads", "--skip", "--format", "--color", "--logfile", "--shuffle-seed", "-Z"]
+            .contains(&a.as_str())
+        {
+            args.next();
+        } else if !a.starts_with('-') && !"fuzz".contains(a.as_str()) {
+            return;
+        }
     }
     if std::env::var("AMBIT_FUZZ_WRITE_SEEDS").is_ok_and(|v| v == "1") {
         write_seeds();
