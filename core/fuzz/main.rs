@@ -458,7 +458,11 @@ fn a_value(rng: &mut Rng, like: Option<&Value>) -> Value {
             v
         }
         10 => match like {
-            Some(v) => json!(vec![v.clone(); 1 + rng.below(200)]),
+            // Copies of the node, within MAX_INPUT (the harness's own memory stays small too).
+            Some(v) => {
+                let most = MAX_INPUT / v.to_string().len().max(1);
+                json!(vec![v.clone(); 1 + rng.below(200.min(most))])
+            }
             None => json!(rng.pick(KEYS)),
         },
         _ => json!(rng.pick(KEYS)),
@@ -503,7 +507,8 @@ fn mutate_json(v: &mut Value, rng: &mut Rng) {
         (2, Value::Array(a)) if !a.is_empty() => {
             let i = rng.below(a.len());
             let item = a[i].clone();
-            for _ in 0..1 + rng.below(64) {
+            let most = MAX_INPUT / item.to_string().len().max(1);
+            for _ in 0..1 + rng.below(64.min(most)) {
                 a.push(item.clone());
             }
         }
@@ -597,7 +602,8 @@ fn mutate(decoder: Decoder, input: &[u8], corpus: &[Vec<u8>], rng: &mut Rng) -> 
                     1 => {
                         let e = evs[i].clone();
                         let most = if rng.chance(8) { 5000 } else { 16 };
-                        for _ in 0..1 + rng.below(most) {
+                        // Within MAX_INPUT: the harness's own memory stays small too.
+                        for _ in 0..1 + rng.below(most.min(MAX_INPUT / e.len().max(1))) {
                             evs.insert(i, e.clone());
                         }
                     }
@@ -626,8 +632,8 @@ fn mutate(decoder: Decoder, input: &[u8], corpus: &[Vec<u8>], rng: &mut Rng) -> 
                 out.splice(at..at, rng.pick(NUMBERS).bytes());
             }
         }
+        out.truncate(MAX_INPUT);
     }
-    out.truncate(MAX_INPUT);
     out
 }
 
@@ -839,6 +845,7 @@ fn main() {
     let mut ran = 0u64;
     let mut peak_seen = 0usize;
     let started = Instant::now();
+    let live_before = LIVE.load(Ordering::SeqCst);
     let mut one = |decoder: Decoder, input: &[u8], rng: &mut Rng, label: &str| -> Option<String> {
         let (problem, used) = one_input(decoder, input, rng, label);
         peak_seen = peak_seen.max(used);
@@ -902,10 +909,13 @@ fn main() {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "fuzz: {ran} inputs in {secs:.1} s ({:.0}/s), peak allocation of one input {:.1} MiB, {} failures",
+        "fuzz: {ran} inputs in {secs:.1} s ({:.0}/s), peak allocation of one input {:.1} MiB, {} failures; \
+         live before the inputs {} KiB, after {} KiB",
         ran as f64 / secs.max(1e-9),
         peak_seen as f64 / (1 << 20) as f64,
-        failures.len()
+        failures.len(),
+        live_before >> 10,
+        LIVE.load(Ordering::SeqCst) >> 10
     );
     if !failures.is_empty() {
         for f in &failures {
