@@ -844,11 +844,17 @@ fn main() {
     let mut failures: Vec<String> = Vec::new();
     let mut ran = 0u64;
     let mut peak_seen = 0usize;
+    let mut peak_input = String::new();
     let started = Instant::now();
     let live_before = LIVE.load(Ordering::SeqCst);
     let mut one = |decoder: Decoder, input: &[u8], rng: &mut Rng, label: &str| -> Option<String> {
         let (problem, used) = one_input(decoder, input, rng, label);
-        peak_seen = peak_seen.max(used);
+        if used > peak_seen {
+            // The input that allocated most so far, kept for a look.
+            peak_seen = used;
+            peak_input = format!("{} ({} bytes in)", decoder.name(), input.len());
+            let _ = std::fs::write(out_dir.join(format!("fuzz-peak-{}.bin", decoder.name())), input);
+        }
         ran += 1;
         problem
     };
@@ -909,7 +915,7 @@ fn main() {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "fuzz: {ran} inputs in {secs:.1} s ({:.0}/s), peak allocation of one input {:.1} MiB, {} failures; \
+        "fuzz: {ran} inputs in {secs:.1} s ({:.0}/s), peak allocation of one input {:.1} MiB ({peak_input}), {} failures; \
          live before the inputs {} KiB, after {} KiB",
         ran as f64 / secs.max(1e-9),
         peak_seen as f64 / (1 << 20) as f64,

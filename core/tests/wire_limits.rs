@@ -323,6 +323,39 @@ fn an_endless_body_stops_at_the_body_limit() {
     });
 }
 
+/// The worst case for memory within the limits: a body just under its limit made of the smallest
+/// JSON values, each of which costs a parsed value many times its two bytes. The peak RSS this prints
+/// is what a hostile provider can push one request to.
+#[test]
+fn a_body_of_tiny_json_values_at_the_limit_stays_bounded() {
+    in_child("a_body_of_tiny_json_values_at_the_limit_stays_bounded", || async {
+        use ambit::model::limits::MAX_BODY_BYTES;
+        let head = r#"{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"junk":[0"#;
+        let n = (MAX_BODY_BYTES - head.len() - 2) / 2;
+        let mut body =
+            Answer { content_type: "application/json", ..Answer::sse(head) }.repeat(b",0".to_vec(), Some(n), "]}");
+        body.length = Some((head.len() + 2 * n + 2) as u64);
+        let url = serve(body).await;
+        let r = chat(&url, false).respond(&request()).await.expect("a body under the limit is read");
+        assert_eq!(r.text.as_deref(), Some("hi"));
+        println!("\nmeasured: a {} MiB body of zeros read", MAX_BODY_BYTES >> 20);
+    });
+}
+
+/// The same for one SSE line just under its limit.
+#[test]
+fn a_line_of_tiny_json_values_at_the_limit_stays_bounded() {
+    in_child("a_line_of_tiny_json_values_at_the_limit_stays_bounded", || async {
+        let head =
+            r#"data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}],"junk":[0"#;
+        let n = (MAX_LINE_BYTES - head.len() - 2) / 2;
+        let url = serve(Answer::sse(head).repeat(b",0".to_vec(), Some(n), "]}\n\ndata: [DONE]\n\n")).await;
+        let r = chat(&url, true).respond(&request()).await.expect("a line under the limit is read");
+        assert_eq!(r.text.as_deref(), Some("hi"));
+        println!("\nmeasured: a {} MiB line of zeros read", MAX_LINE_BYTES >> 20);
+    });
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Huge indices.
 

@@ -1,15 +1,17 @@
 //! How much a model provider may send in one answer. Nothing a provider sends can make the host
 //! allocate or work without bound: every answer is read against these limits, and going past one ends
 //! the request with [`ModelError::InvalidResponse`] (code `model_response`) naming the limit and its
-//! value. The defaults are far above what the real APIs send (a whole 128k-token answer is a few MB);
-//! a model takes other values with its `limits` setting.
+//! value. The defaults are far above what the real APIs send (a whole 128k-token answer is well under
+//! 1 MB of JSON); a model takes other values with its `limits` setting.
 
 use crate::error::ModelError;
 
-/// The most bytes of one SSE line, and of one event's data lines together (8 MiB).
-pub const MAX_LINE_BYTES: usize = 8 << 20;
-/// The most bytes of an answer that is not streamed (16 MiB).
-pub const MAX_BODY_BYTES: usize = 16 << 20;
+/// The most bytes of one SSE line, and of one event's data lines together (4 MiB). A line is parsed as
+/// JSON, which can take about 18 times its bytes (a line of `0,0,0,…`): a process peak of about 90 MB
+/// at this limit (core/tests/wire_limits.rs measures it).
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+/// The most bytes of an answer that is not streamed (8 MiB; parsed, a process peak of about 155 MB).
+pub const MAX_BODY_BYTES: usize = 8 << 20;
 /// The most bytes of a streamed answer, every event counted (64 MiB).
 pub const MAX_STREAM_BYTES: usize = 64 << 20;
 /// The most events of a streamed answer (one million).
