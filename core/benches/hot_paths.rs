@@ -144,7 +144,7 @@ fn decode(wire: &str, chunks: &[Vec<u8>]) -> Result<ModelResponse, ModelError> {
                 black_box(t);
             };
             'read: for chunk in chunks {
-                for e in parser.push(chunk) {
+                for e in parser.push(chunk)? {
                     if !decoder.push(&e, &sink)? {
                         break 'read;
                     }
@@ -219,7 +219,7 @@ fn stream_benches(c: &mut Criterion) {
                 let mut parser = SseParser::default();
                 let mut n = 0;
                 for chunk in black_box(&chunks) {
-                    n += parser.push(chunk).len();
+                    n += parser.push(chunk).map_or(0, |e| e.len());
                 }
                 n
             })

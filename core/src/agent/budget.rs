@@ -60,7 +60,10 @@ impl Budget {
 
 /// Every token a run was billed for.
 pub fn budget_tokens(u: &Usage) -> u64 {
-    u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    // Saturating: the counts are the provider's word, and a wrapped sum would slip under the budget.
+    [u.output_tokens, u.cache_read_tokens, u.cache_write_tokens]
+        .iter()
+        .fold(u.input_tokens, |a, b| a.saturating_add(*b))
 }
 
 /// The cost of `usage` at the model's price, when the table has one.

@@ -150,8 +150,9 @@ fn listing<T: serde::Serialize>(items: &[T]) -> Value {
     Value::Array(items.iter().map(|i| clean(serde_json::to_value(i).unwrap_or(Value::Null))).collect())
 }
 
-/// A read result as text: text contents as they are, binary ones described.
-fn contents_text(result: &rmcp::model::ReadResourceResult) -> String {
+/// A read result as text: text contents as they are, binary ones described. Public for the fuzzer
+/// (core/fuzz).
+pub fn contents_text(result: &rmcp::model::ReadResourceResult) -> String {
     let v = serde_json::to_value(&result.contents).unwrap_or(Value::Null);
     let mut parts = Vec::new();
     for c in v.as_array().into_iter().flatten() {
@@ -168,7 +169,9 @@ fn contents_text(result: &rmcp::model::ReadResourceResult) -> String {
     parts.join("\n")
 }
 
-fn prompt_text(result: &rmcp::model::GetPromptResult) -> String {
+/// A prompt as text: its description, then each message as `role: text`. Public for the fuzzer
+/// (core/fuzz).
+pub fn prompt_text(result: &rmcp::model::GetPromptResult) -> String {
     let v = serde_json::to_value(result).unwrap_or(Value::Null);
     let mut out = Vec::new();
     if let Some(d) = v.get("description").and_then(Value::as_str) {
@@ -176,11 +179,11 @@ fn prompt_text(result: &rmcp::model::GetPromptResult) -> String {
     }
     for m in v.get("messages").and_then(Value::as_array).into_iter().flatten() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
-        let c = &m["content"];
+        let c = m.get("content").unwrap_or(&Value::Null);
         let text = match c.get("type").and_then(Value::as_str) {
             Some("text") => c.get("text").and_then(Value::as_str).unwrap_or_default().to_string(),
             Some("resource") => {
-                let r = &c["resource"];
+                let r = c.get("resource").unwrap_or(&Value::Null);
                 let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
                 match r.get("text").and_then(Value::as_str) {
                     Some(t) => format!("[resource {uri}]\n{t}"),

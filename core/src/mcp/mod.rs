@@ -15,7 +15,7 @@ mod tool;
 use std::sync::Arc;
 
 pub use config::{McpProtocol, McpServer, McpTransport};
-pub use tool::{McpTool, exposed_name, tool_level};
+pub use tool::{McpTool, exposed_name, result_text, tool_level};
 
 use crate::deferral::{Deferral, Entry, SourceListing, ToolSource, resolve};
 

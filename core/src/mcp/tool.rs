@@ -58,10 +58,9 @@ impl McpTool {
         listen_dirty: Option<Arc<AtomicBool>>,
     ) -> McpTool {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        let mut parameters = Value::Object((*tool.input_schema).clone());
-        if parameters.get("type").is_none() {
-            parameters["type"] = Value::String("object".into());
-        }
+        let mut schema = (*tool.input_schema).clone();
+        schema.entry("type").or_insert_with(|| Value::String("object".into()));
+        let parameters = Value::Object(schema);
         let description = tool.description.as_deref().unwrap_or_default().to_string();
         let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
             .with_level(tool_level(config, &tool.name, read_only));
@@ -89,22 +88,22 @@ pub fn result_text(result: &CallToolResult) -> String {
 
 fn block_text(block: &ContentBlock) -> String {
     let v = serde_json::to_value(block).unwrap_or(Value::Null);
+    let str_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
     match v.get("type").and_then(Value::as_str) {
-        Some("text") => v.get("text").and_then(Value::as_str).unwrap_or_default().to_string(),
-        Some("image") | Some("audio") => format!(
-            "[{} {}, {} bytes base64]",
-            v["type"].as_str().unwrap_or_default(),
+        Some("text") => str_at(&v, "text"),
+        Some(kind @ ("image" | "audio")) => format!(
+            "[{kind} {}, {} bytes base64]",
             v.get("mimeType").and_then(Value::as_str).unwrap_or("?"),
             v.get("data").and_then(Value::as_str).map(str::len).unwrap_or(0)
         ),
         Some("resource") => {
-            let r = &v["resource"];
+            let r = v.get("resource").unwrap_or(&Value::Null);
             match r.get("text").and_then(Value::as_str) {
-                Some(t) => format!("[resource {}]\n{t}", r["uri"].as_str().unwrap_or_default()),
-                None => format!("[resource {} (binary)]", r["uri"].as_str().unwrap_or_default()),
+                Some(t) => format!("[resource {}]\n{t}", str_at(r, "uri")),
+                None => format!("[resource {} (binary)]", str_at(r, "uri")),
             }
         }
-        Some("resource_link") => format!("[resource link {}]", v["uri"].as_str().unwrap_or_default()),
+        Some("resource_link") => format!("[resource link {}]", str_at(&v, "uri")),
         _ => v.to_string(),
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
+use super::limits::{WireLimits, index_below, over};
 use super::openai_chat::env_key;
 use super::sse::{SseEvent, read_events};
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
@@ -99,6 +100,12 @@ impl Anthropic {
     /// The most tokens one answer may have (default [`DEFAULT_MAX_TOKENS`]).
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = n;
+        self
+    }
+
+    /// What one answer may hold (default [`WireLimits::default`]).
+    pub fn limits(mut self, limits: WireLimits) -> Self {
+        self.endpoint.limits = limits;
         self
     }
 }
@@ -204,6 +211,11 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
 
 /// Reads a Messages response body, with the server's own blocks (its tool search) verbatim.
 pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
+    parse_reply_within(body, &WireLimits::default())
+}
+
+/// Like [`parse_reply`], refusing more tool calls than `limits` allow.
+pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelReply, ModelError> {
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let blocks = body.get("content").and_then(Value::as_array).ok_or_else(|| bad("no content"))?;
     let mut text: Option<String> = None;
@@ -214,6 +226,9 @@ pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
             Some(kind) if is_server_block(kind) => provider_items.push(b.clone()),
             Some("text") => {
                 text.get_or_insert_with(String::new).push_str(b.get("text").and_then(Value::as_str).unwrap_or(""))
+            }
+            Some("tool_use") if tool_calls.len() >= limits.max_tool_calls => {
+                return Err(over("the answer's tool calls", "max_tool_calls", limits.max_tool_calls, "calls"));
             }
             Some("tool_use") => tool_calls.push(ToolCall {
                 id: b.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without id"))?.to_string(),
@@ -242,13 +257,27 @@ pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
 /// without a connection.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
-    message: Option<Value>,
+    limits: WireLimits,
+    /// The message of `message_start`, with what `message_delta` changed.
+    message: Option<Map<String, Value>>,
+    /// The content blocks by index; `Null` where none was started.
     blocks: Vec<Value>,
     partial_json: Vec<String>,
     done: bool,
 }
 
+/// A stream that does not have the wire's shape.
+fn misshapen(what: String) -> ModelError {
+    ModelError::InvalidResponse(what)
+}
+
 impl StreamDecoder {
+    /// A decoder that refuses a content-block `index` at or past `limits.max_content_blocks`, and
+    /// more tool calls than `limits.max_tool_calls`.
+    pub fn new(limits: WireLimits) -> Self {
+        StreamDecoder { limits, ..Default::default() }
+    }
+
     /// Reads one event; text deltas go to `sink`. Returns whether more events are expected.
     pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
         let data: Value = serde_json::from_str(&event.data).map_err(|err| {
@@ -259,62 +288,93 @@ impl StreamDecoder {
         Ok(!self.done)
     }
 
+    /// The `index` of a `content_block_*` event (0 when absent or `null`), below `max_content_blocks`.
+    fn index(&self, data: &Value) -> Result<usize, ModelError> {
+        match data.get("index").filter(|i| !i.is_null()) {
+            Some(i) => index_below(i, self.limits.max_content_blocks, "max_content_blocks", "a content-block index"),
+            None => Ok(0),
+        }
+    }
+
     fn fold(&mut self, event: &str, data: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
-        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match event {
-            "message_start" => self.message = data.get("message").cloned(),
+            "message_start" => match data.get("message") {
+                Some(Value::Object(m)) => self.message = Some(m.clone()),
+                _ => return Err(misshapen("a message_start without a message object".into())),
+            },
             "content_block_start" => {
-                while self.blocks.len() <= index {
-                    self.blocks.push(Value::Null);
-                    self.partial_json.push(String::new());
+                let index = self.index(data)?;
+                let block = match data.get("content_block") {
+                    Some(b @ Value::Object(_)) => b.clone(),
+                    _ => return Err(misshapen(format!("a content_block_start without a block object at {index}"))),
+                };
+                if self.blocks.len() <= index {
+                    self.blocks.resize(index + 1, Value::Null);
+                    self.partial_json.resize(index + 1, String::new());
                 }
-                self.blocks[index] = data.get("content_block").cloned().unwrap_or(Value::Null);
+                if let Some(slot) = self.blocks.get_mut(index) {
+                    *slot = block;
+                }
             }
             "content_block_delta" => {
+                let index = self.index(data)?;
                 let delta = data.get("delta").unwrap_or(&Value::Null);
-                let block = self
-                    .blocks
-                    .get_mut(index)
-                    .ok_or_else(|| ModelError::InvalidResponse(format!("a delta for block {index}, never started")))?;
+                let Some(Value::Object(block)) = self.blocks.get_mut(index) else {
+                    return Err(misshapen(format!("a delta for block {index}, never started")));
+                };
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
                         let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
                         // Appended in place: copying the whole text per delta made long answers quadratic.
-                        match block.get_mut("text") {
-                            Some(Value::String(whole)) => whole.push_str(t),
-                            _ => block["text"] = json!(t),
+                        match block.entry("text") {
+                            serde_json::map::Entry::Occupied(mut e) => match e.get_mut() {
+                                Value::String(whole) => whole.push_str(t),
+                                _ => return Err(misshapen(format!("block {index} has a text that is not a string"))),
+                            },
+                            serde_json::map::Entry::Vacant(e) => {
+                                e.insert(Value::String(t.to_string()));
+                            }
                         }
                         if !t.is_empty() {
                             sink(t);
                         }
                     }
-                    Some("input_json_delta") => self.partial_json[index]
-                        .push_str(delta.get("partial_json").and_then(Value::as_str).unwrap_or("")),
+                    Some("input_json_delta") => {
+                        if let Some(partial) = self.partial_json.get_mut(index) {
+                            partial.push_str(delta.get("partial_json").and_then(Value::as_str).unwrap_or(""));
+                        }
+                    }
                     _ => {}
                 }
             }
             "content_block_stop" => {
-                if let Some(block) = self.blocks.get_mut(index)
+                let index = self.index(data)?;
+                if let Some(Value::Object(block)) = self.blocks.get_mut(index)
                     && matches!(block.get("type").and_then(Value::as_str), Some("tool_use" | "server_tool_use"))
-                    && !self.partial_json[index].trim().is_empty()
+                    && let Some(partial) = self.partial_json.get(index)
+                    && !partial.trim().is_empty()
                 {
-                    block["input"] = serde_json::from_str(&self.partial_json[index])
+                    let input = serde_json::from_str(partial)
                         .map_err(|e| ModelError::InvalidResponse(format!("streamed tool input is not JSON ({e})")))?;
+                    block.insert("input".into(), input);
                 }
             }
             "message_delta" => {
-                let msg = self.message.get_or_insert_with(|| json!({}));
+                let msg = self.message.get_or_insert_with(Map::new);
                 if let Some(d) = data.get("delta").and_then(Value::as_object) {
                     for (k, v) in d {
-                        msg[k.as_str()] = v.clone();
+                        msg.insert(k.clone(), v.clone());
                     }
                 }
                 if let Some(u) = data.get("usage").and_then(Value::as_object) {
-                    if !msg.get("usage").is_some_and(Value::is_object) {
-                        msg["usage"] = json!({});
+                    let usage = msg.entry("usage").or_insert_with(|| Value::Object(Map::new()));
+                    if !usage.is_object() {
+                        *usage = Value::Object(Map::new());
                     }
-                    for (k, v) in u.iter().filter(|(_, v)| !v.is_null()) {
-                        msg["usage"][k.as_str()] = v.clone();
+                    if let Value::Object(usage) = usage {
+                        for (k, v) in u.iter().filter(|(_, v)| !v.is_null()) {
+                            usage.insert(k.clone(), v.clone());
+                        }
                     }
                 }
             }
@@ -340,8 +400,8 @@ impl StreamDecoder {
         if !self.done {
             return Err(ModelError::InvalidResponse("the stream ended without message_stop".into()));
         }
-        message["content"] = Value::Array(self.blocks);
-        parse_reply(&message)
+        message.insert("content".into(), Value::Array(self.blocks));
+        parse_reply_within(&Value::Object(message), &self.limits)
     }
 }
 
@@ -390,14 +450,14 @@ impl Model for Anthropic {
         }
         let resp = ep.post(&ep.url("messages"), &headers, &body).await?;
         if !ep.stream {
-            let reply = parse_reply(&json_body(resp).await?)?;
+            let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::default();
-        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        let mut decoder = StreamDecoder::new(ep.limits);
+        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
         decoder.finish_reply()
     }
 }

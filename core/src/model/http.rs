@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::limits::{MAX_ERROR_BODY_BYTES, WireLimits, over};
 use super::retry::{RetryPolicy, backoff, retryable_status};
 use crate::error::ModelError;
 
@@ -19,6 +20,8 @@ pub(crate) struct Endpoint {
     pub timeout: Duration,
     pub retry: RetryPolicy,
     pub stream: bool,
+    /// What one answer may hold (see [`WireLimits`]).
+    pub limits: WireLimits,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -34,6 +37,7 @@ impl Endpoint {
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
             stream: false,
+            limits: WireLimits::default(),
             client: Arc::new(OnceLock::new()),
         }
     }
@@ -81,8 +85,9 @@ impl Endpoint {
                     }
                     let retry_after =
                         resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-                    let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
-                    let err = ModelError::Http { status, message: error_message(&text) };
+                    // Only the start of an error body is read: it is for its message.
+                    let (bytes, _) = read_capped(resp, MAX_ERROR_BODY_BYTES).await?;
+                    let err = ModelError::Http { status, message: error_message(&String::from_utf8_lossy(&bytes)) };
                     if !retryable_status(status) {
                         return Err(err);
                     }
@@ -111,11 +116,37 @@ pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelErr
         .map_err(|e| ModelError::Transport(format!("the HTTP client could not be built: {e}")))
 }
 
-/// Reads a whole JSON body.
-pub(crate) async fn json_body(resp: reqwest::Response) -> Result<Value, ModelError> {
-    let text = resp.text().await.map_err(|e| ModelError::Transport(e.to_string()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&text, 300))))
+/// Reads at most `max` bytes of a body, chunk by chunk; `true` with them when there was more (which
+/// is then not read).
+async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<(Vec<u8>, bool), ModelError> {
+    let mut out = Vec::new();
+    while let Some(chunk) =
+        resp.chunk().await.map_err(|e| ModelError::Transport(format!("the answer broke off: {e}")))?
+    {
+        let room = max.saturating_sub(out.len());
+        if chunk.len() > room {
+            out.extend_from_slice(chunk.get(..room).unwrap_or_default());
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
+/// Reads a whole JSON body of at most `max` bytes (`max_body_bytes`): a longer one is refused as
+/// soon as its length says so, or its bytes do, without reading the rest.
+pub(crate) async fn json_body(resp: reqwest::Response, max: usize) -> Result<Value, ModelError> {
+    let too_long = || over("the answer", "max_body_bytes", max, "bytes");
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(too_long());
+    }
+    let (bytes, more) = read_capped(resp, max).await?;
+    if more {
+        return Err(too_long());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ModelError::InvalidResponse(format!("not JSON ({e}): {}", truncate(&String::from_utf8_lossy(&bytes), 300)))
+    })
 }
 
 pub(crate) fn truncate(s: &str, max: usize) -> &str {
@@ -133,7 +164,14 @@ pub(crate) fn error_message(text: &str) -> String {
         .unwrap_or_else(|| truncate(text, 500).to_string())
 }
 
-/// A JSON number as a count, 0 when absent.
+/// A JSON number as a token count: 0 when absent, not a number or negative; a count past `u64::MAX`
+/// (`1e30`) is `u64::MAX`, so a huge count still stops a budget rather than reading as none.
 pub(crate) fn count(v: Option<&Value>) -> u64 {
-    v.and_then(Value::as_u64).unwrap_or(0)
+    match v {
+        Some(Value::Number(n)) => n.as_u64().unwrap_or_else(|| {
+            // A float or a negative integer. `as` saturates: NaN and negatives give 0, huge gives MAX.
+            n.as_f64().map_or(0, |f| f as u64)
+        }),
+        _ => 0,
+    }
 }

@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod body;
 mod config;
 pub(crate) mod http;
+pub mod limits;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pricing;
@@ -12,6 +13,7 @@ mod retry;
 pub mod sse;
 
 pub use config::{ModelConfig, Wire};
+pub use limits::WireLimits;
 pub use pricing::{Price, PriceTable};
 
 use async_trait::async_trait;
@@ -20,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::ModelError;
 use crate::tools::ToolSpec;
 
-/// Token counts, per request and summed per run.
+/// Token counts, per request and summed per run. Sums saturate at `u64::MAX`: counts are the
+/// provider's word, and a huge one must stop a token budget, not wrap past it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub requests: u64,
@@ -31,16 +34,18 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`, each count saturating.
     pub fn add(&mut self, other: &Usage) {
-        self.requests += other.requests;
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
+        self.requests = self.requests.saturating_add(other.requests);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(other.cache_write_tokens);
     }
 
+    /// Input and output tokens, saturating.
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 }
 

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
+use super::limits::{WireLimits, index_below, over};
 use super::sse::{SseEvent, read_events};
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
@@ -51,6 +52,12 @@ impl OpenAiChat {
     /// Streams answers (SSE): text reaches the run's events as it is written.
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;
+        self
+    }
+
+    /// What one answer may hold (default [`WireLimits::default`]).
+    pub fn limits(mut self, limits: WireLimits) -> Self {
+        self.endpoint.limits = limits;
         self
     }
 
@@ -111,12 +118,20 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
 
 /// Reads a Chat Completions response body.
 pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    parse_response_within(body, &WireLimits::default())
+}
+
+/// Reads a Chat Completions response body, refusing more tool calls than `limits` allow.
+pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelResponse, ModelError> {
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("no choices[0]"))?;
     let message = choice.get("message").ok_or_else(|| bad("no choices[0].message"))?;
     let text = message.get("content").and_then(Value::as_str).map(str::to_string);
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        if calls.len() > limits.max_tool_calls {
+            return Err(over("the answer's tool calls", "max_tool_calls", limits.max_tool_calls, "calls"));
+        }
         for c in calls {
             let f = c.get("function").ok_or_else(|| bad("a tool call without function"))?;
             tool_calls.push(ToolCall {
@@ -154,7 +169,7 @@ fn parse_usage(u: Option<&Value>) -> Usage {
     Usage {
         requests: 1,
         // Chat Completions counts cache reads and writes inside prompt_tokens; we report them apart.
-        input_tokens: count(u.and_then(|u| u.get("prompt_tokens"))).saturating_sub(cached + written),
+        input_tokens: count(u.and_then(|u| u.get("prompt_tokens"))).saturating_sub(cached.saturating_add(written)),
         output_tokens: count(u.and_then(|u| u.get("completion_tokens"))),
         cache_read_tokens: cached,
         cache_write_tokens: written,
@@ -167,6 +182,7 @@ fn parse_usage(u: Option<&Value>) -> Usage {
 /// (core/benches/hot_paths.rs) can time it without a connection.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
+    limits: WireLimits,
     id: String,
     text: Option<String>,
     calls: Vec<ToolCall>,
@@ -175,6 +191,11 @@ pub struct StreamDecoder {
 }
 
 impl StreamDecoder {
+    /// A decoder that refuses a tool-call `index` at or past `limits.max_tool_calls`.
+    pub fn new(limits: WireLimits) -> Self {
+        StreamDecoder { limits, ..Default::default() }
+    }
+
     /// Reads one event (a `chat.completion.chunk`, or `[DONE]`); text deltas go to `sink`. Returns
     /// whether more events are expected.
     pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
@@ -213,11 +234,21 @@ impl StreamDecoder {
             }
         }
         for c in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-            let index = c.get("index").and_then(Value::as_u64).unwrap_or(self.calls.len() as u64) as usize;
-            while self.calls.len() <= index {
-                self.calls.push(ToolCall { id: String::new(), name: String::new(), arguments: String::new() });
+            let max = self.limits.max_tool_calls;
+            // `null` reads as absent, as it always did (some compatible servers send it).
+            let index = match c.get("index").filter(|i| !i.is_null()) {
+                Some(i) => index_below(i, max, "max_tool_calls", "a streamed tool-call index")?,
+                None if self.calls.len() < max => self.calls.len(),
+                None => return Err(over("the answer's tool calls", "max_tool_calls", max, "calls")),
+            };
+            if self.calls.len() <= index {
+                self.calls.resize_with(index + 1, || ToolCall {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
             }
-            let call = &mut self.calls[index];
+            let Some(call) = self.calls.get_mut(index) else { continue };
             if let Some(id) = c.get("id").and_then(Value::as_str) {
                 call.id = id.to_string();
             }
@@ -274,14 +305,14 @@ impl Model for OpenAiChat {
         }
         let resp = ep.post(&ep.url("chat/completions"), &headers, &body).await?;
         if !ep.stream {
-            let response = parse_response(&json_body(resp).await?)?;
+            let response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(response);
         }
-        let mut decoder = StreamDecoder::default();
-        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        let mut decoder = StreamDecoder::new(ep.limits);
+        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
         decoder.finish()
     }
 }

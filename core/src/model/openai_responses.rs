@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
+use super::limits::{WireLimits, over};
 use super::openai_chat::{env_key, openai_base_url};
 use super::sse::{SseEvent, read_events};
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
@@ -81,6 +82,12 @@ impl OpenAiResponses {
         self.endpoint.stream = on;
         self
     }
+
+    /// What one answer may hold (default [`WireLimits::default`]).
+    pub fn limits(mut self, limits: WireLimits) -> Self {
+        self.endpoint.limits = limits;
+        self
+    }
 }
 
 /// The request body, exactly as the Responses API takes it.
@@ -136,6 +143,11 @@ pub fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
 
 /// Reads a Responses response object, with the server's own items (its tool search) verbatim.
 pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
+    parse_reply_within(body, &WireLimits::default())
+}
+
+/// Like [`parse_reply`], refusing more tool calls than `limits` allow.
+pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelReply, ModelError> {
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let items = body.get("output").and_then(Value::as_array).ok_or_else(|| bad("no output"))?;
     let mut text: Option<String> = None;
@@ -151,6 +163,9 @@ pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
                             .push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
                     }
                 }
+            }
+            Some("function_call") if tool_calls.len() >= limits.max_tool_calls => {
+                return Err(over("the answer's tool calls", "max_tool_calls", limits.max_tool_calls, "calls"));
             }
             Some("function_call") => tool_calls.push(ToolCall {
                 id: item
@@ -188,7 +203,7 @@ pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
     let usage = Usage {
         requests: 1,
         // The Responses wire counts cache reads and writes inside input_tokens; we report them apart.
-        input_tokens: count(u.and_then(|u| u.get("input_tokens"))).saturating_sub(cached + written),
+        input_tokens: count(u.and_then(|u| u.get("input_tokens"))).saturating_sub(cached.saturating_add(written)),
         output_tokens: count(u.and_then(|u| u.get("output_tokens"))),
         cache_read_tokens: cached,
         cache_write_tokens: written,
@@ -211,10 +226,16 @@ pub fn parse_reply(body: &Value) -> Result<ModelReply, ModelError> {
 /// (core/benches/hot_paths.rs) can time it without a connection.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
+    limits: WireLimits,
     last: Option<Value>,
 }
 
 impl StreamDecoder {
+    /// A decoder that refuses more tool calls than `limits.max_tool_calls`.
+    pub fn new(limits: WireLimits) -> Self {
+        StreamDecoder { limits, last: None }
+    }
+
     /// Reads one event; text deltas go to `sink`. Returns whether more events are expected.
     pub fn push(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
         let data: Value = serde_json::from_str(&event.data).map_err(|err| {
@@ -250,7 +271,7 @@ impl StreamDecoder {
         let response = self
             .last
             .ok_or_else(|| ModelError::InvalidResponse("the stream ended without response.completed".into()))?;
-        parse_reply(&response)
+        parse_reply_within(&response, &self.limits)
     }
 }
 
@@ -296,14 +317,14 @@ impl Model for OpenAiResponses {
         }
         let resp = ep.post(&ep.url("responses"), &headers, &body).await?;
         if !ep.stream {
-            let reply = parse_reply(&json_body(resp).await?)?;
+            let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::default();
-        read_events(resp, |e| decoder.push(&e, sink)).await?;
+        let mut decoder = StreamDecoder::new(ep.limits);
+        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
         decoder.finish_reply()
     }
 }

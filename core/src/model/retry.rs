@@ -31,12 +31,13 @@ pub fn retryable_status(status: u16) -> bool {
 /// by `max_backoff`), else exponential backoff with up to 25 % jitter.
 pub fn backoff(policy: &RetryPolicy, attempt: u32, retry_after: Option<&str>) -> Duration {
     if let Some(secs) = retry_after.and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0) {
-        return Duration::from_secs_f64(secs).min(policy.max_backoff);
+        // `try_`: a huge value (`1e30`) is past what a Duration holds, and the plain form panics.
+        return Duration::try_from_secs_f64(secs).map_or(policy.max_backoff, |d| d.min(policy.max_backoff));
     }
     let base = policy.initial_backoff.saturating_mul(1u32 << attempt.min(16)).min(policy.max_backoff);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let jitter = base.mul_f64(f64::from(nanos % 1000) / 4000.0);
-    base + jitter
+    base.saturating_add(jitter)
 }
 
 #[cfg(test)]
@@ -48,6 +49,9 @@ mod tests {
         let p = RetryPolicy::default();
         assert_eq!(backoff(&p, 0, Some("2")), Duration::from_secs(2));
         assert_eq!(backoff(&p, 0, Some("3600")), p.max_backoff);
+        // A server's number past what a Duration holds is capped too, not a panic.
+        assert_eq!(backoff(&p, 0, Some("1e30")), p.max_backoff);
+        assert_eq!(backoff(&p, 0, Some("18446744073709551616")), p.max_backoff);
     }
 
     #[test]

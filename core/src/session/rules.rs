@@ -287,7 +287,7 @@ pub struct Gauge {
 impl Gauge {
     pub fn used(&self) -> u64 {
         match self.reported {
-            Some(reported) => reported + self.since,
+            Some(reported) => reported.saturating_add(self.since),
             None => self.overhead + self.conversation,
         }
     }

@@ -187,7 +187,8 @@ impl Current {
 #[async_trait::async_trait]
 impl Rounds for Current {
     fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]) {
-        let reported = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        let reported =
+            usage.input_tokens.saturating_add(usage.cache_read_tokens).saturating_add(usage.cache_write_tokens);
         let since = rules::messages_tokens(messages.get(sent..).unwrap_or_default());
         let estimate = (reported == 0).then(|| rules::messages_tokens(messages));
         *lock(&self.last) = Some(Last { reported, sent, since, estimate });
