@@ -47,6 +47,10 @@ pub enum CoreError {
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
+    /// A bug in ambit: a panic was caught at the boundary instead of taking the process down (code
+    /// `internal`).
+    #[error("{message}")]
+    Internal { message: String },
 }
 
 impl From<ambit::Error> for CoreError {
@@ -66,6 +70,7 @@ impl From<ambit::Error> for CoreError {
                 CoreError::BudgetExceeded { budget, limit, spent, cost, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
+            ambit::Error::Internal(_) => CoreError::Internal { message },
         }
     }
 }
