@@ -79,10 +79,12 @@ struct AbortOnCancel {
 #[pymethods]
 impl AbortOnCancel {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
-        if fut.call_method0("cancelled")?.is_truthy()? {
-            self.handle.abort();
-        }
-        Ok(())
+        crate::guard(|| {
+            if fut.call_method0("cancelled")?.is_truthy()? {
+                self.handle.abort();
+            }
+            Ok(())
+        })
     }
 }
 
@@ -141,11 +143,14 @@ where
 /// Waits (the GIL released, at most 5 s) until no completion is still inside Python. `ambit` registers
 /// it with `atexit`.
 #[pyfunction]
-pub fn _drain(py: Python<'_>) {
-    py.detach(|| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while IN_FLIGHT.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
+pub fn _drain(py: Python<'_>) -> PyResult<()> {
+    crate::guard(|| {
+        py.detach(|| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while IN_FLIGHT.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Ok(())
+    })
 }
