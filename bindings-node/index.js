@@ -90,6 +90,9 @@ function describe(value) {
 
 const TOOL = Symbol('ambit.tool');
 
+/** Every key a tool definition may have. */
+const TOOL_OPTIONS = ['name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank'];
+
 function errorMessage(e) {
   if (e instanceof Error) return e.message;
   if (e !== null && typeof e === 'object' && typeof e.message === 'string') return e.message;
@@ -105,6 +108,7 @@ function tool(definition) {
   if (definition === null || typeof definition !== 'object') {
     throw new TypeError(`tool(): expected an object {name, description, parameters, run}, got ${describe(definition)}`);
   }
+  refuseUnknown('tool()', definition, TOOL_OPTIONS);
   const { name, description = '', parameters, run } = definition;
   if (typeof name !== 'string') {
     throw new TypeError(`tool(): name must be a string, got ${describe(name)}`);

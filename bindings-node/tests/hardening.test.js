@@ -180,6 +180,8 @@ describe('configuration inputs (item 10)', () => {
   test('an unknown option is a ConfigError naming it', () => {
     configError(() => new Agent({ model: offline, maxturns: 3 }), "'maxturns'");
     configError(() => new Agent({ model: offline, policy: { level: 'read', blocktools: ['x'] } }), "'blocktools'");
+    configError(() => new OpenAIChat('m', { baseURL: 'http://127.0.0.1:9/v1' }), "'baseURL'");
+    configError(() => tool({ name: 'n', parameters: { type: 'object' }, run: () => '', requireApproval: true }), "'requireApproval'");
   });
 
   for (const name of ['', '   ']) {
