@@ -56,6 +56,12 @@ export declare class CancelledError extends AmbitError {
   constructor(message: string, options?: ErrorOptions);
 }
 
+/** A bug in ambit: a panic in the native core was caught at the boundary (code "internal"). */
+export declare class InternalError extends AmbitError {
+  readonly code: 'internal';
+  constructor(message: string, options?: ErrorOptions);
+}
+
 export interface ModelOptions {
   /** Defaults to `OPENAI_BASE_URL` (Anthropic: `ANTHROPIC_BASE_URL` + `/v1`), else the vendor's URL. */
   baseUrl?: string;
@@ -171,7 +177,7 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
   /** Every call goes to the approval handler, whatever the level (default false). */
   requiresApproval?: boolean;
   /** String arguments whose blank value is itself the value (kept, not read as left out). */
-  allowBlank?: string[];
+  allowBlank?: string[] | string;
 }
 
 /** A tool made by {@link tool}. */
@@ -237,7 +243,7 @@ export interface AgentOptions {
    */
   policy?: Policy;
   /** Built-in tools to register, by name (registered after `tools`); an unknown name is a ConfigError. */
-  builtins?: BuiltinName[];
+  builtins?: BuiltinName[] | BuiltinName;
   /** MCP servers, connected before the first model request; their tools are `mcp__<server>__<tool>`. */
   mcpServers?: McpServerConfig[];
   /** Which tools wait in the catalog until the model loads them (MCP tools are deferred by default). */
@@ -279,13 +285,13 @@ export interface Policy {
   level?: Level;
   /** Calls above the level (and of tools marked `requiresApproval`) go to it instead of being refused. */
   approvals?: ((request: PendingApproval) => ResumeDecision | { decision: 'later' } | Promise<ResumeDecision | { decision: 'later' }>) | null | false;
-  allowTools?: string[];
-  blockTools?: string[];
+  allowTools?: string[] | string;
+  blockTools?: string[] | string;
   levelOverrides?: Record<string, Level>;
   /** Default: the process's current directory. Directories must exist. */
   workingDirectory?: string;
-  workspaceDirectories?: string[];
-  readableDirectories?: string[];
+  workspaceDirectories?: string[] | string;
+  readableDirectories?: string[] | string;
   confineReads?: boolean;
   network?: 'none' | 'remote' | 'unrestricted';
 }
@@ -309,7 +315,7 @@ export interface McpServerConfig {
   /** This server's setting; absent: the agent's `deferral.setting`. */
   deferral?: DeferralSetting;
   /** Tools (the server's names) that ship their schemas from the first request under every setting. */
-  eagerLoadTools?: string[];
+  eagerLoadTools?: string[] | string;
 }
 
 export interface DeferralOptions {
@@ -323,7 +329,7 @@ export interface DeferralOptions {
    */
   strategy?: 'append' | 'eager' | 'native';
   /** Host tools and built-ins that may be deferred (all others are eager). */
-  deferrableTools?: string[];
+  deferrableTools?: string[] | string;
 }
 
 type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport'>;

@@ -3,28 +3,15 @@
 // core's results to camelCase objects, and the core's error codes to error classes. Every rule (the
 // agent loop, tool validation, error formatting) lives in the Rust core.
 
-const native = require('./native/index.js');
+const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
 const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
 const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
-/** Every error ambit throws. `code` is the core's stable machine-readable code. */
-class AmbitError extends Error {
-  constructor(message, code, options) {
-    super(message, options);
-    this.name = 'AmbitError';
-    this.code = code;
-  }
-}
+const { AmbitError, ConfigError, InternalError } = require('./errors.js');
+const { refuseUnknown } = require('./options.js');
 
-/** The agent or a tool was configured wrongly (code "config"). */
-class ConfigError extends AmbitError {
-  constructor(message, options) {
-    super(message, 'config', options);
-    this.name = 'ConfigError';
-  }
-}
 
 /** The model provider failed (codes "model_http", "model_transport", "model_response"). */
 class ModelError extends AmbitError {
@@ -85,6 +72,8 @@ function toError(e) {
       return new BudgetError(message, details);
     case 'cancelled':
       return new CancelledError(message);
+    case 'internal':
+      return new InternalError(message);
     default:
       if (typeof e.code === 'string' && e.code.startsWith('model_')) {
         return new ModelError(message, e.code, e.status == null ? undefined : e.status);
@@ -101,6 +90,9 @@ function describe(value) {
 
 const TOOL = Symbol('ambit.tool');
 
+/** Every key a tool definition may have. */
+const TOOL_OPTIONS = ['name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank'];
+
 function errorMessage(e) {
   if (e instanceof Error) return e.message;
   if (e !== null && typeof e === 'object' && typeof e.message === 'string') return e.message;
@@ -116,6 +108,7 @@ function tool(definition) {
   if (definition === null || typeof definition !== 'object') {
     throw new TypeError(`tool(): expected an object {name, description, parameters, run}, got ${describe(definition)}`);
   }
+  refuseUnknown('tool()', definition, TOOL_OPTIONS);
   const { name, description = '', parameters, run } = definition;
   if (typeof name !== 'string') {
     throw new TypeError(`tool(): name must be a string, got ${describe(name)}`);
@@ -184,6 +177,13 @@ class TaskContext {
   }
 }
 
+/** Every option `new Agent({...})` reads; any other key is refused by name. */
+const AGENT_OPTIONS = [
+  'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
+  'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
+  'subagents', 'ledger',
+];
+
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
 const FROM_NATIVE = Symbol('ambit.agent.native');
 
@@ -207,6 +207,7 @@ class Agent {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`Agent: expected an options object {model, instructions, tools, maxTurns}, got ${describe(options)}`);
     }
+    refuseUnknown('Agent', options, AGENT_OPTIONS);
     const {
       model,
       instructions,
@@ -478,6 +479,7 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   CancelledError,
+  InternalError,
   /** wireName(name, maxBytes = 64): the name the model sees for a tool; straight from the core. */
   wireName: native.wireName,
 };

@@ -4,8 +4,9 @@
 // to error classes. Every rule (claims, fencing, cooldowns, backlog) lives in the Rust core. Times are
 // milliseconds since the Unix epoch.
 
-const native = require('./native/index.js');
+const native = require('./native.js');
 const { AmbitError } = require('./index.js');
+const { InternalError } = require('./errors.js');
 
 /** A ledger call refused or failed; a refused batch wrote nothing. */
 class LedgerError extends AmbitError {
@@ -56,6 +57,7 @@ const BY_CODE = {
 };
 
 function toError(error) {
+  if (error.code === 'internal') return new InternalError(error.message);
   const Cls = BY_CODE[error.code];
   return Cls ? new Cls(error.message, error.details || {}) : new LedgerError(error.message, error.code, error.details || {});
 }

@@ -3,6 +3,8 @@
 // AgentOptions fields `mcp_servers` and `deferral` (snake_case), which the core checks and refuses by
 // name. Every rule lives in the core.
 
+const { stringList } = require('./options.js');
+
 function describe(value) {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
@@ -31,7 +33,10 @@ function toNativeServer(server, i) {
   const out = {};
   for (const [key, value] of Object.entries(server)) {
     if (value === undefined) continue;
-    out[SERVER_KEYS[key] ?? key] = key === 'transport' ? toNativeTransport(value, i) : value;
+    let v = value;
+    if (key === 'transport') v = toNativeTransport(value, i);
+    else if (key === 'eagerLoadTools') v = stringList(`mcpServers[${i}].eagerLoadTools`, value);
+    out[SERVER_KEYS[key] ?? key] = v;
   }
   return out;
 }
@@ -49,9 +54,8 @@ function toNativeTransport(transport, i) {
  */
 const McpServer = {
   stdio(name, command, args = [], options = {}) {
-    if (!Array.isArray(args)) throw new TypeError(`McpServer.stdio: args must be an array of strings, got ${describe(args)}`);
     const { env, cwd, ...rest } = options;
-    const transport = { type: 'stdio', command, args };
+    const transport = { type: 'stdio', command, args: stringList(`McpServer.stdio '${name}': args`, args) };
     if (env !== undefined) transport.env = env;
     if (cwd !== undefined) transport.cwd = cwd;
     return { name, transport, ...rest };
@@ -76,7 +80,8 @@ function toNativeTooling(mcpServers, deferral) {
     requireObject(deferral, 'deferral');
     options.deferral = {};
     for (const [key, value] of Object.entries(deferral)) {
-      if (value !== undefined) options.deferral[DEFERRAL_KEYS[key] ?? key] = value;
+      if (value === undefined) continue;
+      options.deferral[DEFERRAL_KEYS[key] ?? key] = key === 'deferrableTools' ? stringList('deferral.deferrableTools', value) : value;
     }
   }
   return options;

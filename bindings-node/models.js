@@ -9,6 +9,11 @@ function describe(value) {
 }
 
 /** What every wire takes. Use {@link OpenAIChat}, {@link Anthropic} or {@link OpenAIResponses}. */
+const { refuseUnknown } = require('./options.js');
+
+/** Every key a model's options object may have. */
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens'];
+
 class Model {
   /**
    * @param {string} wire
@@ -23,6 +28,7 @@ class Model {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`${cls}: options must be an object, got ${describe(options)}`);
     }
+    refuseUnknown(cls, options, MODEL_OPTIONS);
     for (const key of ['baseUrl', 'apiKey']) {
       if (options[key] != null && typeof options[key] !== 'string') {
         throw new TypeError(`${cls}: options.${key} must be a string, got ${describe(options[key])}`);

@@ -4,6 +4,16 @@
 // tool's level declarations, and the listing API's rows back to camelCase. Every rule (levels, filters,
 // which call goes to the handler, what an answer means) lives in the Rust core.
 
+const { ConfigError } = require('./errors.js');
+const { stringList, refuseUnknown } = require('./options.js');
+
+/** Every key a policy object may have; the list-typed ones read by `stringList`. */
+const POLICY_KEYS = [
+  'level', 'approvals', 'allowTools', 'blockTools', 'levelOverrides', 'workingDirectory', 'workspaceDirectories',
+  'readableDirectories', 'confineReads', 'network',
+];
+const POLICY_LISTS = ['allowTools', 'blockTools', 'workspaceDirectories', 'readableDirectories'];
+
 function describe(value) {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
@@ -55,10 +65,16 @@ function toNativePolicy(policy) {
   if (typeof policy !== 'object' || Array.isArray(policy)) {
     throw new TypeError(`Agent: policy must be an object such as {level: "read"}, got ${describe(policy)}`);
   }
+  refuseUnknown('policy', policy, POLICY_KEYS);
   const config = {};
   let approvals;
   for (const [key, value] of Object.entries(policy)) {
-    if (key === 'approvals') {
+    if (POLICY_LISTS.includes(key) && value !== undefined) {
+      config[snakeCase(key)] = stringList(`policy.${key}`, value);
+    } else if (key === 'levelOverrides' && value !== undefined
+      && (value === null || typeof value !== 'object' || Array.isArray(value))) {
+      throw new ConfigError(`policy.levelOverrides must be an object of tool names to levels, got ${describe(value)}`);
+    } else if (key === 'approvals') {
       if (value != null && value !== false && typeof value !== 'function') {
         throw new TypeError(`Agent: policy.approvals must be a function (request) => decision, got ${describe(value)}`);
       }
@@ -73,10 +89,7 @@ function toNativePolicy(policy) {
 /** The native inputs for `builtins`: names of built-in tools (the core refuses an unknown one). */
 function toNativeBuiltins(builtins) {
   if (builtins == null) return undefined;
-  if (!Array.isArray(builtins) || builtins.some((b) => typeof b !== 'string')) {
-    throw new TypeError(`Agent: builtins must be an array of built-in tool names such as ["file_read"], got ${describe(builtins)}`);
-  }
-  return builtins;
+  return stringList('Agent: builtins', builtins);
 }
 
 /** A tool's permission declarations, checked for their JS types (the core checks the level's value). */
@@ -88,13 +101,10 @@ function toolDeclarations(name, definition) {
   if (requiresApproval != null && typeof requiresApproval !== 'boolean') {
     throw new TypeError(`tool '${name}': requiresApproval must be a boolean, got ${describe(requiresApproval)}`);
   }
-  if (allowBlank != null && (!Array.isArray(allowBlank) || allowBlank.some((a) => typeof a !== 'string'))) {
-    throw new TypeError(`tool '${name}': allowBlank must be an array of argument names, got ${describe(allowBlank)}`);
-  }
   return {
     level: level ?? undefined,
     requiresApproval: requiresApproval ?? undefined,
-    allowBlank: allowBlank ?? undefined,
+    allowBlank: allowBlank == null ? undefined : stringList(`tool '${name}': allowBlank`, allowBlank),
   };
 }
 

@@ -5,7 +5,7 @@
 // `resume` — from any process and language that opens the same store — continues it. Every rule lives
 // in the Rust core; this only translates.
 
-const native = require('./native/index.js');
+const native = require('./native.js');
 const core = require('./index.js');
 
 /** A session run parked on an approval (code "awaiting_approval"): `sessionId`, `request`. A signal, not a failure. */

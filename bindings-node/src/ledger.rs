@@ -28,9 +28,7 @@ where
     let out = match ambit::runtime::runtime().spawn(f).await {
         Ok(Ok(value)) => json!({"ok": true, "value": value}),
         Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => {
-            json!({"ok": false, "error": {"code": "internal", "message": format!("the ledger call stopped unexpectedly: {e}")}})
-        }
+        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
     };
     out.to_string()
 }
@@ -58,8 +56,8 @@ pub struct NativeLedgerTools {
 impl NativeLedgerTools {
     /// The tools' names, in registration order.
     #[napi]
-    pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    pub fn names(&self) -> napi::Result<Vec<String>> {
+        crate::guard(|| self.tools.iter().map(|t| t.spec().name.clone()).collect())
     }
 }
 
@@ -88,7 +86,9 @@ pub async fn open_ledger(url: String, durability: String) -> napi::Result<Native
     match opened {
         Ok(Ok(ledger)) => Ok(NativeLedger { ledger }),
         Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(json!({"code": "internal", "message": e.to_string()}).to_string())),
+        Err(e) => Err(napi::Error::from_reason(
+            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
+        )),
     }
 }
 
@@ -131,12 +131,14 @@ impl NativeLedger {
         limits: String,
         routine_id: Option<String>,
     ) -> napi::Result<NativeLedgerTools> {
-        let limits =
-            parse!(RoutineLimits, &limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
-        let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
-        run.routine_id = routine_id;
-        run.lease_ms = lease_ms;
-        Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
+        crate::guard(|| {
+            let limits =
+                parse!(RoutineLimits, &limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
+            let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
+            run.routine_id = routine_id;
+            run.lease_ms = lease_ms;
+            Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
+        })?
     }
 
     #[napi]

@@ -96,6 +96,30 @@ impl NativeError {
     }
 }
 
+/// What the reason of an error thrown for a caught panic starts with: `native.js`, the facade's one door
+/// to this module, turns such an error into `InternalError` (code `internal`).
+pub(crate) const INTERNAL_MARK: &str = "ambit-internal:";
+
+/// The error a caught panic is thrown as (see [`INTERNAL_MARK`]).
+pub(crate) fn internal_error(payload: &(dyn std::any::Any + Send)) -> napi::Error {
+    napi::Error::from_reason(format!("{INTERNAL_MARK}{}", Error::from_panic(payload)))
+}
+
+/// Runs the body of a synchronous export: a panic in it (the core's or this binding's) is thrown as the
+/// internal error instead of aborting the process. Every synchronous export goes through it; the
+/// asynchronous ones run their work in a task of its own and map a panicking task the same way.
+pub(crate) fn guard<T>(body: impl FnOnce() -> T) -> napi::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).map_err(|p| internal_error(&*p))
+}
+
+/// The core error of a task that panicked, for the envelopes (`{code: "internal", message}`).
+pub(crate) fn join_error(e: tokio::task::JoinError) -> Error {
+    match e.try_into_panic() {
+        Ok(payload) => Error::from_panic(&*payload),
+        Err(e) => Error::Internal(format!("the task stopped unexpectedly: {e}")),
+    }
+}
+
 struct JsTool {
     spec: ToolSpec,
     call: JsToolFn,
@@ -146,12 +170,7 @@ impl NativeAgent {
         let outcome: Result<RunResult, NativeError> = match handle.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(NativeError::from_core(&e)),
-            Err(e) => Err(NativeError {
-                code: "internal".to_string(),
-                message: format!("the run stopped unexpectedly: {e}"),
-                status: None,
-                details: None,
-            }),
+            Err(e) => Err(NativeError::from_core(&join_error(e))),
         };
         let envelope = match outcome {
             Ok(result) => match serde_json::to_value(&result) {
@@ -168,9 +187,11 @@ impl NativeAgent {
 
     /// Starts the run as a stream of events; `NativeRunStream.next` hands them out.
     #[napi]
-    pub fn stream(&self, input: String) -> NativeRunStream {
-        let feed = ambit::EventFeed::start(self.agent.stream(input), |run| ambit::runtime::runtime().spawn(run));
-        NativeRunStream { feed: Arc::new(feed) }
+    pub fn stream(&self, input: String) -> napi::Result<NativeRunStream> {
+        guard(|| {
+            let feed = ambit::EventFeed::start(self.agent.stream(input), |run| ambit::runtime::runtime().spawn(run));
+            NativeRunStream { feed: Arc::new(feed) }
+        })
     }
 }
 
@@ -193,7 +214,7 @@ impl NativeRunStream {
         let feed = self.feed.clone();
         let item = match ambit::runtime::runtime().spawn(async move { feed.next().await }).await {
             Ok(item) => item,
-            Err(e) => return json!({"ok": false, "error": {"code": "internal", "message": e.to_string()}}).to_string(),
+            Err(e) => return error_envelope(&NativeError::from_core(&join_error(e))).to_string(),
         };
         match item {
             Some(Ok(event)) => json!({"ok": true, "event": event}),
@@ -205,8 +226,8 @@ impl NativeRunStream {
 
     /// Stops the run: its HTTP request and its tools are dropped.
     #[napi]
-    pub fn cancel(&self) {
-        self.feed.cancel();
+    pub fn cancel(&self) -> napi::Result<()> {
+        guard(|| self.feed.cancel())
     }
 }
 
@@ -216,12 +237,14 @@ pub fn create_agent(
     config: NativeAgentConfig,
     tools: Vec<NativeToolConfig>,
     ledger: Option<&ledger::NativeLedgerTools>,
-) -> Either<NativeAgent, NativeError> {
-    let ledger_tools = ledger.map(|l| l.tools.clone()).unwrap_or_default();
-    match build(config, tools, ledger_tools) {
-        Ok(agent) => Either::A(NativeAgent { agent }),
-        Err(e) => Either::B(NativeError::from_core(&e)),
-    }
+) -> napi::Result<Either<NativeAgent, NativeError>> {
+    guard(|| {
+        let ledger_tools = ledger.map(|l| l.tools.clone()).unwrap_or_default();
+        match build(config, tools, ledger_tools) {
+            Ok(agent) => Either::A(NativeAgent { agent }),
+            Err(e) => Either::B(NativeError::from_core(&e)),
+        }
+    })
 }
 
 fn build(
@@ -263,22 +286,37 @@ fn build(
 
 /// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
 #[napi]
-pub fn task_progress(token: i64, note: String) -> bool {
-    u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note))
+pub fn task_progress(token: i64, note: String) -> napi::Result<bool> {
+    guard(|| u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note)))
 }
 
 /// Whether the background task of a tool call was asked to stop.
 #[napi]
-pub fn task_cancelled(token: i64) -> bool {
-    u64::try_from(token).is_ok_and(ambit::agent::background::host_task_cancelled)
+pub fn task_cancelled(token: i64) -> napi::Result<bool> {
+    guard(|| u64::try_from(token).is_ok_and(ambit::agent::background::host_task_cancelled))
 }
 
 /// The name a model sees for the tool `name` on a wire that takes names of at most `max_bytes` bytes
 /// (default 64, Chat Completions; 128 on Anthropic and Responses): the name itself when the wire takes
 /// it, else its head, `_` and 12 hex digits of its SHA-256 (SPEC §3).
 #[napi]
-pub fn wire_name(name: String, max_bytes: Option<u32>) -> String {
-    let limit =
-        max_bytes.map_or(ambit::tools::wire_name::CHAT_COMPLETIONS_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX));
-    ambit::tools::wire_name::wire_name(&name, limit)
+pub fn wire_name(name: String, max_bytes: Option<u32>) -> napi::Result<String> {
+    guard(|| {
+        let limit = max_bytes
+            .map_or(ambit::tools::wire_name::CHAT_COMPLETIONS_LIMIT, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        ambit::tools::wire_name::wire_name(&name, limit)
+    })
+}
+
+/// Test hook: panics inside the core, in a synchronous export (the facade throws `InternalError`).
+#[napi(js_name = "_testingForcePanic")]
+pub fn testing_force_panic() -> napi::Result<()> {
+    guard(|| ambit::testing::force_panic())
+}
+
+/// Test hook: a tool whose call panics inside the run's task, to pass where `createAgent` takes the
+/// ledger's tools.
+#[napi(js_name = "_testingPanickingTools")]
+pub fn testing_panicking_tools() -> napi::Result<ledger::NativeLedgerTools> {
+    guard(|| ledger::NativeLedgerTools { tools: vec![ambit::testing::panicking_tool()] })
 }

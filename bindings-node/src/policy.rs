@@ -107,7 +107,7 @@ impl NativeAgent {
     /// to the approval handler: the JSON text of the core's listing (snake_case).
     #[napi]
     pub fn list_tools(&self) -> napi::Result<String> {
-        serde_json::to_string(&self.agent.list_tools())
+        crate::guard(|| serde_json::to_string(&self.agent.list_tools()))?
             .map_err(|e| napi::Error::from_reason(format!("the tool listing could not be serialized: {e}")))
     }
 
@@ -115,10 +115,14 @@ impl NativeAgent {
     /// in `createAgent`), keeping its sub-agents: a follow-up is re-admitted against this policy's
     /// reach. Or the core's configuration error as data.
     #[napi(ts_args_type = "policy: string, approvals?: (requestJson: string) => Promise<string>")]
-    pub fn with_policy(&self, policy: String, approvals: Option<JsApprovalFn>) -> Either<NativeAgent, NativeError> {
-        match policy_of(&policy, approvals).and_then(|p| self.agent.with_policy(p)) {
+    pub fn with_policy(
+        &self,
+        policy: String,
+        approvals: Option<JsApprovalFn>,
+    ) -> napi::Result<Either<NativeAgent, NativeError>> {
+        crate::guard(|| match policy_of(&policy, approvals).and_then(|p| self.agent.with_policy(p)) {
             Ok(agent) => Either::A(NativeAgent { agent }),
             Err(e) => Either::B(NativeError::from_core(&e)),
-        }
+        })
     }
 }

@@ -28,9 +28,7 @@ where
     let out = match ambit::runtime::runtime().spawn(f).await {
         Ok(Ok(value)) => json!({"ok": true, "value": value}),
         Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => {
-            json!({"ok": false, "error": {"code": "internal", "message": format!("the session call stopped unexpectedly: {e}")}})
-        }
+        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
     };
     out.to_string()
 }
@@ -61,7 +59,9 @@ pub async fn open_sessions(url: String, config: String) -> napi::Result<NativeSe
     match opened {
         Ok(Ok(sessions)) => Ok(NativeSessions { sessions }),
         Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(json!({"code": "internal", "message": e.to_string()}).to_string())),
+        Err(e) => Err(napi::Error::from_reason(
+            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
+        )),
     }
 }
 
@@ -84,9 +84,11 @@ impl NativeSessions {
         input: String,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        env.spawn_future(
-            async move { Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await) },
-        )
+        crate::guard(|| {
+            env.spawn_future(async move {
+                Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await)
+            })
+        })?
     }
 
     /// Answers the approval a parked session waits on (`decision` as JSON) and continues the run.
@@ -99,14 +101,16 @@ impl NativeSessions {
         decision: String,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        env.spawn_future(async move {
-            Ok(envelope(async move {
-                let decision: ambit::ApprovalDecision =
-                    serde_json::from_str(&decision).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
-                value!(s.resume(&agent, &session_id, decision).await?)
+        crate::guard(|| {
+            env.spawn_future(async move {
+                Ok(envelope(async move {
+                    let decision: ambit::ApprovalDecision =
+                        serde_json::from_str(&decision).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
+                    value!(s.resume(&agent, &session_id, decision).await?)
+                })
+                .await)
             })
-            .await)
-        })
+        })?
     }
 
     /// Compacts the session now; whether anything was summarised.
@@ -118,9 +122,11 @@ impl NativeSessions {
         session_id: String,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        env.spawn_future(
-            async move { Ok(envelope(async move { value!(s.compact(&agent, &session_id).await?) }).await) },
-        )
+        crate::guard(|| {
+            env.spawn_future(
+                async move { Ok(envelope(async move { value!(s.compact(&agent, &session_id).await?) }).await) },
+            )
+        })?
     }
 
     /// The approval a parked session waits on, or null.

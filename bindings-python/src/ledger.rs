@@ -54,8 +54,8 @@ pub struct NativeLedgerTools {
 #[pymethods]
 impl NativeLedgerTools {
     /// The tools' names, in registration order.
-    fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    fn names(&self) -> PyResult<Vec<String>> {
+        crate::guard(|| Ok(self.tools.iter().map(|t| t.spec().name.clone()).collect()))
     }
 }
 
@@ -70,30 +70,38 @@ impl NativeLedger {
     /// Opens `sqlite:///path` or `postgres://…`; `durability` is `full` or `fast`.
     #[staticmethod]
     fn open<'py>(py: Python<'py>, url: String, durability: String) -> PyResult<Bound<'py, PyAny>> {
-        let durability = match durability.as_str() {
-            "full" => Durability::Full,
-            "fast" => Durability::Fast,
-            other => {
-                return Err(ledger_err(LedgerError::InvalidArgument(format!(
-                    "durability is full or fast, got '{other}'"
-                ))));
-            }
-        };
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() })
-                .await
-                .map_err(ledger_err)?;
-            Ok(NativeLedger { ledger })
+        crate::guard(|| {
+            let durability = match durability.as_str() {
+                "full" => Durability::Full,
+                "fast" => Durability::Fast,
+                other => {
+                    return Err(ledger_err(LedgerError::InvalidArgument(format!(
+                        "durability is full or fast, got '{other}'"
+                    ))));
+                }
+            };
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() })
+                    .await
+                    .map_err(ledger_err)?;
+                Ok(NativeLedger { ledger })
+            })
         })
     }
 
     /// Claims; `request` is a ClaimRequest as JSON. Returns the ClaimResult as JSON.
     fn claim<'py>(&self, py: Python<'py>, request: String) -> PyResult<Bound<'py, PyAny>> {
-        let req: ClaimRequest = serde_json::from_str(&request).map_err(bad_json)?;
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move { to_json!(&ledger.claim(req).await.map_err(ledger_err)?) })
+        crate::guard(|| {
+            let req: ClaimRequest = serde_json::from_str(&request).map_err(bad_json)?;
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(
+                py,
+                locals,
+                async move { to_json!(&ledger.claim(req).await.map_err(ledger_err)?) },
+            )
+        })
     }
 
     /// Records a batch given as JSON (a list of objects); the whole batch or nothing.
@@ -105,20 +113,28 @@ impl NativeLedger {
         records: String,
         run_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let records: serde_json::Value = serde_json::from_str(&records).map_err(bad_json)?;
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            to_json!(&ledger.record_json(&scope, run_id.as_deref(), &records).await.map_err(ledger_err)?)
+        crate::guard(|| {
+            let records: serde_json::Value = serde_json::from_str(&records).map_err(bad_json)?;
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                to_json!(&ledger.record_json(&scope, run_id.as_deref(), &records).await.map_err(ledger_err)?)
+            })
         })
     }
 
     /// Lists rows; `query` is a ListQuery as JSON.
     fn list<'py>(&self, py: Python<'py>, query: String) -> PyResult<Bound<'py, PyAny>> {
-        let query: ListQuery = serde_json::from_str(&query).map_err(bad_json)?;
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move { to_json!(&ledger.list(&query).await.map_err(ledger_err)?) })
+        crate::guard(|| {
+            let query: ListQuery = serde_json::from_str(&query).map_err(bad_json)?;
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(
+                py,
+                locals,
+                async move { to_json!(&ledger.list(&query).await.map_err(ledger_err)?) },
+            )
+        })
     }
 
     /// The four agent tools bound to one run of a routine; `limits` is RoutineLimits as JSON.
@@ -132,18 +148,22 @@ impl NativeLedger {
         limits: String,
         routine_id: Option<String>,
     ) -> PyResult<NativeLedgerTools> {
-        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
-        let mut run = RoutineRun::new(scope, run_id).limit(limit).limits(limits);
-        run.routine_id = routine_id;
-        run.lease_ms = lease_ms;
-        Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
+        crate::guard(|| {
+            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let mut run = RoutineRun::new(scope, run_id).limit(limit).limits(limits);
+            run.routine_id = routine_id;
+            run.lease_ms = lease_ms;
+            Ok(NativeLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
+        })
     }
 
     fn grant_reason_counts<'py>(&self, py: Python<'py>, scope: String) -> PyResult<Bound<'py, PyAny>> {
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            to_json!(&ledger.grant_reason_counts(&scope).await.map_err(ledger_err)?)
+        crate::guard(|| {
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                to_json!(&ledger.grant_reason_counts(&scope).await.map_err(ledger_err)?)
+            })
         })
     }
 
@@ -157,15 +177,17 @@ impl NativeLedger {
         limits: String,
         run_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            let report = ledger
-                .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits)
-                .await
-                .map_err(ledger_err)?;
-            to_json!(&report)
+        crate::guard(|| {
+            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let report = ledger
+                    .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits)
+                    .await
+                    .map_err(ledger_err)?;
+                to_json!(&report)
+            })
         })
     }
 
@@ -176,11 +198,13 @@ impl NativeLedger {
         run_id: String,
         limits: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
-        let ledger = self.ledger.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            to_json!(&ledger.drain_decision(&routine_id, &run_id, &limits).await.map_err(ledger_err)?)
+        crate::guard(|| {
+            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let ledger = self.ledger.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                to_json!(&ledger.drain_decision(&routine_id, &run_id, &limits).await.map_err(ledger_err)?)
+            })
         })
     }
 }

@@ -51,6 +51,14 @@ fn core_err(e: Error) -> PyErr {
     })
 }
 
+/// Runs the body of an exported function: a panic in it (the core's or this binding's) raises
+/// `ambit.InternalError` (code `internal`) instead of crossing into Python. Every export goes through it;
+/// the awaitables catch their tasks' panics themselves (`awaitable::into_awaitable`).
+pub(crate) fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .unwrap_or_else(|p| Err(core_err(Error::from_panic(&*p))))
+}
+
 /// The text of a Python exception, for the model: its message, else its type's name.
 fn exception_text(py: Python<'_>, err: &PyErr) -> String {
     let value = err.value(py);
@@ -84,37 +92,70 @@ impl Tool for PyTool {
     }
 }
 
+/// What the model sees of a failed Python call: the exception's text. `KeyboardInterrupt` and
+/// `SystemExit` also go to the run's escape hatch, so the run stops and its awaitable raises them.
+fn failure(py: Python<'_>, err: PyErr) -> String {
+    let text = exception_text(py, &err);
+    if awaitable::ends_the_program(py, &err) {
+        awaitable::escape(err);
+    }
+    text
+}
+
 /// Awaits a Python callable's result: the value itself, or the coroutine it returned (run on the event
 /// loop that awaited the run, which the run's future carries as a task local).
 async fn call_python(call: &Py<PyAny>, arg: String, token: Option<u64>, is_async: bool) -> Result<String, String> {
-    fn invoke<'py>(py: Python<'py>, call: &Py<PyAny>, arg: String, token: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
-        match token {
-            Some(t) => call.bind(py).call1((arg, t)),
-            None => call.bind(py).call1((arg,)),
-        }
-    }
     if is_async {
         let fut = Python::attach(|py| {
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-            let coro = invoke(py, call, arg, token)?;
+            let coro = match token {
+                Some(t) => call.bind(py).call1((arg, t))?,
+                None => call.bind(py).call1((arg,))?,
+            };
             pyo3_async_runtimes::into_future_with_locals(&locals, coro)
         })
-        .map_err(|e| Python::attach(|py| exception_text(py, &e)))?;
+        .map_err(|e| Python::attach(|py| failure(py, e)))?;
         let out = fut.await;
         return Python::attach(|py| match out {
-            Ok(v) => v.bind(py).extract::<String>().map_err(|e| exception_text(py, &e)),
-            Err(e) => Err(exception_text(py, &e)),
+            Ok(v) => v.bind(py).extract::<String>().map_err(|e| failure(py, e)),
+            Err(e) => Err(failure(py, e)),
         });
     }
-    let call = Python::attach(|py| call.clone_ref(py));
-    // A plain function runs on a blocking thread, so it never stalls the runtime's workers.
-    tokio::task::spawn_blocking(move || {
-        Python::attach(|py| {
-            invoke(py, &call, arg, token).and_then(|v| v.extract::<String>()).map_err(|e| exception_text(py, &e))
-        })
+    // A plain function runs on a daemon thread of Python's own (`ambit._aio.call_in_thread`), so it never
+    // stalls the runtime's workers, and a call still running when the interpreter exits is ended by
+    // Python like any daemon thread instead of coming back into a finalized interpreter.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    Python::attach(|py| {
+        let answer = Answer { tx: std::sync::Mutex::new(Some(tx)) };
+        py.import("ambit._aio")?.getattr("call_in_thread")?.call1((call.clone_ref(py), arg, token, answer))?;
+        Ok(())
     })
-    .await
-    .map_err(|e| format!("the callback's thread failed: {e}"))?
+    .map_err(|e: PyErr| Python::attach(|py| failure(py, e)))?;
+    match rx.await {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(e)) => Err(Python::attach(|py| failure(py, e))),
+        Err(_) => Err("the tool's thread ended without an answer".to_string()),
+    }
+}
+
+/// Receives a plain function's outcome from its thread: `(True, text)` or `(False, exception)`.
+#[pyclass(module = "ambit._native", frozen)]
+struct Answer {
+    tx: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<PyResult<String>>>>,
+}
+
+#[pymethods]
+impl Answer {
+    fn __call__(&self, ok: bool, value: Bound<'_, PyAny>) -> PyResult<()> {
+        guard(|| {
+            let outcome = if ok { value.extract::<String>() } else { Err(PyErr::from_value(value)) };
+            if let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                // The run may be gone (cancelled): nobody waits for the answer then.
+                let _ = tx.send(outcome);
+            }
+            Ok(())
+        })
+    }
 }
 
 /// A Python approval handler. The facade hands over `decide(request_json) -> decision_json` (or a
@@ -158,97 +199,110 @@ impl NativeAgent {
         builtins: Vec<String>,
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
     ) -> PyResult<Self> {
-        // `model` is a ModelConfig as JSON: the wire, the model's name, where, and how.
-        let m = ModelConfig::from_json(&model).and_then(|c| c.build()).map_err(core_err)?;
-        let mut b = Agent::builder().model_arc(m);
-        if let Some(o) = options {
-            b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);
-        }
-        if let Some(i) = instructions {
-            b = b.instructions(i);
-        }
-        if let Some(n) = max_turns {
-            b = b.max_turns(n);
-        }
-        for (spec, call, is_async) in tools {
-            let spec: ToolSpec = serde_json::from_str(&spec)
-                .map_err(|e| core_err(Error::Config(format!("a tool's declaration is not valid: {e}"))))?;
-            b = b.tool(PyTool { spec, call, is_async });
-        }
-        for name in builtins {
-            let tool = ambit::tools::builtin::by_name(&name).ok_or_else(|| {
-                core_err(Error::Config(format!(
-                    "there is no built-in tool named '{name}' (built-ins: {})",
-                    ambit::tools::builtin::NAMES.join(", ")
-                )))
-            })?;
-            b = b.tool_arc(tool);
-        }
-        for tool in ledger_tools.iter().flat_map(|l| l.tools.iter()) {
-            b = b.tool_arc(tool.clone());
-        }
-        let handler =
-            approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
-        if policy.is_some() || handler.is_some() {
-            let config = match policy {
-                Some(p) => PolicyConfig::from_json(&p).map_err(core_err)?,
-                None => PolicyConfig::default(),
-            };
-            b = b.policy(config.into_policy(handler).map_err(core_err)?);
-        }
-        let agent = b.build().map_err(core_err)?;
-        Ok(NativeAgent { agent })
+        guard(|| {
+            // `model` is a ModelConfig as JSON: the wire, the model's name, where, and how.
+            let m = ModelConfig::from_json(&model).and_then(|c| c.build()).map_err(core_err)?;
+            let mut b = Agent::builder().model_arc(m);
+            if let Some(o) = options {
+                b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);
+            }
+            if let Some(i) = instructions {
+                b = b.instructions(i);
+            }
+            if let Some(n) = max_turns {
+                b = b.max_turns(n);
+            }
+            for (spec, call, is_async) in tools {
+                let spec: ToolSpec = serde_json::from_str(&spec)
+                    .map_err(|e| core_err(Error::Config(format!("a tool's declaration is not valid: {e}"))))?;
+                b = b.tool(PyTool { spec, call, is_async });
+            }
+            for name in builtins {
+                let tool = ambit::tools::builtin::by_name(&name).ok_or_else(|| {
+                    core_err(Error::Config(format!(
+                        "there is no built-in tool named '{name}' (built-ins: {})",
+                        ambit::tools::builtin::NAMES.join(", ")
+                    )))
+                })?;
+                b = b.tool_arc(tool);
+            }
+            for tool in ledger_tools.iter().flat_map(|l| l.tools.iter()) {
+                b = b.tool_arc(tool.clone());
+            }
+            let handler =
+                approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
+            if policy.is_some() || handler.is_some() {
+                let config = match policy {
+                    Some(p) => PolicyConfig::from_json(&p).map_err(core_err)?,
+                    None => PolicyConfig::default(),
+                };
+                b = b.policy(config.into_policy(handler).map_err(core_err)?);
+            }
+            let agent = b.build().map_err(core_err)?;
+            Ok(NativeAgent { agent })
+        })
     }
 
     /// The same agent under another policy (a PolicyConfig as JSON, with `approvals` as in `new`),
     /// keeping its sub-agents: a follow-up is re-admitted against this policy's reach.
     #[pyo3(signature = (policy, approvals=None))]
     fn with_policy(&self, policy: String, approvals: Option<(Py<PyAny>, bool)>) -> PyResult<NativeAgent> {
-        let handler =
-            approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
-        let policy = PolicyConfig::from_json(&policy).and_then(|c| c.into_policy(handler)).map_err(core_err)?;
-        let agent = self.agent.with_policy(policy).map_err(core_err)?;
-        Ok(NativeAgent { agent })
+        guard(|| {
+            let handler =
+                approvals.map(|(call, is_async)| Arc::new(PyApproval { call, is_async }) as Arc<dyn ApprovalHandler>);
+            let policy = PolicyConfig::from_json(&policy).and_then(|c| c.into_policy(handler)).map_err(core_err)?;
+            let agent = self.agent.with_policy(policy).map_err(core_err)?;
+            Ok(NativeAgent { agent })
+        })
     }
 
     /// Runs the agent; returns an awaitable of the result as JSON text.
     fn run<'py>(&self, py: Python<'py>, input: String) -> PyResult<Bound<'py, PyAny>> {
-        let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let agent = self.agent.clone();
-        awaitable::into_awaitable(py, task_locals, async move {
-            let result = agent.run(input).await.map_err(core_err)?;
-            serde_json::to_string(&result).map_err(|e| core_err(Error::Config(e.to_string())))
+        guard(|| {
+            let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let agent = self.agent.clone();
+            awaitable::into_awaitable(py, task_locals, async move {
+                let result = agent.run(input).await.map_err(core_err)?;
+                serde_json::to_string(&result).map_err(|e| core_err(Error::Config(e.to_string())))
+            })
         })
     }
 
     /// Runs the agent as a stream of events.
     fn stream(&self, py: Python<'_>, input: String) -> PyResult<NativeRunStream> {
-        // Async tools run on the event loop that started the stream: the run carries it as a task local.
-        let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let feed = ambit::EventFeed::start(self.agent.stream(input), |run| {
-            ambit::runtime::runtime().spawn(pyo3_async_runtimes::tokio::scope(task_locals, run))
-        });
-        Ok(NativeRunStream { feed: Arc::new(feed) })
+        guard(|| {
+            // Async tools run on the event loop that started the stream: the run carries it as a task
+            // local, and the stream's escape hatch beside it.
+            let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let hatch = Arc::new(awaitable::Escape::default());
+            let scoped = hatch.clone();
+            let feed = ambit::EventFeed::start(self.agent.stream(input), move |run| {
+                ambit::runtime::runtime().spawn(pyo3_async_runtimes::tokio::scope(task_locals, scoped.scope(run)))
+            });
+            Ok(NativeRunStream { feed: Arc::new(feed), hatch })
+        })
     }
 
     /// Every tool with its effective level and status, as JSON.
     fn list_tools(&self) -> PyResult<String> {
-        serde_json::to_string(&self.agent.list_tools()).map_err(|e| core_err(Error::Config(e.to_string())))
+        guard(|| serde_json::to_string(&self.agent.list_tools()).map_err(|e| core_err(Error::Config(e.to_string()))))
     }
 
     /// Connects the MCP servers not yet connected and re-lists those that changed; an awaitable.
     fn refresh_tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let agent = self.agent.clone();
-        awaitable::into_awaitable(py, task_locals, async move {
-            agent.refresh_tools().await;
-            Ok(true)
+        guard(|| {
+            let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let agent = self.agent.clone();
+            awaitable::into_awaitable(py, task_locals, async move {
+                agent.refresh_tools().await;
+                Ok(true)
+            })
         })
     }
 
     /// The names of the registered tools, in order.
-    fn tool_names(&self) -> Vec<String> {
-        self.agent.tools().specs().into_iter().map(|s| s.name).collect()
+    fn tool_names(&self) -> PyResult<Vec<String>> {
+        guard(|| Ok(self.agent.tools().specs().into_iter().map(|s| s.name).collect()))
     }
 }
 
@@ -256,41 +310,57 @@ impl NativeAgent {
 #[pyclass(name = "NativeRunStream", module = "ambit._native", frozen)]
 struct NativeRunStream {
     feed: Arc<ambit::EventFeed>,
+    /// Where the run's `KeyboardInterrupt` or `SystemExit` waits for `next` to raise it.
+    hatch: Arc<awaitable::Escape>,
 }
 
 #[pymethods]
 impl NativeRunStream {
-    /// An awaitable of the next event as JSON, `None` at the end; raises the run's error.
+    /// An awaitable of the next event as JSON, `None` at the end; raises the run's error (or the
+    /// `KeyboardInterrupt`/`SystemExit` a tool raised, which also stops the run).
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let feed = self.feed.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            match feed.next().await {
-                Some(Ok(event)) => {
-                    serde_json::to_string(&event).map(Some).map_err(|e| core_err(Error::Config(e.to_string())))
+        guard(|| {
+            let (feed, hatch) = (self.feed.clone(), self.hatch.clone());
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let item = tokio::select! {
+                    biased;
+                    err = hatch.raised() => {
+                        feed.cancel();
+                        return Err(err);
+                    }
+                    item = feed.next() => item,
+                };
+                match item {
+                    Some(Ok(event)) => {
+                        serde_json::to_string(&event).map(Some).map_err(|e| core_err(Error::Config(e.to_string())))
+                    }
+                    Some(Err(e)) => Err(core_err(e)),
+                    None => Ok(None),
                 }
-                Some(Err(e)) => Err(core_err(e)),
-                None => Ok(None),
-            }
+            })
         })
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.
-    fn cancel(&self) {
-        self.feed.cancel();
+    fn cancel(&self) -> PyResult<()> {
+        guard(|| {
+            self.feed.cancel();
+            Ok(())
+        })
     }
 }
 
 /// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
 #[pyfunction]
-fn task_progress(token: u64, note: &str) -> bool {
-    ambit::agent::background::host_task_progress(token, note)
+fn task_progress(token: u64, note: &str) -> PyResult<bool> {
+    guard(|| Ok(ambit::agent::background::host_task_progress(token, note)))
 }
 
 /// Whether the background task of a tool call was asked to stop.
 #[pyfunction]
-fn task_cancelled(token: u64) -> bool {
-    ambit::agent::background::host_task_cancelled(token)
+fn task_cancelled(token: u64) -> PyResult<bool> {
+    guard(|| Ok(ambit::agent::background::host_task_cancelled(token)))
 }
 
 /// The name a model sees for the tool `name` on a wire that takes names of at most `max_bytes` bytes
@@ -298,8 +368,21 @@ fn task_cancelled(token: u64) -> bool {
 /// else its head, `_` and 12 hex digits of its SHA-256 (SPEC §3).
 #[pyfunction]
 #[pyo3(signature = (name, max_bytes=ambit::tools::wire_name::CHAT_COMPLETIONS_LIMIT))]
-fn wire_name(name: &str, max_bytes: usize) -> String {
-    ambit::tools::wire_name::wire_name(name, max_bytes)
+fn wire_name(name: &str, max_bytes: usize) -> PyResult<String> {
+    guard(|| Ok(ambit::tools::wire_name::wire_name(name, max_bytes)))
+}
+
+/// Test hook: panics inside the core, in a synchronous export (`ambit.InternalError` comes out).
+#[pyfunction]
+fn _testing_force_panic() -> PyResult<()> {
+    guard(|| ambit::testing::force_panic())
+}
+
+/// Test hook: a tool whose call panics inside the run's task, as tools to pass where `NativeAgent`
+/// takes `ledger_tools`.
+#[pyfunction]
+fn _testing_panicking_tools() -> PyResult<ledger::NativeLedgerTools> {
+    guard(|| Ok(ledger::NativeLedgerTools { tools: vec![ambit::testing::panicking_tool()] }))
 }
 
 #[pymodule]
@@ -310,6 +393,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_cancelled, m)?)?;
     m.add_function(wrap_pyfunction!(wire_name, m)?)?;
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_force_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_panicking_tools, m)?)?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;
     m.add_class::<ledger::NativeLedgerTools>()?;

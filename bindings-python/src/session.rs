@@ -43,19 +43,24 @@ impl NativeSessions {
     /// Opens `sqlite:///path` or `postgres://…`; `config` is a SessionConfig as JSON.
     #[staticmethod]
     fn open<'py>(py: Python<'py>, url: String, config: String) -> PyResult<Bound<'py, PyAny>> {
-        let config: SessionConfig = serde_json::from_str(&config).map_err(json_err)?;
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            let sessions = Sessions::open(&url).await.map_err(session_err)?.with_config(config).map_err(session_err)?;
-            Ok(NativeSessions { sessions })
+        crate::guard(|| {
+            let config: SessionConfig = serde_json::from_str(&config).map_err(json_err)?;
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let sessions =
+                    Sessions::open(&url).await.map_err(session_err)?.with_config(config).map_err(session_err)?;
+                Ok(NativeSessions { sessions })
+            })
         })
     }
 
     /// A new session's id.
     fn create<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.sessions.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move { s.create().await.map_err(session_err) })
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move { s.create().await.map_err(session_err) })
+        })
     }
 
     /// Runs `agent` in the session; the RunResult as JSON.
@@ -66,11 +71,13 @@ impl NativeSessions {
         session_id: String,
         input: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            let result = s.run(&agent, &session_id, &input).await.map_err(session_err)?;
-            serde_json::to_string(&result).map_err(json_err)
+        crate::guard(|| {
+            let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let result = s.run(&agent, &session_id, &input).await.map_err(session_err)?;
+                serde_json::to_string(&result).map_err(json_err)
+            })
         })
     }
 
@@ -82,29 +89,39 @@ impl NativeSessions {
         session_id: String,
         decision: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let decision: ambit::ApprovalDecision = serde_json::from_str(&decision).map_err(json_err)?;
-        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            let result = s.resume(&agent, &session_id, decision).await.map_err(session_err)?;
-            serde_json::to_string(&result).map_err(json_err)
+        crate::guard(|| {
+            let decision: ambit::ApprovalDecision = serde_json::from_str(&decision).map_err(json_err)?;
+            let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let result = s.resume(&agent, &session_id, decision).await.map_err(session_err)?;
+                serde_json::to_string(&result).map_err(json_err)
+            })
         })
     }
 
     /// The approval a parked session waits on, as JSON (`null` when it is not parked).
     fn pending<'py>(&self, py: Python<'py>, session_id: String) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.sessions.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            serde_json::to_string(&s.pending(&session_id).await.map_err(session_err)?).map_err(json_err)
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                serde_json::to_string(&s.pending(&session_id).await.map_err(session_err)?).map_err(json_err)
+            })
         })
     }
 
     /// Compacts the session now; whether anything was summarised.
     fn compact<'py>(&self, py: Python<'py>, agent: &NativeAgent, session_id: String) -> PyResult<Bound<'py, PyAny>> {
-        let (s, agent) = (self.sessions.clone(), agent.agent.clone());
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move { s.compact(&agent, &session_id).await.map_err(session_err) })
+        crate::guard(|| {
+            let (s, agent) = (self.sessions.clone(), agent.agent.clone());
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(
+                py,
+                locals,
+                async move { s.compact(&agent, &session_id).await.map_err(session_err) },
+            )
+        })
     }
 
     /// `conversation_search` over the session.
@@ -116,30 +133,34 @@ impl NativeSessions {
         is_regex: bool,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.sessions.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            s.search(&session_id, &query, is_regex, limit).await.map_err(session_err)
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                s.search(&session_id, &query, is_regex, limit).await.map_err(session_err)
+            })
         })
     }
 
     /// `conversation_read` over the session.
     fn read<'py>(&self, py: Python<'py>, session_id: String, start: i64, limit: usize) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.sessions.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(
-            py,
-            locals,
-            async move { s.read(&session_id, start, limit).await.map_err(session_err) },
-        )
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                s.read(&session_id, start, limit).await.map_err(session_err)
+            })
+        })
     }
 
     /// The whole log as JSON: `[{index, kind, ...}]`.
     fn entries<'py>(&self, py: Python<'py>, session_id: String) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.sessions.clone();
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        awaitable::into_awaitable(py, locals, async move {
-            serde_json::to_string(&s.entries(&session_id).await.map_err(session_err)?).map_err(json_err)
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                serde_json::to_string(&s.entries(&session_id).await.map_err(session_err)?).map_err(json_err)
+            })
         })
     }
 }

@@ -23,7 +23,7 @@ def test_a_bad_server_name_or_setting_is_a_config_error() -> None:
         ambit.Agent(model="gpt-4.1", mcp=[ambit.McpServer.stdio("no spaces", "node")])
     with pytest.raises(ambit.ConfigError, match="lazy"):
         ambit.Agent(model="gpt-4.1", deferral=ambit.Deferral(setting="lazy"))  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(ambit.ConfigError, match=r"mcp\[0\] must be an ambit.McpServer"):
         ambit.Agent(model="gpt-4.1", mcp=["node server.js"])  # type: ignore[list-item]
 
 

@@ -47,6 +47,10 @@ pub enum CoreError {
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
+    /// A bug in ambit: a panic was caught at the boundary instead of taking the process down (code
+    /// `internal`).
+    #[error("{message}")]
+    Internal { message: String },
 }
 
 impl From<ambit::Error> for CoreError {
@@ -66,8 +70,30 @@ impl From<ambit::Error> for CoreError {
                 CoreError::BudgetExceeded { budget, limit, spent, cost, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
+            ambit::Error::Internal(_) => CoreError::Internal { message },
         }
     }
+}
+
+/// Runs the body of a synchronous export that throws `CoreError`: a panic in it (the core's or this
+/// binding's) is `CoreError::Internal` (code `internal`, Swift's `AmbitError.internal`). A run's panic is
+/// already the core's `Error::Internal`; an export without an error type is left to UniFFI, which
+/// catches the panic and throws its own error.
+pub(crate) fn guard<T>(body: impl FnOnce() -> Result<T, CoreError>) -> Result<T, CoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .unwrap_or_else(|p| Err(ambit::Error::from_panic(&*p).into()))
+}
+
+/// Test hook: panics inside the core, in a synchronous export (throws `CoreError.Internal`).
+#[uniffi::export]
+pub fn testing_force_panic() -> Result<(), CoreError> {
+    guard(|| ambit::testing::force_panic())
+}
+
+/// Test hook: a tool whose call panics inside the run's task, as the ledger tools `AgentConfig` takes.
+#[uniffi::export]
+pub fn testing_panicking_tools() -> Arc<ledger::CoreLedgerTools> {
+    Arc::new(ledger::CoreLedgerTools { tools: vec![ambit::testing::panicking_tool()] })
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for CoreError {
@@ -259,6 +285,28 @@ impl CoreAgent {
     /// is a `CoreError::Config`.
     #[uniffi::constructor]
     pub fn new(config: AgentConfig) -> Result<Arc<Self>, CoreError> {
+        guard(|| Self::build(config))
+    }
+
+    /// The names of the agent's tools, in registration order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner.tools().specs().into_iter().map(|s| s.name).collect()
+    }
+
+    /// Runs the agent from one user message to the final answer.
+    pub async fn run(&self, input: String) -> Result<RunResult, CoreError> {
+        Ok(self.inner.run(input).await?.into())
+    }
+
+    /// Starts the run as a stream of events.
+    pub fn stream(&self, input: String) -> Arc<CoreRunStream> {
+        let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
+        Arc::new(CoreRunStream { feed })
+    }
+}
+
+impl CoreAgent {
+    fn build(config: AgentConfig) -> Result<Arc<Self>, CoreError> {
         let mut builder = ambit::Agent::builder().model_arc(config.model.build()?);
         if let Some(settings) = config.settings {
             builder = settings.apply(builder);
@@ -291,22 +339,6 @@ impl CoreAgent {
             builder = builder.subagents(s.into_core()?);
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
-    }
-
-    /// The names of the agent's tools, in registration order.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.inner.tools().specs().into_iter().map(|s| s.name).collect()
-    }
-
-    /// Runs the agent from one user message to the final answer.
-    pub async fn run(&self, input: String) -> Result<RunResult, CoreError> {
-        Ok(self.inner.run(input).await?.into())
-    }
-
-    /// Starts the run as a stream of events.
-    pub fn stream(&self, input: String) -> Arc<CoreRunStream> {
-        let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
-        Arc::new(CoreRunStream { feed })
     }
 }
 

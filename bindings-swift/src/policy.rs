@@ -256,7 +256,11 @@ impl PolicySettings {
 /// the JSON: the result has none.
 #[uniffi::export]
 pub fn policy_from_json(json: String) -> Result<PolicySettings, CoreError> {
-    let c = ambit::PolicyConfig::from_json(&json)?;
+    crate::guard(|| policy_settings(&json))
+}
+
+fn policy_settings(json: &str) -> Result<PolicySettings, CoreError> {
+    let c = ambit::PolicyConfig::from_json(json)?;
     Ok(PolicySettings {
         level: c.level.unwrap_or(ambit::Level::Unrestricted).into(),
         approvals: None,
@@ -275,7 +279,7 @@ pub fn policy_from_json(json: String) -> Result<PolicySettings, CoreError> {
 /// `CoreError::Config` naming it.
 #[uniffi::export]
 pub fn parse_level(name: String) -> Result<Level, CoreError> {
-    name.parse::<ambit::Level>().map(Into::into).map_err(|e| ambit::Error::Config(e).into())
+    crate::guard(|| name.parse::<ambit::Level>().map(Into::into).map_err(|e| ambit::Error::Config(e).into()))
 }
 
 /// The names of the built-in tools, in a stable order.
@@ -330,7 +334,9 @@ impl CoreAgent {
     /// The same agent under another policy, keeping its sub-agents: a follow-up is re-admitted against
     /// this policy's reach. A bad policy is a `CoreError::Config`.
     pub fn with_policy(&self, policy: PolicySettings) -> Result<Arc<CoreAgent>, CoreError> {
-        let inner = self.inner.with_policy(policy.into_policy()?)?;
-        Ok(Arc::new(CoreAgent { inner }))
+        crate::guard(|| {
+            let inner = self.inner.with_policy(policy.into_policy()?)?;
+            Ok(Arc::new(CoreAgent { inner }))
+        })
     }
 }

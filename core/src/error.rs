@@ -22,6 +22,10 @@ pub enum Error {
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
+    /// A bug in ambit: a panic was caught at the boundary (a run's task, a binding's exported function)
+    /// instead of taking the host process down. The message is the panic's.
+    #[error("internal error in ambit (please report it): {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -33,7 +37,18 @@ impl Error {
             Error::MaxTurns { .. } => "max_turns",
             Error::Budget { .. } => "budget_exceeded",
             Error::Cancelled => "cancelled",
+            Error::Internal(_) => "internal",
         }
+    }
+    /// The [`Error::Internal`] for a caught panic, with the panic's message when it has one (a `&str` or
+    /// a `String` payload, as `panic!` makes). Every boundary that catches a panic builds its error here.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> Error {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Error::Internal(format!("panic: {message}"))
     }
     /// What the run used before it stopped, for the errors that stop a run part-way (turn limit, budget).
     pub fn usage(&self) -> Option<&Usage> {

@@ -36,6 +36,8 @@ pub mod model;
 pub mod permission;
 pub mod runtime;
 pub mod session;
+#[doc(hidden)]
+pub mod testing;
 pub mod tools;
 
 pub use agent::subagent::SubagentConfig;

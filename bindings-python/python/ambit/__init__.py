@@ -20,9 +20,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Union, overload
 
 from . import _native
+from ._options import items, mapping, strings
 from ._schema import function_schema
 from . import events
-from .errors import AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, MaxTurnsExceeded, ModelError, RunCancelled
+from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
+                     ModelError, RunCancelled)
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
@@ -58,6 +60,7 @@ __all__ = [
     "Revise",
     "ToolListing",
     "ConfigError",
+    "InternalError",
     "Deferral",
     "McpServer",
     "MaxTurnsExceeded",
@@ -156,7 +159,11 @@ class Tool:
         if not callable(fn):
             raise TypeError(f"a tool needs a function, got {fn!r}")
         self.fn = fn
-        self.name: str = name or getattr(fn, "__name__", "")
+        # A name given is the name, even blank (the core refuses a blank one by name); only no name at
+        # all takes the function's.
+        if name is not None and not isinstance(name, str):
+            raise ConfigError(f"a tool's name must be a string, got {name!r}")
+        self.name: str = name if name is not None else getattr(fn, "__name__", "")
         doc_description, schema = function_schema(fn, self.name) if parameters is None else ("", dict(parameters))
         self.description: str = description if description is not None else doc_description
         self.parameters: dict[str, Any] = schema
@@ -164,7 +171,7 @@ class Tool:
         #: The lowest level the tool may run at; ``None`` is undeclared, which means ``unrestricted``.
         self.level: Level | None = level
         self.requires_approval: bool = requires_approval
-        self.allow_blank: list[str] = list(allow_blank)
+        self.allow_blank: list[str] = strings(f"tool '{self.name}': allow_blank", allow_blank)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -229,6 +236,26 @@ def _ledger_tools(routine: RoutineLedger | None) -> Any:
         raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
                         f"got {type(routine).__name__}")
     return routine._native
+
+
+def _is_function(value: Any) -> bool:
+    return callable(value) and not isinstance(value, type)
+
+
+def _as_tool(value: Any) -> Tool:
+    if isinstance(value, Tool):
+        return value
+    if _is_function(value):
+        return Tool(value)
+    raise TypeError
+
+
+def _instance(cls: type[Any]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if not isinstance(value, cls):
+            raise TypeError
+        return value
+    return check
 
 
 def _to_text(value: Any) -> str:
@@ -314,7 +341,10 @@ class Agent:
         self.instructions = instructions
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError(f"policy must be an ambit.Policy, got {type(policy).__name__}")
-        self.tools: list[Tool] = [t if isinstance(t, Tool) else Tool(t) for t in tools]
+        # One tool is a one-entry list; a string is not a tool.
+        self.tools: list[Tool] = items("tools", tools, lambda t: isinstance(t, Tool) or _is_function(t), _as_tool,
+                                       "a list of tools (or one tool)", "a tool or a function")
+        builtin_names = strings("builtins", builtins)
         self.policy = policy
         options: dict[str, Any] = {}
         if max_concurrency is not None:
@@ -332,10 +362,8 @@ class Agent:
             options["heartbeat_secs"] = heartbeat
         if scratchpad:
             options["scratchpad"] = True
-        servers = list(mcp)
-        for s in servers:
-            if not isinstance(s, McpServer):
-                raise TypeError(f"mcp must hold ambit.McpServer objects, got {type(s).__name__}")
+        servers = items("mcp", mcp, lambda s: isinstance(s, McpServer), _instance(McpServer),
+                        "a list of ambit.McpServer (or one)", "an ambit.McpServer")
         if servers:
             options["mcp_servers"] = [s._config() for s in servers]
         if deferral is not None:
@@ -345,14 +373,17 @@ class Agent:
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub
-        if prices:
-            options["prices"] = {name: (asdict(p) if isinstance(p, Price) else dict(p)) for name, p in prices.items()}
+        if prices is not None:
+            table = mapping("prices", prices, lambda p: isinstance(p, (Price, Mapping)), "Price values")
+            if table:
+                options["prices"] = {name: (asdict(p) if isinstance(p, Price) else dict(p))
+                                     for name, p in table.items()}
         self._native = _native.NativeAgent(
             model._config_json(), [t._native_entry() for t in self.tools],
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
-            builtins=list(builtins), ledger_tools=_ledger_tools(ledger))
+            builtins=builtin_names, ledger_tools=_ledger_tools(ledger))
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "ModelError", "MaxTurnsExceeded", "RunCancelled"]
+__all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
+           "RunCancelled"]
 
 
 class AmbitError(Exception):
@@ -59,6 +60,13 @@ class RunCancelled(AmbitError):
     code = "cancelled"
 
 
+class InternalError(AmbitError):
+    """A bug in ambit: a panic in the native core was caught at the boundary instead of taking the
+    process down. The message is the panic's; please report it."""
+
+    code = "internal"
+
+
 class AwaitingApproval(AmbitError):
     """A session run parked: a call waits on an approval answered later. A signal, not a failure:
     ``Sessions.resume(agent, session_id, decision)`` — from any process and language — continues it.
@@ -77,6 +85,7 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "max_turns": MaxTurnsExceeded,
     "budget_exceeded": BudgetExceeded,
     "cancelled": RunCancelled,
+    "internal": InternalError,
 }
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from . import _native
+from . import _native, _options
 from .errors import AmbitError
 
 __all__ = [
@@ -232,6 +232,14 @@ def _candidate(c: Union[str, Candidate, Mapping[str, Any]]) -> dict[str, Any]:
     return dict(c)
 
 
+def _checked(*types: type[Any]) -> Any:
+    def check(value: Any) -> Any:
+        if not isinstance(value, types):
+            raise TypeError
+        return value
+    return check
+
+
 def _record(r: Any) -> Any:
     if isinstance(r, Mapping):
         out = dict(r)
@@ -284,7 +292,9 @@ class Ledger:
         """Labels every candidate granted or skipped, granting at most ``limit``, in one atomic step."""
         request = {
             "scope": scope,
-            "candidates": [_candidate(c) for c in candidates],
+            "candidates": [_candidate(c) for c in _options.items(
+                "candidates", candidates, lambda c: isinstance(c, (str, Candidate)), _checked(str, Candidate, Mapping),
+                "a list of subject keys, Candidates or mappings (or one)", "a candidate")],
             "limit": limit,
             "lease_ms": int(lease_seconds * 1000),
             "run_id": run_id,
@@ -310,7 +320,9 @@ class Ledger:
     async def record(self, scope: str, records: Iterable[Mapping[str, Any]], *, run_id: Optional[str] = None) -> RecordResult:
         """Records outcomes (``subject_key``, ``outcome``, optionally ``token``, ``fingerprint``): the whole
         batch or nothing."""
-        raw = json.loads(await self._native.record(scope, json.dumps([_record(r) for r in records]), run_id))
+        raw = json.loads(await self._native.record(scope, json.dumps([_record(r) for r in _options.items(
+            "records", records, lambda r: isinstance(r, Mapping), _checked(Mapping), "a list of records (or one)",
+            "a record")]), run_id))
         recorded = [Recorded(**{**r, "outcome": Outcome(r["outcome"])}) for r in raw["recorded"]]
         return RecordResult(scope=raw["scope"], recorded=recorded, escalate=raw["escalate"])
 
@@ -342,7 +354,7 @@ class Ledger:
         limits: RoutineLimits = RoutineLimits(),
         run_id: Optional[str] = None,
     ) -> BacklogReport:
-        raw = await self._native.report_backlog(routine_id, list(subject_keys), batch_size, json.dumps(asdict(limits)), run_id)
+        raw = await self._native.report_backlog(routine_id, _options.strings("subject_keys", subject_keys), batch_size, json.dumps(asdict(limits)), run_id)
         return BacklogReport(**json.loads(raw))
 
     async def drain_decision(self, routine_id: str, run_id: str, *, limits: RoutineLimits = RoutineLimits()) -> DrainDecision:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from os import PathLike, fspath
 from typing import Any, Literal, Mapping, Sequence
 
+from ._options import mapping, paths, strings
 from .policy import Level
 
 __all__ = ["Deferral", "DeferralSetting", "LoadStrategy", "McpProtocol", "McpServer"]
@@ -48,21 +49,29 @@ class McpServer:
               levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
               eager_load_tools: Sequence[str] = ()) -> McpServer:
         """A server run as a child process speaking on its stdin and stdout."""
-        if isinstance(args, str):
-            raise TypeError("args must be a list of strings, not one string")
-        transport: dict[str, Any] = {"type": "stdio", "command": command, "args": [fspath(a) for a in args],
-                                     "env": dict(env or {})}
+        transport: dict[str, Any] = {"type": "stdio", "command": command,
+                                     "args": paths(f"MCP server '{name}': args", args),
+                                     "env": mapping(f"MCP server '{name}': env", env if env is not None else {},
+                                                    lambda v: isinstance(v, str), "strings")}
         if cwd is not None:
             transport["cwd"] = fspath(cwd)
-        return cls(name, transport, protocol, trusted, dict(levels or {}), deferral, tuple(eager_load_tools))
+        return cls(name, transport, protocol, trusted, levels if levels is not None else {}, deferral,
+                   eager_load_tools)
 
     @classmethod
     def http(cls, name: str, url: str, *, protocol: McpProtocol = "initialize", trusted: bool = False,
              levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
              eager_load_tools: Sequence[str] = ()) -> McpServer:
         """A server reached over streamable HTTP at ``url``."""
-        return cls(name, {"type": "http", "url": url}, protocol, trusted, dict(levels or {}), deferral,
-                   tuple(eager_load_tools))
+        return cls(name, {"type": "http", "url": url}, protocol, trusted, levels if levels is not None else {},
+                   deferral, eager_load_tools)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "levels", mapping(f"MCP server '{self.name}': levels", self.levels, lambda v: isinstance(v, str),
+                                    "levels"))
+        put(self, "eager_load_tools", tuple(strings(f"MCP server '{self.name}': eager_load_tools",
+                                                    self.eager_load_tools)))
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"name": self.name, "transport": dict(self.transport), "protocol": self.protocol,
@@ -87,6 +96,9 @@ class Deferral:
     setting: DeferralSetting = "deferred"
     strategy: LoadStrategy = "native"
     deferrable_tools: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "deferrable_tools", tuple(strings("deferrable_tools", self.deferrable_tools)))
 
     def _config(self) -> dict[str, Any]:
         return {"setting": self.setting, "strategy": self.strategy, "deferrable_tools": list(self.deferrable_tools)}

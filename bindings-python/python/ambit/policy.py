@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence, Union
 
+from ._options import mapping, paths, strings
+from .errors import ConfigError
+
 __all__ = ["Approve", "ApprovalRequest", "Deny", "Later", "Policy", "Revise", "ToolListing", "Level", "Network"]
 
 Level = Literal["none", "read", "workspace", "unrestricted"]
@@ -90,6 +93,25 @@ class Policy:
     #: Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10: cloud metadata
     #: services) that ``web_fetch`` may still reach under ``network="remote"``.
     allow_local_addresses: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        # Read as the core reads a tool's arguments: one string is a one-entry list; a wrong type is
+        # refused here, naming the option, before it could be taken apart or ignored.
+        put = object.__setattr__
+        for name in ("level", "network"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{name} must be a string, got {getattr(self, name)!r}")
+        if self.allow_tools is not None:
+            put(self, "allow_tools", tuple(strings("allow_tools", self.allow_tools)))
+        put(self, "block_tools", tuple(strings("block_tools", self.block_tools)))
+        put(self, "level_overrides",
+            mapping("level_overrides", self.level_overrides, lambda v: isinstance(v, str), "levels"))
+        put(self, "workspace_directories", tuple(paths("workspace_directories", self.workspace_directories)))
+        put(self, "readable_directories", tuple(paths("readable_directories", self.readable_directories)))
+        if self.working_directory is not None:
+            put(self, "working_directory", paths("working_directory", [self.working_directory])[0])
+        if not isinstance(self.confine_reads, bool):
+            raise ConfigError(f"confine_reads must be True or False, got {self.confine_reads!r}")
 
     def _config_json(self) -> str:
         import os

@@ -348,15 +348,17 @@ impl Agent {
         // Background tasks are polled beside the loop, in the run's own task; they stop with the run.
         let background = state.tasks.driver();
         let run = self.run_loop(input, events, state.clone());
-        state
-            .scope(async move {
-                futures::pin_mut!(run, background);
-                match futures::future::select(run, background).await {
-                    futures::future::Either::Left((outcome, _)) => outcome,
-                    futures::future::Either::Right(((), run)) => run.await,
-                }
-            })
-            .await
+        let outcome = state.scope(async move {
+            futures::pin_mut!(run, background);
+            match futures::future::select(run, background).await {
+                futures::future::Either::Left((outcome, _)) => outcome,
+                futures::future::Either::Right(((), run)) => run.await,
+            }
+        });
+        // A panic anywhere in the run (a wire, a tool, the loop) ends this run with the typed internal
+        // error instead of unwinding into the caller's task.
+        use futures::FutureExt;
+        std::panic::AssertUnwindSafe(outcome).catch_unwind().await.unwrap_or_else(|p| Err(Error::from_panic(&*p)))
     }
 
     async fn run_loop(&self, input: String, events: Emitter, state: Arc<RunState>) -> Result<RunResult, Error> {

@@ -144,8 +144,11 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     case budgetExceeded(budget: String, limit: Double, spent: Double, cost: Double?, usage: Usage, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
+    /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
+    case `internal`(message: String)
 
-    /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns` or `cancelled`.
+    /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns`, `budget_exceeded`,
+    /// `cancelled` or `internal`.
     public var code: String {
         switch self {
         case .config: return "config"
@@ -155,6 +158,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .maxTurns: return "max_turns"
         case .budgetExceeded: return "budget_exceeded"
         case .cancelled: return "cancelled"
+        case .internal: return "internal"
         }
     }
 
@@ -163,7 +167,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         switch self {
         case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
              let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
-             let .budgetExceeded(_, _, _, _, _, message):
+             let .internal(message), let .budgetExceeded(_, _, _, _, _, message):
             return message
         }
     }
@@ -182,6 +186,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case let .BudgetExceeded(budget, limit, spent, cost, usage, message):
             self = .budgetExceeded(budget: budget, limit: limit, spent: spent, cost: cost, usage: usage, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
+        case let .Internal(message): self = .internal(message: message)
         }
     }
 }

@@ -1,0 +1,193 @@
+'use strict';
+// Issue 12 at the Node boundary: a panic in the core is InternalError (code "internal") from a
+// synchronous export and from a run's task (item 7); the process exits cleanly with a tool in flight
+// (item 8); list options read by the argument rule, unknown option keys refused by name, a blank tool
+// name refused (item 10).
+
+const { test, describe } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+const { spawn, spawnSync } = require('node:child_process');
+
+const ambit = require('..');
+const native = require('../native.js');
+const { Agent, OpenAIChat, tool, ConfigError, InternalError, AmbitError } = ambit;
+
+const offline = new OpenAIChat('m', { baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', maxRetries: 0 });
+
+function providerPath() {
+  const exe = 'ambit-provider';
+  const cache = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+  const candidates = [
+    process.env.AMBIT_PROVIDER,
+    process.env.CARGO_TARGET_DIR && path.join(process.env.CARGO_TARGET_DIR, 'debug', exe),
+    path.join(cache, 'target', 'debug', exe),
+  ].filter(Boolean);
+  const found = candidates.find((p) => fs.existsSync(p));
+  assert.ok(found, `the loopback provider is not built (looked in ${candidates.join(', ')})`);
+  return found;
+}
+
+/** The loopback provider on a scenario whose model calls `toolName` once, then answers "done". */
+function startProvider(toolName) {
+  const scenario = { name: `hardening_${toolName}`, exchanges: [
+    { respond: { tool_calls: [{ id: 'a', name: toolName, arguments: {} }] } },
+    { respond: { content: 'done' } },
+  ] };
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-hardening-')), 'scenario.json');
+  fs.writeFileSync(file, JSON.stringify(scenario));
+  const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const stop = () => {
+    child.stdin.end();
+    if (child.exitCode === null) child.kill();
+  };
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    readline.createInterface({ input: child.stdout }).once('line', (line) => resolve({ baseUrl: line.trim(), stop }));
+  });
+}
+
+function isInternal(e) {
+  assert.ok(e instanceof InternalError, `expected InternalError, got ${e && e.stack}`);
+  assert.ok(e instanceof AmbitError);
+  assert.equal(e.code, 'internal');
+  assert.match(e.message, /a panic forced by a test/);
+  return true;
+}
+
+function configError(build, ...needles) {
+  assert.throws(build, (e) => {
+    assert.ok(e instanceof ConfigError, `expected a ConfigError, got ${e && e.stack}`);
+    assert.equal(e.code, 'config');
+    for (const n of needles) assert.ok(e.message.includes(n), `${JSON.stringify(e.message)} should name ${n}`);
+    return true;
+  });
+}
+
+describe('panics (item 7)', () => {
+  test('a panic in a synchronous export is InternalError', () => {
+    assert.throws(() => native._testingForcePanic(), isInternal);
+  });
+
+  test('a panic inside a run is InternalError', async () => {
+    const p = await startProvider('ambit_testing_panic');
+    try {
+      const model = new OpenAIChat('m', { baseUrl: p.baseUrl, apiKey: 'k', maxRetries: 0 });
+      const agent = native.createAgent({ model: model.toNative() }, [], native._testingPanickingTools());
+      const envelope = JSON.parse(await agent.run('go'));
+      assert.equal(envelope.ok, false);
+      isInternal(ambit._toError(envelope.error));
+    } finally {
+      p.stop();
+    }
+  });
+
+  test('a panic inside a streamed run is InternalError', async () => {
+    const p = await startProvider('ambit_testing_panic');
+    try {
+      const model = new OpenAIChat('m', { baseUrl: p.baseUrl, apiKey: 'k', maxRetries: 0 });
+      const agent = native.createAgent({ model: model.toNative() }, [], native._testingPanickingTools());
+      const feed = agent.stream('go');
+      let envelope;
+      do envelope = JSON.parse(await feed.next()); while (envelope.ok && !envelope.done);
+      assert.equal(envelope.ok, false, 'the stream ends with the error, not as a finished run');
+      isInternal(ambit._toError(envelope.error));
+    } finally {
+      p.stop();
+    }
+  });
+});
+
+// A child process: a tool that never answers is in flight; then the process exits (`exit`), the run is
+// cancelled and the script returns (`return`), or the tool answers after its run was cancelled (`late`).
+// `abort` is the control: the same harness sees a process that dies.
+const CHILD = `
+const ambit = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+const [baseUrl, mode] = process.argv.slice(2);
+let started;
+const startedP = new Promise((r) => { started = r; });
+const busy = ambit.tool({ name: 'busy', description: 'Slow.', parameters: { type: 'object', properties: {} },
+  run: () => { started(); return mode === 'late' ? new Promise((r) => setImmediate(() => r('late'))) : new Promise(() => {}); } });
+(async () => {
+  const agent = new ambit.Agent({ model: new ambit.OpenAIChat('m', { baseUrl, apiKey: 'k', maxRetries: 0 }), tools: [busy] });
+  const it = agent.stream('go')[Symbol.asyncIterator]();
+  it.next().then(async function loop(r) { if (!r.done) return it.next().then(loop); return r; }).catch(() => {});
+  await startedP;
+  if (mode === 'exit') { console.log('in flight; exiting'); process.exit(0); }
+  if (mode === 'abort') { console.log('in flight; exiting'); process.abort(); }
+  await it.return();
+  console.log('in flight; exiting');
+})();
+`;
+
+describe('exit with a tool in flight (item 8)', () => {
+  for (const mode of ['exit', 'return', 'late', 'abort']) {
+    test(`${mode === 'abort' ? 'control: ' : ''}the process ${mode === 'abort' ? 'dies and the harness sees it' : 'exits cleanly'} (${mode})`, async () => {
+      const p = await startProvider('busy');
+      try {
+        const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-exit-')), 'child.js');
+        fs.writeFileSync(script, CHILD);
+        const out = spawnSync(process.execPath, [script, p.baseUrl, mode], { encoding: 'utf8', timeout: 60_000 });
+        assert.match(out.stdout, /in flight; exiting/, out.stderr);
+        const clean = out.status === 0 && out.signal === null && !/FATAL|panicked|Aborted/.test(out.stderr);
+        assert.equal(clean, mode !== 'abort', `status ${out.status}, signal ${out.signal}: ${out.stderr}`);
+      } finally {
+        p.stop();
+      }
+    });
+  }
+});
+
+describe('configuration inputs (item 10)', () => {
+  const listing = (agent) => Object.fromEntries(agent.listTools().map((t) => [t.name, t.status]));
+
+  test('a bare string is a one-entry list in the policy', () => {
+    const blocked = new Agent({ model: offline, builtins: ['shell_execute', 'file_read'], policy: { level: 'read', blockTools: 'shell_execute' } });
+    assert.deepEqual(listing(blocked), { shell_execute: 'blocked', file_read: 'offered' });
+    const allowed = new Agent({ model: offline, builtins: ['shell_execute', 'file_read'], policy: { allowTools: 'file_read' } });
+    assert.deepEqual(listing(allowed), { shell_execute: 'blocked', file_read: 'offered' });
+    new Agent({ model: offline, policy: { workspaceDirectories: os.tmpdir(), readableDirectories: os.tmpdir() } });
+  });
+
+  test('control: without the filter the tool is offered', () => {
+    const open = new Agent({ model: offline, builtins: ['shell_execute', 'file_read'], policy: { level: 'unrestricted' } });
+    assert.deepEqual(listing(open), { shell_execute: 'offered', file_read: 'offered' });
+  });
+
+  test('a bare string is a one-entry list in every other list option', () => {
+    assert.deepEqual(listing(new Agent({ model: offline, builtins: 'file_read' })), { file_read: 'offered' });
+    const t = tool({ name: 'note', description: 'd', parameters: { type: 'object', properties: {} }, run: () => 'x', allowBlank: 'text' });
+    assert.deepEqual(t.allowBlank, ['text']);
+    const server = ambit.McpServer.stdio('s', 'cmd', '--verbose', { eagerLoadTools: 'read_file' });
+    assert.deepEqual(server.transport.args, ['--verbose']);
+  });
+
+  test('a wrong type is a ConfigError naming the option', () => {
+    configError(() => new Agent({ model: offline, policy: { blockTools: 5 } }), 'policy.blockTools');
+    configError(() => new Agent({ model: offline, policy: { allowTools: ['file_read', 3] } }), 'policy.allowTools[1]');
+    configError(() => new Agent({ model: offline, policy: { workspaceDirectories: { a: 1 } } }), 'policy.workspaceDirectories');
+    configError(() => new Agent({ model: offline, policy: { levelOverrides: ['x'] } }), 'policy.levelOverrides');
+    configError(() => new Agent({ model: offline, builtins: 7 }), 'builtins');
+    configError(() => tool({ name: 'n', parameters: { type: 'object' }, run: () => '', allowBlank: 5 }), 'allowBlank');
+    configError(() => ambit.McpServer.stdio('s', 'cmd', 5), 'args');
+    configError(() => new Agent({ model: offline, mcpServers: [ambit.McpServer.http('s', 'http://x', { eagerLoadTools: 1 })] }), 'eagerLoadTools');
+    configError(() => new Agent({ model: offline, deferral: { deferrableTools: null } }), 'deferrableTools');
+  });
+
+  test('an unknown option is a ConfigError naming it', () => {
+    configError(() => new Agent({ model: offline, maxturns: 3 }), "'maxturns'");
+    configError(() => new Agent({ model: offline, policy: { level: 'read', blocktools: ['x'] } }), "'blocktools'");
+    configError(() => new OpenAIChat('m', { baseURL: 'http://127.0.0.1:9/v1' }), "'baseURL'");
+    configError(() => tool({ name: 'n', parameters: { type: 'object' }, run: () => '', requireApproval: true }), "'requireApproval'");
+  });
+
+  for (const name of ['', '   ']) {
+    test(`a blank tool name (${JSON.stringify(name)}) is refused`, () => {
+      const blank = tool({ name, description: 'd', parameters: { type: 'object', properties: {} }, run: () => '' });
+      configError(() => new Agent({ model: offline, tools: [blank] }), 'name');
+    });
+  }
+});
