@@ -294,6 +294,8 @@ export interface Policy {
   readableDirectories?: string[] | string;
   confineReads?: boolean;
   network?: 'none' | 'remote' | 'unrestricted';
+  /** Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10: cloud metadata services) that web_fetch may still reach under network "remote". */
+  allowLocalAddresses?: string[] | string;
 }
 
 /** How a tool that may be deferred ships: listed until loaded, declared from the start, or not at all. */

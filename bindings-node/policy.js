@@ -10,9 +10,9 @@ const { stringList, refuseUnknown } = require('./options.js');
 /** Every key a policy object may have; the list-typed ones read by `stringList`. */
 const POLICY_KEYS = [
   'level', 'approvals', 'allowTools', 'blockTools', 'levelOverrides', 'workingDirectory', 'workspaceDirectories',
-  'readableDirectories', 'confineReads', 'network',
+  'readableDirectories', 'confineReads', 'network', 'allowLocalAddresses',
 ];
-const POLICY_LISTS = ['allowTools', 'blockTools', 'workspaceDirectories', 'readableDirectories'];
+const POLICY_LISTS = ['allowTools', 'blockTools', 'workspaceDirectories', 'readableDirectories', 'allowLocalAddresses'];
 
 function describe(value) {
   if (value === null) return 'null';

@@ -104,6 +104,7 @@ class Policy:
         if self.allow_tools is not None:
             put(self, "allow_tools", tuple(strings("allow_tools", self.allow_tools)))
         put(self, "block_tools", tuple(strings("block_tools", self.block_tools)))
+        put(self, "allow_local_addresses", tuple(strings("allow_local_addresses", self.allow_local_addresses)))
         put(self, "level_overrides",
             mapping("level_overrides", self.level_overrides, lambda v: isinstance(v, str), "levels"))
         put(self, "workspace_directories", tuple(paths("workspace_directories", self.workspace_directories)))

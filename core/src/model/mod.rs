@@ -163,3 +163,15 @@ pub trait Model: Send + Sync {
         Ok(ModelReply { response, wire: "", provider_items: Vec::new() })
     }
 }
+
+/// A tool call's arguments as a wire carries them: the JSON text the wire specifies, as it is; a server
+/// that sends the object itself instead of its text is read as that object (never replaced by `{}`);
+/// absent or `null` is no arguments. Any other value is kept as its JSON text, so the argument rule
+/// refuses it by name instead of the call silently running without it.
+pub(crate) fn arguments_text(value: Option<&serde_json::Value>) -> String {
+    match value {
+        None | Some(serde_json::Value::Null) => "{}".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}

@@ -137,7 +137,7 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
             tool_calls.push(ToolCall {
                 id: c.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool call without id"))?.to_string(),
                 name: f.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool call without name"))?.to_string(),
-                arguments: f.get("arguments").and_then(Value::as_str).unwrap_or("{}").to_string(),
+                arguments: super::arguments_text(f.get("arguments")),
             });
         }
     }
@@ -255,8 +255,11 @@ impl StreamDecoder {
             if let Some(n) = c.pointer("/function/name").and_then(Value::as_str) {
                 call.name.push_str(n);
             }
-            if let Some(a) = c.pointer("/function/arguments").and_then(Value::as_str) {
-                call.arguments.push_str(a);
+            match c.pointer("/function/arguments") {
+                Some(Value::String(a)) => call.arguments.push_str(a),
+                // An object sent whole instead of as text: its text, not nothing.
+                Some(other @ Value::Object(_)) => call.arguments.push_str(&other.to_string()),
+                _ => {}
             }
         }
         Ok(())
@@ -321,6 +324,27 @@ impl Model for OpenAiChat {
 mod tests {
     use super::*;
     use crate::tools::ToolSpec;
+
+    /// Issue 12 item 10: arguments a server sends as an object instead of its text are read as that
+    /// object, never silently replaced by `{}`; another type stays visible so the argument rule refuses it.
+    #[test]
+    fn arguments_sent_as_an_object_are_kept() {
+        let answer = |arguments: Value| {
+            json!({"id": "x", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}}]})
+        };
+        let args = |v: Value| parse_response(&answer(v)).unwrap().tool_calls[0].arguments.clone();
+        assert_eq!(args(json!({"city": "Paris"})), r#"{"city":"Paris"}"#);
+        assert_eq!(args(json!("{\"city\": \"Paris\"}")), "{\"city\": \"Paris\"}");
+        assert_eq!(args(json!(null)), "{}");
+        assert_eq!(args(json!([1, 2])), "[1,2]");
+        // Streamed: an object delta is its text too.
+        let mut d = StreamDecoder::default();
+        let chunk = json!({"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1",
+            "function": {"name": "f", "arguments": {"city": "Paris"}}}]}, "finish_reason": "tool_calls"}]});
+        d.push(&crate::model::sse::SseEvent { event: None, data: chunk.to_string() }, &|_: &str| {}).unwrap();
+        assert_eq!(d.finish().unwrap().tool_calls[0].arguments, r#"{"city":"Paris"}"#);
+    }
 
     #[test]
     fn body_carries_system_tools_and_tool_results() {

@@ -178,7 +178,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
                     .and_then(Value::as_str)
                     .ok_or_else(|| bad("a function_call without name"))?
                     .to_string(),
-                arguments: item.get("arguments").and_then(Value::as_str).unwrap_or("{}").to_string(),
+                arguments: super::arguments_text(item.get("arguments")),
             }),
             _ => {}
         }
