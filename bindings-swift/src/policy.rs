@@ -245,6 +245,8 @@ impl PolicySettings {
             readable_directories: self.readable_directories.into_iter().map(Into::into).collect(),
             confine_reads: self.confine_reads,
             network: self.network.into(),
+            // Not exposed in Swift yet: under network remote, every local and link-local address is refused.
+            allow_local_addresses: Vec::new(),
         };
         let handler = self.approvals.map(|h| Arc::new(SwiftApproval(h)) as Arc<dyn ambit::ApprovalHandler>);
         config.into_policy(handler)
