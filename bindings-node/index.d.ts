@@ -479,7 +479,7 @@ export interface LabelledCandidate {
   subjectKey: string;
   status: 'granted' | 'skipped';
   grantReason?: GrantReason;
-  /** The claim token (the attempt number) that fences the record. */
+  /** The claim token of the grant (unguessable; fits a JS number) that fences the record. */
   token?: number;
   leaseUntil?: number;
   skipReason?: SkipReason;

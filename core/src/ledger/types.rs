@@ -189,7 +189,7 @@ impl ClaimRequest {
 pub enum Verdict {
     Granted {
         grant_reason: GrantReason,
-        /// The claim token (the attempt number); a record is fenced by it.
+        /// The claim token: unguessable (53 random bits), new for every grant; a record is fenced by it.
         token: i64,
         lease_until: i64,
     },
@@ -314,6 +314,8 @@ pub struct LedgerEntry {
     pub last_grant_reason: Option<GrantReason>,
     pub attempts: i64,
     pub misses: i64,
+    /// The number of the subject's latest grant (1 for the first). Not a claim token: the token a
+    /// record needs is unguessable and only its grant's holder has it.
     pub claim_token: i64,
     pub escalate: bool,
     pub routine_id: Option<String>,
