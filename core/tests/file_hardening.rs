@@ -396,12 +396,9 @@ fn fifos_never_stall_the_runtime_for_other_runs() {
     );
 }
 
-/// This process's peak resident memory (VmHWM), in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::peak_rss_kib;
 
 /// Runs this test binary's test `test` alone in a child process with [`CHILD`] set to `mode`; answers
 /// the child's peak memory in KiB, which it prints as `PEAK_RSS_KIB=<n>`.

@@ -23,14 +23,9 @@ const RSS_CAP_KIB: u64 = 512 << 10;
 // ---------------------------------------------------------------------------------------------------
 // Running each test in a child process, for its own peak RSS.
 
-fn vm_hwm_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::peak_rss_kib as vm_hwm_kib;
 
 /// Runs `body` in a child process (this test binary, for the test `name` only) and checks its peak RSS.
 fn in_child<F: Future<Output = ()>>(name: &str, body: impl FnOnce() -> F) {

@@ -21,14 +21,9 @@ use ambit::tools::builtin;
 use ambit::{Agent, Level, Network, OpenAiChat, Policy, Scope};
 use serde_json::{Value, json};
 
-fn vm_hwm_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+#[path = "rss.rs"]
+mod rss;
+use rss::peak_rss_kib as vm_hwm_kb;
 
 /// Live processes (not zombies) whose command line holds `marker`.
 fn marked(marker: &str) -> usize {
