@@ -123,3 +123,18 @@ def test_web_fetch_under_remote_refuses_link_local_unless_named(tmp_path: Path) 
                         policy=ambit.Policy(level="read", network="remote", allow_local_addresses=["metadata"]))
     finally:
         server.close()
+
+
+# --- Scope: a readable directory is never written ------------------------------------------------
+
+def test_a_readable_directory_inside_the_workspace_is_refused(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "ro").mkdir(parents=True)
+    (tmp_path / "beside").mkdir()
+    # Found by an attack from outside: file_write, file_edit and the shell wrote into ws/ro.
+    with pytest.raises(ambit.ConfigError, match="lies inside the workspace root .* is never written"):
+        ambit.Agent(model="gpt-4.1", builtins=["file_write"],
+                    policy=ambit.Policy(level="workspace", working_directory=ws, readable_directories=[ws / "ro"]))
+    # Control: one beside the workspace is accepted.
+    ambit.Agent(model="gpt-4.1", builtins=["file_write"],
+                policy=ambit.Policy(level="workspace", working_directory=ws, readable_directories=[tmp_path / "beside"]))

@@ -87,18 +87,25 @@ impl Scope {
         let resolve_list = |list: Vec<PathBuf>, what: &str| -> Result<Vec<PathBuf>, String> {
             list.iter().map(|p| canon(&working_dir.join(p), what)).collect()
         };
-        Ok(Scope {
-            workspace_dirs: resolve_list(
-                workspace_dirs.into_iter().map(|p| p.as_ref().to_path_buf()).collect(),
-                "workspace directory",
-            )?,
-            readable_dirs: resolve_list(
-                readable_dirs.into_iter().map(|p| p.as_ref().to_path_buf()).collect(),
-                "readable directory",
-            )?,
-            working_dir,
-            confine_reads,
-        })
+        let workspace_dirs = resolve_list(
+            workspace_dirs.into_iter().map(|p| p.as_ref().to_path_buf()).collect(),
+            "workspace directory",
+        )?;
+        let readable_dirs =
+            resolve_list(readable_dirs.into_iter().map(|p| p.as_ref().to_path_buf()).collect(), "readable directory")?;
+        // A readable directory is never written (SPEC §1); one inside a workspace root would be written
+        // with its root, by the file tools and the shell's writable mount alike, so it is refused here.
+        for r in &readable_dirs {
+            if let Some(root) = std::iter::once(&working_dir).chain(&workspace_dirs).find(|w| r.starts_with(w)) {
+                return Err(format!(
+                    "readable directory '{}' lies inside the workspace root '{}', where it would be written; \
+                     a readable directory is never written, so name one outside the workspace",
+                    r.display(),
+                    root.display()
+                ));
+            }
+        }
+        Ok(Scope { workspace_dirs, readable_dirs, working_dir, confine_reads })
     }
 
     /// The process's current directory, nothing more, reads not confined.
@@ -396,6 +403,30 @@ fn push_components(stack: &mut Vec<OsString>, p: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by an attack from outside: a readable directory inside the workspace was written by the
+    /// file tools and the shell. Such a scope is refused, through a symlink too; one beside it is kept.
+    #[test]
+    fn a_readable_directory_inside_a_workspace_root_is_refused() {
+        let d = tempdir("overlap");
+        for dir in ["ws/ro", "extra/ro", "beside"] {
+            std::fs::create_dir_all(d.join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink(d.join("ws/ro"), d.join("ro_link")).unwrap();
+        let none: Vec<PathBuf> = Vec::new();
+        for (workspaces, readable) in [
+            (none.clone(), d.join("ws/ro")),
+            (none.clone(), d.join("ws")),
+            (none.clone(), d.join("ro_link")),
+            (vec![d.join("extra")], d.join("extra/ro")),
+        ] {
+            let e = Scope::new(d.join("ws"), workspaces, [&readable], true).unwrap_err();
+            assert!(e.contains("lies inside the workspace root") && e.contains("is never written"), "{e}");
+        }
+        // Control: a readable directory beside the workspace is accepted.
+        let ok = Scope::new(d.join("ws"), none, [d.join("beside")], true).unwrap();
+        assert_eq!(ok.readable_dirs, [d.join("beside")]);
+    }
 
     #[test]
     fn resolves_dots_and_symlinks() {
