@@ -149,7 +149,7 @@ describe('configuration inputs (item 10)', () => {
     assert.deepEqual(listing(blocked), { shell_execute: 'blocked', file_read: 'offered' });
     const allowed = new Agent({ model: offline, builtins: ['shell_execute', 'file_read'], policy: { allowTools: 'file_read' } });
     assert.deepEqual(listing(allowed), { shell_execute: 'blocked', file_read: 'offered' });
-    new Agent({ model: offline, policy: { workspaceDirectories: os.tmpdir(), readableDirectories: os.tmpdir() } });
+    new Agent({ model: offline, policy: { workspaceDirectories: os.tmpdir(), readableDirectories: '/usr' } });
   });
 
   test('control: without the filter the tool is offered', () => {
