@@ -8,6 +8,8 @@ use ambit::ledger::tools::{RoutineRun, ledger_tools};
 use ambit::ledger::{self as core, Durability, Ledger, LedgerOptions, ListFilter, ListQuery};
 use serde_json::json;
 
+use crate::{CaughtPanic, CoreError, guard, guard_async};
+
 /// A ledger failure, one case per code of the core's `LedgerError`; `message` is the core's text.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
 pub enum LedgerCoreError {
@@ -29,6 +31,15 @@ pub enum LedgerCoreError {
     /// Code `ledger_store`.
     #[error("{message}")]
     Store { message: String },
+    /// Code `internal`: a bug in ambit, a panic caught at the boundary instead of taking the process down.
+    #[error("{message}")]
+    Internal { message: String },
+}
+
+impl CaughtPanic for LedgerCoreError {
+    fn internal(error: ambit::Error) -> Self {
+        LedgerCoreError::Internal { message: error.to_string() }
+    }
 }
 
 impl From<core::LedgerError> for LedgerCoreError {
@@ -211,8 +222,8 @@ pub struct CoreLedgerTools {
 #[uniffi::export]
 impl CoreLedgerTools {
     /// The tools' names, in the order they are registered.
-    pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    pub fn names(&self) -> Result<Vec<String>, CoreError> {
+        guard(|| Ok(self.tools.iter().map(|t| t.spec().name.clone()).collect()))
     }
 }
 
@@ -227,9 +238,12 @@ impl CoreLedger {
     /// Opens `sqlite:///path` or `postgres://…`; `fast` trades durability for speed.
     #[uniffi::constructor]
     pub async fn open(url: String, fast: bool) -> Result<Arc<Self>, LedgerCoreError> {
-        let durability = if fast { Durability::Fast } else { Durability::Full };
-        let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await?;
-        Ok(Arc::new(CoreLedger { ledger }))
+        guard_async(async move {
+            let durability = if fast { Durability::Fast } else { Durability::Full };
+            let ledger = Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await?;
+            Ok(Arc::new(CoreLedger { ledger }))
+        })
+        .await
     }
 
     /// Labels every candidate granted or skipped, granting at most `limit`, in one atomic step.
@@ -242,41 +256,46 @@ impl CoreLedger {
         run_id: Option<String>,
         routine_id: Option<String>,
     ) -> Result<Vec<LabelledCandidate>, LedgerCoreError> {
-        let mut req = core::ClaimRequest::new(
-            scope,
-            candidates.into_iter().map(|c| core::Candidate { subject_key: c.subject_key, fingerprint: c.fingerprint }),
-            limit as usize,
-        );
-        req.lease_ms = lease_ms;
-        req.run_id = run_id;
-        req.routine_id = routine_id;
-        let result = self.ledger.claim(req).await?;
-        Ok(result
-            .candidates
-            .into_iter()
-            .map(|c| match c.verdict {
-                core::Verdict::Granted { grant_reason, token, lease_until } => LabelledCandidate {
-                    subject_key: c.subject_key,
-                    grant_reason: Some(grant_reason.into()),
-                    token: Some(token),
-                    lease_until: Some(lease_until),
-                    skip_reason: None,
-                    eligible_at: None,
-                },
-                core::Verdict::Skipped { skip_reason, eligible_at } => LabelledCandidate {
-                    subject_key: c.subject_key,
-                    grant_reason: None,
-                    token: None,
-                    lease_until: None,
-                    skip_reason: Some(match skip_reason {
-                        core::SkipReason::InFlight => SkipReason::InFlight,
-                        core::SkipReason::CoolingDown => SkipReason::CoolingDown,
-                        core::SkipReason::OverLimit => SkipReason::OverLimit,
-                    }),
-                    eligible_at,
-                },
-            })
-            .collect())
+        guard_async(async move {
+            let mut req = core::ClaimRequest::new(
+                scope,
+                candidates
+                    .into_iter()
+                    .map(|c| core::Candidate { subject_key: c.subject_key, fingerprint: c.fingerprint }),
+                limit as usize,
+            );
+            req.lease_ms = lease_ms;
+            req.run_id = run_id;
+            req.routine_id = routine_id;
+            let result = self.ledger.claim(req).await?;
+            Ok(result
+                .candidates
+                .into_iter()
+                .map(|c| match c.verdict {
+                    core::Verdict::Granted { grant_reason, token, lease_until } => LabelledCandidate {
+                        subject_key: c.subject_key,
+                        grant_reason: Some(grant_reason.into()),
+                        token: Some(token),
+                        lease_until: Some(lease_until),
+                        skip_reason: None,
+                        eligible_at: None,
+                    },
+                    core::Verdict::Skipped { skip_reason, eligible_at } => LabelledCandidate {
+                        subject_key: c.subject_key,
+                        grant_reason: None,
+                        token: None,
+                        lease_until: None,
+                        skip_reason: Some(match skip_reason {
+                            core::SkipReason::InFlight => SkipReason::InFlight,
+                            core::SkipReason::CoolingDown => SkipReason::CoolingDown,
+                            core::SkipReason::OverLimit => SkipReason::OverLimit,
+                        }),
+                        eligible_at,
+                    },
+                })
+                .collect())
+        })
+        .await
     }
 
     /// Records a batch: the whole batch or nothing.
@@ -286,36 +305,42 @@ impl CoreLedger {
         records: Vec<WorkRecord>,
         run_id: Option<String>,
     ) -> Result<Vec<RecordedWork>, LedgerCoreError> {
-        let batch = json!(
-            records
-                .iter()
-                .map(|r| json!({"subject_key": r.subject_key, "outcome": r.outcome, "token": r.token, "fingerprint": r.fingerprint}))
-                .collect::<Vec<_>>()
-        );
-        let result = self.ledger.record_json(&scope, run_id.as_deref(), &batch).await?;
-        Ok(result
-            .recorded
-            .into_iter()
-            .map(|r| RecordedWork {
-                subject_key: r.subject_key,
-                outcome: r.outcome.as_str().to_string(),
-                attempts: r.attempts,
-                misses: r.misses,
-                eligible_at: r.eligible_at,
-                escalate: r.escalate,
-            })
-            .collect())
+        guard_async(async move {
+            let batch = json!(
+                records
+                    .iter()
+                    .map(|r| json!({"subject_key": r.subject_key, "outcome": r.outcome, "token": r.token, "fingerprint": r.fingerprint}))
+                    .collect::<Vec<_>>()
+            );
+            let result = self.ledger.record_json(&scope, run_id.as_deref(), &batch).await?;
+            Ok(result
+                .recorded
+                .into_iter()
+                .map(|r| RecordedWork {
+                    subject_key: r.subject_key,
+                    outcome: r.outcome.as_str().to_string(),
+                    attempts: r.attempts,
+                    misses: r.misses,
+                    eligible_at: r.eligible_at,
+                    escalate: r.escalate,
+                })
+                .collect())
+        })
+        .await
     }
 
     /// Per scope, how many rows were last granted for each reason.
     pub async fn grant_reason_counts(&self, scope: String) -> Result<GrantReasonCounts, LedgerCoreError> {
-        let c = self.ledger.grant_reason_counts(&scope).await?;
-        Ok(GrantReasonCounts {
-            fresh: c.fresh,
-            cooldown_expired: c.cooldown_expired,
-            fingerprint_changed: c.fingerprint_changed,
-            fingerprints_look_unstable: c.fingerprints_look_unstable(),
+        guard_async(async move {
+            let c = self.ledger.grant_reason_counts(&scope).await?;
+            Ok(GrantReasonCounts {
+                fresh: c.fresh,
+                cooldown_expired: c.cooldown_expired,
+                fingerprint_changed: c.fingerprint_changed,
+                fingerprints_look_unstable: c.fingerprints_look_unstable(),
+            })
         })
+        .await
     }
 
     /// Counts how many of `subject_keys` are workable now in the routine's scope; answers the extra runs.
@@ -327,11 +352,19 @@ impl CoreLedger {
         limits: RoutineLimits,
         run_id: Option<String>,
     ) -> Result<BacklogReport, LedgerCoreError> {
-        let r = self
-            .ledger
-            .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits.into())
-            .await?;
-        Ok(BacklogReport { routine_id: r.routine_id, scope: r.scope, workable: r.workable, extra_runs: r.extra_runs })
+        guard_async(async move {
+            let r = self
+                .ledger
+                .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits.into())
+                .await?;
+            Ok(BacklogReport {
+                routine_id: r.routine_id,
+                scope: r.scope,
+                workable: r.workable,
+                extra_runs: r.extra_runs,
+            })
+        })
+        .await
     }
 
     /// After a run of a draining routine finishes: stop the drain (and why), or how many runs to start.
@@ -341,16 +374,19 @@ impl CoreLedger {
         run_id: String,
         limits: RoutineLimits,
     ) -> Result<DrainDecision, LedgerCoreError> {
-        let d = self.ledger.drain_decision(&routine_id, &run_id, &limits.into()).await?;
-        Ok(DrainDecision {
-            stop: d.stop.map(|s| match s {
-                core::DrainStop::NothingWorkable => DrainStop::NothingWorkable,
-                core::DrainStop::QueueEmpty => DrainStop::QueueEmpty,
-                core::DrainStop::RunDidNotReport => DrainStop::RunDidNotReport,
-                core::DrainStop::ReportStale => DrainStop::ReportStale,
-            }),
-            start_runs: d.start_runs,
+        guard_async(async move {
+            let d = self.ledger.drain_decision(&routine_id, &run_id, &limits.into()).await?;
+            Ok(DrainDecision {
+                stop: d.stop.map(|s| match s {
+                    core::DrainStop::NothingWorkable => DrainStop::NothingWorkable,
+                    core::DrainStop::QueueEmpty => DrainStop::QueueEmpty,
+                    core::DrainStop::RunDidNotReport => DrainStop::RunDidNotReport,
+                    core::DrainStop::ReportStale => DrainStop::ReportStale,
+                }),
+                start_runs: d.start_runs,
+            })
         })
+        .await
     }
 
     /// The four agent tools bound to one run of a routine (`limit`: the most one `claim_work` grants).
@@ -362,11 +398,23 @@ impl CoreLedger {
         limit: u32,
         lease_ms: i64,
         limits: RoutineLimits,
-    ) -> Arc<CoreLedgerTools> {
-        let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits.into());
-        run.routine_id = routine_id;
-        run.lease_ms = lease_ms;
-        Arc::new(CoreLedgerTools { tools: ledger_tools(self.ledger.clone(), run) })
+    ) -> Result<Arc<CoreLedgerTools>, LedgerCoreError> {
+        guard(|| {
+            let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits.into());
+            run.routine_id = routine_id;
+            run.lease_ms = lease_ms;
+            Ok(Arc::new(CoreLedgerTools { tools: ledger_tools(self.ledger.clone(), run) }))
+        })
+    }
+
+    /// Test hook: panics inside the core after the call has gone async (it throws
+    /// `LedgerCoreError.Internal`); the ledger stays usable.
+    pub async fn testing_force_panic(&self) -> Result<(), LedgerCoreError> {
+        guard_async(async move {
+            tokio::task::yield_now().await;
+            ambit::testing::force_panic()
+        })
+        .await
     }
 
     /// Ledger rows, soonest eligible first; `state` is `all`, `eligible` or `suppressed`.
@@ -376,29 +424,32 @@ impl CoreLedger {
         state: String,
         routine_id: Option<String>,
     ) -> Result<Vec<LedgerEntry>, LedgerCoreError> {
-        let state = ListFilter::parse(&state).ok_or_else(|| {
-            core::LedgerError::InvalidArgument(format!("state is all, eligible or suppressed, got '{state}'"))
-        })?;
-        let entries = self.ledger.list(&ListQuery { scope, state, routine_id }).await?;
-        Ok(entries
-            .into_iter()
-            .map(|e| LedgerEntry {
-                scope: e.scope,
-                subject_key: e.subject_key,
-                state: match e.state {
-                    core::EntryState::InFlight => EntryState::InFlight,
-                    core::EntryState::CoolingDown => EntryState::CoolingDown,
-                    core::EntryState::Eligible => EntryState::Eligible,
-                },
-                eligible_at: e.eligible_at,
-                last_outcome: e.last_outcome.map(|o| o.as_str().to_string()),
-                last_grant_reason: e.last_grant_reason.map(Into::into),
-                attempts: e.attempts,
-                misses: e.misses,
-                claim_token: e.claim_token,
-                escalate: e.escalate,
-                routine_id: e.routine_id,
-            })
-            .collect())
+        guard_async(async move {
+            let state = ListFilter::parse(&state).ok_or_else(|| {
+                core::LedgerError::InvalidArgument(format!("state is all, eligible or suppressed, got '{state}'"))
+            })?;
+            let entries = self.ledger.list(&ListQuery { scope, state, routine_id }).await?;
+            Ok(entries
+                .into_iter()
+                .map(|e| LedgerEntry {
+                    scope: e.scope,
+                    subject_key: e.subject_key,
+                    state: match e.state {
+                        core::EntryState::InFlight => EntryState::InFlight,
+                        core::EntryState::CoolingDown => EntryState::CoolingDown,
+                        core::EntryState::Eligible => EntryState::Eligible,
+                    },
+                    eligible_at: e.eligible_at,
+                    last_outcome: e.last_outcome.map(|o| o.as_str().to_string()),
+                    last_grant_reason: e.last_grant_reason.map(Into::into),
+                    attempts: e.attempts,
+                    misses: e.misses,
+                    claim_token: e.claim_token,
+                    escalate: e.escalate,
+                    routine_id: e.routine_id,
+                })
+                .collect())
+        })
+        .await
     }
 }

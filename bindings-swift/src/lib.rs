@@ -75,13 +75,37 @@ impl From<ambit::Error> for CoreError {
     }
 }
 
-/// Runs the body of a synchronous export that throws `CoreError`: a panic in it (the core's or this
-/// binding's) is `CoreError::Internal` (code `internal`, Swift's `AmbitError.internal`). A run's panic is
-/// already the core's `Error::Internal`; an export without an error type is left to UniFFI, which
-/// catches the panic and throws its own error.
-pub(crate) fn guard<T>(body: impl FnOnce() -> Result<T, CoreError>) -> Result<T, CoreError> {
+/// An export's error type: it has a case for a caught panic (code `internal`), so no panic reaches Swift
+/// as UniFFI's own untyped error (or, from an export without an error type, as a trap).
+pub(crate) trait CaughtPanic {
+    /// The error for `error`, an [`ambit::Error::Internal`] built by [`ambit::Error::from_panic`].
+    fn internal(error: ambit::Error) -> Self;
+}
+
+impl CaughtPanic for CoreError {
+    fn internal(error: ambit::Error) -> Self {
+        error.into()
+    }
+}
+
+/// Runs the body of a synchronous export: a panic in it (the core's or this binding's) is the export's
+/// internal error (code `internal`; Swift's `AmbitError.internal`, `SessionError.internal`,
+/// `LedgerError.internal`). Every synchronous export goes through it.
+pub(crate) fn guard<T, E: CaughtPanic>(body: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
-        .unwrap_or_else(|p| Err(ambit::Error::from_panic(&*p).into()))
+        .unwrap_or_else(|p| Err(E::internal(ambit::Error::from_panic(&*p))))
+}
+
+/// [`guard`] for the body of an asynchronous export: a panic while the future is polled is the
+/// export's internal error. Every asynchronous export goes through it.
+pub(crate) async fn guard_async<T, E: CaughtPanic>(
+    body: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(body)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|p| Err(E::internal(ambit::Error::from_panic(&*p))))
 }
 
 /// Test hook: panics inside the core, in a synchronous export (throws `CoreError.Internal`).
@@ -92,8 +116,42 @@ pub fn testing_force_panic() -> Result<(), CoreError> {
 
 /// Test hook: a tool whose call panics inside the run's task, as the ledger tools `AgentConfig` takes.
 #[uniffi::export]
-pub fn testing_panicking_tools() -> Arc<ledger::CoreLedgerTools> {
-    Arc::new(ledger::CoreLedgerTools { tools: vec![ambit::testing::panicking_tool()] })
+pub fn testing_panicking_tools() -> Result<Arc<ledger::CoreLedgerTools>, CoreError> {
+    guard(|| Ok(Arc::new(ledger::CoreLedgerTools { tools: vec![ambit::testing::panicking_tool()] })))
+}
+
+/// Test hook: a tool whose spec panics once the switch is armed, so an agent built with it (its tools
+/// passed where `AgentConfig` takes the ledger tools) panics in the core on `list_tools`,
+/// `tool_names` and a session run, outside any run's task.
+#[derive(uniffi::Object)]
+pub struct TestingPanicSwitch {
+    tools: Arc<ledger::CoreLedgerTools>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[uniffi::export]
+impl TestingPanicSwitch {
+    /// A new switch, not armed.
+    #[uniffi::constructor]
+    pub fn new() -> Result<Arc<Self>, CoreError> {
+        guard(|| {
+            let (tool, armed) = ambit::testing::tool_with_panicking_spec();
+            Ok(Arc::new(TestingPanicSwitch { tools: Arc::new(ledger::CoreLedgerTools { tools: vec![tool] }), armed }))
+        })
+    }
+
+    /// The tool, as the ledger tools `AgentConfig` takes.
+    pub fn tools(&self) -> Result<Arc<ledger::CoreLedgerTools>, CoreError> {
+        guard(|| Ok(self.tools.clone()))
+    }
+
+    /// From now on, every read of the tool's spec panics.
+    pub fn arm(&self) -> Result<(), CoreError> {
+        guard(|| {
+            self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
+    }
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for CoreError {
@@ -289,19 +347,21 @@ impl CoreAgent {
     }
 
     /// The names of the agent's tools, in registration order.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.inner.tools().specs().into_iter().map(|s| s.name).collect()
+    pub fn tool_names(&self) -> Result<Vec<String>, CoreError> {
+        guard(|| Ok(self.inner.tools().specs().into_iter().map(|s| s.name).collect()))
     }
 
     /// Runs the agent from one user message to the final answer.
     pub async fn run(&self, input: String) -> Result<RunResult, CoreError> {
-        Ok(self.inner.run(input).await?.into())
+        guard_async(async { Ok(self.inner.run(input).await?.into()) }).await
     }
 
     /// Starts the run as a stream of events.
-    pub fn stream(&self, input: String) -> Arc<CoreRunStream> {
-        let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
-        Arc::new(CoreRunStream { feed })
+    pub fn stream(&self, input: String) -> Result<Arc<CoreRunStream>, CoreError> {
+        guard(|| {
+            let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
+            Ok(Arc::new(CoreRunStream { feed }))
+        })
     }
 }
 
@@ -344,12 +404,12 @@ impl CoreAgent {
 
 /// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
 #[uniffi::export]
-pub fn task_progress(token: u64, note: String) -> bool {
-    ambit::agent::background::host_task_progress(token, &note)
+pub fn task_progress(token: u64, note: String) -> Result<bool, CoreError> {
+    guard(|| Ok(ambit::agent::background::host_task_progress(token, &note)))
 }
 
 /// Whether the background task of a tool call was asked to stop.
 #[uniffi::export]
-pub fn task_cancelled(token: u64) -> bool {
-    ambit::agent::background::host_task_cancelled(token)
+pub fn task_cancelled(token: u64) -> Result<bool, CoreError> {
+    guard(|| Ok(ambit::agent::background::host_task_cancelled(token)))
 }

@@ -231,6 +231,10 @@ pub struct PolicySettings {
     pub readable_directories: Vec<String>,
     pub confine_reads: bool,
     pub network: Network,
+    /// Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10: cloud metadata
+    /// services) that web_fetch may still reach under network `remote`.
+    #[uniffi(default = [])]
+    pub allow_local_addresses: Vec<String>,
 }
 
 impl PolicySettings {
@@ -245,8 +249,7 @@ impl PolicySettings {
             readable_directories: self.readable_directories.into_iter().map(Into::into).collect(),
             confine_reads: self.confine_reads,
             network: self.network.into(),
-            // Not exposed in Swift yet: under network remote, every local and link-local address is refused.
-            allow_local_addresses: Vec::new(),
+            allow_local_addresses: self.allow_local_addresses,
         };
         let handler = self.approvals.map(|h| Arc::new(SwiftApproval(h)) as Arc<dyn ambit::ApprovalHandler>);
         config.into_policy(handler)
@@ -274,6 +277,7 @@ fn policy_settings(json: &str) -> Result<PolicySettings, CoreError> {
         readable_directories: c.readable_directories.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         confine_reads: c.confine_reads,
         network: c.network.into(),
+        allow_local_addresses: c.allow_local_addresses,
     })
 }
 
@@ -286,8 +290,8 @@ pub fn parse_level(name: String) -> Result<Level, CoreError> {
 
 /// The names of the built-in tools, in a stable order.
 #[uniffi::export]
-pub fn builtin_names() -> Vec<String> {
-    ambit::tools::builtin::NAMES.iter().map(|n| n.to_string()).collect()
+pub fn builtin_names() -> Result<Vec<String>, CoreError> {
+    crate::guard(|| Ok(ambit::tools::builtin::NAMES.iter().map(|n| n.to_string()).collect()))
 }
 
 /// A host tool's permission declarations on its spec.
@@ -329,8 +333,8 @@ pub(crate) fn apply(
 impl CoreAgent {
     /// Every registered tool with its effective level, declared level, status and whether its calls go
     /// to the approval handler, in registration order.
-    pub fn list_tools(&self) -> Vec<ToolListing> {
-        self.inner.list_tools().into_iter().map(Into::into).collect()
+    pub fn list_tools(&self) -> Result<Vec<ToolListing>, CoreError> {
+        crate::guard(|| Ok(self.inner.list_tools().into_iter().map(Into::into).collect()))
     }
 
     /// The same agent under another policy, keeping its sub-agents: a follow-up is re-admitted against

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::{CoreError, RunResult, Usage};
+use crate::{CoreError, RunResult, Usage, guard, guard_async};
 
 /// The three wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -251,16 +251,22 @@ pub struct CoreRunStream {
 impl CoreRunStream {
     /// The next event; `nil` at the end; throws the run's error.
     pub async fn next(&self) -> Result<Option<AgentEvent>, CoreError> {
-        match self.feed.next().await {
-            Some(Ok(e)) => Ok(Some(e.into())),
-            Some(Err(e)) => Err(e.into()),
-            None => Ok(None),
-        }
+        guard_async(async move {
+            match self.feed.next().await {
+                Some(Ok(e)) => Ok(Some(e.into())),
+                Some(Err(e)) => Err(e.into()),
+                None => Ok(None),
+            }
+        })
+        .await
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.
-    pub fn cancel(&self) {
-        self.feed.cancel();
+    pub fn cancel(&self) -> Result<(), CoreError> {
+        guard(|| {
+            self.feed.cancel();
+            Ok(())
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ambit::session::{SessionConfig, SessionError, Sessions};
 
 use crate::policy::ApprovalDecision;
-use crate::{CoreAgent, RunResult};
+use crate::{CaughtPanic, CoreAgent, RunResult, guard_async};
 
 /// A session failure, one case per code; `message` is the core's text.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
@@ -23,9 +23,19 @@ pub enum SessionCoreError {
     /// Code `session_store`.
     #[error("{message}")]
     Store { message: String },
-    /// The run itself failed, with the code `Agent.run` would have thrown.
+    /// The run itself failed, with the code `Agent.run` would have thrown (never `internal`).
     #[error("{message}")]
     Run { code: String, message: String },
+    /// Code `internal`: a bug in ambit, a panic caught at the boundary (in the session call or in its
+    /// run) instead of taking the process down.
+    #[error("{message}")]
+    Internal { message: String },
+}
+
+impl CaughtPanic for SessionCoreError {
+    fn internal(error: ambit::Error) -> Self {
+        SessionError::Run(error).into()
+    }
 }
 
 impl From<SessionError> for SessionCoreError {
@@ -40,6 +50,7 @@ impl From<SessionError> for SessionCoreError {
             SessionError::NotFound(_) => SessionCoreError::NotFound { message },
             SessionError::InvalidArgument(_) => SessionCoreError::InvalidArgument { message },
             SessionError::Store(_) => SessionCoreError::Store { message },
+            SessionError::Run(ambit::Error::Internal(_)) => SessionCoreError::Internal { message },
             SessionError::Run(err) => SessionCoreError::Run { code: err.code().to_string(), message },
         }
     }
@@ -67,14 +78,17 @@ impl CoreSessions {
         compact_at: f64,
         keep_recent: u32,
     ) -> Result<Arc<Self>, SessionCoreError> {
-        let config = SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
-        let sessions = Sessions::open(&url).await?.with_config(config)?;
-        Ok(Arc::new(CoreSessions { sessions }))
+        guard_async(async move {
+            let config = SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
+            let sessions = Sessions::open(&url).await?.with_config(config)?;
+            Ok(Arc::new(CoreSessions { sessions }))
+        })
+        .await
     }
 
     /// A new, empty session; its id.
     pub async fn create(&self) -> Result<String, SessionCoreError> {
-        Ok(self.sessions.create().await?)
+        guard_async(async move { Ok(self.sessions.create().await?) }).await
     }
 
     /// Runs the agent in the session, continuing its conversation.
@@ -84,7 +98,7 @@ impl CoreSessions {
         session_id: String,
         input: String,
     ) -> Result<RunResult, SessionCoreError> {
-        Ok(self.sessions.run(&agent.inner, &session_id, &input).await?.into())
+        guard_async(async move { Ok(self.sessions.run(&agent.inner, &session_id, &input).await?.into()) }).await
     }
 
     /// Answers the approval a parked session waits on and continues the run.
@@ -94,22 +108,28 @@ impl CoreSessions {
         session_id: String,
         decision: ApprovalDecision,
     ) -> Result<RunResult, SessionCoreError> {
-        let decision = ambit::ApprovalDecision::try_from(decision)
-            .map_err(|message| SessionCoreError::InvalidArgument { message })?;
-        Ok(self.sessions.resume(&agent.inner, &session_id, decision).await?.into())
+        guard_async(async move {
+            let decision = ambit::ApprovalDecision::try_from(decision)
+                .map_err(|message| SessionCoreError::InvalidArgument { message })?;
+            Ok(self.sessions.resume(&agent.inner, &session_id, decision).await?.into())
+        })
+        .await
     }
 
     /// The ApprovalRequest a parked session waits on, as JSON; nil when it is not parked.
     pub async fn pending(&self, session_id: String) -> Result<Option<String>, SessionCoreError> {
-        match self.sessions.pending(&session_id).await? {
-            Some(r) => Ok(Some(json!(&r)?)),
-            None => Ok(None),
-        }
+        guard_async(async move {
+            match self.sessions.pending(&session_id).await? {
+                Some(r) => Ok(Some(json!(&r)?)),
+                None => Ok(None),
+            }
+        })
+        .await
     }
 
     /// Compacts now; whether anything was summarised.
     pub async fn compact(&self, agent: Arc<CoreAgent>, session_id: String) -> Result<bool, SessionCoreError> {
-        Ok(self.sessions.compact(&agent.inner, &session_id).await?)
+        guard_async(async move { Ok(self.sessions.compact(&agent.inner, &session_id).await?) }).await
     }
 
     /// `conversation_search`.
@@ -120,16 +140,16 @@ impl CoreSessions {
         is_regex: bool,
         limit: u32,
     ) -> Result<String, SessionCoreError> {
-        Ok(self.sessions.search(&session_id, &query, is_regex, limit as usize).await?)
+        guard_async(async move { Ok(self.sessions.search(&session_id, &query, is_regex, limit as usize).await?) }).await
     }
 
     /// `conversation_read`.
     pub async fn read(&self, session_id: String, start: i64, limit: u32) -> Result<String, SessionCoreError> {
-        Ok(self.sessions.read(&session_id, start, limit as usize).await?)
+        guard_async(async move { Ok(self.sessions.read(&session_id, start, limit as usize).await?) }).await
     }
 
     /// The whole log as JSON.
     pub async fn entries_json(&self, session_id: String) -> Result<String, SessionCoreError> {
-        json!(&self.sessions.entries(&session_id).await?)
+        guard_async(async move { json!(&self.sessions.entries(&session_id).await?) }).await
     }
 }

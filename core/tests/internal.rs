@@ -1,6 +1,7 @@
 //! A panic in the core never unwinds into the caller: a run whose task panics (here a tool that panics,
 //! as a bug in a wire or a tool would) ends with the typed `Error::Internal` (code `internal`), and so
-//! does a streamed run; a run without the panicking call finishes normally (the control).
+//! does a streamed run; a run without the panicking call finishes normally (the control). The hook the
+//! bindings use to panic outside a run (a tool spec that panics once armed) panics only once armed.
 
 use ambit::{Agent, Error, Event, OpenAiChat};
 use ambit_test_provider::{Provider, Script};
@@ -67,4 +68,15 @@ fn force_panic_panics_with_its_message() {
     let err = Error::from_panic(&*payload);
     assert_eq!(err.code(), "internal");
     assert!(err.to_string().contains(ambit::testing::PANIC_MESSAGE), "{err}");
+}
+
+#[test]
+fn the_spec_tool_panics_only_once_armed() {
+    let (tool, armed) = ambit::testing::tool_with_panicking_spec();
+    let agent =
+        Agent::builder().model(OpenAiChat::new("m").api_key("k")).tool_arc(tool).build().expect("built unarmed");
+    assert_eq!(agent.list_tools().len(), 1, "unarmed, it lists");
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| agent.list_tools())).expect_err("armed");
+    assert!(Error::from_panic(&*payload).to_string().contains(ambit::testing::PANIC_MESSAGE));
 }

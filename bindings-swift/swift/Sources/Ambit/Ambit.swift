@@ -55,11 +55,15 @@ public struct TaskContext: Sendable {
 
     public var inBackground: Bool { token != 0 }
 
+    /// Reports a progress note. A note the core fails to take (a bug in ambit) is dropped: a note is
+    /// advisory, and the call goes on.
     public func progress(_ note: String) {
-        _ = taskProgress(token: token, note: note)
+        _ = try? taskProgress(token: token, note: note)
     }
 
-    public var isCancelled: Bool { Task.isCancelled || taskCancelled(token: token) }
+    /// Whether the task was asked to stop. When the core fails to answer (a bug in ambit), the answer is
+    /// true: the tool stops rather than run on unwatched.
+    public var isCancelled: Bool { Task.isCancelled || ((try? taskCancelled(token: token)) ?? true) }
 }
 
 /// A simple error for tools to throw: the message reaches the model as it is.
@@ -175,6 +179,16 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     public var errorDescription: String? { message }
     public var description: String { message }
 
+    /// The facade's error for whatever a call into the core threw: `CoreError` by its case, an
+    /// `AmbitError` as it is, and anything else the generated layer throws (a bug in ambit) as `.internal`.
+    init(_ error: any Error) {
+        switch error {
+        case let e as AmbitError: self = e
+        case let e as CoreError: self.init(e)
+        default: self = .internal(message: "an unexpected error from ambit's generated layer: \(error)")
+        }
+    }
+
     init(_ error: CoreError) {
         switch error {
         case let .Config(message): self = .config(message: message)
@@ -253,7 +267,7 @@ public final class Agent: Sendable {
         )
         do {
             core = try CoreAgent(config: config)
-        } catch let error as CoreError {
+        } catch {
             throw AmbitError(error)
         }
     }
@@ -275,29 +289,44 @@ public final class Agent: Sendable {
     public func withPolicy(_ policy: Policy) throws -> Agent {
         do {
             return Agent(core: try core.withPolicy(policy: policy.settings))
-        } catch let error as CoreError {
+        } catch {
             throw AmbitError(error)
         }
     }
 
-    /// The names of the tools, in registration order.
-    public var toolNames: [String] { core.toolNames() }
+    /// The names of the tools, in registration order. Throws `AmbitError.internal` only on a bug in
+    /// ambit (a panic in the core, caught).
+    public var toolNames: [String] {
+        get throws {
+            do { return try core.toolNames() } catch { throw AmbitError(error) }
+        }
+    }
 
     /// Every tool (host tools, then built-ins, then MCP tools once their server was listed) with its
     /// effective level, declared level, status (`deferred` and `hidden` by the deferral settings) and
-    /// whether its calls go to the approval handler.
-    public func listTools() -> [ToolListing] { core.listTools() }
+    /// whether its calls go to the approval handler. Throws `AmbitError.internal` only on a bug in ambit.
+    public func listTools() throws -> [ToolListing] {
+        do { return try core.listTools() } catch { throw AmbitError(error) }
+    }
 
     /// Connects the MCP servers not yet connected and re-lists those that changed, as a run does before
     /// each model request; `listTools()` then shows their tools. A server that fails is reported
-    /// unavailable (to the model, in the catalog), not thrown.
-    public func refreshTools() async { await core.refreshTools() }
+    /// unavailable (to the model, in the catalog), not thrown; the only error is `AmbitError.internal`,
+    /// a bug in ambit.
+    public func refreshTools() async throws {
+        do { try await core.refreshTools() } catch { throw AmbitError(error) }
+    }
 
     /// Runs the agent like `run(_:)`, as its events in order; the last is `.runFinished` with the result.
     /// A failed run throws its `AmbitError` after the events before it. Ending the iteration early
     /// cancels the run.
     public func stream(_ input: String) -> AsyncThrowingStream<AgentEvent, any Error> {
-        let feed = core.stream(input: input)
+        let feed: CoreRunStream
+        do {
+            feed = try core.stream(input: input)
+        } catch {
+            return AsyncThrowingStream { $0.finish(throwing: AmbitError(error)) }
+        }
         return AsyncThrowingStream { continuation in
             let task = Task {
                 do {
@@ -305,15 +334,14 @@ public final class Agent: Sendable {
                         continuation.yield(event)
                     }
                     continuation.finish()
-                } catch let error as CoreError {
-                    continuation.finish(throwing: AmbitError(error))
                 } catch {
-                    continuation.finish(throwing: error)
+                    continuation.finish(throwing: AmbitError(error))
                 }
             }
             continuation.onTermination = { _ in
                 task.cancel()
-                feed.cancel()
+                // Nobody is left to hear a failure to cancel (a bug in ambit); the run then ends on its own.
+                try? feed.cancel()
             }
         }
     }
@@ -322,7 +350,7 @@ public final class Agent: Sendable {
     public func run(_ input: String) async throws -> RunResult {
         do {
             return try await core.run(input: input)
-        } catch let error as CoreError {
+        } catch {
             throw AmbitError(error)
         }
     }

@@ -19,6 +19,8 @@ public enum LedgerError: Error, Equatable, LocalizedError, CustomStringConvertib
     case invalidArgument(message: String)
     /// The store failed.
     case store(message: String)
+    /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
+    case `internal`(message: String)
 
     public var code: String {
         switch self {
@@ -28,13 +30,14 @@ public enum LedgerError: Error, Equatable, LocalizedError, CustomStringConvertib
         case .scopePinned: return "ledger_scope_pinned"
         case .invalidArgument: return "ledger_invalid_argument"
         case .store: return "ledger_store"
+        case .internal: return "internal"
         }
     }
 
     public var message: String {
         switch self {
         case .invalidBatch(let m), .staleToken(_, let m), .notClaimed(_, let m), .scopePinned(_, _, _, let m),
-             .invalidArgument(let m), .store(let m):
+             .invalidArgument(let m), .store(let m), .internal(let m):
             return m
         }
     }
@@ -52,7 +55,9 @@ public enum LedgerError: Error, Equatable, LocalizedError, CustomStringConvertib
             self = .scopePinned(routineId: r, pinnedScope: p, scope: s, message: m)
         case LedgerCoreError.InvalidArgument(let m): self = .invalidArgument(message: m)
         case LedgerCoreError.Store(let m): self = .store(message: m)
-        default: self = .store(message: "\(error)")
+        case LedgerCoreError.Internal(let m): self = .internal(message: m)
+        // Anything else the generated layer throws is a bug in ambit, never a store failure.
+        default: self = .internal(message: AmbitError(error).message)
         }
     }
 }
@@ -128,8 +133,13 @@ extension RoutineLimits {
 public struct LedgerTools: @unchecked Sendable {
     let core: CoreLedgerTools
 
-    /// The tools' names, in registration order.
-    public var names: [String] { core.names() }
+    /// The tools' names, in registration order. Throws `AmbitError.internal` only on a bug in ambit (a
+    /// panic in the core, caught).
+    public var names: [String] {
+        get throws {
+            do { return try core.names() } catch { throw AmbitError(error) }
+        }
+    }
 }
 
 extension Ledger {
@@ -170,13 +180,18 @@ extension Ledger {
     }
 
     /// The four agent tools bound to one run of a routine. `limit`: the most one `claim_work` grants;
-    /// `limits`: the routine's, for `report_backlog`.
+    /// `limits`: the routine's, for `report_backlog`. Throws `LedgerError.internal` only on a bug in
+    /// ambit (a panic in the core, caught).
     public func tools(scope: String, routineId: String? = nil, runId: String, limit: Int = 5,
-                      leaseMs: Int64 = 3_600_000, limits: RoutineLimits = RoutineLimits()) -> LedgerTools
+                      leaseMs: Int64 = 3_600_000, limits: RoutineLimits = RoutineLimits()) throws -> LedgerTools
     {
-        LedgerTools(core: core.toolsForRoutine(scope: scope, routineId: routineId, runId: runId,
-                                               limit: UInt32(clamping: max(limit, 1)), leaseMs: leaseMs,
-                                               limits: limits))
+        do {
+            return LedgerTools(core: try core.toolsForRoutine(scope: scope, routineId: routineId, runId: runId,
+                                                              limit: UInt32(clamping: max(limit, 1)),
+                                                              leaseMs: leaseMs, limits: limits))
+        } catch {
+            throw LedgerError(error)
+        }
     }
 }
 

@@ -59,6 +59,10 @@ public struct Policy: Sendable {
     public var confineReads: Bool
     /// What the shell and web_fetch may reach.
     public var network: Network
+    /// Addresses or CIDR ranges of this machine or link-local (169.254.0.0/16, fe80::/10: cloud metadata
+    /// services) that web_fetch may still reach under `network: .remote`. An entry that is not an
+    /// address or range throws `AmbitError.config` naming it when the agent is built.
+    public var allowLocalAddresses: [String]
 
     public init(
         level: Level = .unrestricted,
@@ -70,7 +74,8 @@ public struct Policy: Sendable {
         workspaceDirectories: [String] = [],
         readableDirectories: [String] = [],
         confineReads: Bool = false,
-        network: Network = .unrestricted
+        network: Network = .unrestricted,
+        allowLocalAddresses: [String] = []
     ) {
         self.level = level
         self.approvals = approvals
@@ -82,6 +87,7 @@ public struct Policy: Sendable {
         self.readableDirectories = readableDirectories
         self.confineReads = confineReads
         self.network = network
+        self.allowLocalAddresses = allowLocalAddresses
     }
 
     /// A policy whose approval handler is a closure (sync or async).
@@ -95,31 +101,32 @@ public struct Policy: Sendable {
         workspaceDirectories: [String] = [],
         readableDirectories: [String] = [],
         confineReads: Bool = false,
-        network: Network = .unrestricted
+        network: Network = .unrestricted,
+        allowLocalAddresses: [String] = []
     ) {
         self.init(
             level: level, approvals: ApprovalClosure(approvals), allowTools: allowTools, blockTools: blockTools,
             levelOverrides: levelOverrides, workingDirectory: workingDirectory,
             workspaceDirectories: workspaceDirectories, readableDirectories: readableDirectories,
-            confineReads: confineReads, network: network)
+            confineReads: confineReads, network: network, allowLocalAddresses: allowLocalAddresses)
     }
 
     /// Reads a policy from JSON, the form every language shares (snake_case: `level`, `allow_tools`,
     /// `block_tools`, `level_overrides`, `working_directory`, `workspace_directories`,
-    /// `readable_directories`, `confine_reads`, `network`). An unknown field or value throws
-    /// `AmbitError.config` naming it.
+    /// `readable_directories`, `confine_reads`, `network`, `allow_local_addresses`). An unknown field or
+    /// value throws `AmbitError.config` naming it.
     public init(json: String, approvals: (any ApprovalHandler)? = nil) throws {
         let s: PolicySettings
         do {
             s = try policyFromJson(json: json)
-        } catch let error as CoreError {
+        } catch {
             throw AmbitError(error)
         }
         self.init(
             level: s.level, approvals: approvals, allowTools: s.allowTools, blockTools: s.blockTools,
             levelOverrides: s.levelOverrides, workingDirectory: s.workingDirectory,
             workspaceDirectories: s.workspaceDirectories, readableDirectories: s.readableDirectories,
-            confineReads: s.confineReads, network: s.network)
+            confineReads: s.confineReads, network: s.network, allowLocalAddresses: s.allowLocalAddresses)
     }
 
     /// The generated record the core reads.
@@ -134,14 +141,20 @@ public struct Policy: Sendable {
             workspaceDirectories: workspaceDirectories,
             readableDirectories: readableDirectories,
             confineReads: confineReads,
-            network: network
+            network: network,
+            allowLocalAddresses: allowLocalAddresses
         )
     }
 }
 
 /// The names of the built-in tools (`file_read`, `file_find`, `file_search`, `file_edit`, `file_write`,
-/// `web_fetch`, `shell_execute`), for `Agent(builtins:)`.
-public let builtinToolNames: [String] = builtinNames()
+/// `web_fetch`, `shell_execute`), for `Agent(builtins:)`. Throws `AmbitError.internal` only on a bug in
+/// ambit (a panic in the core, caught).
+public var builtinToolNames: [String] {
+    get throws {
+        do { return try builtinNames() } catch { throw AmbitError(error) }
+    }
+}
 
 extension AmbitTool {
     /// Undeclared: `.unrestricted` (the SDK cannot know what a host function does).
@@ -158,7 +171,7 @@ extension Level: CustomStringConvertible, Comparable {
     public init(_ name: String) throws {
         do {
             self = try parseLevel(name: name)
-        } catch let error as CoreError {
+        } catch {
             throw AmbitError(error)
         }
     }

@@ -12,8 +12,11 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     case notFound(message: String)
     case invalidArgument(message: String)
     case store(message: String)
-    /// The run itself failed, with the code `Agent.run` would have thrown.
+    /// The run itself failed, with the code `Agent.run` would have thrown (never `internal`).
     case run(code: String, message: String)
+    /// A bug in ambit (code `internal`): a panic was caught at the boundary, in the session call or in its
+    /// run, instead of taking the process down.
+    case `internal`(message: String)
 
     public var code: String {
         switch self {
@@ -22,13 +25,14 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case .invalidArgument: return "invalid_argument"
         case .store: return "session_store"
         case let .run(code, _): return code
+        case .internal: return "internal"
         }
     }
 
     public var description: String {
         switch self {
         case let .awaitingApproval(_, _, message), let .notFound(message), let .invalidArgument(message),
-             let .store(message), let .run(_, message):
+             let .store(message), let .run(_, message), let .internal(message):
             return message
         }
     }
@@ -49,6 +53,7 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case let .InvalidArgument(message): self = .invalidArgument(message: message)
         case let .Store(message): self = .store(message: message)
         case let .Run(code, message): self = .run(code: code, message: message)
+        case let .Internal(message): self = .internal(message: message)
         }
     }
 }
@@ -128,6 +133,9 @@ public final class Sessions: @unchecked Sendable {
             return try await body()
         } catch let error as SessionCoreError {
             throw SessionError(error)
+        } catch {
+            // Anything else the generated layer throws is a bug in ambit.
+            throw SessionError.internal(message: AmbitError(error).message)
         }
     }
 }

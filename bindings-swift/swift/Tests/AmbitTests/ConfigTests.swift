@@ -27,7 +27,7 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
 @Suite struct ConfigTests {
     @Test func buildsAgent() throws {
         let agent = try Agent(model: model, instructions: "Be brief.", tools: [NamedTool()], maxTurns: 3)
-        #expect(agent.toolNames == ["get_weather"])
+        #expect(try agent.toolNames == ["get_weather"])
     }
 
     @Test func duplicateToolNamesAreAConfigError() throws {

@@ -121,11 +121,11 @@ func ledgerURL() -> String {
 
     @Test func anAgentGetsTheToolsOfARoutineRun() async throws {
         let ledger = try await Ledger.open(ledgerURL())
-        let tools = ledger.tools(scope: "po.tracking", routineId: "po-tracker", runId: "run-1", limit: 3)
-        #expect(tools.names == ["claim_work", "record_work", "list_work_ledger", "report_backlog"])
+        let tools = try ledger.tools(scope: "po.tracking", routineId: "po-tracker", runId: "run-1", limit: 3)
+        #expect(try tools.names == ["claim_work", "record_work", "list_work_ledger", "report_backlog"])
         let agent = try Agent(model: Model(wire: .openAiChat, name: "gpt-4.1", baseURL: "http://127.0.0.1:9/v1",
                                            apiKey: "k", stream: false, maxRetries: 0),
                               ledger: tools)
-        #expect(agent.toolNames == tools.names)
+        #expect(try agent.toolNames == tools.names)
     }
 }

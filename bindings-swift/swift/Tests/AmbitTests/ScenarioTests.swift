@@ -316,7 +316,7 @@ func int(_ value: Any?) -> Int? {
         var ledgerTools: LedgerTools? = nil
         if let l = scenario["ledger"] as? [String: Any] {
             let ledger = try await Ledger.open(ledgerURL())
-            ledgerTools = ledger.tools(
+            ledgerTools = try ledger.tools(
                 scope: l["scope"] as? String ?? "", routineId: l["routine_id"] as? String,
                 runId: l["run_id"] as? String ?? "", limit: int(l["limit"]) ?? 5)
         }
