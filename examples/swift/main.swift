@@ -22,9 +22,10 @@ struct GetWeather: AmbitTool {
 var args = Array(CommandLine.arguments.dropFirst())
 var baseURL: String? = nil
 if let i = args.firstIndex(of: "--base-url"), i + 1 < args.count {
-    baseURL = args[i + 1]
+    let url = args[i + 1]
+    baseURL = url
     args.removeSubrange(i...(i + 1))
-    print("Using the model at \(baseURL!) (the loopback provider's answers are SCRIPTED).")
+    print("Using the model at \(url) (the loopback provider's answers are SCRIPTED).")
 }
 let env = ProcessInfo.processInfo.environment
 let name = env["AMBIT_MODEL"] ?? "gpt-4.1-mini"

@@ -261,7 +261,7 @@ public final class Agent: Sendable {
             },
             policy: policy?.settings,
             builtins: builtins,
-            toolingJson: toolingJSON(mcpServers, deferral),
+            toolingJson: try toolingJSON(mcpServers, deferral),
             subagents: subagents,
             ledger: ledger?.core
         )

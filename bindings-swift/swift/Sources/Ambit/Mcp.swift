@@ -128,11 +128,16 @@ public struct Deferral: Sendable, Equatable {
     }
 }
 
-/// The core's `ToolingOptions` as JSON text, or nil when there is nothing to configure.
-func toolingJSON(_ servers: [McpServer], _ deferral: Deferral?) -> String? {
+/// The core's `ToolingOptions` as JSON text, or nil when there is nothing to configure. Settings that
+/// cannot be written as JSON are `AmbitError.config`, never silently dropped.
+func toolingJSON(_ servers: [McpServer], _ deferral: Deferral?) throws -> String? {
     if servers.isEmpty && deferral == nil { return nil }
     var out: [String: Any] = ["mcp_servers": servers.map(\.json)]
     if let deferral { out["deferral"] = deferral.json }
-    let data = (try? JSONSerialization.data(withJSONObject: out, options: [.sortedKeys])) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self)
+    do {
+        let data = try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    } catch {
+        throw AmbitError.config(message: "invalid configuration: the MCP servers and deferral settings are not JSON: \(error)")
+    }
 }

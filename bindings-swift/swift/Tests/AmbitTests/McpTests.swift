@@ -29,7 +29,7 @@ import Testing
 
     @Test func serverSettingsReachTheCoreAsJSON() throws {
         let text = try #require(
-            toolingJSON(
+            try toolingJSON(
                 [.http("docs", url: "http://127.0.0.1:1/mcp", trusted: true, levels: ["search": .read], deferral: .eager)],
                 Deferral(setting: .hidden)))
         let json = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
@@ -37,7 +37,7 @@ import Testing
         #expect(server["deferral"] as? String == "eager")
         #expect((server["levels"] as? [String: String]) == ["search": "read"])
         #expect((json["deferral"] as? [String: Any])?["setting"] as? String == "hidden")
-        #expect(toolingJSON([], nil) == nil)
+        #expect(try toolingJSON([], nil) == nil)
         // A server that cannot start is no configuration error: it is reported unavailable at run time.
         _ = try Agent(model: model, mcpServers: [.stdio("gone", command: "/nonexistent/server")])
     }
