@@ -31,6 +31,12 @@ gen="$(mktemp -d)"
 trap 'rm -rf "$gen"' EXIT
 "$debug/uniffi-bindgen" generate --library "$debug/libambit_swift.so" --language swift --out-dir "$gen" \
   2>&1 | { grep -v 'Unable to auto-format' || true; } >&2
+# Every export has an error type, so a panic caught in it reaches Swift as a typed `internal` error: UniFFI
+# calls an export without one with `try!`, and a panic there traps the whole process.
+if grep -nE 'try! +rustCall\(\) \{|try! +await uniffiRustCallAsync|errorHandler: nil' "$gen/ambit_swift.swift" >&2; then
+  echo "test-swift: an export without an error type (a panic in it traps the process): return Result and guard it" >&2
+  exit 1
+fi
 put "$gen/ambit_swift.swift" "$pkg/Sources/Ambit/ambit_swift.swift"
 put "$gen/ambit_swiftFFI.h" "$pkg/Sources/AmbitFFI/ambit_swiftFFI.h"
 # SwiftPM wants `module.modulemap`; the generated one also `use`s Darwin modules, which Linux lacks.
