@@ -144,6 +144,7 @@ private struct Blank: AmbitTool {
         #expect(try plain.toolNames == ["get_weather"])
         #expect(try plain.listTools().count == 1)
         #expect(try builtinToolNames.contains("web_fetch"))
+        try await plain.refreshTools()
     }
 
     /// `Sessions.run` sizes the agent's request before the run starts, outside the run's task: a panic
