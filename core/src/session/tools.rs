@@ -53,7 +53,9 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                     "keep_recent": {"type": "boolean", "description": "Keep recent rounds verbatim. Default true."}
                 }}),
             )
-            .with_level(Level::Read),
+            .with_level(Level::Read)
+            // A request to the loop, which compacts at the next round boundary: nothing to detach.
+            .with_inline(true),
         )),
     ]
 }
