@@ -356,9 +356,10 @@ export interface ToolListing {
   declaredLevel: Level;
   /**
    * `offered`; `blocked` (allow/block lists); `above_level` (approvals off); `deferred` (offered once
-   * loaded: in the catalog); `hidden` (the deferral setting keeps it out altogether).
+   * loaded: in the catalog); `hidden` (the deferral setting keeps it out altogether); `no_network`
+   * (needs the network, and the network setting is `none`: withheld).
    */
-  status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden';
+  status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden' | 'no_network';
   /** Whether a call goes to the approval handler. */
   approval: boolean;
   /** What confines the tool's calls on this machine (the shell: the kernel's sandbox layers); absent for other tools. */

@@ -69,11 +69,7 @@ pub(super) fn build(
     servers: Vec<McpServer>,
     model: Arc<dyn Model>,
 ) -> (Arc<Tooling>, Arc<dyn Model>) {
-    let facts = Facts {
-        level: session.policy.level,
-        approvals: session.policy.approvals.is_some(),
-        filters: Arc::new(session.policy.filters.clone()),
-    };
+    let facts = Facts::of(&session.policy);
     let source: Option<Arc<dyn ToolSource>> =
         (!servers.is_empty()).then(|| Arc::new(McpHub::new(servers, deferral.setting)) as Arc<dyn ToolSource>);
     let dynamic = source.is_some();

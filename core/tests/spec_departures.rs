@@ -1,0 +1,138 @@
+//! SPEC departures found side by side with the code, each attacked through the public API with a
+//! scripted model that records every request: network `none` withholds web_fetch (§1), for a
+//! sub-agent spawned with it too; refusals name the argument as the schema spells it and a blank list
+//! entry is dropped (§2); a negative count is refused, never replaced by the default (§2).
+
+mod mcp_support;
+
+use ambit::agent::subagent::SubagentConfig;
+use ambit::permission::Network;
+use ambit::{Agent, Level, Policy, Scope, ToolStatus};
+use mcp_support::{call, names, scripted, text};
+use serde_json::json;
+
+fn web_fetch() -> std::sync::Arc<dyn ambit::Tool> {
+    ambit::tools::builtin::by_name("web_fetch").unwrap()
+}
+
+fn tmp_scope() -> Scope {
+    Scope::new("/tmp", Vec::<&str>::new(), Vec::<&str>::new(), false).unwrap()
+}
+
+#[tokio::test]
+async fn network_none_withholds_web_fetch_from_the_request_and_the_listing() {
+    for (network, offered) in [(Network::None, false), (Network::Remote, true), (Network::Unrestricted, true)] {
+        let (model, seen) = scripted(vec![call("c1", "web_fetch", json!({"url": "http://192.0.2.1/"})), text("done")]);
+        let agent = Agent::builder()
+            .model(model)
+            .tool_arc(web_fetch())
+            .policy(Policy::level(Level::Read).network(network))
+            .build()
+            .unwrap();
+        let status = agent.list_tools().into_iter().find(|t| t.name == "web_fetch").unwrap().status;
+        if !offered {
+            let result = agent.run("fetch").await.unwrap();
+            let seen = seen.lock().unwrap();
+            assert!(!names(&seen[0]).contains(&"web_fetch".to_string()), "{network:?}: {:?}", names(&seen[0]));
+            assert_eq!(status, ToolStatus::NoNetwork);
+            // Called anyway (a model that remembers it), it is refused in words that say why.
+            assert_eq!(
+                result.tool_calls[0].result,
+                "Error: tool 'web_fetch' needs the network, and this session's network setting is none"
+            );
+        } else {
+            // Negative control: with a network, it is offered (the call is not made here).
+            let agent = Agent::builder()
+                .model(scripted(vec![text("done")]).0)
+                .tool_arc(web_fetch())
+                .policy(Policy::level(Level::Read).network(network))
+                .build()
+                .unwrap();
+            assert_eq!(agent.offered_specs().iter().filter(|s| s.name == "web_fetch").count(), 1, "{network:?}");
+            assert_eq!(status, ToolStatus::Offered, "{network:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sub_agent_spawned_with_network_none_does_not_see_web_fetch() {
+    let (model, seen) = scripted(vec![
+        call("s1", "agent_spawn", json!({"prompt": "look", "network": "none"})),
+        text("child done"),
+        call("s2", "agent_spawn", json!({"prompt": "look again"})),
+        text("second child done"),
+        text("done"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool_arc(web_fetch())
+        .policy(Policy::level(Level::Read).network(Network::Remote).scope(tmp_scope()))
+        .subagents(SubagentConfig::default())
+        .build()
+        .unwrap();
+    let result = agent.run("delegate").await.unwrap();
+    assert_eq!(result.output, "done");
+    let seen = seen.lock().unwrap();
+    let has_fetch = |i: usize| names(&seen[i]).contains(&"web_fetch".to_string());
+    assert!(has_fetch(0), "the parent (network remote) is offered web_fetch");
+    assert!(!has_fetch(1), "the sub-agent at network none: {:?}", names(&seen[1]));
+    // Negative control: a sub-agent spawned without narrowing the network sees it.
+    assert!(has_fetch(3), "the second sub-agent inherits remote: {:?}", names(&seen[3]));
+}
+
+#[tokio::test]
+async fn refusals_name_the_argument_as_the_schema_spells_it() {
+    let (model, _) = scripted(vec![
+        call("c1", "checklist_add", json!({"items": ["Write the fix", "   "]})),
+        call("c2", "agent_spawn", json!({"prompt": "p", "permission": "admin"})),
+        call(
+            "c3",
+            "agent_spawn",
+            json!({"prompt": "p", "working_directory": ".", "additional_workspace_directories": ["/etc"]}),
+        ),
+        call("c4", "agent_spawn", json!({"prompt": "p", "additional_workspace_directories": ["."]})),
+        call("c5", "checklist_edit", json!({"id": 1, "status": "done"})),
+        call("c6", "conversation_search", json!({"query": "x", "limit": -1})),
+        call("c7", "conversation_read", json!({"start": 1, "limit": -3})),
+        call("c8", "checklist_edit", json!({"id": 1, "status": "completed"})),
+        text("done"),
+    ]);
+    let session_tool = |n: &str| ambit::tools::builtin::by_name(n).unwrap();
+    let agent = Agent::builder()
+        .model(model)
+        .checklist(true)
+        .tool_arc(session_tool("conversation_search"))
+        .tool_arc(session_tool("conversation_read"))
+        .policy(Policy::level(Level::Workspace).scope(tmp_scope()))
+        .subagents(SubagentConfig::default())
+        .max_turns(20)
+        .build()
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    let r: Vec<&str> = result.tool_calls.iter().map(|c| c.result.as_str()).collect();
+    // A blank entry of a list is dropped: one item added.
+    assert!(r[0].starts_with("Added #1.\nChecklist (1 open):\n#1 [pending] Write the fix"), "{}", r[0]);
+    assert!(!r[0].contains("#2"), "{}", r[0]);
+    assert_eq!(
+        r[1],
+        "Error: tool 'agent_spawn' refused the call: argument 'permission' must be one of none, read, workspace, \
+         unrestricted, got the string \"admin\""
+    );
+    assert!(r[2].contains("additional_workspace_directories '/etc' is outside your reach"), "{}", r[2]);
+    assert!(r[3].contains("additional_workspace_directories needs working_directory beside it"), "{}", r[3]);
+    assert!(
+        r[4].contains("argument 'status' must be one of pending, in_progress, deferred, completed, canceled"),
+        "{}",
+        r[4]
+    );
+    // A negative count is refused before the tool runs, never replaced by the default.
+    assert_eq!(
+        r[5],
+        "Error: tool 'conversation_search' refused the call: argument 'limit' is a count and cannot be negative, got -1"
+    );
+    assert_eq!(
+        r[6],
+        "Error: tool 'conversation_read' refused the call: argument 'limit' is a count and cannot be negative, got -3"
+    );
+    assert!(r[7].starts_with("Updated #1."), "{}", r[7]);
+}
