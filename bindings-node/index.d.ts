@@ -73,6 +73,12 @@ export interface ModelOptions {
   timeout?: number;
   /** Attempts after the first on 429, 5xx and connection errors (default 2). */
   maxRetries?: number;
+  /**
+   * A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the others),
+   * for an endpoint that holds names shorter: longer names reach it cut to fit. Above the wire's limit,
+   * a `ConfigError` naming `max_tool_name_bytes`.
+   */
+  maxToolNameBytes?: number;
 }
 
 /** @deprecated use {@link ModelOptions} */
@@ -87,6 +93,7 @@ export declare class Model {
   readonly stream: boolean;
   readonly timeout: number | undefined;
   readonly maxRetries: number | undefined;
+  readonly maxToolNameBytes: number | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */

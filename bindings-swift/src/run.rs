@@ -35,6 +35,10 @@ pub struct ModelSettings {
     /// Anthropic only: the most tokens one answer may have (default 4096).
     #[uniffi(default = None)]
     pub max_tokens: Option<u32>,
+    /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    /// others); above it, or negative, a configuration error naming `max_tool_name_bytes`.
+    #[uniffi(default = None)]
+    pub max_tool_name_bytes: Option<i64>,
 }
 
 impl ModelSettings {
@@ -51,6 +55,7 @@ impl ModelSettings {
         c.timeout_secs = self.timeout_secs;
         c.max_retries = self.max_retries;
         c.max_tokens = self.max_tokens;
+        c.set_max_tool_name_bytes(self.max_tool_name_bytes)?;
         c.build()
     }
 }

@@ -136,3 +136,84 @@ async fn refusals_name_the_argument_as_the_schema_spells_it() {
     );
     assert!(r[7].starts_with("Updated #1."), "{}", r[7]);
 }
+
+/// SPEC §3: a smaller per-endpoint `max_tool_name_bytes` cuts names to fit it (a call under the cut
+/// name runs the tool by its whole name), on every wire; a value above the wire's own limit is refused
+/// with a typed error naming the setting.
+#[tokio::test]
+async fn a_per_endpoint_max_tool_name_bytes_cuts_names_to_fit_and_never_exceeds_the_wire() {
+    use ambit::tools::wire_name::wire_name;
+    use ambit::{Anthropic, Model, ModelConfig, OpenAiChat, OpenAiResponses, Wire, tool_fn};
+    use ambit_test_provider::{Provider, Script};
+
+    #[derive(serde::Deserialize)]
+    struct City {
+        city: String,
+    }
+    let whole = "lookup_the_current_weather_for_a_city";
+    let short = "get_time";
+    for (wire, limit) in [("openai_chat", 24), ("anthropic", 32), ("openai_responses", 20)] {
+        let cut = wire_name(whole, limit);
+        assert_eq!(cut.len(), limit, "{cut}");
+        let script: Script =
+            serde_json::from_value(json!({"name": format!("short_names_{wire}"), "wire": wire, "exchanges": [
+                {"expect": {"tool_names": [cut, short]},
+                 "respond": {"tool_calls": [{"id": "c1", "name": cut, "arguments": {"city": "Oslo"}}]}},
+                {"respond": {"content": "done"}}
+            ]}))
+            .unwrap();
+        let provider = Provider::start(script).await.unwrap();
+        let url = provider.base_url();
+        let model: std::sync::Arc<dyn Model> = match wire {
+            "anthropic" => std::sync::Arc::new(
+                Anthropic::new("m").base_url(url).api_key("k").with_max_tool_name_bytes(limit).unwrap(),
+            ),
+            "openai_responses" => std::sync::Arc::new(
+                OpenAiResponses::new("m").base_url(url).api_key("k").with_max_tool_name_bytes(limit).unwrap(),
+            ),
+            _ => std::sync::Arc::new(
+                OpenAiChat::new("m").base_url(url).api_key("k").with_max_tool_name_bytes(limit).unwrap(),
+            ),
+        };
+        let weather = tool_fn(
+            whole,
+            "Weather.",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            |a: City| async move { Ok::<_, String>(format!("sunny in {}", a.city)) },
+        );
+        let time = tool_fn(short, "Time.", json!({"type": "object"}), |_: serde_json::Value| async {
+            Ok::<_, String>("noon")
+        });
+        let agent = Agent::builder().model_arc(model).tool(weather).tool(time).build().unwrap();
+        let result = agent.run("weather?").await.unwrap_or_else(|e| panic!("{wire}: {e}"));
+        let (served, mismatches) = provider.report();
+        assert!(mismatches.is_empty(), "{wire}: {mismatches:?}");
+        assert_eq!(served, 2);
+        assert_eq!(result.tool_calls[0].name, whole, "recorded under the whole name");
+        assert_eq!(result.tool_calls[0].result, "sunny in Oslo");
+    }
+    // Never larger than the wire's own limit (nor too short for a cut name), in the builder and in the
+    // plain-data form the bindings use.
+    let e = OpenAiChat::new("m").with_max_tool_name_bytes(65).err().unwrap();
+    assert_eq!(e.code(), "config");
+    assert!(
+        e.to_string().contains("max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64 bytes"),
+        "{e}"
+    );
+    assert!(Anthropic::new("m").with_max_tool_name_bytes(129).is_err());
+    assert!(Anthropic::new("m").with_max_tool_name_bytes(128).is_ok());
+    let e = OpenAiResponses::new("m").with_max_tool_name_bytes(13).err().unwrap();
+    assert!(e.to_string().contains("max_tool_name_bytes 13 is below 14 bytes"), "{e}");
+    let mut config = ModelConfig::new(Wire::OpenaiChat, "m");
+    config.max_tool_name_bytes = Some(100);
+    let e = config.build().err().unwrap();
+    assert_eq!(e.code(), "config");
+    assert!(
+        e.to_string().contains("model: max_tool_name_bytes 100 is larger than the openai_chat wire's own limit of 64"),
+        "{e}"
+    );
+    config.max_tool_name_bytes = Some(40);
+    assert_eq!(config.build().unwrap().max_tool_name_bytes(), 40);
+    let e = ModelConfig::from_json(r#"{"wire": "anthropic", "model": "m", "max_tool_name_bytes": -3}"#).unwrap_err();
+    assert!(e.to_string().contains("max_tool_name_bytes must be a whole number of bytes, got -3"), "{e}");
+}

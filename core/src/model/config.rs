@@ -52,6 +52,26 @@ pub struct ModelConfig {
     /// Anthropic only: the most tokens one answer may have (default 4096).
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    /// others), for an endpoint that holds names shorter (SPEC §3); above the wire's limit it is refused.
+    #[serde(default, deserialize_with = "bytes_count")]
+    pub max_tool_name_bytes: Option<usize>,
+}
+
+fn not_a_byte_count(v: &dyn std::fmt::Display) -> String {
+    format!("max_tool_name_bytes must be a whole number of bytes, got {v}")
+}
+
+/// A count of bytes; anything else is refused naming the field (serde's own message would not).
+fn bytes_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) => Ok(Some(n)),
+            None => Err(serde::de::Error::custom(not_a_byte_count(&v))),
+        },
+    }
 }
 
 impl ModelConfig {
@@ -65,7 +85,17 @@ impl ModelConfig {
             timeout_secs: None,
             max_retries: None,
             max_tokens: None,
+            max_tool_name_bytes: None,
         }
+    }
+
+    /// Sets `max_tool_name_bytes` from a binding's signed integer; a negative is refused by name.
+    pub fn set_max_tool_name_bytes(&mut self, bytes: Option<i64>) -> Result<(), Error> {
+        self.max_tool_name_bytes = match bytes {
+            None => None,
+            Some(n) => Some(usize::try_from(n).map_err(|_| Error::Config(format!("model: {}", not_a_byte_count(&n))))?),
+        };
+        Ok(())
     }
 
     /// Reads the JSON form, refusing unknown fields and wires by name.
@@ -103,6 +133,11 @@ impl ModelConfig {
                 if let Some(n) = self.max_retries {
                     m = m.max_retries(n);
                 }
+                if let Some(n) = self.max_tool_name_bytes {
+                    m = m
+                        .with_max_tool_name_bytes(n)
+                        .map_err(|e| Error::Config(format!("model: {}", config_text(e))))?;
+                }
                 m
             }};
         }
@@ -117,6 +152,14 @@ impl ModelConfig {
                 Arc::new(m)
             }
         })
+    }
+}
+
+/// A configuration error's own text, without the `configuration error:` its display adds.
+fn config_text(e: Error) -> String {
+    match e {
+        Error::Config(m) => m,
+        other => other.to_string(),
     }
 }
 

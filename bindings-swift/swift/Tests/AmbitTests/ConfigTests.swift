@@ -49,6 +49,21 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         #expect(error.code == "config", "\(error)")
     }
 
+    /// SPEC §3: a per-endpoint maxToolNameBytes is never larger than the wire's own limit (nor negative).
+    @Test func maxToolNameBytesAboveTheWireIsAConfigErrorNamingIt() throws {
+        let above = try #require(configError {
+            try Agent(model: .openAIChat("m", baseURL: "http://127.0.0.1:9/v1", maxToolNameBytes: 65))
+        })
+        #expect(above.code == "config")
+        #expect(above.message.contains("max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64"),
+                "\(above)")
+        let negative = try #require(configError { try Agent(model: .anthropic("m", maxToolNameBytes: -1)) })
+        #expect(negative.message.contains("max_tool_name_bytes must be a whole number of bytes, got -1"), "\(negative)")
+        // At the wire's limit, or below it, the agent is built.
+        _ = try Agent(model: .anthropic("m", maxToolNameBytes: 128))
+        _ = try Agent(model: .openAIResponses("m", maxToolNameBytes: 20))
+    }
+
     @Test func emptyToolNameIsAConfigError() throws {
         let error = try #require(configError { try Agent(model: model, tools: [NamedTool(name: " ")]) })
         #expect(error.code == "config")
