@@ -217,3 +217,77 @@ async fn a_per_endpoint_max_tool_name_bytes_cuts_names_to_fit_and_never_exceeds_
     let e = ModelConfig::from_json(r#"{"wire": "anthropic", "model": "m", "max_tool_name_bytes": -3}"#).unwrap_err();
     assert!(e.to_string().contains("max_tool_name_bytes must be a whole number of bytes, got -3"), "{e}");
 }
+
+/// SPEC §4: the context gauge counts what the request carries: not a deferred (or hidden) host tool,
+/// yes the MCP tools, tool_search / tool_load and the catalog. Checked against the request the
+/// loopback provider received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_gauge_counts_the_tools_the_request_carries() {
+    use ambit::deferral::{Deferral, DeferralConfig, LoadStrategy};
+    use ambit::mcp::McpServer;
+    use ambit::session::Sessions;
+    use ambit::{OpenAiChat, tool_fn};
+    use ambit_test_provider::{Provider, Script};
+
+    let script: Script = serde_json::from_value(json!({"name": "gauge_tools", "exchanges": [
+        {"respond": {"tool_calls": [{"id": "c1", "name": "context_check", "arguments": {}}]}},
+        {"respond": {"content": "done"}}
+    ]}))
+    .unwrap();
+    let provider = Provider::start(script).await.unwrap();
+    let dir = mcp_support::servers_dir();
+    let python = dir.join("venv/bin/python").display().to_string();
+    let server = mcp_support::repo_root().join("tests/mcp/arguments_server.py").display().to_string();
+    let plain = |name: &str, description: String| {
+        tool_fn(name, description, json!({"type": "object"}), |_: serde_json::Value| async { Ok::<_, String>("ok") })
+    };
+    // A deferred host tool whose description alone is about 10,000 tokens.
+    let huge = plain("huge", "A tool that is described at length. ".repeat(1100));
+    let agent = Agent::builder()
+        .model(OpenAiChat::new("m").base_url(provider.base_url()).api_key("k").max_retries(0))
+        .instructions("Be brief.")
+        .tool(plain("small", "A small eager tool.".into()))
+        .tool(huge)
+        .tool_arc(ambit::tools::builtin::by_name("context_check").unwrap())
+        .deferral(DeferralConfig {
+            setting: Deferral::Deferred,
+            strategy: LoadStrategy::Append,
+            deferrable_tools: ["huge".to_string()].into(),
+        })
+        .mcp(McpServer::stdio("args", [python, server]).deferral(Deferral::Eager))
+        .build()
+        .unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let sessions = Sessions::open(&format!("sqlite://{}", store.path().join("s.db").display())).await.unwrap();
+    let id = sessions.create().await.unwrap();
+    let result = sessions.run(&agent, &id, "how full is the window?").await.unwrap();
+    let report = &result.tool_calls[0].result;
+
+    let state: serde_json::Value =
+        reqwest::get(format!("{}/__ambit/state", provider.base_url().trim_end_matches("/v1")))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let body = &state["requests"][0]["body"];
+    let sent: Vec<&str> =
+        body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    // What the request carried: the eager tools, the MCP server's, the discovery tools; not `huge`.
+    for name in ["small", "context_check", "mcp__args__show_arguments", "tool_search", "tool_load"] {
+        assert!(sent.contains(&name), "{name} not sent: {sent:?}");
+    }
+    assert!(!sent.contains(&"huge"), "{sent:?}");
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("## Tool discovery") && system.contains("- huge ["), "{system}");
+
+    // The gauge counts exactly those schemas, and the catalog with the instructions.
+    let fixed = report.split("Fixed overhead: about ").nth(1).unwrap_or_else(|| panic!("{report}"));
+    let (tokens, rest) = fixed.split_once(" tokens of instructions and the ").unwrap_or_else(|| panic!("{report}"));
+    let tokens: u64 = tokens.parse().unwrap();
+    let counted: usize = rest.split_once(' ').unwrap().0.parse().unwrap_or_else(|_| panic!("{report}"));
+    assert_eq!(counted, sent.len(), "{report}\nsent: {sent:?}");
+    let system_tokens = (system.chars().count() as u64).div_ceil(4);
+    assert!(tokens > system_tokens, "the catalog and instructions ({system_tokens}) are counted: {report}");
+    assert!(tokens < 5_000, "the deferred tool's 10,000 tokens are not counted: {report}");
+}

@@ -86,6 +86,17 @@ impl Agent {
         self.inner.tooling.prepare(request, self.inner.instructions.as_deref(), &state.deferral).await;
     }
 
+    /// What a request of a new run carries besides the conversation, as the loop builds it: the
+    /// instructions with the catalog, and the tools (the MCP servers' included, deferred and hidden ones
+    /// left out, the loop's own parameters added). The context gauge counts this (SPEC §4).
+    pub(crate) async fn request_overhead(&self) -> (Option<String>, Vec<crate::tools::ToolSpec>) {
+        let mut request = ModelRequest { instructions: None, messages: Vec::new(), tools: Vec::new() };
+        let loads = std::sync::Mutex::new(crate::deferral::RunLoads::default());
+        self.inner.tooling.prepare(&mut request, self.inner.instructions.as_deref(), &loads).await;
+        self.add_loop_params(&mut request.tools);
+        (request.instructions, request.tools)
+    }
+
     /// The tool a call names: registered, MCP, or tool_search / tool_load.
     pub(super) fn lookup_tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.inner.tooling.lookup(name)
