@@ -226,6 +226,6 @@ describe('maxToolNameBytes', () => {
       return true;
     });
     assert.throws(() => new Agent({ model: new ambit.Anthropic('m', { maxToolNameBytes: 10.5 }) }),
-      /max_tool_name_bytes must be a whole number of bytes, got 10.5/);
+      /max_tool_name_bytes must be a whole number, 0 or more; got 10.5/);
   });
 });

@@ -83,6 +83,13 @@ def test_a_per_endpoint_max_tool_name_bytes_cuts_names_and_never_exceeds_the_wir
     # Never larger than the wire's own limit; the error names the setting.
     with pytest.raises(ambit.ConfigError, match="max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64"):
         ambit.Agent(model=ambit.OpenAIChat("m", max_tool_name_bytes=65))
-    with pytest.raises(ambit.ConfigError, match="max_tool_name_bytes must be a whole number of bytes, got -1"):
+    with pytest.raises(ambit.ConfigError, match="max_tool_name_bytes must be a whole number, 0 or more; got -1"):
         ambit.Agent(model=ambit.Anthropic("m", max_tool_name_bytes=-1))
     assert ambit.Agent(model=ambit.Anthropic("m", max_tool_name_bytes=128)) is not None
+
+
+def test_a_bad_count_in_the_model_settings_is_refused_by_name() -> None:
+    with pytest.raises(ambit.ConfigError, match="max_retries must be a whole number, 0 or more; got -1"):
+        ambit.Agent(model=ambit.OpenAIChat("m", max_retries=-1))
+    with pytest.raises(ambit.ConfigError, match="max_tokens must be a whole number, 0 or more; got -2"):
+        ambit.Agent(model=ambit.Anthropic("m", max_tokens=-2))

@@ -215,7 +215,7 @@ async fn a_per_endpoint_max_tool_name_bytes_cuts_names_to_fit_and_never_exceeds_
     config.max_tool_name_bytes = Some(40);
     assert_eq!(config.build().unwrap().max_tool_name_bytes(), 40);
     let e = ModelConfig::from_json(r#"{"wire": "anthropic", "model": "m", "max_tool_name_bytes": -3}"#).unwrap_err();
-    assert!(e.to_string().contains("max_tool_name_bytes must be a whole number of bytes, got -3"), "{e}");
+    assert!(e.to_string().contains("max_tool_name_bytes must be a whole number, 0 or more; got -3"), "{e}");
 }
 
 /// SPEC §4: the context gauge counts what the request carries: not a deferred (or hidden) host tool,

@@ -47,10 +47,10 @@ pub struct ModelConfig {
     #[serde(default)]
     pub timeout_secs: Option<f64>,
     /// Attempts after the first on 429, 5xx and connection failures (default 2).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "retries_count")]
     pub max_retries: Option<u32>,
     /// Anthropic only: the most tokens one answer may have (default 4096).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "tokens_count")]
     pub max_tokens: Option<u32>,
     /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
     /// others), for an endpoint that holds names shorter (SPEC §3); above the wire's limit it is refused.
@@ -58,21 +58,26 @@ pub struct ModelConfig {
     pub max_tool_name_bytes: Option<usize>,
 }
 
-fn not_a_byte_count(v: &dyn std::fmt::Display) -> String {
-    format!("max_tool_name_bytes must be a whole number of bytes, got {v}")
+/// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
+/// naming the field (serde's own message names only the type).
+fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
+    let n = v.as_u64().ok_or_else(|| format!("{field} must be a whole number, 0 or more; got {v}"))?;
+    T::try_from(n).map_err(|_| format!("{field} is too large: {n}"))
 }
 
-/// A count of bytes; anything else is refused naming the field (serde's own message would not).
-fn bytes_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    let v = Option::<serde_json::Value>::deserialize(d)?;
-    match v {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
-            Some(n) => Ok(Some(n)),
-            None => Err(serde::de::Error::custom(not_a_byte_count(&v))),
-        },
-    }
+macro_rules! count_field {
+    ($name:ident, $field:literal, $ty:ty) => {
+        fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+            match Option::<serde_json::Value>::deserialize(d)? {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(v) => count($field, &v).map(Some).map_err(serde::de::Error::custom),
+            }
+        }
+    };
 }
+count_field!(retries_count, "max_retries", u32);
+count_field!(tokens_count, "max_tokens", u32);
+count_field!(bytes_count, "max_tool_name_bytes", usize);
 
 impl ModelConfig {
     pub fn new(wire: Wire, model: impl Into<String>) -> Self {
@@ -87,15 +92,6 @@ impl ModelConfig {
             max_tokens: None,
             max_tool_name_bytes: None,
         }
-    }
-
-    /// Sets `max_tool_name_bytes` from a binding's signed integer; a negative is refused by name.
-    pub fn set_max_tool_name_bytes(&mut self, bytes: Option<i64>) -> Result<(), Error> {
-        self.max_tool_name_bytes = match bytes {
-            None => None,
-            Some(n) => Some(usize::try_from(n).map_err(|_| Error::Config(format!("model: {}", not_a_byte_count(&n))))?),
-        };
-        Ok(())
     }
 
     /// Reads the JSON form, refusing unknown fields and wires by name.
@@ -176,5 +172,27 @@ mod tests {
         assert_eq!(e.code(), "config");
         let e = ModelConfig::new(Wire::OpenaiChat, " ").build().err().unwrap();
         assert!(e.to_string().contains("model name is empty"), "{e}");
+    }
+
+    /// A bad count is refused naming the field, never taken as the default (serde's own message names
+    /// only the type).
+    #[test]
+    fn a_bad_count_is_refused_by_name() {
+        for (field, value, words) in [
+            ("max_retries", "-1", "max_retries must be a whole number, 0 or more; got -1"),
+            ("max_tokens", "2.5", "max_tokens must be a whole number, 0 or more; got 2.5"),
+            ("max_tokens", "\"7\"", "max_tokens must be a whole number, 0 or more; got \"7\""),
+            ("max_retries", "4294967296", "max_retries is too large: 4294967296"),
+            ("max_tool_name_bytes", "-3", "max_tool_name_bytes must be a whole number, 0 or more; got -3"),
+        ] {
+            let text = format!(r#"{{"wire": "openai_chat", "model": "m", "{field}": {value}}}"#);
+            let e = ModelConfig::from_json(&text).unwrap_err();
+            assert_eq!(e.code(), "config");
+            assert!(e.to_string().contains(words), "{field}: {e}");
+        }
+        let c =
+            ModelConfig::from_json(r#"{"wire": "openai_chat", "model": "m", "max_retries": 0, "max_tokens": null}"#)
+                .unwrap();
+        assert_eq!((c.max_retries, c.max_tokens), (Some(0), None));
     }
 }

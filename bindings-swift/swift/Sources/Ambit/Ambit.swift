@@ -134,7 +134,7 @@ public struct Model: Sendable, Equatable {
     var settings: ModelSettings {
         ModelSettings(
             wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
-            maxRetries: maxRetries.flatMap { UInt32(exactly: $0) }, maxTokens: maxTokens.flatMap { UInt32(exactly: $0) },
+            maxRetries: maxRetries.map { Int64($0) }, maxTokens: maxTokens.map { Int64($0) },
             maxToolNameBytes: maxToolNameBytes.map { Int64($0) })
     }
 }

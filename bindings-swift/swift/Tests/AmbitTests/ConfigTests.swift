@@ -58,7 +58,14 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         #expect(above.message.contains("max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64"),
                 "\(above)")
         let negative = try #require(configError { try Agent(model: .anthropic("m", maxToolNameBytes: -1)) })
-        #expect(negative.message.contains("max_tool_name_bytes must be a whole number of bytes, got -1"), "\(negative)")
+        #expect(negative.message.contains("max_tool_name_bytes must be a whole number, 0 or more; got -1"), "\(negative)")
+        // A negative count is refused by name, never taken as the default (it used to become nil).
+        let retries = try #require(configError {
+            try Agent(model: Model(wire: .openAiChat, name: "m", maxRetries: -1))
+        })
+        #expect(retries.message.contains("max_retries must be a whole number, 0 or more; got -1"), "\(retries)")
+        let tokens = try #require(configError { try Agent(model: .anthropic("m", maxTokens: -5)) })
+        #expect(tokens.message.contains("max_tokens must be a whole number, 0 or more; got -5"), "\(tokens)")
         // At the wire's limit, or below it, the agent is built.
         _ = try Agent(model: .anthropic("m", maxToolNameBytes: 128))
         _ = try Agent(model: .openAIResponses("m", maxToolNameBytes: 20))
