@@ -64,7 +64,14 @@ async fn background_and_scratchpad_work_on_mcp_tools_and_the_meta_tools_and_neve
     for t in &seen[0].tools {
         let props = &t.parameters["properties"];
         assert!(props.get("scratchpad").is_some(), "{} lacks scratchpad", t.name);
+        // task_list and task_cancel act on the tasks themselves: no background for them.
+        let inline = t.name == "task_list" || t.name == "task_cancel";
+        assert_eq!(props.get("background").is_some(), !inline, "{}", t.name);
     }
+    // After the load, the MCP tool ships with both.
+    let loaded = seen.last().unwrap().tools.iter().find(|t| t.name == "mcp__args__show_arguments").unwrap();
+    assert!(loaded.parameters["properties"].get("background").is_some());
+    assert!(loaded.parameters["properties"].get("scratchpad").is_some());
 
     let c1 = by_id("c1");
     assert!(!c1.is_error && c1.result.contains(r#"["other", "word"]"#), "negative control: {}", c1.result);

@@ -280,7 +280,12 @@ pub struct Overhead {
 impl Overhead {
     /// The estimate for a request's instructions and tools.
     pub fn of(instructions: Option<&str>, tools: &[crate::tools::ToolSpec]) -> Overhead {
-        let specs = serde_json::to_string(tools).unwrap_or_default();
+        // What a wire sends of each tool: its name, description and schema.
+        let specs: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+        let specs = serde_json::to_string(&specs).unwrap_or_default();
         Overhead { tokens: estimate_tokens(instructions.unwrap_or("")) + estimate_tokens(&specs), tools: tools.len() }
     }
 }
