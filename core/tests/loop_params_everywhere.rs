@@ -157,3 +157,64 @@ async fn tools_that_do_no_work_of_their_own_are_not_offered_background() {
     assert!(!c1.result.starts_with("Started background task"), "{}", c1.result);
     assert!(c1.result.contains("this run has no session"), "{}", c1.result);
 }
+
+/// A tool of a server that became unavailable (it was listed, then its process ended and cannot start
+/// again): the model may still call it by name. `background` detaches that call too, and `scratchpad`
+/// keeps its error inline (errors are never saved).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_and_scratchpad_work_on_a_tool_of_an_unavailable_server() {
+    let dir = servers_dir();
+    let python = dir.join("venv/bin/python").display().to_string();
+    let script = mcp_support::repo_root().join("tests/mcp/arguments_server.py").display().to_string();
+    let flag = tempfile::tempdir().unwrap();
+    let started = flag.path().join("started");
+    // Starts the server once; every later start fails, so the server stays unavailable.
+    let command = format!(
+        "if [ -e '{s}' ]; then echo 'refusing a second start' >&2; exit 1; fi; touch '{s}'; exec '{python}' '{script}'",
+        s = started.display()
+    );
+    let (model, seen) = scripted(vec![
+        call("c1", "mcp__args__exit_now", json!({})),
+        call("c2", "mcp__args__show_arguments", json!({"word": "x", "background": true})),
+        text("waiting"),
+        call("c3", "mcp__args__show_arguments", json!({"word": "y", "scratchpad": "never"})),
+        call("c4", "scratchpad_list", json!({})),
+        text("done"),
+    ]);
+    let server = ambit::mcp::McpServer::stdio("args", ["sh".to_string(), "-c".to_string(), command]);
+    let agent = Agent::builder()
+        .model(model)
+        .mcp(server.deferral(ambit::deferral::Deferral::Eager))
+        .background(true)
+        .scratchpad(true)
+        .max_turns(20)
+        .build()
+        .unwrap();
+    let result = agent.run("go").await.unwrap();
+    assert_eq!(result.output, "done");
+    let by_id = |id: &str| result.tool_calls.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no call {id}"));
+    let seen = seen.lock().unwrap();
+    // The server is reported unavailable from the second request on, and its tools are not offered.
+    let context = seen[1].instructions.clone().unwrap_or_default();
+    assert!(context.contains("## Unavailable tool servers\n- args: "), "{context}");
+    assert!(
+        !mcp_support::names(&seen[1]).iter().any(|n| n.starts_with("mcp__args__")),
+        "{:?}",
+        mcp_support::names(&seen[1])
+    );
+    // Detached: the unavailable server's answer arrives as its own turn.
+    let c2 = by_id("c2");
+    assert!(c2.result.starts_with("Started background task "), "{}", c2.result);
+    let reports = reports(&seen.last().unwrap().messages);
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert!(
+        reports[0].contains("(mcp__args__show_arguments) failed")
+            && reports[0].contains("MCP server 'args' is unavailable"),
+        "{}",
+        reports[0]
+    );
+    // Saved? No: an error stays inline, and nothing is saved under the name.
+    let c3 = by_id("c3");
+    assert!(c3.is_error && c3.result.contains("MCP server 'args' is unavailable"), "{}", c3.result);
+    assert!(!by_id("c4").result.contains("never"), "{}", by_id("c4").result);
+}
