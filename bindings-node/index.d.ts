@@ -73,6 +73,12 @@ export interface ModelOptions {
   timeout?: number;
   /** Attempts after the first on 429, 5xx and connection errors (default 2). */
   maxRetries?: number;
+  /**
+   * A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the others),
+   * for an endpoint that holds names shorter: longer names reach it cut to fit. Above the wire's limit,
+   * a `ConfigError` naming `max_tool_name_bytes`.
+   */
+  maxToolNameBytes?: number;
 }
 
 /** @deprecated use {@link ModelOptions} */
@@ -87,6 +93,7 @@ export declare class Model {
   readonly stream: boolean;
   readonly timeout: number | undefined;
   readonly maxRetries: number | undefined;
+  readonly maxToolNameBytes: number | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -356,9 +363,10 @@ export interface ToolListing {
   declaredLevel: Level;
   /**
    * `offered`; `blocked` (allow/block lists); `above_level` (approvals off); `deferred` (offered once
-   * loaded: in the catalog); `hidden` (the deferral setting keeps it out altogether).
+   * loaded: in the catalog); `hidden` (the deferral setting keeps it out altogether); `no_network`
+   * (needs the network, and the network setting is `none`: withheld).
    */
-  status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden';
+  status: 'offered' | 'blocked' | 'above_level' | 'deferred' | 'hidden' | 'no_network';
   /** Whether a call goes to the approval handler. */
   approval: boolean;
   /** What confines the tool's calls on this machine (the shell: the kernel's sandbox layers); absent for other tools. */

@@ -277,7 +277,7 @@ class Agent {
 
   /**
    * Every tool (host tools, then built-ins, in registration order) with its effective level, declared
-   * level, status ("offered", "blocked", "above_level", "deferred" or "hidden") and whether its calls
+   * level, status ("offered", "blocked", "above_level", "deferred", "hidden" or "no_network") and whether its calls
    * go to the approval handler. MCP tools appear once their server was listed (a run lists it before
    * its first model request).
    */

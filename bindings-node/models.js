@@ -12,13 +12,13 @@ function describe(value) {
 const { refuseUnknown } = require('./options.js');
 
 /** Every key a model's options object may have. */
-const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens'];
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes'];
 
 class Model {
   /**
    * @param {string} wire
    * @param {string} model
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number}} options
+   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number, maxToolNameBytes?: number}} options
    */
   constructor(wire, model, options) {
     const cls = this.constructor.name;
@@ -37,7 +37,7 @@ class Model {
     if (options.stream != null && typeof options.stream !== 'boolean') {
       throw new TypeError(`${cls}: options.stream must be a boolean, got ${describe(options.stream)}`);
     }
-    for (const key of ['timeout', 'maxRetries', 'maxTokens']) {
+    for (const key of ['timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes']) {
       if (options[key] != null && typeof options[key] !== 'number') {
         throw new TypeError(`${cls}: options.${key} must be a number, got ${describe(options[key])}`);
       }
@@ -49,6 +49,9 @@ class Model {
     this.stream = options.stream ?? false;
     this.timeout = options.timeout ?? undefined;
     this.maxRetries = options.maxRetries ?? undefined;
+    // A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    // others): longer names reach the endpoint cut to fit; above the wire's limit the core refuses it.
+    this.maxToolNameBytes = options.maxToolNameBytes ?? undefined;
   }
 
   toNative() {
@@ -61,6 +64,7 @@ class Model {
       timeout_secs: this.timeout,
       max_retries: this.maxRetries,
       max_tokens: this.maxTokens,
+      max_tool_name_bytes: this.maxToolNameBytes,
     };
     return { config: JSON.stringify(config) };
   }
@@ -70,8 +74,9 @@ class Model {
 class OpenAIChat extends Model {
   /**
    * @param {string} model the model name, e.g. "gpt-4.1"
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number}} [options]
-   *   baseUrl and apiKey default to OPENAI_BASE_URL / OPENAI_API_KEY
+   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxToolNameBytes?: number}} [options]
+   *   baseUrl and apiKey default to OPENAI_BASE_URL / OPENAI_API_KEY; maxToolNameBytes a limit on tool
+   *   names below the wire's 64 bytes
    */
   constructor(model, options = {}) {
     super('openai_chat', model, options);

@@ -33,10 +33,14 @@ function providerPath() {
 
 /** The loopback provider on a scenario whose model calls `toolName` once, then answers "done". */
 function startProvider(toolName) {
-  const scenario = { name: `hardening_${toolName}`, exchanges: [
+  return startScenario({ name: `hardening_${toolName}`, exchanges: [
     { respond: { tool_calls: [{ id: 'a', name: toolName, arguments: {} }] } },
     { respond: { content: 'done' } },
-  ] };
+  ] });
+}
+
+/** The loopback provider on a scenario given as an object. */
+function startScenario(scenario) {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-hardening-')), 'scenario.json');
   fs.writeFileSync(file, JSON.stringify(scenario));
   const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -190,4 +194,38 @@ describe('configuration inputs (item 10)', () => {
       configError(() => new Agent({ model: offline, tools: [blank] }), 'name');
     });
   }
+});
+
+// SPEC §3: a per-endpoint max_tool_name_bytes, smaller than the wire's own limit.
+describe('maxToolNameBytes', () => {
+  test('cuts names to fit, runs the call by the whole name, and is never above the wire', async () => {
+    const crypto = require('node:crypto');
+    const whole = 'lookup_the_current_weather_for_a_city';
+    const cut = `${whole.slice(0, 24 - 13)}_${crypto.createHash('sha256').update(whole).digest('hex').slice(0, 12)}`;
+    const p = await startScenario({ name: 'short_names', exchanges: [
+      { expect: { tool_names: [cut] },
+        respond: { tool_calls: [{ id: 'c1', name: cut, arguments: { city: 'Oslo' } }] } },
+      { respond: { content: 'done' } },
+    ] });
+    try {
+      const weather = tool({
+        name: whole, description: 'Current weather for a city.',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        run: ({ city }) => `sunny in ${city}`,
+      });
+      const model = new OpenAIChat('m', { baseUrl: p.baseUrl, apiKey: 'k', maxRetries: 0, maxToolNameBytes: 24 });
+      const result = await new Agent({ model, tools: [weather] }).run('weather?');
+      assert.equal(result.toolCalls[0].name, whole);
+      assert.equal(result.toolCalls[0].result, 'sunny in Oslo');
+    } finally {
+      p.stop();
+    }
+    assert.throws(() => new Agent({ model: new OpenAIChat('m', { maxToolNameBytes: 65 }) }), (e) => {
+      assert.ok(e instanceof ConfigError, String(e));
+      assert.match(e.message, /max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64/);
+      return true;
+    });
+    assert.throws(() => new Agent({ model: new ambit.Anthropic('m', { maxToolNameBytes: 10.5 }) }),
+      /max_tool_name_bytes must be a whole number, 0 or more; got 10.5/);
+  });
 });

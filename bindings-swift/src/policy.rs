@@ -89,6 +89,8 @@ pub enum ToolStatus {
     Deferred,
     /// Hidden by the deferral setting: not registered at all.
     Hidden,
+    /// Needs the network, and the session's network setting is `none`: withheld.
+    NoNetwork,
 }
 
 /// Why a call is put to the approval handler.
@@ -128,6 +130,7 @@ impl From<ambit::ToolListing> for ToolListing {
                 ambit::ToolStatus::AboveLevel => ToolStatus::AboveLevel,
                 ambit::ToolStatus::Deferred => ToolStatus::Deferred,
                 ambit::ToolStatus::Hidden => ToolStatus::Hidden,
+                ambit::ToolStatus::NoNetwork => ToolStatus::NoNetwork,
             },
             approval: t.approval,
             confinement: t.confinement,

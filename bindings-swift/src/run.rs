@@ -29,12 +29,18 @@ pub struct ModelSettings {
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     #[uniffi(default = None)]
     pub timeout_secs: Option<f64>,
-    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    /// Attempts after the first on 429, 5xx and connection errors (default 2); negative or too large, a
+    /// configuration error naming it.
     #[uniffi(default = None)]
-    pub max_retries: Option<u32>,
-    /// Anthropic only: the most tokens one answer may have (default 4096).
+    pub max_retries: Option<i64>,
+    /// Anthropic only: the most tokens one answer may have (default 4096); negative or too large, a
+    /// configuration error naming it.
     #[uniffi(default = None)]
-    pub max_tokens: Option<u32>,
+    pub max_tokens: Option<i64>,
+    /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    /// others); above it, or negative, a configuration error naming `max_tool_name_bytes`.
+    #[uniffi(default = None)]
+    pub max_tool_name_bytes: Option<i64>,
 }
 
 impl ModelSettings {
@@ -44,14 +50,13 @@ impl ModelSettings {
             Wire::Anthropic => ambit::Wire::Anthropic,
             Wire::OpenAiResponses => ambit::Wire::OpenaiResponses,
         };
-        let mut c = ambit::ModelConfig::new(wire, self.model);
-        c.base_url = self.base_url;
-        c.api_key = self.api_key;
-        c.stream = self.stream;
-        c.timeout_secs = self.timeout_secs;
-        c.max_retries = self.max_retries;
-        c.max_tokens = self.max_tokens;
-        c.build()
+        // The core's plain-data form, read by the core: a bad count is refused there, by name.
+        let config = serde_json::json!({
+            "wire": wire.as_str(), "model": self.model, "base_url": self.base_url, "api_key": self.api_key,
+            "stream": self.stream, "timeout_secs": self.timeout_secs, "max_retries": self.max_retries,
+            "max_tokens": self.max_tokens, "max_tool_name_bytes": self.max_tool_name_bytes,
+        });
+        ambit::ModelConfig::from_json(&config.to_string())?.build()
     }
 }
 

@@ -14,7 +14,7 @@ use ambit::deferral::{
     DeferralConfig, Entry, Facts, LoadStrategy, RunLoads, SearchIndex, SourceListing, ToolSource, Tooling, search,
 };
 use ambit::model::{Message, ModelRequest};
-use ambit::permission::{Filters, Level};
+use ambit::permission::Level;
 use ambit::tools::{Tool, ToolRegistry, tool_fn};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ fn tooling(n: usize, strategy: LoadStrategy) -> Tooling {
             Entry { tool, group: t.server.clone(), deferred: true }
         })
         .collect();
-    let facts = Facts { level: Level::Unrestricted, approvals: false, filters: Arc::new(Filters::default()) };
+    let facts = Facts::of(&ambit::Policy::level(Level::Unrestricted));
     let config = DeferralConfig { strategy, ..Default::default() };
     Tooling::new(ToolRegistry::new(), config, Some(Arc::new(Fixed(entries))), facts)
 }

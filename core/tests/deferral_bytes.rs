@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ambit::deferral::{DeferralConfig, Entry, Facts, LoadStrategy, RunLoads, SourceListing, ToolSource, Tooling};
 use ambit::model::{Message, ModelRequest};
-use ambit::permission::{Filters, Level};
+use ambit::permission::Level;
 use ambit::tools::{Tool, ToolRegistry, tool_fn};
 use serde_json::Value;
 
@@ -38,7 +38,7 @@ fn first_request(n: usize, strategy: LoadStrategy, loaded: &[String]) -> ModelRe
             Entry { tool, group: t.server.clone(), deferred: true }
         })
         .collect();
-    let facts = Facts { level: Level::Unrestricted, approvals: false, filters: Arc::new(Filters::default()) };
+    let facts = Facts::of(&ambit::Policy::level(Level::Unrestricted));
     let config = DeferralConfig { strategy, ..Default::default() };
     let t = Tooling::new(ToolRegistry::new(), config, Some(Arc::new(Fixed(entries))), facts);
     let toolbox = t.toolbox();

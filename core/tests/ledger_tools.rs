@@ -86,8 +86,12 @@ async fn an_agent_bound_to_a_routine_claims_records_lists_and_reports() {
         assert_eq!(report["scope"], "po.tracking");
 
         assert!(calls[4].is_error, "{}", s.name);
+        // An unknown outcome is refused by the argument rule, by the argument's name, before the ledger
+        // is touched (the batch writes nothing).
         assert!(
-            calls[4].result.contains("ledger_invalid_batch") && calls[4].result.contains("'done'"),
+            calls[4].result.contains(
+                "argument 'records[0].outcome' must be one of productive, empty, failed, released, got the string \"done\""
+            ),
             "{}",
             calls[4].result
         );

@@ -230,7 +230,7 @@ async fn a_follow_up_is_re_admitted_against_the_parent_as_it_is_now() {
     assert_eq!(
         r.tool_calls[1].result,
         format!(
-            "Error: tool 'agent_followup' failed: the follow-up was refused: readable directory '{}' is outside your reach",
+            "Error: tool 'agent_followup' failed: the follow-up was refused: additional_readable_directories '{}' is outside your reach",
             base.join("docs").display()
         ),
         "a directory the parent can no longer grant refuses the follow-up"

@@ -408,7 +408,8 @@ class Agent:
 
     def list_tools(self) -> list[ToolListing]:
         """Every tool with its effective level and status: ``offered``, ``blocked`` (filtered out),
-        ``above_level``, ``deferred`` (offered once loaded) or ``hidden`` (by the deferral setting);
+        ``above_level``, ``deferred`` (offered once loaded), ``hidden`` (by the deferral setting) or
+        ``no_network`` (needs the network, withheld at network ``none``);
         ``approval`` says whether its calls go to the approval handler. MCP tools appear once their
         server was listed (before a run's first model request)."""
         return [ToolListing(**t) for t in json.loads(self._native.list_tools())]

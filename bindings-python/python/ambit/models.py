@@ -16,7 +16,10 @@ class Model:
     """What every wire takes: the model's name, where it is, and how to reach it.
 
     ``stream`` streams answers (SSE); ``timeout`` is the limit in seconds on one HTTP request (default
-    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2)."""
+    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2);
+    ``max_tool_name_bytes`` a limit on tool names smaller than the wire's own (64 bytes on Chat
+    Completions, 128 on the others), for an endpoint that holds names shorter: longer names reach it cut
+    to fit. A value above the wire's limit is refused (``ConfigError`` naming it)."""
 
     wire = ""
     model: str
@@ -25,9 +28,11 @@ class Model:
     stream: bool = False
     timeout: float | None = None
     max_retries: int | None = None
+    max_tool_name_bytes: int | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 stream: bool = False, timeout: float | None = None, max_retries: int | None = None) -> None:
+                 stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
+                 max_tool_name_bytes: int | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -38,10 +43,11 @@ class Model:
         object.__setattr__(self, "stream", stream)
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "max_retries", max_retries)
+        object.__setattr__(self, "max_tool_name_bytes", max_tool_name_bytes)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}
-        for key in ("base_url", "api_key", "max_retries"):
+        for key in ("base_url", "api_key", "max_retries", "max_tool_name_bytes"):
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
         if self.timeout is not None:
@@ -79,9 +85,9 @@ class Anthropic(Model):
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, max_tool_name_bytes: int | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
-                         max_retries=max_retries)
+                         max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes)
         object.__setattr__(self, "max_tokens", max_tokens)
 
     def _config(self) -> dict[str, Any]:

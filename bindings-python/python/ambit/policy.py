@@ -155,7 +155,7 @@ class ToolListing:
     name: str
     level: Level
     declared_level: Level
-    status: Literal["offered", "blocked", "above_level", "deferred", "hidden"]
+    status: Literal["offered", "blocked", "above_level", "deferred", "hidden", "no_network"]
     approval: bool
     #: What confines the tool's calls on this machine (the shell: the kernel's sandbox layers), else None.
     confinement: str | None = None

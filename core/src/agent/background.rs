@@ -384,7 +384,9 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "Lists this run's background tasks: id, tool, status and latest progress note.",
                 json!({"type": "object", "properties": {}}),
             )
-            .with_level(Level::Read),
+            .with_level(Level::Read)
+            // Both act on the background tasks themselves: nothing to detach.
+            .with_inline(true),
         )),
         Arc::new(CancelTool(
             ToolSpec::new(
@@ -392,7 +394,8 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "Cancels a running background task by id. Cancellation is cooperative: the task stops at its next checkpoint; its result arrives as a cancelled error.",
                 json!({"type": "object", "properties": {"task_id": {"type": "string"}, "reason": {"type": "string"}}, "required": ["task_id"]}),
             )
-            .with_level(Level::Read),
+            .with_level(Level::Read)
+            .with_inline(true),
         )),
     ]
 }

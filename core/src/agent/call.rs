@@ -1,6 +1,9 @@
 //! The two parameters the loop itself reads on every call (SPEC §5): `background` and `scratchpad`.
-//! They are type-checked here (`null` is absent), taken out of the arguments before the tool sees
-//! them, and acted on around [`Agent::dispatch`], which stays the one place a call is executed.
+//! They are offered on every tool of the request (host, built-in and MCP tools, `tool_search`,
+//! `tool_load`, the MCP meta-tools; `background` not on a tool that does no work of its own,
+//! [`ToolSpec::inline`]), type-checked here (`null` is absent), taken out of the arguments before the
+//! tool (or its MCP server) sees them, and acted on around [`Agent::dispatch`], which stays the one
+//! place a call is executed.
 
 use std::sync::Arc;
 
@@ -23,7 +26,7 @@ fn has_own(spec: &ToolSpec, param: &str) -> bool {
 
 impl Agent {
     /// Adds `background` and `scratchpad` to the schemas offered, where they are on and the tool has no
-    /// parameter of that name of its own.
+    /// parameter of that name of its own; `background` not to a tool that does no work of its own.
     pub(crate) fn add_loop_params(&self, specs: &mut [ToolSpec]) {
         let inner = &self.inner;
         if inner.heartbeat.is_none() && !inner.scratchpad {
@@ -31,6 +34,7 @@ impl Agent {
             return;
         }
         for spec in specs {
+            let inline = spec.inline;
             let Some(props) = spec
                 .parameters
                 .as_object_mut()
@@ -39,7 +43,7 @@ impl Agent {
                 continue;
             };
             let Some(props) = props.as_object_mut() else { continue };
-            if inner.heartbeat.is_some() && !props.contains_key("background") {
+            if inner.heartbeat.is_some() && !inline && !props.contains_key("background") {
                 props.insert("background".into(), json!({"type": "boolean", "description": BACKGROUND_DOC}));
             }
             if inner.scratchpad && !props.contains_key("scratchpad") {
@@ -56,7 +60,9 @@ impl Agent {
         state: &Arc<RunState>,
     ) -> (Value, String, bool) {
         let inner = &self.inner;
-        let spec = inner.tools.get(&call.name).map(|t| t.spec().clone());
+        // Every tool a call may name: registered, MCP (meta-tools included), tool_search and tool_load,
+        // or a tool of an unavailable server.
+        let spec = self.lookup_tool(&call.name).map(|t| t.spec().clone());
         let parsed =
             serde_json::from_str::<Value>(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
         let (Some(spec), Ok(Value::Object(mut args))) = (spec, parsed) else {
@@ -70,7 +76,8 @@ impl Agent {
         if inner.heartbeat.is_some() && !has_own(&spec, "background") {
             match args.remove("background") {
                 None | Some(Value::Null) => {}
-                Some(Value::Bool(b)) => background = b,
+                // A tool that does no work of its own runs inline: there is nothing to detach.
+                Some(Value::Bool(b)) => background = b && !spec.inline,
                 Some(other) => {
                     args.insert("background".into(), other.clone());
                     let reason = format!(

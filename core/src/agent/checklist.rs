@@ -350,7 +350,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "checklist_edit",
                 "Changes one checklist item by id: status (pending, in_progress, deferred, completed or canceled), reason (required with deferred and canceled, refused otherwise), task (with deferred only: the background task the item waits on), or text. Completed and canceled items leave the list. Returns what remains.",
                 json!({"type": "object", "properties": {
-                    "id": {"type": "integer"}, "status": status, "reason": {"type": "string"},
+                    "id": {"type": "integer", "minimum": 1}, "status": status, "reason": {"type": "string"},
                     "task": {"type": "string"}, "text": {"type": "string"}
                 }, "required": ["id"]}),
             )

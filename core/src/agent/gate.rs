@@ -33,6 +33,7 @@ impl Session {
             level: self.policy.level,
             approvals: self.policy.approvals.is_some(),
             filters: &self.policy.filters,
+            network: self.policy.network,
         }
     }
 
@@ -42,7 +43,7 @@ impl Session {
 }
 
 fn tool_facts(tool: &dyn Tool) -> ToolFacts<'_> {
-    ToolFacts { name: &tool.spec().name, declared_level: tool.level(), requires_approval: tool.requires_approval() }
+    ToolFacts::of(tool)
 }
 
 /// One line of the listing API.

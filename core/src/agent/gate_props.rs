@@ -222,10 +222,19 @@ async fn no_tool_body_runs_outside_the_rules() {
         let session = Session::new(policy.clone()).unwrap();
         let outcome = run_call(&session, tool.as_ref(), "c", args.clone(), |_| {}).await;
         let bodies = tool.ran.lock().unwrap().clone();
-        let facts =
-            ToolFacts { name: "tool", declared_level: tool.level(), requires_approval: tool.requires_approval() };
-        let decision =
-            decide(facts, SessionFacts { level: policy.level, approvals: handler.is_some(), filters: &policy.filters });
+        let facts = ToolFacts {
+            name: "tool",
+            declared_level: tool.level(),
+            requires_approval: tool.requires_approval(),
+            needs_network: false,
+        };
+        let session = SessionFacts {
+            level: policy.level,
+            approvals: handler.is_some(),
+            filters: &policy.filters,
+            network: policy.network,
+        };
+        let decision = decide(facts, session);
         let effective = policy.filters.effective_level("tool", tool.level());
         let asked = handler.as_ref().map_or(0, |h| *h.1.lock().unwrap());
         let ctx = format!("case {case}: level {} tool {effective} answer {answer:?} args {args}", policy.level);

@@ -479,11 +479,7 @@ impl Agent {
         let tools = rebind(&self.inner.tools, frame.as_ref())?;
         // Its MCP tools are this agent's, through this agent's connections (as a sub-agent's are, here
         // with nothing narrowed but the policy); this agent's model already maps their names to the wire.
-        let facts = Facts {
-            level: session.policy.level,
-            approvals: session.policy.approvals.is_some(),
-            filters: Arc::new(session.policy.filters.clone()),
-        };
+        let facts = Facts::of(&session.policy);
         let source = Inherited::of(&self.inner, &ToolLists::default()).map(|s| Arc::new(s) as Arc<dyn ToolSource>);
         let tooling = Arc::new(
             Tooling::new(tools.clone(), self.inner.tooling.config().clone(), source, facts)
@@ -551,11 +547,7 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
     // Its own tooling over its own registry and filters, with the parent's MCP tools handed down
     // through the parent's connections. The parent's model already maps every name the parent has
     // (a superset of the sub-agent's) to the wire.
-    let facts = Facts {
-        level: session.policy.level,
-        approvals: session.policy.approvals.is_some(),
-        filters: Arc::new(session.policy.filters.clone()),
-    };
+    let facts = Facts::of(&session.policy);
     let source = Inherited::of(p, &grant.tools).map(|s| Arc::new(s) as Arc<dyn ToolSource>);
     let tooling = Arc::new(
         Tooling::new(tools.clone(), p.tooling.config().clone(), source, facts)
@@ -695,6 +687,12 @@ fn string_arg(args: &Value, key: &str) -> Result<String, ToolError> {
 }
 
 const DIR_ITEMS: &str = "string";
+
+/// The five agent tools' specs, for the walk over every built-in's schema.
+#[cfg(test)]
+pub(crate) fn specs() -> Vec<ToolSpec> {
+    vec![spawn_spec(), list_spec(), followup_spec(), steer_spec(), delete_spec()]
+}
 
 fn spawn_spec() -> ToolSpec {
     let list = |d: &str| json!({"type": "array", "items": {"type": DIR_ITEMS}, "description": d});

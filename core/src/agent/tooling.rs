@@ -69,11 +69,7 @@ pub(super) fn build(
     servers: Vec<McpServer>,
     model: Arc<dyn Model>,
 ) -> (Arc<Tooling>, Arc<dyn Model>) {
-    let facts = Facts {
-        level: session.policy.level,
-        approvals: session.policy.approvals.is_some(),
-        filters: Arc::new(session.policy.filters.clone()),
-    };
+    let facts = Facts::of(&session.policy);
     let source: Option<Arc<dyn ToolSource>> =
         (!servers.is_empty()).then(|| Arc::new(McpHub::new(servers, deferral.setting)) as Arc<dyn ToolSource>);
     let dynamic = source.is_some();
@@ -88,6 +84,17 @@ impl Agent {
     /// tool_search and tool_load while anything is deferred, the loaded ones) and the catalog.
     pub(super) async fn prepare_request(&self, request: &mut ModelRequest, state: &RunState) {
         self.inner.tooling.prepare(request, self.inner.instructions.as_deref(), &state.deferral).await;
+    }
+
+    /// What a request of a new run carries besides the conversation, as the loop builds it: the
+    /// instructions with the catalog, and the tools (the MCP servers' included, deferred and hidden ones
+    /// left out, the loop's own parameters added). The context gauge counts this (SPEC §4).
+    pub(crate) async fn request_overhead(&self) -> (Option<String>, Vec<crate::tools::ToolSpec>) {
+        let mut request = ModelRequest { instructions: None, messages: Vec::new(), tools: Vec::new() };
+        let loads = std::sync::Mutex::new(crate::deferral::RunLoads::default());
+        self.inner.tooling.prepare(&mut request, self.inner.instructions.as_deref(), &loads).await;
+        self.add_loop_params(&mut request.tools);
+        (request.instructions, request.tools)
     }
 
     /// The tool a call names: registered, MCP, or tool_search / tool_load.

@@ -6,7 +6,7 @@
 
 pub mod catalog;
 pub mod search;
-mod tools;
+pub(crate) mod tools;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::ToolListing;
 use crate::model::ModelRequest;
 use crate::permission::decision::{CallDecision, SessionFacts, ToolFacts, decide, needs_approval, status};
-use crate::permission::{Filters, Level, ToolStatus};
+use crate::permission::{Filters, Level, Network, ToolStatus};
 use crate::tools::{Tool, ToolRegistry, ToolSpec};
 pub use catalog::{CatalogEntry, CatalogLimits};
 pub use search::SearchIndex;
@@ -217,11 +217,22 @@ pub struct Facts {
     pub level: Level,
     pub approvals: bool,
     pub filters: Arc<Filters>,
+    pub network: Network,
 }
 
 impl Facts {
+    /// The facts of a session holding `policy`.
+    pub fn of(policy: &crate::permission::Policy) -> Facts {
+        Facts {
+            level: policy.level,
+            approvals: policy.approvals.is_some(),
+            filters: Arc::new(policy.filters.clone()),
+            network: policy.network,
+        }
+    }
+
     fn session(&self) -> SessionFacts<'_> {
-        SessionFacts { level: self.level, approvals: self.approvals, filters: &self.filters }
+        SessionFacts { level: self.level, approvals: self.approvals, filters: &self.filters, network: self.network }
     }
 
     /// The listing API's line for a tool: the policy's status, then `hidden` or `deferred` for a tool
@@ -244,7 +255,7 @@ impl Facts {
     }
 
     fn tool<'a>(&self, tool: &'a dyn Tool) -> ToolFacts<'a> {
-        ToolFacts { name: &tool.spec().name, declared_level: tool.level(), requires_approval: tool.requires_approval() }
+        ToolFacts::of(tool)
     }
 
     /// Offered (a call runs, or goes to the approval handler).

@@ -22,7 +22,7 @@ fn echo(name: &str, description: &str, level: Level) -> Arc<dyn Tool> {
 }
 
 fn facts(level: Level, approvals: bool, filters: Filters) -> Facts {
-    Facts { level, approvals, filters: Arc::new(filters) }
+    Facts { level, approvals, filters: Arc::new(filters), network: crate::permission::Network::Unrestricted }
 }
 
 fn tooling(deferrable: &[&str], setting: Deferral, strategy: LoadStrategy, f: Facts) -> Tooling {

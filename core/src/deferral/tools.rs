@@ -18,7 +18,7 @@ pub const TOOL_LOAD: &str = "tool_load";
 /// The most names one `tool_load` takes.
 pub const MAX_LOAD: usize = 10;
 
-pub(super) fn search_spec() -> ToolSpec {
+pub(crate) fn search_spec() -> ToolSpec {
     ToolSpec::new(
         TOOL_SEARCH,
         "Finds tools by keyword in their names and descriptions, deferred ones included. Returns up to 10 \
@@ -33,7 +33,7 @@ pub(super) fn search_spec() -> ToolSpec {
     .with_level(Level::Read)
 }
 
-pub(super) fn load_spec() -> ToolSpec {
+pub(crate) fn load_spec() -> ToolSpec {
     ToolSpec::new(
         TOOL_LOAD,
         "Loads deferred tools by exact name (one name or a list of up to 10): their schemas are in the \

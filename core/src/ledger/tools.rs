@@ -90,6 +90,12 @@ fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
     spec
 }
 
+/// The four ledger tools' specs, for the walk over every built-in's schema.
+#[cfg(test)]
+pub(crate) fn specs() -> Vec<ToolSpec> {
+    vec![claim_spec(), record_spec(), list_spec(), backlog_spec()]
+}
+
 fn claim_spec() -> ToolSpec {
     spec(
         "claim_work",

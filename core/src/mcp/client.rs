@@ -144,7 +144,8 @@ impl ServerConn {
         let mut hidden = Vec::new();
         for t in &tools {
             let eager_listed = self.config.eager_load_tools.contains(t.name.as_ref());
-            let tool: Arc<dyn Tool> = Arc::new(McpTool::new(&self.config, t, peer.clone(), listen_dirty.clone()));
+            let tool: Arc<dyn Tool> =
+                Arc::new(McpTool::new(&self.config, t, peer.clone(), listen_dirty.clone(), self.dirty.clone()));
             match resolve(self.setting, eager_listed) {
                 Some(deferred) => entries.push(Entry { tool, group: self.config.name.clone(), deferred }),
                 None => hidden.push(Entry { tool, group: self.config.name.clone(), deferred: false }),

@@ -103,6 +103,23 @@ fn spec(kind: Kind) -> ToolSpec {
     ToolSpec::new(name, description, parameters).with_level(Level::Read)
 }
 
+/// The seven meta-tools' specs, for the walk over every built-in's schema.
+#[cfg(test)]
+pub(crate) fn specs() -> Vec<ToolSpec> {
+    [
+        Kind::ResourceList,
+        Kind::TemplateList,
+        Kind::ResourceRead,
+        Kind::PromptList,
+        Kind::PromptGet,
+        Kind::ListAll,
+        Kind::ReadAny,
+    ]
+    .into_iter()
+    .map(spec)
+    .collect()
+}
+
 /// The seven tools over these servers.
 pub(super) fn tools(servers: Arc<Vec<Arc<ServerConn>>>) -> Vec<Arc<dyn Tool>> {
     [

@@ -43,6 +43,10 @@ pub struct McpTool {
     /// list_changed the server published before answering rides that other stream and can arrive just
     /// after the answer; the call waits briefly for it (see [`LISTEN_SETTLE`]).
     listen_dirty: Option<Arc<AtomicBool>>,
+    /// The server's dirty flag: a call that finds the connection gone sets it, so the server is
+    /// re-listed before the next request and, failing that, reported unavailable (SPEC §3: a failed
+    /// server never hides behind a stale cached list).
+    server_dirty: Arc<AtomicBool>,
 }
 
 /// How long a call on a connection whose list changes arrive through `subscriptions/listen` waits,
@@ -56,6 +60,7 @@ impl McpTool {
         tool: &rmcp::model::Tool,
         peer: Peer<RoleClient>,
         listen_dirty: Option<Arc<AtomicBool>>,
+        server_dirty: Arc<AtomicBool>,
     ) -> McpTool {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
         let mut schema = (*tool.input_schema).clone();
@@ -64,7 +69,7 @@ impl McpTool {
         let description = tool.description.as_deref().unwrap_or_default().to_string();
         let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
             .with_level(tool_level(config, &tool.name, read_only));
-        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer, listen_dirty }
+        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer, listen_dirty, server_dirty }
     }
 
     /// The server's name and the server's name for the tool.
@@ -119,11 +124,14 @@ impl Tool for McpTool {
         if let Value::Object(map) = arguments {
             params.arguments = Some(map);
         }
-        let result = self
-            .peer
-            .call_tool(params)
-            .await
-            .map_err(|e| ToolError::Failed(format!("MCP server '{}': {e}", self.server)))?;
+        let result = self.peer.call_tool(params).await.map_err(|e| {
+            if matches!(e, rmcp::service::ServiceError::TransportClosed | rmcp::service::ServiceError::TransportSend(_))
+            {
+                // The connection is gone: re-list (and, failing, report unavailable) before the next request.
+                self.server_dirty.store(true, Ordering::SeqCst);
+            }
+            ToolError::Failed(format!("MCP server '{}': {e}", self.server))
+        })?;
         // A list_changed the server sent before this answer is handled on a task of its own: let it
         // run, so the next request is prepared from the changed list.
         for _ in 0..4 {

@@ -108,6 +108,18 @@ impl Anthropic {
         self.endpoint.limits = limits;
         self
     }
+
+    /// A limit on tool names smaller than the wire's own ([`LONG_WIRE_LIMIT`] bytes), for an endpoint that
+    /// holds names shorter (SPEC §3): longer names reach it cut to fit. A value above the wire's limit, or
+    /// below [`MIN_TOOL_NAME_BYTES`], is a configuration error naming `max_tool_name_bytes`.
+    ///
+    /// [`LONG_WIRE_LIMIT`]: crate::tools::wire_name::LONG_WIRE_LIMIT
+    /// [`MIN_TOOL_NAME_BYTES`]: crate::tools::wire_name::MIN_TOOL_NAME_BYTES
+    pub fn with_max_tool_name_bytes(mut self, bytes: usize) -> Result<Self, crate::Error> {
+        let limit = crate::tools::wire_name::LONG_WIRE_LIMIT;
+        self.endpoint.max_tool_name_bytes = Some(crate::tools::wire_name::endpoint_limit("anthropic", limit, bytes)?);
+        Ok(self)
+    }
 }
 
 /// The request body, exactly as the Messages API takes it. Tool results go back as `tool_result` blocks
@@ -412,7 +424,7 @@ impl Model for Anthropic {
     }
 
     fn max_tool_name_bytes(&self) -> usize {
-        crate::tools::wire_name::LONG_WIRE_LIMIT
+        self.endpoint.max_tool_name_bytes.unwrap_or(crate::tools::wire_name::LONG_WIRE_LIMIT)
     }
 
     fn native_tool_search(&self) -> bool {

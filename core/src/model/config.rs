@@ -47,12 +47,37 @@ pub struct ModelConfig {
     #[serde(default)]
     pub timeout_secs: Option<f64>,
     /// Attempts after the first on 429, 5xx and connection failures (default 2).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "retries_count")]
     pub max_retries: Option<u32>,
     /// Anthropic only: the most tokens one answer may have (default 4096).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "tokens_count")]
     pub max_tokens: Option<u32>,
+    /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    /// others), for an endpoint that holds names shorter (SPEC §3); above the wire's limit it is refused.
+    #[serde(default, deserialize_with = "bytes_count")]
+    pub max_tool_name_bytes: Option<usize>,
 }
+
+/// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
+/// naming the field (serde's own message names only the type).
+fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
+    let n = v.as_u64().ok_or_else(|| format!("{field} must be a whole number, 0 or more; got {v}"))?;
+    T::try_from(n).map_err(|_| format!("{field} is too large: {n}"))
+}
+
+macro_rules! count_field {
+    ($name:ident, $field:literal, $ty:ty) => {
+        fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+            match Option::<serde_json::Value>::deserialize(d)? {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(v) => count($field, &v).map(Some).map_err(serde::de::Error::custom),
+            }
+        }
+    };
+}
+count_field!(retries_count, "max_retries", u32);
+count_field!(tokens_count, "max_tokens", u32);
+count_field!(bytes_count, "max_tool_name_bytes", usize);
 
 impl ModelConfig {
     pub fn new(wire: Wire, model: impl Into<String>) -> Self {
@@ -65,6 +90,7 @@ impl ModelConfig {
             timeout_secs: None,
             max_retries: None,
             max_tokens: None,
+            max_tool_name_bytes: None,
         }
     }
 
@@ -103,6 +129,11 @@ impl ModelConfig {
                 if let Some(n) = self.max_retries {
                     m = m.max_retries(n);
                 }
+                if let Some(n) = self.max_tool_name_bytes {
+                    m = m
+                        .with_max_tool_name_bytes(n)
+                        .map_err(|e| Error::Config(format!("model: {}", config_text(e))))?;
+                }
                 m
             }};
         }
@@ -120,6 +151,14 @@ impl ModelConfig {
     }
 }
 
+/// A configuration error's own text, without the `configuration error:` its display adds.
+fn config_text(e: Error) -> String {
+    match e {
+        Error::Config(m) => m,
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +172,27 @@ mod tests {
         assert_eq!(e.code(), "config");
         let e = ModelConfig::new(Wire::OpenaiChat, " ").build().err().unwrap();
         assert!(e.to_string().contains("model name is empty"), "{e}");
+    }
+
+    /// A bad count is refused naming the field, never taken as the default (serde's own message names
+    /// only the type).
+    #[test]
+    fn a_bad_count_is_refused_by_name() {
+        for (field, value, words) in [
+            ("max_retries", "-1", "max_retries must be a whole number, 0 or more; got -1"),
+            ("max_tokens", "2.5", "max_tokens must be a whole number, 0 or more; got 2.5"),
+            ("max_tokens", "\"7\"", "max_tokens must be a whole number, 0 or more; got \"7\""),
+            ("max_retries", "4294967296", "max_retries is too large: 4294967296"),
+            ("max_tool_name_bytes", "-3", "max_tool_name_bytes must be a whole number, 0 or more; got -3"),
+        ] {
+            let text = format!(r#"{{"wire": "openai_chat", "model": "m", "{field}": {value}}}"#);
+            let e = ModelConfig::from_json(&text).unwrap_err();
+            assert_eq!(e.code(), "config");
+            assert!(e.to_string().contains(words), "{field}: {e}");
+        }
+        let c =
+            ModelConfig::from_json(r#"{"wire": "openai_chat", "model": "m", "max_retries": 0, "max_tokens": null}"#)
+                .unwrap();
+        assert_eq!((c.max_retries, c.max_tokens), (Some(0), None));
     }
 }

@@ -22,6 +22,8 @@ pub(crate) struct Endpoint {
     pub stream: bool,
     /// What one answer may hold (see [`WireLimits`]).
     pub limits: WireLimits,
+    /// A per-endpoint limit on tool names below the wire's own (SPEC §3), checked when it is set.
+    pub max_tool_name_bytes: Option<usize>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -38,6 +40,7 @@ impl Endpoint {
             retry: RetryPolicy::default(),
             stream: false,
             limits: WireLimits::default(),
+            max_tool_name_bytes: None,
             client: Arc::new(OnceLock::new()),
         }
     }

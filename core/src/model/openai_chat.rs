@@ -61,6 +61,18 @@ impl OpenAiChat {
         self
     }
 
+    /// A limit on tool names smaller than the wire's own ([`CHAT_COMPLETIONS_LIMIT`] bytes), for an endpoint that
+    /// holds names shorter (SPEC §3): longer names reach it cut to fit. A value above the wire's limit, or
+    /// below [`MIN_TOOL_NAME_BYTES`], is a configuration error naming `max_tool_name_bytes`.
+    ///
+    /// [`CHAT_COMPLETIONS_LIMIT`]: crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT
+    /// [`MIN_TOOL_NAME_BYTES`]: crate::tools::wire_name::MIN_TOOL_NAME_BYTES
+    pub fn with_max_tool_name_bytes(mut self, bytes: usize) -> Result<Self, crate::Error> {
+        let limit = crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT;
+        self.endpoint.max_tool_name_bytes = Some(crate::tools::wire_name::endpoint_limit("openai_chat", limit, bytes)?);
+        Ok(self)
+    }
+
     /// Builds the HTTP client now instead of at the first request.
     pub fn connect(self) -> Result<Self, ModelError> {
         self.endpoint.client()?;
@@ -288,6 +300,10 @@ impl StreamDecoder {
 impl Model for OpenAiChat {
     fn name(&self) -> &str {
         &self.endpoint.model
+    }
+
+    fn max_tool_name_bytes(&self) -> usize {
+        self.endpoint.max_tool_name_bytes.unwrap_or(crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT)
     }
 
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::Level;
+use super::{Level, Network};
 
 /// Per-agent tool filters: an allow-list, a block list and per-tool level overrides.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +42,9 @@ pub enum ToolStatus {
     Deferred,
     /// Hidden by the deferral setting (SPEC §4): not registered at all, not in the catalog or the request.
     Hidden,
+    /// Needs the network, and the session's network setting is `none` (SPEC §1): withheld, not offered
+    /// and refused.
+    NoNetwork,
 }
 
 /// Why a call is put to the approval handler.
@@ -68,6 +71,21 @@ pub struct ToolFacts<'a> {
     pub name: &'a str,
     pub declared_level: Level,
     pub requires_approval: bool,
+    /// The tool reaches the network itself ([`crate::ToolSpec::needs_network`]).
+    pub needs_network: bool,
+}
+
+impl<'a> ToolFacts<'a> {
+    /// A tool's facts, off the tool.
+    pub fn of(tool: &'a dyn crate::tools::Tool) -> ToolFacts<'a> {
+        let spec = tool.spec();
+        ToolFacts {
+            name: &spec.name,
+            declared_level: tool.level(),
+            requires_approval: tool.requires_approval(),
+            needs_network: spec.needs_network,
+        }
+    }
 }
 
 /// The session's side of a decision.
@@ -76,6 +94,12 @@ pub struct SessionFacts<'a> {
     pub level: Level,
     pub approvals: bool,
     pub filters: &'a Filters,
+    pub network: Network,
+}
+
+/// Whether the session's network setting withholds the tool (SPEC §1: at `none`, web_fetch is withheld).
+fn withheld(tool: ToolFacts<'_>, session: SessionFacts<'_>) -> bool {
+    tool.needs_network && session.network == Network::None
 }
 
 /// Whether the tool is offered to the model, and how its calls are treated.
@@ -85,6 +109,8 @@ pub fn status(tool: ToolFacts<'_>, session: SessionFacts<'_>) -> ToolStatus {
         ToolStatus::Blocked
     } else if session.level == Level::None || (level > session.level && !session.approvals) {
         ToolStatus::AboveLevel
+    } else if withheld(tool, session) {
+        ToolStatus::NoNetwork
     } else {
         ToolStatus::Offered
     }
@@ -107,14 +133,20 @@ pub fn decide(tool: ToolFacts<'_>, session: SessionFacts<'_>) -> CallDecision {
             tool.name
         ));
     }
-    if level > session.level {
-        if session.approvals {
-            return CallDecision::Ask(ApprovalReason::AboveLevel);
-        }
+    if level > session.level && !session.approvals {
         return CallDecision::Refuse(format!(
             "tool '{}' requires level {level}; this session holds {}",
             tool.name, session.level
         ));
+    }
+    if withheld(tool, session) {
+        return CallDecision::Refuse(format!(
+            "tool '{}' needs the network, and this session's network setting is none",
+            tool.name
+        ));
+    }
+    if level > session.level {
+        return CallDecision::Ask(ApprovalReason::AboveLevel);
     }
     if tool.requires_approval {
         if session.approvals {
@@ -158,8 +190,18 @@ mod tests {
                     for approvals in [false, true] {
                         for requires_approval in [false, true] {
                             cases += 1;
-                            let tool = ToolFacts { name: "t", declared_level: declared, requires_approval };
-                            let session = SessionFacts { level: session_level, approvals, filters: &filters };
+                            let tool = ToolFacts {
+                                name: "t",
+                                declared_level: declared,
+                                requires_approval,
+                                needs_network: false,
+                            };
+                            let session = SessionFacts {
+                                level: session_level,
+                                approvals,
+                                filters: &filters,
+                                network: Network::Unrestricted,
+                            };
                             let effective = filters.effective_level("t", declared);
                             let d = decide(tool, session);
                             let s = status(tool, session);
@@ -209,12 +251,58 @@ mod tests {
     fn refusal_names_tool_and_both_levels() {
         let f = Filters::default();
         let d = decide(
-            ToolFacts { name: "file_write", declared_level: Level::Workspace, requires_approval: false },
-            SessionFacts { level: Level::Read, approvals: false, filters: &f },
+            ToolFacts {
+                name: "file_write",
+                declared_level: Level::Workspace,
+                requires_approval: false,
+                needs_network: false,
+            },
+            SessionFacts { level: Level::Read, approvals: false, filters: &f, network: Network::Unrestricted },
         );
         assert_eq!(
             d,
             CallDecision::Refuse("tool 'file_write' requires level workspace; this session holds read".into())
         );
+    }
+
+    /// A tool that needs the network, at every level, approval setting and network setting: at network
+    /// `none` it is never offered and never runs (not even put to a person); otherwise the network
+    /// changes nothing.
+    #[test]
+    fn network_none_withholds_a_tool_that_needs_the_network() {
+        let f = Filters::default();
+        for network in [Network::None, Network::Remote, Network::Unrestricted] {
+            for level in Level::ALL {
+                for approvals in [false, true] {
+                    for declared in Level::ALL {
+                        let tool = ToolFacts {
+                            name: "web_fetch",
+                            declared_level: declared,
+                            requires_approval: false,
+                            needs_network: true,
+                        };
+                        let plain = ToolFacts { needs_network: false, ..tool };
+                        let session = SessionFacts { level, approvals, filters: &f, network };
+                        let (d, s) = (decide(tool, session), status(tool, session));
+                        if network != Network::None {
+                            assert_eq!((d, s), (decide(plain, session), status(plain, session)));
+                            continue;
+                        }
+                        assert!(matches!(d, CallDecision::Refuse(_)), "{level} {declared} {approvals}: {d:?}");
+                        assert_ne!(s, ToolStatus::Offered);
+                        if level != Level::None && (declared <= level || approvals) {
+                            assert_eq!(s, ToolStatus::NoNetwork);
+                            assert_eq!(
+                                d,
+                                CallDecision::Refuse(
+                                    "tool 'web_fetch' needs the network, and this session's network setting is none"
+                                        .into()
+                                )
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -342,6 +342,10 @@ fn name_of_memory(m: MemoryGrant) -> &'static str {
     }
 }
 
+/// The argument names of the two lists of directories, as `agent_spawn`'s schema spells them.
+const WORKSPACE_DIRS: &str = "additional_workspace_directories";
+const READABLE_DIRS: &str = "additional_readable_directories";
+
 fn admit_scope(
     parent: &Grant,
     terms: &SpawnTerms,
@@ -353,10 +357,19 @@ fn admit_scope(
     let ws = terms.additional_workspace_directories.clone().unwrap_or_default();
     let rd = terms.additional_readable_directories.clone().unwrap_or_default();
     let writes = level >= Level::Workspace;
+    // The lists given, by their argument names (SPEC §2: a refusal names the argument).
+    let lists = {
+        let given: Vec<&str> = [(!ws.is_empty(), WORKSPACE_DIRS), (!rd.is_empty(), READABLE_DIRS)]
+            .into_iter()
+            .filter_map(|(given, name)| given.then_some(name))
+            .collect();
+        given.join(" and ")
+    };
+    let one = !(ws.is_empty() || rd.is_empty());
     let Some(wd_given) = &terms.working_directory else {
         if !ws.is_empty() || !rd.is_empty() {
-            refusals
-                .push("additional directories need a working_directory beside them: name it (\".\" is yours)".into());
+            let (verb, pronoun) = if one { ("need", "them") } else { ("needs", "it") };
+            refusals.push(format!("{lists} {verb} working_directory beside {pronoun}: name it (\".\" is yours)"));
             return None;
         }
         // Your whole scope; a follow-up keeps the working directory the sub-agent was spawned in.
@@ -372,9 +385,8 @@ fn admit_scope(
         return Some(scope);
     };
     if level == Level::Unrestricted && (!ws.is_empty() || !rd.is_empty()) {
-        refusals.push(
-            "additional directories beside permission 'unrestricted' are refused: nothing is confined there".into(),
-        );
+        let verb = if one { "are" } else { "is" };
+        refusals.push(format!("{lists} beside permission 'unrestricted' {verb} refused: nothing is confined there"));
         return None;
     }
     let base = &parent.scope.working_dir;
@@ -400,9 +412,9 @@ fn admit_scope(
         }
         Some(resolved)
     };
-    let wd = judge(wd_given, "working directory", writes);
-    let ws: Vec<PathBuf> = ws.iter().filter_map(|d| judge(d, "workspace directory", writes)).collect();
-    let rd: Vec<PathBuf> = rd.iter().filter_map(|d| judge(d, "readable directory", false)).collect();
+    let wd = judge(wd_given, "working_directory", writes);
+    let ws: Vec<PathBuf> = ws.iter().filter_map(|d| judge(d, WORKSPACE_DIRS, writes)).collect();
+    let rd: Vec<PathBuf> = rd.iter().filter_map(|d| judge(d, READABLE_DIRS, false)).collect();
     if failed {
         return None;
     }

@@ -172,7 +172,7 @@ fn directories_outside_reach_are_refused_in_the_same_words_whether_or_not_they_e
     let exists = refused(&p, json!({"working_directory": "/o"}));
     let missing = refused(&p, json!({"working_directory": "/nowhere"}));
     assert_eq!(exists.replace("/o", "X"), missing.replace("/nowhere", "X"));
-    assert!(exists.contains("working directory '/o' is outside your reach"), "{exists}");
+    assert!(exists.contains("working_directory '/o' is outside your reach"), "{exists}");
     // A symlink that leads out is outside too.
     assert!(refused(&p, json!({"working_directory": "ln"})).contains("'ln' is outside your reach"));
     // Missing inside reach: told so.
@@ -186,9 +186,11 @@ fn every_failing_entry_is_named_in_one_refusal() {
         &p,
         json!({"working_directory": "a", "additional_workspace_directories": ["/r", "/o"], "additional_readable_directories": ["/srv"]}),
     );
-    for part in
-        ["workspace directory '/r' is outside your reach", "workspace directory '/o'", "readable directory '/srv'"]
-    {
+    for part in [
+        "additional_workspace_directories '/r' is outside your reach",
+        "additional_workspace_directories '/o'",
+        "additional_readable_directories '/srv'",
+    ] {
         assert!(e.contains(part), "{e}");
     }
 }
@@ -203,19 +205,26 @@ fn a_read_sub_agent_may_be_given_what_the_parent_reads() {
     assert_eq!(a.grant.scope, scope("/r/x", &[], &["/w/c"], true));
     // But a sub-agent that writes must be given what the parent writes.
     assert!(
-        refused(&p, json!({"working_directory": "/r/x"})).contains("working directory '/r/x' is outside your reach")
+        refused(&p, json!({"working_directory": "/r/x"})).contains("working_directory '/r/x' is outside your reach")
     );
 }
 
 #[test]
 fn lists_need_a_working_directory_and_are_refused_beside_unrestricted() {
     let p = root(Level::Workspace);
-    assert!(refused(&p, json!({"additional_readable_directories": ["/r"]})).contains("need a working_directory"));
+    assert!(
+        refused(&p, json!({"additional_readable_directories": ["/r"]}))
+            .contains("additional_readable_directories needs working_directory beside it")
+    );
+    assert!(
+        refused(&p, json!({"additional_readable_directories": ["/r"], "additional_workspace_directories": ["/w"]}))
+            .contains("additional_workspace_directories and additional_readable_directories need working_directory")
+    );
     let mut u = root(Level::Unrestricted);
     u.scope.confine_reads = false;
     assert!(
         refused(&u, json!({"working_directory": ".", "additional_readable_directories": ["/r"]}))
-            .contains("beside permission 'unrestricted' are refused")
+            .contains("additional_readable_directories beside permission 'unrestricted' is refused")
     );
     assert!(admitted(&u, json!({"working_directory": "/o"})).stated_scope);
 }
@@ -325,7 +334,7 @@ fn a_follow_up_narrows_to_the_parent_now_and_refuses_what_it_can_no_longer_grant
     let mut lost = p.clone();
     lost.scope = scope("/w", &[], &[], true);
     let e = readmit(&lost, &t, &first.grant, None, &known(), &FakeDirs::standard()).unwrap_err().to_string();
-    assert!(e.contains("readable directory '/r/x' is outside your reach"), "{e}");
+    assert!(e.contains("additional_readable_directories '/r/x' is outside your reach"), "{e}");
     // Spawned with nothing named: keeps its working directory, follows the rest of the parent's scope.
     let plain = admit(&p, &SpawnTerms::default(), &known(), &FakeDirs::standard()).unwrap();
     let mut moved = p.clone();

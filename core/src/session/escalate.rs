@@ -24,7 +24,9 @@ impl Escalate {
                 }, "required": ["question"]}),
             )
             .with_level(Level::Read)
-            .with_requires_approval(true),
+            .with_requires_approval(true)
+            // The person does the work, and the run parks on the call: nothing to detach.
+            .with_inline(true),
         )
     }
 }

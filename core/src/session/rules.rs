@@ -267,12 +267,37 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+/// What a request carries besides the conversation: its instructions (the catalog included) and tool
+/// schemas, estimated, as the loop builds the request (SPEC §4: deferred and hidden tools are not in it,
+/// MCP tools and the discovery tools are).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overhead {
+    pub tokens: u64,
+    /// The tool schemas counted.
+    pub tools: usize,
+}
+
+impl Overhead {
+    /// The estimate for a request's instructions and tools.
+    pub fn of(instructions: Option<&str>, tools: &[crate::tools::ToolSpec]) -> Overhead {
+        // What a wire sends of each tool: its name, description and schema.
+        let specs: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+        let specs = serde_json::to_string(&specs).unwrap_or_default();
+        Overhead { tokens: estimate_tokens(instructions.unwrap_or("")) + estimate_tokens(&specs), tools: tools.len() }
+    }
+}
+
 /// The window's use as `context_check` reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gauge {
     pub window: u64,
     /// Instructions and tool schemas, estimated.
     pub overhead: u64,
+    /// How many tool schemas the overhead counts: those the request carries (SPEC §4).
+    pub tool_schemas: usize,
     /// The conversation, estimated.
     pub conversation: u64,
     pub compact_at: f64,
@@ -329,12 +354,14 @@ impl Gauge {
         format!(
             "Using {used} of {} tokens ({}%).\nHeadroom: {headroom} tokens before the context ceiling at {}%. \
              Auto-compaction fires there, before the next model request.\n{source}\nFixed overhead: about {} \
-             tokens of instructions and tool schemas (estimated). Compaction does not reclaim this.\nConversation: \
-             about {} tokens, which is the part compaction acts on.\nCompactions so far: {compactions}.",
+             tokens of instructions and the {} tool schemas a request carries (estimated). Compaction does not \
+             reclaim this.\nConversation: about {} tokens, which is the part compaction acts on.\nCompactions so \
+             far: {compactions}.",
             self.window,
             pct(used),
             (self.compact_at * 100.0).round() as u64,
             self.overhead,
+            self.tool_schemas,
             used.saturating_sub(self.overhead),
         )
     }
@@ -437,6 +464,7 @@ mod tests {
         let g = Gauge {
             window: 1000,
             overhead: 100,
+            tool_schemas: 3,
             conversation: 749,
             compact_at: 0.85,
             compactions: 0,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::rules::{self, Gauge, Item};
+use super::rules::{self, Gauge, Item, Overhead};
 use super::{SessionError, SessionState, Sessions, now_ms};
 use crate::agent::run_state::{self, Rounds};
 use crate::agent::{Agent, RunResult};
@@ -29,7 +29,7 @@ pub(crate) struct Current {
     pub sessions: Sessions,
     pub session_id: String,
     /// Instructions and tool schemas, estimated in tokens.
-    pub overhead: u64,
+    pub overhead: Overhead,
     /// A `context_compact` request: its keep_recent and instructions.
     pub compact: Mutex<Option<(bool, Option<String>)>>,
     pub compact_asked: AtomicBool,
@@ -141,7 +141,8 @@ impl Current {
         let config = &self.sessions.config;
         let mut g = Gauge {
             window: config.context_window,
-            overhead: self.overhead,
+            overhead: self.overhead.tokens,
+            tool_schemas: self.overhead.tools,
             conversation: 0,
             compact_at: config.compact_at,
             compactions: 0,
@@ -230,11 +231,12 @@ impl Rounds for Current {
     }
 }
 
-fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: u64) -> Gauge {
+fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: Overhead) -> Gauge {
     let window = rules::live_window(entries);
     Gauge {
         window: sessions.config.context_window,
-        overhead,
+        overhead: overhead.tokens,
+        tool_schemas: overhead.tools,
         conversation: rules::conversation_tokens(&window),
         compact_at: sessions.config.compact_at,
         compactions: entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count(),
@@ -243,10 +245,10 @@ fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: u64) -> Gauge 
     }
 }
 
-fn overhead(agent: &Agent) -> u64 {
-    let (_, instructions) = agent.model_and_instructions();
-    let specs = serde_json::to_string(&agent.offered_specs()).unwrap_or_default();
-    rules::estimate_tokens(instructions.as_deref().unwrap_or("")) + rules::estimate_tokens(&specs)
+/// What the agent's requests carry besides the conversation, as the loop builds a request.
+async fn overhead(agent: &Agent) -> Overhead {
+    let (instructions, tools) = agent.request_overhead().await;
+    Overhead::of(instructions.as_deref(), &tools)
 }
 
 impl Sessions {
@@ -259,7 +261,7 @@ impl Sessions {
                 "session '{session_id}' is parked awaiting an approval; resume it first"
             )));
         }
-        let overhead = overhead(agent);
+        let overhead = overhead(agent).await;
         let entries = self.store.entries(session_id).await?;
         if gauge(self, &entries, overhead).over() {
             self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?;
@@ -274,7 +276,7 @@ impl Sessions {
         &self,
         agent: &Agent,
         session_id: &str,
-        overhead: u64,
+        overhead: Overhead,
         input: &str,
         resume: bool,
     ) -> Result<RunResult, SessionError> {
@@ -374,7 +376,7 @@ impl Sessions {
         let added: Vec<Item> = parked.messages.into_iter().map(|message| Item::Message { message }).collect();
         self.store.append(session_id, &added, now_ms()).await?;
         self.store.set_state(session_id, &SessionState { state: "idle".into(), parked: None }, now_ms()).await?;
-        self.go_on(agent, session_id, overhead(agent), "", true).await
+        self.go_on(agent, session_id, overhead(agent).await, "", true).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is

@@ -24,7 +24,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 json!({"type": "object", "properties": {
                     "query": {"type": "string", "description": "A literal (case-insensitive) unless is_regex."},
                     "is_regex": {"type": "boolean", "description": "A case-sensitive regular expression. Default false."},
-                    "limit": {"type": "integer", "description": "Most matches (default 20, at most 100)."}
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most matches (default 20, at most 100)."}
                 }, "required": ["query"]}),
             )
             .with_level(Level::Read),
@@ -34,8 +34,8 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "conversation_read",
                 "Read this session's conversation from message #N (as conversation_search shows it).",
                 json!({"type": "object", "properties": {
-                    "start": {"type": "integer", "description": "1-based message index."},
-                    "limit": {"type": "integer", "description": "Messages to read (default 1, at most 20)."}
+                    "start": {"type": "integer", "minimum": 1, "description": "1-based message index."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Messages to read (default 1, at most 20)."}
                 }, "required": ["start"]}),
             )
             .with_level(Level::Read),
@@ -53,7 +53,9 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                     "keep_recent": {"type": "boolean", "description": "Keep recent rounds verbatim. Default true."}
                 }}),
             )
-            .with_level(Level::Read),
+            .with_level(Level::Read)
+            // A request to the loop, which compacts at the next round boundary: nothing to detach.
+            .with_inline(true),
         )),
     ]
 }

@@ -1,7 +1,9 @@
 //! The one rule by which every tool, built-in or not, reads its arguments (SPEC §2). It runs before the
-//! tool; a refusal names the argument and the tool does not run. The rule is read off the tool's JSON
-//! Schema: each property's `type`, `minimum` (a count: `minimum >= 0` refuses negatives),
-//! `items.type` and `additionalProperties`.
+//! tool; a refusal names the argument as the schema spells it (`items[1].status` inside a list of
+//! objects) and the tool does not run. The rule is read off the tool's JSON Schema: each property's
+//! `type` (or, without one, the `anyOf` / `oneOf` branch the value's kind fits), `enum`, `minimum` (a
+//! count: `minimum >= 0` refuses negatives), `items`, `properties`, `required` and
+//! `additionalProperties`, at every depth.
 
 use serde_json::{Map, Value};
 
@@ -12,19 +14,34 @@ pub fn read_arguments(schema: &Value, allow_blank: &[String], args: Value) -> Re
     let Value::Object(args) = args else {
         return Err(format!("the arguments must be a JSON object, got {}", kind(&args)));
     };
+    read_object(None, schema, allow_blank, args).map(Value::Object)
+}
+
+/// Reads the fields of an object under its schema; `at` is the object's own name (`None` for the
+/// arguments themselves), which prefixes every field's name in a refusal.
+fn read_object(
+    at: Option<&str>,
+    schema: &Value,
+    allow_blank: &[String],
+    fields: Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let label = |name: &str| match at {
+        Some(at) => format!("{at}.{name}"),
+        None => name.to_string(),
+    };
     let empty = Map::new();
     let props = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
     let mut out = Map::new();
-    for (name, value) in args {
+    for (name, value) in fields {
         match props.get(&name) {
             Some(prop) => {
                 let keep_blank = allow_blank.iter().any(|n| n == &name);
-                if let Some(v) = read_value(&name, prop, value, keep_blank)? {
+                if let Some(v) = read_value(&label(&name), prop, value, keep_blank)? {
                     out.insert(name, v);
                 }
             }
-            None if closed => return Err(format!("unknown argument '{name}'")),
+            None if closed => return Err(format!("unknown argument '{}'", label(&name))),
             None => {
                 out.insert(name, value);
             }
@@ -33,11 +50,11 @@ pub fn read_arguments(schema: &Value, allow_blank: &[String], args: Value) -> Re
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for r in required.iter().filter_map(Value::as_str) {
             if !out.contains_key(r) {
-                return Err(format!("argument '{r}' is required"));
+                return Err(format!("argument '{}' is required", label(r)));
             }
         }
     }
-    Ok(Value::Object(out))
+    Ok(out)
 }
 
 /// The declared type of a property: `type`, or the first non-null entry of a type list.
@@ -64,12 +81,86 @@ fn is_blank(s: &str) -> bool {
     s.trim().is_empty()
 }
 
+/// The branches of a property declared as a union (`anyOf` or `oneOf`) without a `type` of its own.
+fn union(prop: &Value) -> Option<&Vec<Value>> {
+    prop.get("anyOf").or_else(|| prop.get("oneOf")).and_then(Value::as_array)
+}
+
+/// The branch of a union a value's kind fits: the first whose type is the value's own kind, else one
+/// that takes it by the rule (a bare string as a one-entry list), else one that declares no type.
+fn branch_for<'a>(branches: &'a [Value], value: &Value) -> Option<&'a Value> {
+    let exact = |ty: &str| match value {
+        Value::String(_) => ty == "string",
+        Value::Bool(_) => ty == "boolean",
+        Value::Number(n) => ty == "number" || (ty == "integer" && n.as_f64().is_some_and(|f| f.fract() == 0.0)),
+        Value::Array(_) => ty == "array",
+        Value::Object(_) => ty == "object",
+        Value::Null => ty == "null",
+    };
+    branches
+        .iter()
+        .find(|b| declared_type(b).is_some_and(exact))
+        .or_else(|| branches.iter().find(|b| value.is_string() && declared_type(b) == Some("array")))
+        .or_else(|| branches.iter().find(|b| declared_type(b).is_none()))
+}
+
+/// `a string or an object`: the kinds a union takes, for a refusal.
+fn kinds_of(branches: &[Value]) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for b in branches {
+        let k = match declared_type(b) {
+            Some("string") => "a string",
+            Some("array") => "a list",
+            Some("boolean") => "true or false",
+            Some("integer") => "an integer",
+            Some("number") => "a number",
+            Some("object") => "an object",
+            _ => continue,
+        };
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    match kinds.split_last() {
+        None => "a value".to_string(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// Refuses a value outside the property's `enum`, naming the argument and the values it takes.
+fn check_enum(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
+    let Some(allowed) = prop.get("enum").and_then(Value::as_array) else { return Ok(()) };
+    if allowed.contains(value) {
+        return Ok(());
+    }
+    let list: Vec<String> =
+        allowed.iter().map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect();
+    Err(format!("argument '{name}' must be one of {}, got {}", list.join(", "), show(value)))
+}
+
 /// `Ok(None)`: the argument counts as left out.
 fn read_value(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
     if value.is_null() {
         return Ok(None);
     }
-    let Some(ty) = declared_type(prop) else { return Ok(Some(value)) };
+    let read = read_typed(name, prop, value, keep_blank)?;
+    if let Some(v) = &read {
+        check_enum(name, prop, v)?;
+    }
+    Ok(read)
+}
+
+fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
+    let Some(ty) = declared_type(prop) else {
+        return match union(prop) {
+            Some(branches) => match branch_for(branches, &value) {
+                Some(branch) => read_value(name, branch, value, keep_blank),
+                None => Err(format!("argument '{name}' must be {}, got {}", kinds_of(branches), kind(&value))),
+            },
+            None => Ok(Some(value)),
+        };
+    };
     match ty {
         "string" => match value {
             Value::String(s) if is_blank(&s) && !keep_blank => Ok(None),
@@ -121,6 +212,9 @@ fn read_value(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Resul
             other => Err(format!("argument '{name}' must be a number, got {}", show(&other))),
         },
         "object" => match value {
+            Value::Object(o) if prop.get("properties").is_some_and(Value::is_object) => {
+                read_object(Some(name), prop, &[], o).map(|o| Some(Value::Object(o)))
+            }
             Value::Object(o) => {
                 let strings_only = prop
                     .get("additionalProperties")
@@ -236,5 +330,49 @@ mod tests {
         let closed = json!({"type": "object", "properties": {}, "additionalProperties": false});
         assert_eq!(read_arguments(&closed, &[], json!({"x": 1})).unwrap_err(), "unknown argument 'x'");
         assert!(read_arguments(&closed, &[], json!("{}")).unwrap_err().contains("must be a JSON object"));
+    }
+
+    #[test]
+    fn unions_pick_the_branch_of_the_value_s_kind_and_blank_entries_are_dropped() {
+        let schema = json!({"type": "object", "properties": {"items": {"type": "array", "items": {"anyOf": [
+            {"type": "string"},
+            {"type": "object", "properties": {"text": {"type": "string"}, "status": {"type": "string", "enum": ["pending", "in_progress"]}}, "required": ["text"]}
+        ]}}}});
+        let read = |args: Value| read_arguments(&schema, &[], args);
+        assert_eq!(read(json!({"items": ["Write the fix", "   "]})).unwrap(), json!({"items": ["Write the fix"]}));
+        assert_eq!(
+            read(json!({"items": [{"text": "a", "status": null}, "b"]})).unwrap(),
+            json!({"items": [{"text": "a"}, "b"]})
+        );
+        assert_eq!(
+            read(json!({"items": ["a", 3]})).unwrap_err(),
+            "argument 'items[1]' must be a string or an object, got a number"
+        );
+        assert_eq!(
+            read(json!({"items": [{"text": "a", "status": "done"}]})).unwrap_err(),
+            "argument 'items[0].status' must be one of pending, in_progress, got the string \"done\""
+        );
+        assert_eq!(read(json!({"items": [{"text": "  "}]})).unwrap_err(), "argument 'items[0].text' is required");
+        assert_eq!(
+            read(json!({"items": [{"text": "a", "status": 1}]})).unwrap_err(),
+            "argument 'items[0].status' must be a string, got a number"
+        );
+    }
+
+    #[test]
+    fn an_unknown_enum_value_is_refused_by_name() {
+        let schema = json!({"type": "object", "properties": {
+            "network": {"type": "string", "enum": ["none", "remote", "unrestricted"]},
+            "nested": {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": false}
+        }});
+        let read = |args: Value| read_arguments(&schema, &[], args);
+        assert_eq!(read(json!({"network": "remote"})).unwrap(), json!({"network": "remote"}));
+        assert_eq!(read(json!({"network": " "})).unwrap(), json!({}), "blank: left out");
+        assert_eq!(
+            read(json!({"network": "intranet"})).unwrap_err(),
+            "argument 'network' must be one of none, remote, unrestricted, got the string \"intranet\""
+        );
+        assert_eq!(read(json!({"nested": {"y": 1}})).unwrap_err(), "unknown argument 'nested.y'");
+        assert!(read(json!({"nested": {"x": "1"}})).unwrap_err().starts_with("argument 'nested.x' must be an integer"));
     }
 }

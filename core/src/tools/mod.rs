@@ -34,6 +34,15 @@ pub struct ToolSpec {
     /// String arguments whose blank value is itself the value (SPEC §2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_blank: Vec<String>,
+    /// The tool reaches the network itself (web_fetch): a session whose network setting is `none`
+    /// withholds it, not offered and refused (SPEC §1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_network: bool,
+    /// The tool does no work of its own: it asks the loop for something (a compaction, a load, a
+    /// person's answer) or reads the loop's own state. It is not offered `background` (SPEC §5), and a
+    /// call always runs inline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inline: bool,
     /// In a request only: the tool ships with the provider's own deferred loading (`defer_loading:
     /// true`, the `native` load strategy of SPEC §4), and the wire adds its tool-search tool. Set by
     /// the deferral rules, never declared.
@@ -98,6 +107,8 @@ impl ToolSpec {
             level: None,
             requires_approval: false,
             allow_blank: Vec::new(),
+            inline: false,
+            needs_network: false,
             defer_loading: false,
         }
     }
@@ -117,6 +128,18 @@ impl ToolSpec {
     /// Names string arguments whose blank value is kept.
     pub fn with_allow_blank(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allow_blank = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares that the tool reaches the network itself ([`ToolSpec::needs_network`]).
+    pub fn with_needs_network(mut self, yes: bool) -> Self {
+        self.needs_network = yes;
+        self
+    }
+
+    /// Declares that the tool does no work of its own ([`ToolSpec::inline`]): never detached.
+    pub fn with_inline(mut self, yes: bool) -> Self {
+        self.inline = yes;
         self
     }
 

@@ -13,6 +13,26 @@ pub const LONG_WIRE_LIMIT: usize = 128;
 pub const CHAT_COMPLETIONS_LIMIT: usize = 64;
 /// `_` and 12 hex digits.
 const SUFFIX_LEN: usize = 13;
+/// The smallest per-endpoint `max_tool_name_bytes`: one byte of a name's head, `_` and 12 hex digits.
+pub const MIN_TOOL_NAME_BYTES: usize = SUFFIX_LEN + 1;
+
+/// Checks a per-endpoint `max_tool_name_bytes` (SPEC §3): smaller than the wire's own limit, or equal,
+/// and long enough for a cut name. The error names the setting, the wire and its limit.
+pub fn endpoint_limit(wire: &str, wire_limit: usize, asked: usize) -> Result<usize, crate::Error> {
+    if asked > wire_limit {
+        return Err(crate::Error::Config(format!(
+            "max_tool_name_bytes {asked} is larger than the {wire} wire's own limit of {wire_limit} bytes; a \
+             per-endpoint limit may only be smaller"
+        )));
+    }
+    if asked < MIN_TOOL_NAME_BYTES {
+        return Err(crate::Error::Config(format!(
+            "max_tool_name_bytes {asked} is below {MIN_TOOL_NAME_BYTES} bytes, the shortest a cut name can be \
+             (a byte of its head, `_` and 12 hex digits)"
+        )));
+    }
+    Ok(asked)
+}
 
 /// Whether both OpenAI wires and Anthropic accept the character in a tool name.
 pub fn wire_char(c: char) -> bool {

@@ -88,9 +88,13 @@ public struct Model: Sendable, Equatable {
     public var maxRetries: Int?
     /// Anthropic only: the most tokens one answer may have (default 4096).
     public var maxTokens: Int?
+    /// A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
+    /// others), for an endpoint that holds names shorter: longer names reach it cut to fit. Above the
+    /// wire's limit, `AmbitError.config` naming `max_tool_name_bytes`.
+    public var maxToolNameBytes: Int?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
-                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil) {
+                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -99,36 +103,43 @@ public struct Model: Sendable, Equatable {
         self.timeout = timeout
         self.maxRetries = maxRetries
         self.maxTokens = maxTokens
+        self.maxToolNameBytes = maxToolNameBytes
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
     /// Without a base URL or key, `OPENAI_BASE_URL` and `OPENAI_API_KEY` are used, else OpenAI's URL.
     public static func openAIChat(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
-                                  stream: Bool = false) -> Model {
-        Model(wire: .openAiChat, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream)
+                                  stream: Bool = false, maxToolNameBytes: Int? = nil) -> Model {
+        Model(wire: .openAiChat, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream,
+              maxToolNameBytes: maxToolNameBytes)
     }
 
-    public static func openAIChat(_ name: String, baseURL: URL, apiKey: String? = nil, stream: Bool = false) -> Model {
-        Model(wire: .openAiChat, name: name, baseURL: baseURL.absoluteString, apiKey: apiKey, stream: stream)
+    public static func openAIChat(_ name: String, baseURL: URL, apiKey: String? = nil, stream: Bool = false,
+                                  maxToolNameBytes: Int? = nil) -> Model {
+        Model(wire: .openAiChat, name: name, baseURL: baseURL.absoluteString, apiKey: apiKey, stream: stream,
+              maxToolNameBytes: maxToolNameBytes)
     }
 
     /// A model on the OpenAI Responses wire (`OPENAI_BASE_URL` and `OPENAI_API_KEY` by default).
     public static func openAIResponses(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
-                                       stream: Bool = false) -> Model {
-        Model(wire: .openAiResponses, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream)
+                                       stream: Bool = false, maxToolNameBytes: Int? = nil) -> Model {
+        Model(wire: .openAiResponses, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream,
+              maxToolNameBytes: maxToolNameBytes)
     }
 
     /// A model on the Anthropic Messages wire; the base URL ends in `/v1` (`ANTHROPIC_BASE_URL` + `/v1`
     /// and `ANTHROPIC_API_KEY` by default).
     public static func anthropic(_ name: String, baseURL: String? = nil, apiKey: String? = nil,
-                                 stream: Bool = false, maxTokens: Int? = nil) -> Model {
-        Model(wire: .anthropic, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream, maxTokens: maxTokens)
+                                 stream: Bool = false, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil) -> Model {
+        Model(wire: .anthropic, name: name, baseURL: baseURL, apiKey: apiKey, stream: stream, maxTokens: maxTokens,
+              maxToolNameBytes: maxToolNameBytes)
     }
 
     var settings: ModelSettings {
         ModelSettings(
             wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
-            maxRetries: maxRetries.flatMap { UInt32(exactly: $0) }, maxTokens: maxTokens.flatMap { UInt32(exactly: $0) })
+            maxRetries: maxRetries.map { Int64($0) }, maxTokens: maxTokens.map { Int64($0) },
+            maxToolNameBytes: maxToolNameBytes.map { Int64($0) })
     }
 }
 

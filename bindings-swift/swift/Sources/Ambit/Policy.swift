@@ -210,7 +210,8 @@ extension Network: CustomStringConvertible {
 }
 
 extension ToolStatus: CustomStringConvertible {
-    /// The core's name of the status: `offered`, `blocked`, `above_level`, `deferred` or `hidden`.
+    /// The core's name of the status: `offered`, `blocked`, `above_level`, `deferred`, `hidden` or
+    /// `no_network`.
     public var description: String {
         switch self {
         case .offered: return "offered"
@@ -218,6 +219,7 @@ extension ToolStatus: CustomStringConvertible {
         case .aboveLevel: return "above_level"
         case .deferred: return "deferred"
         case .hidden: return "hidden"
+        case .noNetwork: return "no_network"
         }
     }
 }

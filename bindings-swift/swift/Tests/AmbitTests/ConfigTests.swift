@@ -49,6 +49,28 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         #expect(error.code == "config", "\(error)")
     }
 
+    /// SPEC §3: a per-endpoint maxToolNameBytes is never larger than the wire's own limit (nor negative).
+    @Test func maxToolNameBytesAboveTheWireIsAConfigErrorNamingIt() throws {
+        let above = try #require(configError {
+            try Agent(model: .openAIChat("m", baseURL: "http://127.0.0.1:9/v1", maxToolNameBytes: 65))
+        })
+        #expect(above.code == "config")
+        #expect(above.message.contains("max_tool_name_bytes 65 is larger than the openai_chat wire's own limit of 64"),
+                "\(above)")
+        let negative = try #require(configError { try Agent(model: .anthropic("m", maxToolNameBytes: -1)) })
+        #expect(negative.message.contains("max_tool_name_bytes must be a whole number, 0 or more; got -1"), "\(negative)")
+        // A negative count is refused by name, never taken as the default (it used to become nil).
+        let retries = try #require(configError {
+            try Agent(model: Model(wire: .openAiChat, name: "m", maxRetries: -1))
+        })
+        #expect(retries.message.contains("max_retries must be a whole number, 0 or more; got -1"), "\(retries)")
+        let tokens = try #require(configError { try Agent(model: .anthropic("m", maxTokens: -5)) })
+        #expect(tokens.message.contains("max_tokens must be a whole number, 0 or more; got -5"), "\(tokens)")
+        // At the wire's limit, or below it, the agent is built.
+        _ = try Agent(model: .anthropic("m", maxToolNameBytes: 128))
+        _ = try Agent(model: .openAIResponses("m", maxToolNameBytes: 20))
+    }
+
     @Test func emptyToolNameIsAConfigError() throws {
         let error = try #require(configError { try Agent(model: model, tools: [NamedTool(name: " ")]) })
         #expect(error.code == "config")

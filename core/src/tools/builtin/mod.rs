@@ -78,3 +78,6 @@ pub(crate) fn clip(text: &str, limit: usize, what: &str) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod walk_tests;

@@ -60,7 +60,8 @@ impl WebFetch {
                     "max_length": {"type": "integer", "minimum": 0, "description": "At most this many characters of the body"}
                 }, "required": ["url"], "additionalProperties": false}),
             )
-            .with_level(Level::Read),
+            .with_level(Level::Read)
+            .with_needs_network(true),
         }
     }
 }
