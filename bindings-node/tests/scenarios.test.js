@@ -180,6 +180,7 @@ function checkResult(result, expect) {
       'openItems',
     );
   }
+  if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -335,6 +336,10 @@ async function viaStream(agent, scenario, input) {
     const i = types.indexOf(want, at);
     assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
     at = i + 1;
+  }
+  if ('stop_reasons' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
+    assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
   }
   return finished.result;
 }

@@ -112,9 +112,43 @@ def test_the_real_server_streams_text_and_reports_usage_per_request(llama: Llama
     assert calls == ["P"]
 
 
-def test_without_a_tool_call_no_tool_runs(llama: LlamaServer) -> None:
-    # Negative control: the same agent and server, a prompt the model answers in text: no call is made up.
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_text_answer_cut_by_the_servers_token_limit_is_marked_length(llama: LlamaServer, stream: bool) -> None:
+    # The model writes "a" until the server's limit (96 tokens): no call is made up, and the result says
+    # the answer was cut.
     calls: list[str] = []
-    result = agent_for(llama, stream=False, calls=calls).run_sync("please ramble")
+    agent = agent_for(llama, stream=stream, calls=calls)
+
+    async def events() -> list[Any]:
+        return [e async for e in agent.stream("please ramble")]
+
+    seen = asyncio.run(events())
+    result = seen[-1].result
     assert calls == [] and result.tool_calls == []
     assert result.output == "a" * 96
+    assert result.stop_reason == "length"
+    assert [e.stop_reason for e in seen if e.type == "model_response"] == ["length"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_call_cut_by_the_servers_token_limit_never_runs(llama: LlamaServer, stream: bool) -> None:
+    # The only city the schema allows is longer than the server's 96-token limit leaves room for: the
+    # server's grammar writes the call until the limit cuts it (finish_reason "length", arguments
+    # '{"city":"Llanfair…'). The call must not run, and the run ends with output_truncated.
+    calls: list[str] = []
+    long_city = "Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch, Anglesey, Wales"
+
+    def get_weather(city: str) -> str:
+        calls.append(city)
+        return "sunny"
+
+    weather = ambit.Tool(get_weather, description="Current weather for a city.",
+                         parameters={"type": "object", "properties": {"city": {"type": "string", "enum": [long_city]}},
+                                     "required": ["city"]})
+    agent = ambit.Agent(model=ambit.OpenAIChat("tiny", base_url=llama.base_url, api_key="none", stream=stream),
+                        tools=[weather], max_turns=4)
+    with pytest.raises(ambit.OutputTruncated) as info:
+        agent.run_sync("Weather in Paris?")
+    assert calls == []
+    assert info.value.code == "output_truncated" and info.value.tools == ["get_weather"]
+    assert info.value.usage["requests"] == 1 and info.value.usage["output_tokens"] == 96

@@ -283,6 +283,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert SAW_CANCEL, "the host tool never saw its cancellation token"
     if "open_items" in expect:
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
+    if "stop_reason" in expect:
+        assert result.stop_reason == expect["stop_reason"], result.stop_reason
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
@@ -351,6 +353,9 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
         for want in scenario["expect"].get("events", []):
             assert want in types[at:], (want, types)
             at += types[at:].index(want) + 1
+        if "stop_reasons" in scenario["expect"]:
+            got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
+            assert got == scenario["expect"]["stop_reasons"], got
 
 
 @pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::{CoreError, RunResult, Usage};
+use crate::{CoreError, RunResult, StopReason, Usage};
 
 /// The three wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -149,11 +149,13 @@ pub enum AgentEvent {
     TextDelta {
         text: String,
     },
-    /// `usage` is this request's; `cost` its cost when the price table has the model.
+    /// `usage` is this request's; `cost` its cost when the price table has the model; `stop_reason` why
+    /// the model stopped.
     ModelResponse {
         turn: u32,
         usage: Usage,
         cost: Option<f64>,
+        stop_reason: StopReason,
     },
     ToolCallRequested {
         id: String,
@@ -212,7 +214,9 @@ impl From<ambit::Event> for AgentEvent {
             E::RunStarted { input } => AgentEvent::RunStarted { input },
             E::ModelRequest { turn } => AgentEvent::ModelRequest { turn },
             E::TextDelta { text } => AgentEvent::TextDelta { text },
-            E::ModelResponse { turn, usage, cost } => AgentEvent::ModelResponse { turn, usage: usage.into(), cost },
+            E::ModelResponse { turn, usage, cost, stop_reason } => {
+                AgentEvent::ModelResponse { turn, usage: usage.into(), cost, stop_reason: stop_reason.into() }
+            }
             E::ToolCallRequested { id, name, arguments } => {
                 let arguments_json = match arguments {
                     serde_json::Value::String(raw) => raw,

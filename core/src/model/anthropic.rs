@@ -185,11 +185,11 @@ fn is_server_block(kind: &str) -> bool {
 
 fn stop_reason(reason: Option<&str>, has_calls: bool) -> StopReason {
     match reason {
-        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("refusal") => StopReason::ContentFilter,
-        _ if has_calls => StopReason::ToolUse,
+        Some("end_turn") | Some("stop_sequence") => StopReason::End,
+        Some("tool_use") => StopReason::ToolCalls,
+        Some("max_tokens") | Some("model_context_window_exceeded") => StopReason::Length,
+        Some("refusal") => StopReason::Refusal,
+        _ if has_calls => StopReason::ToolCalls,
         _ => StopReason::Other,
     }
 }
@@ -597,7 +597,7 @@ mod tests {
         let r = f.finish_reply().unwrap();
         assert_eq!(r.provider_items, blocks);
         assert_eq!(r.response.tool_calls[0].arguments, "{}");
-        assert_eq!(r.response.stop, StopReason::ToolUse);
+        assert_eq!(r.response.stop, StopReason::ToolCalls);
     }
 
     #[test]
@@ -655,7 +655,7 @@ mod tests {
         assert_eq!(*got.lock().unwrap(), "Hello");
         assert_eq!(r.text.as_deref(), Some("Hello"));
         assert_eq!(r.tool_calls[0].arguments, "{\"a\":2}");
-        assert_eq!(r.stop, StopReason::ToolUse);
+        assert_eq!(r.stop, StopReason::ToolCalls);
         assert_eq!(
             (r.usage.input_tokens, r.usage.output_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens),
             (10, 7, 4, 2)

@@ -126,7 +126,14 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("no choices[0]"))?;
     let message = choice.get("message").ok_or_else(|| bad("no choices[0].message"))?;
-    let text = message.get("content").and_then(Value::as_str).map(str::to_string);
+    let mut text = message.get("content").and_then(Value::as_str).map(str::to_string);
+    // A refusal is the answer's text (when there is no other), and its stop reason.
+    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
+    if let Some(r) = refusal
+        && text.as_deref().is_none_or(str::is_empty)
+    {
+        text = Some(r.to_string());
+    }
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         if calls.len() > limits.max_tool_calls {
@@ -141,7 +148,7 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
             });
         }
     }
-    let stop = stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty());
+    let stop = stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty(), refusal.is_some());
     let usage = parse_usage(body.get("usage"));
     Ok(ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
@@ -152,13 +159,16 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
     })
 }
 
-fn stop_reason(finish: Option<&str>, has_calls: bool) -> StopReason {
+/// The stop reason of a `finish_reason`; an answer carrying a refusal stopped for it, whatever the
+/// finish reason says (OpenAI sends `stop`).
+fn stop_reason(finish: Option<&str>, has_calls: bool, refused: bool) -> StopReason {
     match finish {
-        Some("stop") => StopReason::EndTurn,
-        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
-        Some("length") => StopReason::MaxTokens,
+        Some("length") => StopReason::Length,
         Some("content_filter") => StopReason::ContentFilter,
-        _ if has_calls => StopReason::ToolUse,
+        _ if refused => StopReason::Refusal,
+        Some("stop") => StopReason::End,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolCalls,
+        _ if has_calls => StopReason::ToolCalls,
         _ => StopReason::Other,
     }
 }
@@ -187,6 +197,8 @@ pub struct StreamDecoder {
     text: Option<String>,
     calls: Vec<ToolCall>,
     finish: Option<String>,
+    /// The refusal the deltas carried, if any.
+    refusal: Option<String>,
     usage: Option<Value>,
 }
 
@@ -227,6 +239,9 @@ impl StreamDecoder {
             self.finish = Some(f.to_string());
         }
         let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(r) = delta.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+            self.refusal.get_or_insert_with(String::new).push_str(r);
+        }
         if let Some(t) = delta.get("content").and_then(Value::as_str) {
             self.text.get_or_insert_with(String::new).push_str(t);
             if !t.is_empty() {
@@ -273,10 +288,15 @@ impl StreamDecoder {
         if let Some(c) = self.calls.iter().find(|c| c.id.is_empty() || c.name.is_empty()) {
             return Err(ModelError::InvalidResponse(format!("a streamed tool call without id or name: {c:?}")));
         }
-        let stop = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
+        let stop = stop_reason(self.finish.as_deref(), !self.calls.is_empty(), self.refusal.is_some());
+        let text = match (self.text, self.refusal) {
+            (Some(t), _) if !t.is_empty() => Some(t),
+            (_, Some(r)) => Some(r),
+            (t, None) => t,
+        };
         Ok(ModelResponse {
             id: self.id,
-            text: self.text,
+            text,
             tool_calls: self.calls,
             stop,
             usage: parse_usage(self.usage.as_ref()),
@@ -375,7 +395,7 @@ mod tests {
         let r = parse_response(&v).unwrap();
         assert_eq!(r.text.as_deref(), Some("hi"));
         assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens), (6, 4, 2));
-        assert_eq!(r.stop, StopReason::EndTurn);
+        assert_eq!(r.stop, StopReason::End);
     }
 
     #[test]

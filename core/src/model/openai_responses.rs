@@ -153,14 +153,23 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
     let mut text: Option<String> = None;
     let mut tool_calls = Vec::new();
     let mut provider_items = Vec::new();
+    let mut refused = false;
     for item in items {
         match item.get("type").and_then(Value::as_str) {
             Some(kind) if is_server_item(kind) => provider_items.push(item.clone()),
             Some("message") => {
                 for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
-                    if part.get("type").and_then(Value::as_str) == Some("output_text") {
-                        text.get_or_insert_with(String::new)
-                            .push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("output_text") => text
+                            .get_or_insert_with(String::new)
+                            .push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+                        // A refusal is the answer's text, and its stop reason.
+                        Some("refusal") => {
+                            refused = true;
+                            text.get_or_insert_with(String::new)
+                                .push_str(part.get("refusal").and_then(Value::as_str).unwrap_or(""));
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -187,14 +196,15 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
         body.get("status").and_then(Value::as_str),
         body.pointer("/incomplete_details/reason").and_then(Value::as_str),
     ) {
-        (Some("incomplete"), Some("max_output_tokens")) => StopReason::MaxTokens,
+        (Some("incomplete"), Some("max_output_tokens")) => StopReason::Length,
         (Some("incomplete"), Some("content_filter")) => StopReason::ContentFilter,
         (Some("failed"), _) => {
             let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("status failed");
             return Err(ModelError::InvalidResponse(format!("the response failed: {message}")));
         }
-        _ if !tool_calls.is_empty() => StopReason::ToolUse,
-        (Some("completed"), _) => StopReason::EndTurn,
+        _ if !tool_calls.is_empty() => StopReason::ToolCalls,
+        _ if refused => StopReason::Refusal,
+        (Some("completed"), _) => StopReason::End,
         _ => StopReason::Other,
     };
     let u = body.get("usage");
@@ -409,7 +419,7 @@ mod tests {
         let r = parse_reply(&body).unwrap();
         assert_eq!((r.wire, &r.provider_items), (WIRE, &search_items()));
         assert_eq!(r.response.tool_calls[0].name, "get_forecast");
-        assert_eq!(r.response.stop, StopReason::ToolUse);
+        assert_eq!(r.response.stop, StopReason::ToolCalls);
 
         let mut d = StreamDecoder::default();
         let sink = |_: &str| {};
@@ -440,7 +450,7 @@ mod tests {
         let r = parse_response(&v).unwrap();
         assert_eq!(r.text.as_deref(), Some("hi"));
         assert_eq!(r.tool_calls[0].id, "call_1");
-        assert_eq!(r.stop, StopReason::ToolUse);
+        assert_eq!(r.stop, StopReason::ToolCalls);
         assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens), (6, 4));
     }
 }
