@@ -72,7 +72,7 @@ export interface ModelOptions {
   stream?: boolean;
   /** The limit on one HTTP request in seconds, retries not included (default 600). */
   timeout?: number;
-  /** Attempts after the first on 429, 5xx and connection errors (default 2). */
+  /** Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same request gets again (default 2). */
   maxRetries?: number;
 }
 

@@ -452,9 +452,13 @@ class Agent:
         """:meth:`run` for code outside asyncio. Inside a running event loop, ``await run()`` instead."""
         try:
             asyncio.get_running_loop()
+            running = True
         except RuntimeError:
-            return asyncio.run(self.run(input))
-        raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
+            running = False
+        if running:
+            raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
+        # Outside the `except`, so a run's error is not chained to the "no running event loop" probe.
+        return asyncio.run(self.run(input))
 
 
 _EVENTS: dict[str, type] = {cls.type: cls for cls in (

@@ -16,7 +16,8 @@ class Model:
     """What every wire takes: the model's name, where it is, and how to reach it.
 
     ``stream`` streams answers (SSE); ``timeout`` is the limit in seconds on one HTTP request (default
-    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2)."""
+    600); ``max_retries`` the attempts after the first on 408, 409, 429, 5xx and connection errors, except
+    errors the same request gets again (default 2)."""
 
     wire = ""
     model: str

@@ -379,10 +379,7 @@ impl StreamDecoder {
                 }
             }
             "message_stop" => self.done = true,
-            "error" => {
-                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("error event");
-                return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
-            }
+            "error" => return Err(super::http::stream_error(data.get("error").unwrap_or(&Value::Null))),
             _ => {}
         }
         Ok(())

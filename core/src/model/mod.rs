@@ -9,7 +9,7 @@ pub mod limits;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pricing;
-mod retry;
+pub mod retry;
 pub mod sse;
 
 pub use config::{ModelConfig, Wire};

@@ -148,7 +148,8 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
             });
         }
     }
-    let stop = stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty(), refusal.is_some());
+    let stop =
+        stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty(), refusal.is_some());
     let usage = parse_usage(body.get("usage"));
     Ok(ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
@@ -223,8 +224,7 @@ impl StreamDecoder {
 
     fn chunk(&mut self, chunk: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
         if let Some(e) = chunk.get("error") {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
-            return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
+            return Err(super::http::stream_error(e));
         }
         if self.id.is_empty()
             && let Some(id) = chunk.get("id").and_then(Value::as_str)
@@ -294,13 +294,7 @@ impl StreamDecoder {
             (_, Some(r)) => Some(r),
             (t, None) => t,
         };
-        Ok(ModelResponse {
-            id: self.id,
-            text,
-            tool_calls: self.calls,
-            stop,
-            usage: parse_usage(self.usage.as_ref()),
-        })
+        Ok(ModelResponse { id: self.id, text, tool_calls: self.calls, stop, usage: parse_usage(self.usage.as_ref()) })
     }
 }
 

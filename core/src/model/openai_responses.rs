@@ -198,10 +198,8 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
     ) {
         (Some("incomplete"), Some("max_output_tokens")) => StopReason::Length,
         (Some("incomplete"), Some("content_filter")) => StopReason::ContentFilter,
-        (Some("failed"), _) => {
-            let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("status failed");
-            return Err(ModelError::InvalidResponse(format!("the response failed: {message}")));
-        }
+        // A failed response is the error it carries, as a stream's error event is.
+        (Some("failed"), _) => return Err(super::http::stream_error(body.get("error").unwrap_or(&json!({})))),
         _ if !tool_calls.is_empty() => StopReason::ToolCalls,
         _ if refused => StopReason::Refusal,
         (Some("completed"), _) => StopReason::End,
@@ -263,10 +261,7 @@ impl StreamDecoder {
                 self.last = data.get("response").cloned();
                 Ok(false)
             }
-            "error" => {
-                let message = data.get("message").and_then(Value::as_str).unwrap_or("error event");
-                Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")))
-            }
+            "error" => Err(super::http::stream_error(&data)),
             _ => Ok(true),
         }
     }

@@ -80,7 +80,8 @@ public struct Model: Sendable, Equatable {
     public var stream: Bool
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     public var timeout: Double?
-    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    /// Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same
+    /// request gets again (default 2).
     public var maxRetries: Int?
     /// Anthropic only: the most tokens one answer may have (default 4096).
     public var maxTokens: Int?
