@@ -24,6 +24,7 @@ const {
   ConfigError,
   ModelError,
   MaxTurnsError,
+  OutputTruncatedError,
   CancelledError,
   McpServer,
   Ledger,
@@ -157,6 +158,7 @@ const CLASS_BY_CODE = {
   model_response: ModelError,
   max_turns: MaxTurnsError,
   budget_exceeded: BudgetError,
+  output_truncated: OutputTruncatedError,
   cancelled: CancelledError,
 };
 
@@ -422,6 +424,7 @@ async function runScenario(file, mode = 'run') {
         for (const [key, value] of Object.entries(expect.error.usage || {})) {
           assert.equal(e.usage[CAMEL[key]], value, `error usage.${CAMEL[key]}`);
         }
+        if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
         return true;
       });
     } else {

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 import ambit
-from conftest import REPO
+from conftest import REPO, close_stdin_and_wait
 
 LLAMA = REPO / "tests" / "llama"
 
@@ -48,12 +48,7 @@ class LlamaServer:
             raise RuntimeError(f"llama.cpp's server did not start ({self.base_url!r}); its log: {log}")
 
     def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        close_stdin_and_wait(self.proc, 30)
         self.log.close()
 
 

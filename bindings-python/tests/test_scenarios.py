@@ -264,6 +264,9 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
             assert expect["error"]["message_contains"] in str(info.value)
         for key, value in expect["error"].get("usage", {}).items():
             assert info.value.usage[key] == value, (key, info.value.usage)  # type: ignore[attr-defined]
+        if "tools" in expect["error"]:
+            assert isinstance(info.value, ambit.OutputTruncated), info.value
+            assert info.value.tools == expect["error"]["tools"], info.value.tools
         return
     result = run()
     if "output" in expect:

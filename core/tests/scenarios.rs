@@ -308,6 +308,15 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         {
             return Err(format!("error message {e:?} does not contain {m:?}"));
         }
+        if let Some(want) = err.get("tools") {
+            let got = match e {
+                ambit::Error::OutputTruncated { ref tools, .. } => serde_json::to_value(tools).unwrap(),
+                _ => return Err(format!("the error names no tools: {e}")),
+            };
+            if want != &got {
+                return Err(format!("error tools: expected {want}, got {got}"));
+            }
+        }
         if let Some(want) = err.get("usage").and_then(Value::as_object) {
             let got =
                 serde_json::to_value(e.usage().ok_or_else(|| format!("the error carries no usage: {e}"))?).unwrap();

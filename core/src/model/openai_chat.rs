@@ -360,6 +360,32 @@ mod tests {
         assert_eq!(d.finish().unwrap().tool_calls[0].arguments, r#"{"city":"Paris"}"#);
     }
 
+    /// A refusal is the answer's text and its stop reason, whole and streamed, whatever the finish
+    /// reason (OpenAI sends `stop`); a cut answer is `length` even with a refusal field.
+    #[test]
+    fn a_refusal_is_the_text_and_the_stop_reason() {
+        let whole = |finish: &str| {
+            json!({"id": "x", "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant",
+                "content": null, "refusal": "I can't help with that."}}]})
+        };
+        let r = parse_response(&whole("stop")).unwrap();
+        assert_eq!((r.text.as_deref(), r.stop), (Some("I can't help with that."), StopReason::Refusal));
+        assert_eq!(parse_response(&whole("length")).unwrap().stop, StopReason::Length);
+        let mut d = StreamDecoder::default();
+        for chunk in [
+            json!({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "refusal": "I can't"}}]}),
+            json!({"id": "x", "choices": [{"index": 0, "delta": {"refusal": " help."}, "finish_reason": "stop"}]}),
+        ] {
+            d.push(&crate::model::sse::SseEvent { event: None, data: chunk.to_string() }, &|_: &str| {}).unwrap();
+        }
+        let r = d.finish().unwrap();
+        assert_eq!((r.text.as_deref(), r.stop), (Some("I can't help."), StopReason::Refusal));
+        // Negative control: a plain answer ends.
+        let plain = json!({"id": "x", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+            "content": "Sure.", "refusal": null}}]});
+        assert_eq!(parse_response(&plain).unwrap().stop, StopReason::End);
+    }
+
     #[test]
     fn body_carries_system_tools_and_tool_results() {
         let req = ModelRequest {

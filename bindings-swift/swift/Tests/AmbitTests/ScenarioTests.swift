@@ -406,6 +406,13 @@ func int(_ value: Any?) -> Int? {
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
                 }
+                if let tools = expectedError["tools"] as? [String] {
+                    if case let .outputTruncated(got, _, _) = ambit {
+                        #expect(got == tools, "\(file): tools \(got)")
+                    } else {
+                        Issue.record("\(file): the error names no tools: \(ambit)")
+                    }
+                }
                 if let usage = expectedError["usage"] as? [String: Any] {
                     let got: Usage
                     switch ambit {
