@@ -136,6 +136,53 @@ async fn errors_the_same_request_gets_again_are_not_retried_on_any_wire() {
     }
 }
 
+/// An error a stream reports in place of its answer (HTTP 200, then an error event) gets the same rule as
+/// the same error as a status, on every wire: a transient one (529 overloaded, 500, 429) is retried
+/// while no text has been shown, a repeatable one (llama.cpp's 500 about the output's format) is not,
+/// and either way the run fails with `model_http` and the status, as unstreamed.
+#[tokio::test]
+async fn a_streamed_error_event_gets_the_same_retry_rule_on_every_wire() {
+    let repeatable = "The model output does not match the expected format";
+    for wire in ["openai_chat", "anthropic", "openai_responses"] {
+        let transient = if wire == "anthropic" {
+            529
+        } else if wire == "openai_responses" {
+            429
+        } else {
+            500
+        };
+        for (status, message, retried) in [(transient, "overloaded", true), (500, repeatable, false)] {
+            let mut script = script(
+                wire,
+                json!([
+                    {"respond": {"stream_error": {"status": status, "message": message}}},
+                    {"respond": {"content": "hello"}}
+                ]),
+            );
+            script.stream = true;
+            let provider = Provider::start(script).await.unwrap();
+            let url = provider.base_url();
+            let builder = Agent::builder();
+            let builder = match wire {
+                "anthropic" => builder.model(Anthropic::new("m").base_url(url).api_key("k").stream(true)),
+                "openai_responses" => builder.model(OpenAiResponses::new("m").base_url(url).api_key("k").stream(true)),
+                _ => builder.model(OpenAiChat::new("m").base_url(url).api_key("k").stream(true)),
+            };
+            let outcome = builder.build().unwrap().run("hi").await;
+            let case = format!("{wire} {status} {message:?}");
+            if retried {
+                assert_eq!(outcome.map(|r| r.output).map_err(|e| e.to_string()), Ok("hello".into()), "{case}");
+                assert_eq!(provider.report(), (2, vec![]), "{case}");
+            } else {
+                let err = outcome.expect_err(&case);
+                assert_eq!(err.code(), "model_http", "{case}");
+                assert!(err.to_string().contains(&format!("HTTP {status}: {message}")), "{case}: {err}");
+                assert_eq!(provider.report(), (1, vec![]), "{case}: retried");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn retries_stop_at_max_retries_with_the_last_error() {
     let provider = Provider::start(script(

@@ -11,7 +11,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, index_below, over};
 use super::openai_chat::env_key;
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -402,6 +402,16 @@ impl StreamDecoder {
     }
 }
 
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelReply;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelReply, ModelError> {
+        self.finish_reply()
+    }
+}
+
 #[async_trait]
 impl Model for Anthropic {
     fn name(&self) -> &str {
@@ -445,17 +455,16 @@ impl Model for Anthropic {
         if request.tools.iter().any(|t| t.defer_loading) {
             headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_string()));
         }
-        let resp = ep.post(&ep.url("messages"), &headers, &body).await?;
+        let url = ep.url("messages");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish_reply()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 

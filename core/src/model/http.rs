@@ -2,13 +2,16 @@
 //! client, and one POST with retries (backoff and jitter on the errors [`super::retry::retryable`]
 //! allows and on connection failures, honouring `retry-after`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::TextSink;
 use super::limits::{MAX_ERROR_BODY_BYTES, WireLimits, over};
 use super::retry::{RetryPolicy, backoff, retryable};
+use super::sse::{SseEvent, read_events};
 use crate::error::ModelError;
 
 /// The settings of one endpoint, shared by the three wires.
@@ -106,6 +109,57 @@ impl Endpoint {
             }
             tokio::time::sleep(backoff(&self.retry, attempt, retry_after.as_deref())).await;
             attempt += 1;
+        }
+    }
+}
+
+/// A wire's reader of a streamed answer, one event at a time (each wire's `StreamDecoder`).
+pub(crate) trait StreamRead {
+    /// What the whole stream answers.
+    type Answer;
+    /// Reads one event, handing text to `sink`; whether more events are expected.
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError>;
+    /// The answer the events described.
+    fn answer(self) -> Result<Self::Answer, ModelError>;
+}
+
+impl Endpoint {
+    /// POSTs a streamed request and reads its answer with a fresh reader from `reader`. An error the
+    /// stream reports (an error event, read as the HTTP error it stands for) gets the same retry rule
+    /// as an error status ([`retryable`]), as long as no text has reached the sink yet: text already
+    /// shown is never shown twice, so past it the error ends the request.
+    pub async fn post_stream<R: StreamRead>(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &(impl serde::Serialize + ?Sized),
+        sink: &TextSink<'_>,
+        reader: impl Fn() -> R,
+    ) -> Result<R::Answer, ModelError> {
+        let mut attempt = 0;
+        loop {
+            let resp = self.post(url, headers, body).await?;
+            let shown = AtomicBool::new(false);
+            let tracked = |t: &str| {
+                shown.store(true, Ordering::Relaxed);
+                sink(t);
+            };
+            let mut read = reader();
+            let err = match read_events(resp, self.limits, |e| read.event(&e, &tracked)).await {
+                Ok(()) => return read.answer(),
+                Err(e) => e,
+            };
+            match &err {
+                ModelError::Http { status, message }
+                    if !shown.load(Ordering::Relaxed)
+                        && attempt < self.retry.max_retries
+                        && retryable(*status, message) =>
+                {
+                    tokio::time::sleep(backoff(&self.retry, attempt, None)).await;
+                    attempt += 1;
+                }
+                _ => return Err(err),
+            }
         }
     }
 }
@@ -211,7 +265,6 @@ pub(crate) fn count(v: Option<&Value>) -> u64 {
 mod tests {
     use serde_json::json;
 
-    use super::super::sse::SseEvent;
     use super::super::{anthropic, openai_chat, openai_responses};
     use super::*;
 

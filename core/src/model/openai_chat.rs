@@ -10,7 +10,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, index_below, over};
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -298,6 +298,16 @@ impl StreamDecoder {
     }
 }
 
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelResponse;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelResponse, ModelError> {
+        self.finish()
+    }
+}
+
 #[async_trait]
 impl Model for OpenAiChat {
     fn name(&self) -> &str {
@@ -320,17 +330,16 @@ impl Model for OpenAiChat {
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let resp = ep.post(&ep.url("chat/completions"), &headers, &body).await?;
+        let url = ep.url("chat/completions");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(response);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 

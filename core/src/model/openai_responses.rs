@@ -12,7 +12,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, over};
 use super::openai_chat::{env_key, openai_base_url};
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -280,6 +280,16 @@ impl StreamDecoder {
     }
 }
 
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelReply;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelReply, ModelError> {
+        self.finish_reply()
+    }
+}
+
 #[async_trait]
 impl Model for OpenAiResponses {
     fn name(&self) -> &str {
@@ -320,17 +330,16 @@ impl Model for OpenAiResponses {
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let resp = ep.post(&ep.url("responses"), &headers, &body).await?;
+        let url = ep.url("responses");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish_reply()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 
