@@ -29,7 +29,8 @@ pub struct ModelSettings {
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     #[uniffi(default = None)]
     pub timeout_secs: Option<f64>,
-    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    /// Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same request
+    /// gets again (default 2).
     #[uniffi(default = None)]
     pub max_retries: Option<u32>,
     /// Anthropic only: the most tokens one answer may have (default 4096).
