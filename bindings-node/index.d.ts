@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'model_response'
   | 'max_turns'
   | 'budget_exceeded'
+  | 'output_truncated'
   | 'cancelled';
 
 /** Every error ambit throws. `code` is the core's stable machine-readable code. */
@@ -71,7 +72,7 @@ export interface ModelOptions {
   stream?: boolean;
   /** The limit on one HTTP request in seconds, retries not included (default 600). */
   timeout?: number;
-  /** Attempts after the first on 429, 5xx and connection errors (default 2). */
+  /** Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same request gets again (default 2). */
   maxRetries?: number;
   /**
    * A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the others),
@@ -129,6 +130,24 @@ export declare class BudgetError extends AmbitError {
   readonly usage: Usage;
 }
 
+/**
+ * The model's output token limit cut its answer in the middle of tool calls: their arguments are
+ * incomplete, so none of them ran.
+ */
+export declare class OutputTruncatedError extends AmbitError {
+  readonly code: 'output_truncated';
+  /** The names of the cut calls' tools. */
+  readonly tools: string[];
+  /** What the run used, the cut answer included. */
+  readonly usage: Usage;
+}
+
+/**
+ * Why the model stopped answering: it ended, asked for tool calls, was cut by the output token limit
+ * (`length`), by the provider's content filter, refused, or another reason.
+ */
+export type StopReason = 'end' | 'tool_calls' | 'length' | 'content_filter' | 'refusal' | 'other';
+
 /** What a model costs per million tokens, in any unit (the cost budget uses the same unit). */
 export interface Price {
   inputPerMtok?: number;
@@ -151,7 +170,7 @@ export type AgentEvent =
   | { type: 'run_started'; input: string }
   | { type: 'model_request'; turn: number }
   | { type: 'text_delta'; text: string }
-  | { type: 'model_response'; turn: number; usage: Usage; cost: number | null }
+  | { type: 'model_response'; turn: number; usage: Usage; cost: number | null; stopReason: StopReason }
   | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue }
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
@@ -415,6 +434,8 @@ export interface RunResult {
   usage: Usage;
   /** Model requests made. */
   turns: number;
+  /** Why the model stopped its final answer (`length`: the output token limit cut it). */
+  stopReason: StopReason;
   /** What the run cost, when the price table has the model. */
   cost: number | undefined;
   /** Checklist items still pending or in_progress when the run ended (past the nudge cap). */

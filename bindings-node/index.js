@@ -48,6 +48,19 @@ class BudgetError extends AmbitError {
   }
 }
 
+/**
+ * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
+ * none of them ran. `tools` names their tools; `usage` is what the run used.
+ */
+class OutputTruncatedError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'output_truncated', options);
+    this.name = 'OutputTruncatedError';
+    this.tools = Array.isArray(details.tools) ? details.tools : [];
+    this.usage = details.usage ? toUsage(details.usage) : undefined;
+  }
+}
+
 /** The run was cancelled (code "cancelled"). */
 class CancelledError extends AmbitError {
   constructor(message, options) {
@@ -70,6 +83,8 @@ function toError(e) {
     }
     case 'budget_exceeded':
       return new BudgetError(message, details);
+    case 'output_truncated':
+      return new OutputTruncatedError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     case 'internal':
@@ -437,6 +452,7 @@ function toRunResult(r) {
       cacheWriteTokens: r.usage.cache_write_tokens,
     },
     turns: r.turns,
+    stopReason: r.stop_reason ?? 'end',
     cost: r.cost ?? undefined,
     openItems: (r.open_items || []).map((i) => ({
       id: i.id,
@@ -478,6 +494,7 @@ module.exports = {
   ConfigError,
   ModelError,
   MaxTurnsError,
+  OutputTruncatedError,
   CancelledError,
   InternalError,
   /** wireName(name, maxBytes = 64): the name the model sees for a tool; straight from the core. */

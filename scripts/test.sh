@@ -33,6 +33,14 @@ rust_example() {
   out="$(env -u OPENAI_API_KEY -u OPENAI_BASE_URL cargo run -q --example weather)"
   echo "$out"
   grep -q "(scripted) In Paris it is sunny and 22 °C." <<<"$out"
+  # A failure prints the error's message (Display), not its Debug form: here no server listens.
+  local err
+  if err="$(OPENAI_BASE_URL=http://127.0.0.1:9/v1 OPENAI_API_KEY=none cargo run -q --example weather 2>&1)"; then
+    echo "the example succeeded without a server" >&2; return 1
+  fi
+  echo "$err"
+  grep -q "^error: could not reach the model provider" <<<"$err"
+  ! grep -q "Transport(" <<<"$err"
 }
 step example rust_example
 step python bash scripts/test-python.sh

@@ -70,8 +70,8 @@ pub struct NativeError {
     pub message: String,
     /// The HTTP status, for `model_http`.
     pub status: Option<u32>,
-    /// The JSON text of the error's details: `usage` (turn limit, budget), `budget`, `limit`, `spent`,
-    /// `cost` (budget).
+    /// The JSON text of the error's details: `usage` (turn limit, budget, cut call), `budget`, `limit`,
+    /// `spent`, `cost` (budget), `tools` (cut call).
     pub details: Option<String>,
 }
 
@@ -84,6 +84,9 @@ impl NativeError {
         let mut details = serde_json::Map::new();
         if let Some(u) = e.usage() {
             details.insert("usage".into(), json!(u));
+        }
+        if let Error::OutputTruncated { tools, .. } = e {
+            details.insert("tools".into(), json!(tools));
         }
         if let Error::Budget { budget, limit, spent, cost, .. } = e {
             details.insert("budget".into(), json!(budget));

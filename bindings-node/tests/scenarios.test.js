@@ -24,6 +24,7 @@ const {
   ConfigError,
   ModelError,
   MaxTurnsError,
+  OutputTruncatedError,
   CancelledError,
   McpServer,
   Ledger,
@@ -157,6 +158,7 @@ const CLASS_BY_CODE = {
   model_response: ModelError,
   max_turns: MaxTurnsError,
   budget_exceeded: BudgetError,
+  output_truncated: OutputTruncatedError,
   cancelled: CancelledError,
 };
 
@@ -180,6 +182,7 @@ function checkResult(result, expect) {
       'openItems',
     );
   }
+  if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -336,6 +339,10 @@ async function viaStream(agent, scenario, input) {
     assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
     at = i + 1;
   }
+  if ('stop_reasons' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
+    assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
+  }
   return finished.result;
 }
 
@@ -417,6 +424,7 @@ async function runScenario(file, mode = 'run') {
         for (const [key, value] of Object.entries(expect.error.usage || {})) {
           assert.equal(e.usage[CAMEL[key]], value, `error usage.${CAMEL[key]}`);
         }
+        if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
         return true;
       });
     } else {

@@ -32,6 +32,9 @@ fn core_err(e: Error) -> PyErr {
             Error::MaxTurns { max_turns, .. } => {
                 let _ = details.set_item("max_turns", *max_turns);
             }
+            Error::OutputTruncated { tools, .. } => {
+                let _ = details.set_item("tools", tools.clone());
+            }
             Error::Budget { budget, limit, spent, cost, .. } => {
                 let _ = details.set_item("budget", budget);
                 let _ = details.set_item("limit", *limit);

@@ -41,12 +41,18 @@ class Provider:
             return json.load(r)
 
     def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        close_stdin_and_wait(self.proc, 5)
+
+
+def close_stdin_and_wait(proc: subprocess.Popen[str], timeout: float) -> None:
+    """Stops a server that serves until its stdin closes; killed if it is not gone within `timeout`."""
+    if proc.stdin:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

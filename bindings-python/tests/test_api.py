@@ -123,6 +123,20 @@ def test_http_error_carries_status(start_provider: Any) -> None:
     assert "Incorrect API key provided" in str(info.value)
 
 
+def test_a_run_sync_error_reads_without_a_chained_event_loop_error(start_provider: Any) -> None:
+    # Issue 14 item 6: the traceback a user reads shows the model's error alone, not "During handling of
+    # the above exception ... RuntimeError: no running event loop" (run_sync's own probe) before it.
+    import traceback
+    provider = start_provider(REPO / "tests" / "scenarios" / "provider_error.json")
+    agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-wrong"))
+    with pytest.raises(ambit.ModelError) as info:
+        agent.run_sync("Hello?")
+    printed = "".join(traceback.format_exception(info.value))
+    assert "Incorrect API key provided" in printed
+    assert "no running event loop" not in printed and "During handling" not in printed, printed
+    assert info.value.__context__ is None and info.value.__cause__ is None
+
+
 def test_max_turns_error_reports_usage(start_provider: Any) -> None:
     path = REPO / "tests" / "scenarios" / "turn_limit.json"
     scenario = json.loads(path.read_text())

@@ -264,6 +264,9 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
             assert expect["error"]["message_contains"] in str(info.value)
         for key, value in expect["error"].get("usage", {}).items():
             assert info.value.usage[key] == value, (key, info.value.usage)  # type: ignore[attr-defined]
+        if "tools" in expect["error"]:
+            assert isinstance(info.value, ambit.OutputTruncated), info.value
+            assert info.value.tools == expect["error"]["tools"], info.value.tools
         return
     result = run()
     if "output" in expect:
@@ -283,6 +286,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert SAW_CANCEL, "the host tool never saw its cancellation token"
     if "open_items" in expect:
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
+    if "stop_reason" in expect:
+        assert result.stop_reason == expect["stop_reason"], result.stop_reason
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
@@ -351,6 +356,9 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
         for want in scenario["expect"].get("events", []):
             assert want in types[at:], (want, types)
             at += types[at:].index(want) + 1
+        if "stop_reasons" in scenario["expect"]:
+            got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
+            assert got == scenario["expect"]["stop_reasons"], got
 
 
 @pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])

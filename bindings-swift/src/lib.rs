@@ -44,6 +44,10 @@ pub enum CoreError {
     /// The run went past a hard budget (code `budget_exceeded`); `budget` is `tokens` or `cost`.
     #[error("{message}")]
     BudgetExceeded { budget: String, limit: f64, spent: f64, cost: Option<f64>, usage: Usage, message: String },
+    /// The output token limit cut the model's answer in the middle of calls of `tools`; none ran (code
+    /// `output_truncated`).
+    #[error("{message}")]
+    OutputTruncated { tools: Vec<String>, usage: Usage, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -68,6 +72,9 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::Budget { budget, limit, spent, usage, cost } => {
                 CoreError::BudgetExceeded { budget, limit, spent, cost, usage: usage.into(), message }
+            }
+            ambit::Error::OutputTruncated { tools, usage } => {
+                CoreError::OutputTruncated { tools, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },
@@ -257,6 +264,31 @@ impl From<ambit::Usage> for Usage {
     }
 }
 
+/// Why the model stopped answering (the core's [`ambit::StopReason`]): Swift's `.end`, `.toolCalls`,
+/// `.length` (cut by the output token limit), `.contentFilter`, `.refusal`, `.other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum StopReason {
+    End,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Refusal,
+    Other,
+}
+
+impl From<ambit::StopReason> for StopReason {
+    fn from(r: ambit::StopReason) -> Self {
+        match r {
+            ambit::StopReason::End => StopReason::End,
+            ambit::StopReason::ToolCalls => StopReason::ToolCalls,
+            ambit::StopReason::Length => StopReason::Length,
+            ambit::StopReason::ContentFilter => StopReason::ContentFilter,
+            ambit::StopReason::Refusal => StopReason::Refusal,
+            ambit::StopReason::Other => StopReason::Other,
+        }
+    }
+}
+
 /// One tool call made during a run.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ToolCall {
@@ -277,6 +309,8 @@ pub struct RunResult {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub turns: u32,
+    /// Why the model stopped its final answer (`.length`: the output token limit cut it).
+    pub stop_reason: StopReason,
     /// What the run cost, when the price table has the model.
     pub cost: Option<f64>,
     /// Checklist items still pending or in_progress when the run ended (past the nudge cap).
@@ -303,6 +337,7 @@ impl From<ambit::RunResult> for RunResult {
                 .collect(),
             usage: r.usage.into(),
             turns: r.turns,
+            stop_reason: r.stop_reason.into(),
             cost: r.cost,
             open_items: r.open_items.into_iter().map(Into::into).collect(),
         }

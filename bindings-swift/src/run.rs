@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::{CoreError, RunResult, Usage, guard, guard_async};
+use crate::{CoreError, RunResult, StopReason, Usage, guard, guard_async};
 
 /// The three wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -29,8 +29,8 @@ pub struct ModelSettings {
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     #[uniffi(default = None)]
     pub timeout_secs: Option<f64>,
-    /// Attempts after the first on 429, 5xx and connection errors (default 2); negative or too large, a
-    /// configuration error naming it.
+    /// Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same request
+    /// gets again (default 2); negative or too large, a configuration error naming it.
     #[uniffi(default = None)]
     pub max_retries: Option<i64>,
     /// Anthropic only: the most tokens one answer may have (default 4096); negative or too large, a
@@ -154,11 +154,13 @@ pub enum AgentEvent {
     TextDelta {
         text: String,
     },
-    /// `usage` is this request's; `cost` its cost when the price table has the model.
+    /// `usage` is this request's; `cost` its cost when the price table has the model; `stop_reason` why
+    /// the model stopped.
     ModelResponse {
         turn: u32,
         usage: Usage,
         cost: Option<f64>,
+        stop_reason: StopReason,
     },
     ToolCallRequested {
         id: String,
@@ -217,7 +219,9 @@ impl From<ambit::Event> for AgentEvent {
             E::RunStarted { input } => AgentEvent::RunStarted { input },
             E::ModelRequest { turn } => AgentEvent::ModelRequest { turn },
             E::TextDelta { text } => AgentEvent::TextDelta { text },
-            E::ModelResponse { turn, usage, cost } => AgentEvent::ModelResponse { turn, usage: usage.into(), cost },
+            E::ModelResponse { turn, usage, cost, stop_reason } => {
+                AgentEvent::ModelResponse { turn, usage: usage.into(), cost, stop_reason: stop_reason.into() }
+            }
             E::ToolCallRequested { id, name, arguments } => {
                 let arguments_json = match arguments {
                     serde_json::Value::String(raw) => raw,

@@ -200,7 +200,7 @@ fn stream_benches(c: &mut Criterion) {
             let r = decode(wire, &chunks).unwrap_or_else(|e| panic!("{wire}/{answer}: {e}"));
             match answer {
                 "tool_call" => {
-                    assert_eq!(r.stop, StopReason::ToolUse, "{wire}");
+                    assert_eq!(r.stop, StopReason::ToolCalls, "{wire}");
                     let args: Value = serde_json::from_str(&r.tool_calls[0].arguments).expect("arguments are JSON");
                     assert_eq!(args, serde_json::from_str::<Value>(CALL_ARGS).expect("CALL_ARGS is JSON"), "{wire}");
                 }

@@ -19,6 +19,14 @@ pub enum Error {
     /// used up to then.
     #[error("the run went past its {budget} budget of {limit} (spent {spent})")]
     Budget { budget: String, limit: f64, spent: f64, usage: Usage, cost: Option<f64> },
+    /// The model's answer was cut by its output token limit in the middle of tool calls (`tools`, by
+    /// name). Their arguments are incomplete, so none of them ran; `usage` is what the run used, the cut
+    /// answer included. Raise the model's output token limit, or ask for less at once.
+    #[error(
+        "the model's answer was cut by its output token limit in the middle of a call of {}: the call did not run",
+        tools.join(", ")
+    )]
+    OutputTruncated { tools: Vec<String>, usage: Usage },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -36,6 +44,7 @@ impl Error {
             Error::Model(e) => e.code(),
             Error::MaxTurns { .. } => "max_turns",
             Error::Budget { .. } => "budget_exceeded",
+            Error::OutputTruncated { .. } => "output_truncated",
             Error::Cancelled => "cancelled",
             Error::Internal(_) => "internal",
         }
@@ -50,10 +59,13 @@ impl Error {
             .unwrap_or_else(|| "a panic without a message".to_string());
         Error::Internal(format!("panic: {message}"))
     }
-    /// What the run used before it stopped, for the errors that stop a run part-way (turn limit, budget).
+    /// What the run used before it stopped, for the errors that stop a run part-way (turn limit, budget,
+    /// a cut tool call).
     pub fn usage(&self) -> Option<&Usage> {
         match self {
-            Error::MaxTurns { usage, .. } | Error::Budget { usage, .. } => Some(usage),
+            Error::MaxTurns { usage, .. } | Error::Budget { usage, .. } | Error::OutputTruncated { usage, .. } => {
+                Some(usage)
+            }
             _ => None,
         }
     }

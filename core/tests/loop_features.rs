@@ -83,6 +83,106 @@ async fn every_wire_retries_a_429_honouring_retry_after() {
     }
 }
 
+/// Issue 14 item 6: an error the same request would get again is not retried, on every wire, streamed
+/// and not: a 4xx other than 408/409/429, and llama.cpp's 500s about the request itself. A 500 with
+/// another message still is (the negative control: the same script with a transient message passes).
+#[tokio::test]
+async fn errors_the_same_request_gets_again_are_not_retried_on_any_wire() {
+    let llama = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error";
+    let cases = [
+        (400, "Expected 'messages' to be an array", false),
+        (401, "Incorrect API key provided", false),
+        (404, "model not found", false),
+        (422, "unprocessable", false),
+        (500, llama, false),
+        (500, "The model output does not match the expected format", false),
+        (500, "internal hiccup", true),
+        (408, "request timeout", true),
+    ];
+    for wire in ["openai_chat", "anthropic", "openai_responses"] {
+        for stream in [false, true] {
+            for (status, message, retried) in cases {
+                let mut script = script(
+                    wire,
+                    json!([
+                        {"respond": {"error": {"status": status, "message": message, "retry_after": "0"}}},
+                        {"respond": {"content": "hello"}}
+                    ]),
+                );
+                script.stream = stream;
+                let provider = Provider::start(script).await.unwrap();
+                let url = provider.base_url();
+                let builder = Agent::builder();
+                let builder = match wire {
+                    "anthropic" => builder.model(Anthropic::new("m").base_url(url).api_key("k").stream(stream)),
+                    "openai_responses" => {
+                        builder.model(OpenAiResponses::new("m").base_url(url).api_key("k").stream(stream))
+                    }
+                    _ => builder.model(OpenAiChat::new("m").base_url(url).api_key("k").stream(stream)),
+                };
+                let outcome = builder.build().unwrap().run("hi").await;
+                let case = format!("{wire} stream={stream} {status} {message:?}");
+                if retried {
+                    assert_eq!(outcome.map(|r| r.output).map_err(|e| e.to_string()), Ok("hello".into()), "{case}");
+                    assert_eq!(provider.report(), (2, vec![]), "{case}");
+                } else {
+                    let err = outcome.expect_err(&case);
+                    assert_eq!(err.code(), "model_http", "{case}");
+                    assert!(err.to_string().contains(&format!("HTTP {status}: {message}")), "{case}: {err}");
+                    assert_eq!(provider.report(), (1, vec![]), "{case}: retried");
+                }
+            }
+        }
+    }
+}
+
+/// An error a stream reports in place of its answer (HTTP 200, then an error event) gets the same rule as
+/// the same error as a status, on every wire: a transient one (529 overloaded, 500, 429) is retried
+/// while no text has been shown, a repeatable one (llama.cpp's 500 about the output's format) is not,
+/// and either way the run fails with `model_http` and the status, as unstreamed.
+#[tokio::test]
+async fn a_streamed_error_event_gets_the_same_retry_rule_on_every_wire() {
+    let repeatable = "The model output does not match the expected format";
+    for wire in ["openai_chat", "anthropic", "openai_responses"] {
+        let transient = if wire == "anthropic" {
+            529
+        } else if wire == "openai_responses" {
+            429
+        } else {
+            500
+        };
+        for (status, message, retried) in [(transient, "overloaded", true), (500, repeatable, false)] {
+            let mut script = script(
+                wire,
+                json!([
+                    {"respond": {"stream_error": {"status": status, "message": message}}},
+                    {"respond": {"content": "hello"}}
+                ]),
+            );
+            script.stream = true;
+            let provider = Provider::start(script).await.unwrap();
+            let url = provider.base_url();
+            let builder = Agent::builder();
+            let builder = match wire {
+                "anthropic" => builder.model(Anthropic::new("m").base_url(url).api_key("k").stream(true)),
+                "openai_responses" => builder.model(OpenAiResponses::new("m").base_url(url).api_key("k").stream(true)),
+                _ => builder.model(OpenAiChat::new("m").base_url(url).api_key("k").stream(true)),
+            };
+            let outcome = builder.build().unwrap().run("hi").await;
+            let case = format!("{wire} {status} {message:?}");
+            if retried {
+                assert_eq!(outcome.map(|r| r.output).map_err(|e| e.to_string()), Ok("hello".into()), "{case}");
+                assert_eq!(provider.report(), (2, vec![]), "{case}");
+            } else {
+                let err = outcome.expect_err(&case);
+                assert_eq!(err.code(), "model_http", "{case}");
+                assert!(err.to_string().contains(&format!("HTTP {status}: {message}")), "{case}: {err}");
+                assert_eq!(provider.report(), (1, vec![]), "{case}: retried");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn retries_stop_at_max_retries_with_the_last_error() {
     let provider = Provider::start(script(

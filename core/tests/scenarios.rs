@@ -308,6 +308,15 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
         {
             return Err(format!("error message {e:?} does not contain {m:?}"));
         }
+        if let Some(want) = err.get("tools") {
+            let got = match e {
+                ambit::Error::OutputTruncated { ref tools, .. } => serde_json::to_value(tools).unwrap(),
+                _ => return Err(format!("the error names no tools: {e}")),
+            };
+            if want != &got {
+                return Err(format!("error tools: expected {want}, got {got}"));
+            }
+        }
         if let Some(want) = err.get("usage").and_then(Value::as_object) {
             let got =
                 serde_json::to_value(e.usage().ok_or_else(|| format!("the error carries no usage: {e}"))?).unwrap();
@@ -358,6 +367,11 @@ fn check_result(
     if let Some(want) = expect.get("tool_list_after").and_then(Value::as_array) {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list_after")?;
+    }
+    if let Some(want) = expect.get("stop_reason")
+        && want.as_str() != Some(result.stop_reason.as_str())
+    {
+        return Err(format!("stop_reason: expected {want}, got {:?}", result.stop_reason));
     }
     if let Some(want) = expect.get("open_items") {
         let got: Vec<&str> = result.open_items.iter().map(|i| i.text.as_str()).collect();
@@ -535,8 +549,9 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
     ambit::ToolingOptions::from_json(&options.to_string()).map_err(|e| e.to_string())
 }
 
-/// `expect.events`: event types that must appear in this order (others may come between), and the
-/// streamed text, which must add up to the output.
+/// `expect.events`: event types that must appear in this order (others may come between),
+/// `expect.stop_reasons`: the stop reasons of the `model_response` events, and the streamed text, which
+/// must add up to the output.
 fn check_events(
     expect: &Value,
     events: &[Event],
@@ -555,6 +570,18 @@ fn check_events(
                 Some(i) => at += i + 1,
                 None => return Err(format!("event {w} missing (in order) from {types:?}")),
             }
+        }
+    }
+    if let Some(want) = expect.get("stop_reasons") {
+        let got: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ModelResponse { stop_reason, .. } => Some(stop_reason.as_str()),
+                _ => None,
+            })
+            .collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("stop_reasons of the model_response events: expected {want}, got {got:?}"));
         }
     }
     if let Some(Ok(result)) = end {

@@ -452,7 +452,7 @@ fn steered(r: &ModelRequest) -> bool {
 }
 
 fn answer(text: Option<&str>, tool_calls: Vec<ToolCall>) -> ModelResponse {
-    let stop = if tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse };
+    let stop = if tool_calls.is_empty() { StopReason::End } else { StopReason::ToolCalls };
     ModelResponse { id: "r".into(), text: text.map(str::to_string), tool_calls, stop, usage: Usage::default() }
 }
 

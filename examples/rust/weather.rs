@@ -13,8 +13,20 @@ struct WeatherArgs {
     city: String,
 }
 
+/// Prints a failure as its message (`Display`), not as the `Debug` form `main` returning an error
+/// would print.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let name = std::env::var("AMBIT_MODEL").unwrap_or_else(|_| "gpt-4.1-mini".into());
     let configured =
         ["OPENAI_API_KEY", "OPENAI_BASE_URL"].iter().any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));

@@ -17,14 +17,14 @@ import atexit
 import inspect
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Union, overload
+from typing import Any, AsyncIterator, Callable, Iterable, Literal, Mapping, Union, overload
 
 from . import _native
 from ._options import items, mapping, strings
 from ._schema import function_schema
 from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
-                     ModelError, RunCancelled)
+                     ModelError, OutputTruncated, RunCancelled)
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
@@ -66,8 +66,10 @@ __all__ = [
     "MaxTurnsExceeded",
     "ModelError",
     "OpenAIChat",
+    "OutputTruncated",
     "RunCancelled",
     "RunResult",
+    "StopReason",
     "TaskContext",
     "Tool",
     "ToolCall",
@@ -112,15 +114,22 @@ class ToolCall:
     is_error: bool
 
 
+#: Why the model stopped answering: it ended (``end``), asked for tool calls, was cut by the output
+#: token limit (``length``), by the provider's content filter, refused, or another reason.
+StopReason = Literal["end", "tool_calls", "length", "content_filter", "refusal", "other"]
+
+
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run returns."""
+    """What a finished run returns. ``stop_reason`` says why the model stopped its final answer:
+    ``"length"`` when the output token limit cut it (``output`` is then the part it wrote)."""
 
     output: str
     tool_calls: list[ToolCall]
     usage: Usage
     turns: int
     messages: list[dict[str, Any]]
+    stop_reason: StopReason = "end"
     #: What the run cost, when the agent's price table has the model.
     cost: float | None = None
     #: Checklist items still pending or in_progress when the run ended (past the nudge cap).
@@ -444,9 +453,13 @@ class Agent:
         """:meth:`run` for code outside asyncio. Inside a running event loop, ``await run()`` instead."""
         try:
             asyncio.get_running_loop()
+            running = True
         except RuntimeError:
-            return asyncio.run(self.run(input))
-        raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
+            running = False
+        if running:
+            raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
+        # Outside the `except`, so a run's error is not chained to the "no running event loop" probe.
+        return asyncio.run(self.run(input))
 
 
 _EVENTS: dict[str, type] = {cls.type: cls for cls in (
@@ -476,6 +489,7 @@ def _result(raw: dict[str, Any]) -> RunResult:
         usage=Usage(**raw["usage"]),
         turns=raw["turns"],
         messages=raw["messages"],
+        stop_reason=raw.get("stop_reason", "end"),
     )
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 __all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
-           "RunCancelled"]
+           "OutputTruncated", "RunCancelled"]
 
 
 class AmbitError(Exception):
@@ -54,6 +54,15 @@ class BudgetExceeded(AmbitError):
     usage: dict[str, int]
 
 
+class OutputTruncated(AmbitError):
+    """The model's output token limit cut its answer in the middle of tool calls (``tools``, by name):
+    their arguments are incomplete, so none of them ran. ``usage`` is what the run used."""
+
+    code = "output_truncated"
+    tools: list[str]
+    usage: dict[str, int]
+
+
 class RunCancelled(AmbitError):
     """The run was cancelled."""
 
@@ -84,6 +93,7 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "model_response": ModelError,
     "max_turns": MaxTurnsExceeded,
     "budget_exceeded": BudgetExceeded,
+    "output_truncated": OutputTruncated,
     "cancelled": RunCancelled,
     "internal": InternalError,
 }
@@ -99,6 +109,8 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
     for key in ("budget", "limit", "spent", "cost"):
         if key in details:
             setattr(exc, key, details[key])
+    if "tools" in details:
+        exc.tools = list(details["tools"])  # type: ignore[attr-defined]
     if "usage" in details:
         exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
     if "session_id" in details:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from . import RunResult, Usage
+    from . import RunResult, StopReason, Usage
 
 __all__ = [
     "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
@@ -48,12 +48,13 @@ class TextDelta:
 @dataclass(frozen=True)
 class ModelResponse:
     """The model answered; ``usage`` is this request's, ``cost`` its cost when the agent's price table
-    has the model."""
+    has the model, ``stop_reason`` why the model stopped (``"length"``: cut by the output token limit)."""
 
     type: ClassVar[str] = "model_response"
     turn: int
     usage: Usage
     cost: float | None = None
+    stop_reason: StopReason = "end"
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ class Model:
     """What every wire takes: the model's name, where it is, and how to reach it.
 
     ``stream`` streams answers (SSE); ``timeout`` is the limit in seconds on one HTTP request (default
-    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2);
-    ``max_tool_name_bytes`` a limit on tool names smaller than the wire's own (64 bytes on Chat
-    Completions, 128 on the others), for an endpoint that holds names shorter: longer names reach it cut
-    to fit. A value above the wire's limit is refused (``ConfigError`` naming it)."""
+    600); ``max_retries`` the attempts after the first on 408, 409, 429, 5xx and connection errors, except
+    errors the same request gets again (default 2); ``max_tool_name_bytes`` a limit on tool names smaller
+    than the wire's own (64 bytes on Chat Completions, 128 on the others), for an endpoint that holds names
+    shorter: longer names reach it cut to fit. A value above the wire's limit is refused (``ConfigError``
+    naming it)."""
 
     wire = ""
     model: str

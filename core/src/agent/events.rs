@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::RunResult;
 use crate::error::Error;
-use crate::model::Usage;
+use crate::model::{StopReason, Usage};
 
 /// One thing that happened during a run, in the order it happened. Serialized with a `type` tag
 /// (`run_started`, `model_request`, …), the form every binding hands to its language.
@@ -25,8 +25,15 @@ pub enum Event {
     ModelRequest { turn: u32 },
     /// A piece of the model's text, as it streams (the whole text at once on an unstreamed wire).
     TextDelta { text: String },
-    /// The model answered; `usage` is this request's, `cost` its cost when the price table has the model.
-    ModelResponse { turn: u32, usage: Usage, cost: Option<f64> },
+    /// The model answered; `usage` is this request's, `cost` its cost when the price table has the model,
+    /// `stop_reason` why the model stopped (`length`: cut by the output token limit).
+    ModelResponse {
+        turn: u32,
+        usage: Usage,
+        cost: Option<f64>,
+        #[serde(default)]
+        stop_reason: StopReason,
+    },
     /// The model asked for a tool call.
     ToolCallRequested { id: String, name: String, arguments: Value },
     /// The tool call is about to run.

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::error::{Error, ToolError};
-use crate::model::{Message, Model, ModelRequest, PriceTable, ToolCall, Usage};
+use crate::model::{Message, Model, ModelRequest, PriceTable, StopReason, ToolCall, Usage};
 use crate::permission::Policy;
 use crate::tools::{Tool, ToolRegistry, ToolSpec};
 pub use budget::Budget;
@@ -67,6 +67,10 @@ pub struct RunResult {
     pub usage: Usage,
     /// Model requests made.
     pub turns: u32,
+    /// Why the model stopped its final answer: `end`, or `length` when the output token limit cut the
+    /// answer (`output` is then the part written), `content_filter` or `refusal`.
+    #[serde(default)]
+    pub stop_reason: StopReason,
     /// What the run cost, when the price table has the model.
     #[serde(default)]
     pub cost: Option<f64>,
@@ -390,10 +394,21 @@ impl Agent {
             let response = reply.response;
             subagent::account(&state, &mut usage, &response.usage);
             let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
-            events.emit(Event::ModelResponse { turn, usage: response.usage, cost: request_cost });
+            events.emit(Event::ModelResponse {
+                turn,
+                usage: response.usage,
+                cost: request_cost,
+                stop_reason: response.stop,
+            });
             let cost = budget::cost_of(&inner.prices, &model_name, &usage);
             inner.budget.check(&usage, cost)?;
             let calls = response.tool_calls;
+            if response.stop == StopReason::Length && !calls.is_empty() {
+                // Calls cut by the output token limit have incomplete arguments: none of them runs, and
+                // the run ends saying so (the model cannot shorten what it was never told about).
+                let tools = calls.into_iter().map(|c| c.name).collect();
+                return Err(Error::OutputTruncated { tools, usage });
+            }
             if !reply.provider_items.is_empty() {
                 // The provider's own tool search (the native load strategy): kept for the next request,
                 // nothing of it reaches the gate.
@@ -441,6 +456,7 @@ impl Agent {
                     tool_calls: records,
                     usage,
                     turns: turn,
+                    stop_reason: response.stop,
                     cost,
                     open_items: open,
                     messages: request.messages,

@@ -11,7 +11,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, index_below, over};
 use super::openai_chat::env_key;
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -197,11 +197,11 @@ fn is_server_block(kind: &str) -> bool {
 
 fn stop_reason(reason: Option<&str>, has_calls: bool) -> StopReason {
     match reason {
-        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("refusal") => StopReason::ContentFilter,
-        _ if has_calls => StopReason::ToolUse,
+        Some("end_turn") | Some("stop_sequence") => StopReason::End,
+        Some("tool_use") => StopReason::ToolCalls,
+        Some("max_tokens") | Some("model_context_window_exceeded") => StopReason::Length,
+        Some("refusal") => StopReason::Refusal,
+        _ if has_calls => StopReason::ToolCalls,
         _ => StopReason::Other,
     }
 }
@@ -391,10 +391,7 @@ impl StreamDecoder {
                 }
             }
             "message_stop" => self.done = true,
-            "error" => {
-                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("error event");
-                return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
-            }
+            "error" => return Err(super::http::stream_error(data.get("error").unwrap_or(&Value::Null))),
             _ => {}
         }
         Ok(())
@@ -414,6 +411,16 @@ impl StreamDecoder {
         }
         message.insert("content".into(), Value::Array(self.blocks));
         parse_reply_within(&Value::Object(message), &self.limits)
+    }
+}
+
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelReply;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelReply, ModelError> {
+        self.finish_reply()
     }
 }
 
@@ -460,17 +467,16 @@ impl Model for Anthropic {
         if request.tools.iter().any(|t| t.defer_loading) {
             headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_string()));
         }
-        let resp = ep.post(&ep.url("messages"), &headers, &body).await?;
+        let url = ep.url("messages");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish_reply()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 
@@ -609,7 +615,7 @@ mod tests {
         let r = f.finish_reply().unwrap();
         assert_eq!(r.provider_items, blocks);
         assert_eq!(r.response.tool_calls[0].arguments, "{}");
-        assert_eq!(r.response.stop, StopReason::ToolUse);
+        assert_eq!(r.response.stop, StopReason::ToolCalls);
     }
 
     #[test]
@@ -667,7 +673,7 @@ mod tests {
         assert_eq!(*got.lock().unwrap(), "Hello");
         assert_eq!(r.text.as_deref(), Some("Hello"));
         assert_eq!(r.tool_calls[0].arguments, "{\"a\":2}");
-        assert_eq!(r.stop, StopReason::ToolUse);
+        assert_eq!(r.stop, StopReason::ToolCalls);
         assert_eq!(
             (r.usage.input_tokens, r.usage.output_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens),
             (10, 7, 4, 2)

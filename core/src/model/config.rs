@@ -46,7 +46,8 @@ pub struct ModelConfig {
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     #[serde(default)]
     pub timeout_secs: Option<f64>,
-    /// Attempts after the first on 429, 5xx and connection failures (default 2).
+    /// Attempts after the first on 408, 409, 429, 5xx and connection failures, except errors the same
+    /// request gets again (`ambit::model::retry::retryable`; default 2).
     #[serde(default, deserialize_with = "retries_count")]
     pub max_retries: Option<u32>,
     /// Anthropic only: the most tokens one answer may have (default 4096).

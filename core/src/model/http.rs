@@ -1,14 +1,17 @@
 //! What every wire shares: the endpoint settings (base URL, key, timeout, retries, streaming), the HTTP
-//! client, and one POST with retries (backoff and jitter on 429, 5xx and connection failures,
-//! honouring `retry-after`).
+//! client, and one POST with retries (backoff and jitter on the errors [`super::retry::retryable`]
+//! allows and on connection failures, honouring `retry-after`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::TextSink;
 use super::limits::{MAX_ERROR_BODY_BYTES, WireLimits, over};
-use super::retry::{RetryPolicy, backoff, retryable_status};
+use super::retry::{RetryPolicy, backoff, retryable};
+use super::sse::{SseEvent, read_events};
 use crate::error::ModelError;
 
 /// The settings of one endpoint, shared by the three wires.
@@ -90,14 +93,17 @@ impl Endpoint {
                         resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
                     // Only the start of an error body is read: it is for its message.
                     let (bytes, _) = read_capped(resp, MAX_ERROR_BODY_BYTES).await?;
-                    let err = ModelError::Http { status, message: error_message(&String::from_utf8_lossy(&bytes)) };
-                    if !retryable_status(status) {
-                        return Err(err);
+                    let message = error_message(&String::from_utf8_lossy(&bytes));
+                    if !retryable(status, &message) {
+                        return Err(ModelError::Http { status, message });
                     }
+                    let err = ModelError::Http { status, message };
                     (err, retry_after)
                 }
                 Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
-                    (ModelError::Transport(format!("{e} ({url})")), None)
+                    // reqwest names the URL itself when it has it.
+                    let message = if e.url().is_some() { e.to_string() } else { format!("{e} ({url})") };
+                    (ModelError::Transport(message), None)
                 }
                 Err(e) => return Err(ModelError::Transport(e.to_string())),
             };
@@ -106,6 +112,57 @@ impl Endpoint {
             }
             tokio::time::sleep(backoff(&self.retry, attempt, retry_after.as_deref())).await;
             attempt += 1;
+        }
+    }
+}
+
+/// A wire's reader of a streamed answer, one event at a time (each wire's `StreamDecoder`).
+pub(crate) trait StreamRead {
+    /// What the whole stream answers.
+    type Answer;
+    /// Reads one event, handing text to `sink`; whether more events are expected.
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError>;
+    /// The answer the events described.
+    fn answer(self) -> Result<Self::Answer, ModelError>;
+}
+
+impl Endpoint {
+    /// POSTs a streamed request and reads its answer with a fresh reader from `reader`. An error the
+    /// stream reports (an error event, read as the HTTP error it stands for) gets the same retry rule
+    /// as an error status ([`retryable`]), as long as no text has reached the sink yet: text already
+    /// shown is never shown twice, so past it the error ends the request.
+    pub async fn post_stream<R: StreamRead>(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &(impl serde::Serialize + ?Sized),
+        sink: &TextSink<'_>,
+        reader: impl Fn() -> R,
+    ) -> Result<R::Answer, ModelError> {
+        let mut attempt = 0;
+        loop {
+            let resp = self.post(url, headers, body).await?;
+            let shown = AtomicBool::new(false);
+            let tracked = |t: &str| {
+                shown.store(true, Ordering::Relaxed);
+                sink(t);
+            };
+            let mut read = reader();
+            let err = match read_events(resp, self.limits, |e| read.event(&e, &tracked)).await {
+                Ok(()) => return read.answer(),
+                Err(e) => e,
+            };
+            match &err {
+                ModelError::Http { status, message }
+                    if !shown.load(Ordering::Relaxed)
+                        && attempt < self.retry.max_retries
+                        && retryable(*status, message) =>
+                {
+                    tokio::time::sleep(backoff(&self.retry, attempt, None)).await;
+                    attempt += 1;
+                }
+                _ => return Err(err),
+            }
         }
     }
 }
@@ -167,6 +224,34 @@ pub(crate) fn error_message(text: &str) -> String {
         .unwrap_or_else(|| truncate(text, 500).to_string())
 }
 
+/// The error a stream reports in place of an answer (a Chat Completions chunk's `error`, an Anthropic
+/// `error` event's `error`, a Responses `error` event), read as the HTTP error it stands for, so a run
+/// fails with the same code streamed and not: the status is the error's numeric `code` (llama.cpp and
+/// other compatible servers send it), else its `type` or textual `code` (Anthropic's and OpenAI's error
+/// types). An error with neither is an answer that could not be read.
+pub(crate) fn stream_error(error: &Value) -> ModelError {
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("the stream reported an error").to_string();
+    let by_code = error.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
+    let by_type = || {
+        let kind = |key: &str| error.get(key).and_then(Value::as_str);
+        Some(match kind("type").filter(|t| *t != "error").or_else(|| kind("code"))? {
+            "invalid_request_error" => 400,
+            "authentication_error" => 401,
+            "permission_error" => 403,
+            "not_found_error" => 404,
+            "request_too_large" => 413,
+            "rate_limit_error" | "rate_limit_exceeded" => 429,
+            "api_error" | "server_error" => 500,
+            "overloaded_error" => 529,
+            _ => return None,
+        })
+    };
+    match by_code.filter(|c| (400..600).contains(c)).or_else(by_type) {
+        Some(status) => ModelError::Http { status, message },
+        None => ModelError::InvalidResponse(format!("the stream reported an error: {message}")),
+    }
+}
+
 /// A JSON number as a token count: 0 when absent, not a number or negative; a count past `u64::MAX`
 /// (`1e30`) is `u64::MAX`, so a huge count still stops a budget rather than reading as none.
 pub(crate) fn count(v: Option<&Value>) -> u64 {
@@ -176,5 +261,51 @@ pub(crate) fn count(v: Option<&Value>) -> u64 {
             n.as_f64().map_or(0, |f| f as u64)
         }),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::{anthropic, openai_chat, openai_responses};
+    use super::*;
+
+    fn status(e: &ModelError) -> Option<u16> {
+        match e {
+            ModelError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// A stream's error event is the HTTP error it stands for on every wire (code `model_http`, as the
+    /// same error unstreamed), so the one retry rule reads it the same way.
+    #[test]
+    fn a_streamed_error_is_the_http_error_it_stands_for_on_every_wire() {
+        let sink = |_: &str| {};
+        let llama = json!({"error": {"code": 500, "type": "server_error",
+            "message": "The model output does not match the expected format"}});
+        let mut chat = openai_chat::StreamDecoder::new(WireLimits::default());
+        let err = chat.push(&SseEvent { event: None, data: llama.to_string() }, &sink).unwrap_err();
+        assert_eq!((err.code(), status(&err)), ("model_http", Some(500)));
+        assert!(!super::super::retry::retryable(500, &err.to_string()), "{err}");
+
+        let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        let mut claude = anthropic::StreamDecoder::new(WireLimits::default());
+        let err =
+            claude.push(&SseEvent { event: Some("error".into()), data: overloaded.to_string() }, &sink).unwrap_err();
+        assert_eq!((err.code(), status(&err)), ("model_http", Some(529)));
+
+        let limited = json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "param": null});
+        let mut responses = openai_responses::StreamDecoder::new(WireLimits::default());
+        let err =
+            responses.push(&SseEvent { event: Some("error".into()), data: limited.to_string() }, &sink).unwrap_err();
+        assert_eq!((err.code(), status(&err)), ("model_http", Some(429)));
+
+        // Negative control: an error that names no status stays an unreadable answer.
+        let bare = json!({"error": {"message": "something"}});
+        let mut chat = openai_chat::StreamDecoder::new(WireLimits::default());
+        let err = chat.push(&SseEvent { event: None, data: bare.to_string() }, &sink).unwrap_err();
+        assert_eq!(err.code(), "model_response");
     }
 }

@@ -9,7 +9,7 @@ pub mod limits;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pricing;
-mod retry;
+pub mod retry;
 pub mod sse;
 
 pub use config::{ModelConfig, Wire};
@@ -81,15 +81,42 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
 }
 
-/// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Why the model stopped answering, the same on every wire (each wire's own words in brackets).
+///
+/// In the run result ([`crate::RunResult::stop_reason`]) and every `model_response` event. A tool call
+/// cut by [`StopReason::Length`] never runs: the run ends with [`crate::Error::OutputTruncated`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    EndTurn,
-    ToolUse,
-    MaxTokens,
+    /// The model ended its answer (`stop`, `end_turn`, `stop_sequence`, `completed`).
+    #[default]
+    End,
+    /// The model asked for tool calls (`tool_calls`, `tool_use`).
+    ToolCalls,
+    /// The answer was cut by the output token limit (`length`, `max_tokens`, `max_output_tokens`) or the
+    /// context window (`model_context_window_exceeded`).
+    Length,
+    /// The provider's content filter cut or withheld the answer (`content_filter`).
     ContentFilter,
+    /// The model refused (`refusal`; a Chat Completions or Responses answer carrying a refusal).
+    Refusal,
+    /// Any other reason a provider gave (`pause_turn`, an unknown value, none at all).
     Other,
+}
+
+impl StopReason {
+    /// The reason's name, as in events and every binding: `end`, `tool_calls`, `length`,
+    /// `content_filter`, `refusal` or `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::End => "end",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::Length => "length",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Refusal => "refusal",
+            StopReason::Other => "other",
+        }
+    }
 }
 
 /// The model's answer to one request.

@@ -10,7 +10,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, index_below, over};
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -138,7 +138,14 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
     let bad = |what: &str| ModelError::InvalidResponse(format!("{what} in {}", truncate(&body.to_string(), 300)));
     let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("no choices[0]"))?;
     let message = choice.get("message").ok_or_else(|| bad("no choices[0].message"))?;
-    let text = message.get("content").and_then(Value::as_str).map(str::to_string);
+    let mut text = message.get("content").and_then(Value::as_str).map(str::to_string);
+    // A refusal is the answer's text (when there is no other), and its stop reason.
+    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
+    if let Some(r) = refusal
+        && text.as_deref().is_none_or(str::is_empty)
+    {
+        text = Some(r.to_string());
+    }
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         if calls.len() > limits.max_tool_calls {
@@ -153,7 +160,8 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
             });
         }
     }
-    let stop = stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty());
+    let stop =
+        stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty(), refusal.is_some());
     let usage = parse_usage(body.get("usage"));
     Ok(ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
@@ -164,13 +172,16 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
     })
 }
 
-fn stop_reason(finish: Option<&str>, has_calls: bool) -> StopReason {
+/// The stop reason of a `finish_reason`; an answer carrying a refusal stopped for it, whatever the
+/// finish reason says (OpenAI sends `stop`).
+fn stop_reason(finish: Option<&str>, has_calls: bool, refused: bool) -> StopReason {
     match finish {
-        Some("stop") => StopReason::EndTurn,
-        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
-        Some("length") => StopReason::MaxTokens,
+        Some("length") => StopReason::Length,
         Some("content_filter") => StopReason::ContentFilter,
-        _ if has_calls => StopReason::ToolUse,
+        _ if refused => StopReason::Refusal,
+        Some("stop") => StopReason::End,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolCalls,
+        _ if has_calls => StopReason::ToolCalls,
         _ => StopReason::Other,
     }
 }
@@ -199,6 +210,8 @@ pub struct StreamDecoder {
     text: Option<String>,
     calls: Vec<ToolCall>,
     finish: Option<String>,
+    /// The refusal the deltas carried, if any.
+    refusal: Option<String>,
     usage: Option<Value>,
 }
 
@@ -223,8 +236,7 @@ impl StreamDecoder {
 
     fn chunk(&mut self, chunk: &Value, sink: &TextSink<'_>) -> Result<(), ModelError> {
         if let Some(e) = chunk.get("error") {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
-            return Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")));
+            return Err(super::http::stream_error(e));
         }
         if self.id.is_empty()
             && let Some(id) = chunk.get("id").and_then(Value::as_str)
@@ -239,6 +251,9 @@ impl StreamDecoder {
             self.finish = Some(f.to_string());
         }
         let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(r) = delta.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+            self.refusal.get_or_insert_with(String::new).push_str(r);
+        }
         if let Some(t) = delta.get("content").and_then(Value::as_str) {
             self.text.get_or_insert_with(String::new).push_str(t);
             if !t.is_empty() {
@@ -285,14 +300,23 @@ impl StreamDecoder {
         if let Some(c) = self.calls.iter().find(|c| c.id.is_empty() || c.name.is_empty()) {
             return Err(ModelError::InvalidResponse(format!("a streamed tool call without id or name: {c:?}")));
         }
-        let stop = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
-        Ok(ModelResponse {
-            id: self.id,
-            text: self.text,
-            tool_calls: self.calls,
-            stop,
-            usage: parse_usage(self.usage.as_ref()),
-        })
+        let stop = stop_reason(self.finish.as_deref(), !self.calls.is_empty(), self.refusal.is_some());
+        let text = match (self.text, self.refusal) {
+            (Some(t), _) if !t.is_empty() => Some(t),
+            (_, Some(r)) => Some(r),
+            (t, None) => t,
+        };
+        Ok(ModelResponse { id: self.id, text, tool_calls: self.calls, stop, usage: parse_usage(self.usage.as_ref()) })
+    }
+}
+
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelResponse;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelResponse, ModelError> {
+        self.finish()
     }
 }
 
@@ -322,17 +346,16 @@ impl Model for OpenAiChat {
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let resp = ep.post(&ep.url("chat/completions"), &headers, &body).await?;
+        let url = ep.url("chat/completions");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(response);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 
@@ -360,6 +383,32 @@ mod tests {
             "function": {"name": "f", "arguments": {"city": "Paris"}}}]}, "finish_reason": "tool_calls"}]});
         d.push(&crate::model::sse::SseEvent { event: None, data: chunk.to_string() }, &|_: &str| {}).unwrap();
         assert_eq!(d.finish().unwrap().tool_calls[0].arguments, r#"{"city":"Paris"}"#);
+    }
+
+    /// A refusal is the answer's text and its stop reason, whole and streamed, whatever the finish
+    /// reason (OpenAI sends `stop`); a cut answer is `length` even with a refusal field.
+    #[test]
+    fn a_refusal_is_the_text_and_the_stop_reason() {
+        let whole = |finish: &str| {
+            json!({"id": "x", "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant",
+                "content": null, "refusal": "I can't help with that."}}]})
+        };
+        let r = parse_response(&whole("stop")).unwrap();
+        assert_eq!((r.text.as_deref(), r.stop), (Some("I can't help with that."), StopReason::Refusal));
+        assert_eq!(parse_response(&whole("length")).unwrap().stop, StopReason::Length);
+        let mut d = StreamDecoder::default();
+        for chunk in [
+            json!({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "refusal": "I can't"}}]}),
+            json!({"id": "x", "choices": [{"index": 0, "delta": {"refusal": " help."}, "finish_reason": "stop"}]}),
+        ] {
+            d.push(&crate::model::sse::SseEvent { event: None, data: chunk.to_string() }, &|_: &str| {}).unwrap();
+        }
+        let r = d.finish().unwrap();
+        assert_eq!((r.text.as_deref(), r.stop), (Some("I can't help."), StopReason::Refusal));
+        // Negative control: a plain answer ends.
+        let plain = json!({"id": "x", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+            "content": "Sure.", "refusal": null}}]});
+        assert_eq!(parse_response(&plain).unwrap().stop, StopReason::End);
     }
 
     #[test]
@@ -391,7 +440,7 @@ mod tests {
         let r = parse_response(&v).unwrap();
         assert_eq!(r.text.as_deref(), Some("hi"));
         assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens), (6, 4, 2));
-        assert_eq!(r.stop, StopReason::EndTurn);
+        assert_eq!(r.stop, StopReason::End);
     }
 
     #[test]

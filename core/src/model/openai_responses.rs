@@ -12,7 +12,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, over};
 use super::openai_chat::{env_key, openai_base_url};
-use super::sse::{SseEvent, read_events};
+use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -166,14 +166,23 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
     let mut text: Option<String> = None;
     let mut tool_calls = Vec::new();
     let mut provider_items = Vec::new();
+    let mut refused = false;
     for item in items {
         match item.get("type").and_then(Value::as_str) {
             Some(kind) if is_server_item(kind) => provider_items.push(item.clone()),
             Some("message") => {
                 for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
-                    if part.get("type").and_then(Value::as_str) == Some("output_text") {
-                        text.get_or_insert_with(String::new)
-                            .push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("output_text") => text
+                            .get_or_insert_with(String::new)
+                            .push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+                        // A refusal is the answer's text, and its stop reason.
+                        Some("refusal") => {
+                            refused = true;
+                            text.get_or_insert_with(String::new)
+                                .push_str(part.get("refusal").and_then(Value::as_str).unwrap_or(""));
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -200,14 +209,13 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
         body.get("status").and_then(Value::as_str),
         body.pointer("/incomplete_details/reason").and_then(Value::as_str),
     ) {
-        (Some("incomplete"), Some("max_output_tokens")) => StopReason::MaxTokens,
+        (Some("incomplete"), Some("max_output_tokens")) => StopReason::Length,
         (Some("incomplete"), Some("content_filter")) => StopReason::ContentFilter,
-        (Some("failed"), _) => {
-            let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("status failed");
-            return Err(ModelError::InvalidResponse(format!("the response failed: {message}")));
-        }
-        _ if !tool_calls.is_empty() => StopReason::ToolUse,
-        (Some("completed"), _) => StopReason::EndTurn,
+        // A failed response is the error it carries, as a stream's error event is.
+        (Some("failed"), _) => return Err(super::http::stream_error(body.get("error").unwrap_or(&json!({})))),
+        _ if !tool_calls.is_empty() => StopReason::ToolCalls,
+        _ if refused => StopReason::Refusal,
+        (Some("completed"), _) => StopReason::End,
         _ => StopReason::Other,
     };
     let u = body.get("usage");
@@ -266,10 +274,7 @@ impl StreamDecoder {
                 self.last = data.get("response").cloned();
                 Ok(false)
             }
-            "error" => {
-                let message = data.get("message").and_then(Value::as_str).unwrap_or("error event");
-                Err(ModelError::InvalidResponse(format!("the stream reported an error: {message}")))
-            }
+            "error" => Err(super::http::stream_error(&data)),
             _ => Ok(true),
         }
     }
@@ -285,6 +290,16 @@ impl StreamDecoder {
             .last
             .ok_or_else(|| ModelError::InvalidResponse("the stream ended without response.completed".into()))?;
         parse_reply_within(&response, &self.limits)
+    }
+}
+
+impl super::http::StreamRead for StreamDecoder {
+    type Answer = ModelReply;
+    fn event(&mut self, event: &SseEvent, sink: &TextSink<'_>) -> Result<bool, ModelError> {
+        self.push(event, sink)
+    }
+    fn answer(self) -> Result<ModelReply, ModelError> {
+        self.finish_reply()
     }
 }
 
@@ -328,17 +343,16 @@ impl Model for OpenAiResponses {
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let resp = ep.post(&ep.url("responses"), &headers, &body).await?;
+        let url = ep.url("responses");
         if !ep.stream {
+            let resp = ep.post(&url, &headers, &body).await?;
             let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        let mut decoder = StreamDecoder::new(ep.limits);
-        read_events(resp, ep.limits, |e| decoder.push(&e, sink)).await?;
-        decoder.finish_reply()
+        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 
@@ -422,7 +436,7 @@ mod tests {
         let r = parse_reply(&body).unwrap();
         assert_eq!((r.wire, &r.provider_items), (WIRE, &search_items()));
         assert_eq!(r.response.tool_calls[0].name, "get_forecast");
-        assert_eq!(r.response.stop, StopReason::ToolUse);
+        assert_eq!(r.response.stop, StopReason::ToolCalls);
 
         let mut d = StreamDecoder::default();
         let sink = |_: &str| {};
@@ -453,7 +467,7 @@ mod tests {
         let r = parse_response(&v).unwrap();
         assert_eq!(r.text.as_deref(), Some("hi"));
         assert_eq!(r.tool_calls[0].id, "call_1");
-        assert_eq!(r.stop, StopReason::ToolUse);
+        assert_eq!(r.stop, StopReason::ToolCalls);
         assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens), (6, 4));
     }
 }

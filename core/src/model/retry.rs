@@ -1,5 +1,5 @@
-//! Retries with exponential backoff and jitter on 429, 5xx and connection failures, honouring
-//! `retry-after`.
+//! Retries with exponential backoff and jitter on 408, 409, 429, 5xx and connection failures, honouring
+//! `retry-after`; which errors are worth another attempt is [`retryable`].
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,9 +22,22 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Whether an HTTP status is worth another attempt.
-pub fn retryable_status(status: u16) -> bool {
-    status == 408 || status == 409 || status == 429 || status >= 500
+/// What a server says in a 5xx answer when the request itself is at fault, so the same request fails
+/// the same way every time. llama.cpp answers HTTP 500 when it cannot read a request's history (tool
+/// call arguments that are not JSON) or when the model's output does not parse as its chat format.
+const REPEATABLE_SERVER_ERRORS: [&str; 3] =
+    ["Failed to parse tool call arguments", "does not match the expected format", "Failed to parse input"];
+
+/// Whether a failed request is worth another attempt, by its HTTP status and the error's message: the
+/// one rule for every wire, streamed or not (an error event in a stream is read as the status it
+/// carries). 408, 409, 429 and 5xx are, unless the message is one a server repeats for the same request
+/// (`REPEATABLE_SERVER_ERRORS`); every other status (400, 401, 403, 404, 413, 422, …) is not.
+pub fn retryable(status: u16, message: &str) -> bool {
+    match status {
+        408 | 409 | 429 => true,
+        500.. => !REPEATABLE_SERVER_ERRORS.iter().any(|m| message.contains(m)),
+        _ => false,
+    }
 }
 
 /// The wait before retry number `attempt` (0-based): the server's `retry-after` when it gave one (capped
@@ -65,7 +78,18 @@ mod tests {
     }
 
     #[test]
-    fn statuses() {
-        assert!(retryable_status(429) && retryable_status(503) && !retryable_status(400) && !retryable_status(404));
+    fn statuses_and_messages() {
+        for status in [408, 409, 429, 500, 502, 503, 529] {
+            assert!(retryable(status, "overloaded"), "{status}");
+        }
+        for status in [400, 401, 403, 404, 413, 422] {
+            assert!(!retryable(status, "bad request"), "{status}");
+        }
+        // llama.cpp's 500s about the request itself are repeatable, not transient.
+        let history = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error";
+        assert!(!retryable(500, history));
+        assert!(!retryable(500, "The model output does not match the expected format"));
+        // Negative control: the same status with another message is retried.
+        assert!(retryable(500, "internal error"));
     }
 }

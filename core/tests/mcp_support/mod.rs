@@ -23,7 +23,7 @@ pub fn call(id: &str, name: &str, args: serde_json::Value) -> ModelResponse {
         id: id.into(),
         text: None,
         tool_calls: vec![ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }],
-        stop: StopReason::ToolUse,
+        stop: StopReason::ToolCalls,
         usage: Usage::default(),
     }
 }
@@ -33,7 +33,7 @@ pub fn text(t: &str) -> ModelResponse {
         id: "end".into(),
         text: Some(t.into()),
         tool_calls: vec![],
-        stop: StopReason::EndTurn,
+        stop: StopReason::End,
         usage: Usage::default(),
     }
 }

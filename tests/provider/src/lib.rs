@@ -211,10 +211,17 @@ async fn handle(
         record(json!({"status": 200, "body": answer}));
         return Ok(json_response(wire, 200, &answer, None));
     }
-    let events = match wire {
-        "anthropic" => wires::anthropic_events(&format!("msg_ambit{tag}"), model, respond),
-        "openai_responses" => wires::responses_events(&format!("resp_ambit{tag}"), model, respond, &body),
-        _ => wires::chat_chunks(&format!("chatcmpl-ambit{tag}"), model, respond),
+    let events = if let Some(err) = respond.get("stream_error") {
+        // The stream starts (HTTP 200) and reports an error in place of the answer.
+        let status = err.get("status").and_then(Value::as_u64).unwrap_or(500) as u16;
+        let message = err.get("message").and_then(Value::as_str).unwrap_or("scripted error");
+        vec![stream_error_event(wire, status, message)]
+    } else {
+        match wire {
+            "anthropic" => wires::anthropic_events(&format!("msg_ambit{tag}"), model, respond),
+            "openai_responses" => wires::responses_events(&format!("resp_ambit{tag}"), model, respond, &body),
+            _ => wires::chat_chunks(&format!("chatcmpl-ambit{tag}"), model, respond),
+        }
     };
     let mut text: String = events.iter().map(wires::Sse::to_bytes).collect();
     if wire == "openai_chat" {
@@ -378,6 +385,24 @@ fn error_body(wire: &str, status: u16, message: &str) -> Value {
         _ => ("server_error", "server_error"),
     };
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// The error event a stream reports in place of its answer: Chat Completions a chunk
+/// `{"error": {"code": status, "message", "type"}}` (llama.cpp's form), Anthropic an `error` event with
+/// the error body, Responses an `error` event `{"type": "error", "code", "message", "param"}`.
+fn stream_error_event(wire: &str, status: u16, message: &str) -> wires::Sse {
+    let body = error_body(wire, status, message);
+    match wire {
+        "anthropic" => wires::Sse { event: Some("error".into()), data: body },
+        "openai_responses" => wires::Sse {
+            event: Some("error".into()),
+            data: json!({"type": "error", "code": body["error"]["code"], "message": message, "param": null}),
+        },
+        _ => wires::Sse {
+            event: None,
+            data: json!({"error": {"code": status, "message": message, "type": body["error"]["type"]}}),
+        },
+    }
 }
 
 fn error_response(wire: &str, status: u16, message: &str, retry_after: Option<&str>) -> Response<Body> {

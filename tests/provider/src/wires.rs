@@ -3,7 +3,7 @@
 //!
 //! A scripted answer (`respond`) is wire-neutral: `content`, `tool_calls[]` (`id`, `name`,
 //! `arguments`), an optional wire-specific stop override (`finish_reason` on Chat Completions,
-//! `stop_reason` on Anthropic), `usage`, and `native_search` (`query`, `tools[]`): the provider's own
+//! `stop_reason` on Anthropic, `incomplete_reason` on Responses), `usage`, and `native_search` (`query`, `tools[]`): the provider's own
 //! tool search, answered before the rest (Anthropic `server_tool_use` + `tool_search_tool_result`
 //! blocks, Responses `tool_search_call` + `tool_search_output` items; nothing on Chat Completions).
 
@@ -381,14 +381,20 @@ fn responses_items(id: &str, respond: &Value, request: &Value) -> Vec<Value> {
 
 /// A Responses response object; `request` is echoed where the API echoes it (instructions, tools).
 pub fn responses_response(id: &str, model: &str, respond: &Value, request: &Value, done: bool) -> Value {
+    // `incomplete_reason` (`max_output_tokens`, `content_filter`) makes the finished answer incomplete.
+    let incomplete = if done { respond.get("incomplete_reason").and_then(Value::as_str) } else { None };
     json!({
         "id": id,
         "object": "response",
         "created_at": CREATED,
-        "status": if done { "completed" } else { "in_progress" },
+        "status": match (done, incomplete) {
+            (false, _) => "in_progress",
+            (true, None) => "completed",
+            (true, Some(_)) => "incomplete",
+        },
         "background": false,
         "error": null,
-        "incomplete_details": null,
+        "incomplete_details": incomplete.map(|r| json!({"reason": r})),
         "instructions": request.get("instructions").cloned().unwrap_or(Value::Null),
         "max_output_tokens": null,
         "model": model,
@@ -463,7 +469,8 @@ pub fn responses_events(id: &str, model: &str, respond: &Value, request: &Value)
         }
         out.push(("response.output_item.done".into(), json!({"output_index": output_index, "item": item})));
     }
-    out.push(("response.completed".into(), json!({"response": responses_response(id, model, respond, request, true)})));
+    let last = if respond.get("incomplete_reason").is_some() { "response.incomplete" } else { "response.completed" };
+    out.push((last.into(), json!({"response": responses_response(id, model, respond, request, true)})));
     out.into_iter()
         .enumerate()
         .map(|(seq, (event, mut data))| {

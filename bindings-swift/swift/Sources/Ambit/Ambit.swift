@@ -84,7 +84,8 @@ public struct Model: Sendable, Equatable {
     public var stream: Bool
     /// The limit on one HTTP request in seconds, retries not included (default 600).
     public var timeout: Double?
-    /// Attempts after the first on 429, 5xx and connection errors (default 2).
+    /// Attempts after the first on 408, 409, 429, 5xx and connection errors, except errors the same
+    /// request gets again (default 2).
     public var maxRetries: Int?
     /// Anthropic only: the most tokens one answer may have (default 4096).
     public var maxTokens: Int?
@@ -157,13 +158,15 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     case maxTurns(limit: Int, usage: Usage, message: String)
     /// The run went past a hard budget (`budget` is "tokens" or "cost"); `usage` is what it used.
     case budgetExceeded(budget: String, limit: Double, spent: Double, cost: Double?, usage: Usage, message: String)
+    /// The output token limit cut the model's answer in the middle of calls of `tools`; none of them ran.
+    case outputTruncated(tools: [String], usage: Usage, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
     /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
     case `internal`(message: String)
 
     /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns`, `budget_exceeded`,
-    /// `cancelled` or `internal`.
+    /// `output_truncated`, `cancelled` or `internal`.
     public var code: String {
         switch self {
         case .config: return "config"
@@ -172,6 +175,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .modelResponse: return "model_response"
         case .maxTurns: return "max_turns"
         case .budgetExceeded: return "budget_exceeded"
+        case .outputTruncated: return "output_truncated"
         case .cancelled: return "cancelled"
         case .internal: return "internal"
         }
@@ -182,7 +186,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         switch self {
         case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
              let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
-             let .internal(message), let .budgetExceeded(_, _, _, _, _, message):
+             let .internal(message), let .budgetExceeded(_, _, _, _, _, message),
+             let .outputTruncated(_, _, message):
             return message
         }
     }
@@ -210,8 +215,25 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
             self = .maxTurns(limit: Int(maxTurns), usage: usage, message: message)
         case let .BudgetExceeded(budget, limit, spent, cost, usage, message):
             self = .budgetExceeded(budget: budget, limit: limit, spent: spent, cost: cost, usage: usage, message: message)
+        case let .OutputTruncated(tools, usage, message):
+            self = .outputTruncated(tools: tools, usage: usage, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         case let .Internal(message): self = .internal(message: message)
+        }
+    }
+}
+
+extension StopReason {
+    /// The reason's name, the same in every language: `end`, `tool_calls`, `length`, `content_filter`,
+    /// `refusal` or `other`.
+    public var name: String {
+        switch self {
+        case .end: return "end"
+        case .toolCalls: return "tool_calls"
+        case .length: return "length"
+        case .contentFilter: return "content_filter"
+        case .refusal: return "refusal"
+        case .other: return "other"
         }
     }
 }

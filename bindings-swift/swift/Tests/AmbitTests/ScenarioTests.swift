@@ -245,6 +245,7 @@ func int(_ value: Any?) -> Int? {
     /// Runs through `stream`, checks the events, and returns the result `run` would.
     func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
         var kinds: [String] = []
+        var stopReasons: [String] = []
         var text = ""
         var finished: RunResult?
         for try await event in agent.stream(input) {
@@ -256,7 +257,9 @@ func int(_ value: Any?) -> Int? {
             case let .textDelta(piece):
                 text += piece
                 kinds.append("text_delta")
-            case .modelResponse: kinds.append("model_response")
+            case let .modelResponse(_, _, _, stopReason):
+                kinds.append("model_response")
+                stopReasons.append(stopReason.name)
             case .toolCallRequested: kinds.append("tool_call_requested")
             case .toolStarted: kinds.append("tool_started")
             case .toolFinished: kinds.append("tool_finished")
@@ -280,6 +283,9 @@ func int(_ value: Any?) -> Int? {
                 break
             }
             at = i + 1
+        }
+        if let want = expect["stop_reasons"] as? [String] {
+            #expect(stopReasons == want, "\(file): stop reasons of the model_response events \(stopReasons)")
         }
         let result = try #require(finished, "\(file): the stream ended without runFinished")
         #expect(text.hasSuffix(result.output), "\(file): text deltas \(text.debugDescription)")
@@ -400,10 +406,18 @@ func int(_ value: Any?) -> Int? {
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
                 }
+                if let tools = expectedError["tools"] as? [String] {
+                    if case let .outputTruncated(got, _, _) = ambit {
+                        #expect(got == tools, "\(file): tools \(got)")
+                    } else {
+                        Issue.record("\(file): the error names no tools: \(ambit)")
+                    }
+                }
                 if let usage = expectedError["usage"] as? [String: Any] {
                     let got: Usage
                     switch ambit {
-                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _): got = u
+                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _), let .outputTruncated(_, u, _):
+                        got = u
                     default:
                         Issue.record("\(file): the error carries no usage: \(ambit)")
                         return
@@ -479,6 +493,9 @@ func int(_ value: Any?) -> Int? {
         }
         if let open = expect["open_items"] as? [String] {
             #expect(result.openItems.map(\.text) == open, "\(file): open items \(result.openItems)")
+        }
+        if let stop = expect["stop_reason"] as? String {
+            #expect(result.stopReason.name == stop, "\(file): stop reason \(result.stopReason)")
         }
         if expect["host_saw_cancel"] as? Bool == true {
             let saw = await SawCancel.shared.take()
