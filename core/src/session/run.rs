@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::durable::{self, Journal, Lease, Take};
 use super::rules::{self, Gauge, Item};
 use super::{SessionError, SessionState, Sessions, now_ms};
 use crate::agent::run_state::{self, Rounds};
@@ -45,6 +46,8 @@ pub(crate) struct Current {
     last: Mutex<Option<Last>>,
     /// A compaction between rounds that failed: the run stops, and fails with it.
     failure: Mutex<Option<SessionError>>,
+    /// Where the run's calls are recorded before and after they run.
+    journal: Arc<Journal>,
 }
 
 /// The window's use as the last model response left it.
@@ -71,6 +74,11 @@ pub struct ParkedCall {
     pub call_id: String,
     pub name: String,
     pub request: ApprovalRequest,
+    /// The run and turn that made the call: where the call journal records it when it runs.
+    #[serde(default)]
+    pub run: String,
+    #[serde(default)]
+    pub turn: u64,
 }
 
 /// What a parked session holds in its state row until it is resumed.
@@ -92,7 +100,8 @@ pub(crate) fn park(call_id: &str, name: &str, request: ApprovalRequest) -> Resul
         return Err(format!("{why} (a sub-agent's parent waits on it)"));
     }
     let Some(current) = current() else { return Err(why) };
-    let call = ParkedCall { call_id: call_id.to_string(), name: name.to_string(), request };
+    let (run, turn) = current.journal.position();
+    let call = ParkedCall { call_id: call_id.to_string(), name: name.to_string(), request, run, turn };
     current.parked_calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
     Ok(WAITING.to_string())
 }
@@ -187,6 +196,7 @@ impl Current {
 #[async_trait::async_trait]
 impl Rounds for Current {
     fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]) {
+        self.journal.next_turn();
         let reported =
             usage.input_tokens.saturating_add(usage.cache_read_tokens).saturating_add(usage.cache_write_tokens);
         let since = rules::messages_tokens(messages.get(sent..).unwrap_or_default());
@@ -230,6 +240,26 @@ impl Rounds for Current {
     }
 }
 
+fn idle() -> SessionState {
+    SessionState { state: "idle".into(), parked: None }
+}
+
+/// A run that failed lets its session go (idle), and fails with `e`.
+async fn idle_after(lease: &Lease, e: SessionError) -> SessionError {
+    if let Err(lost) = lease.settle(&[], idle()).await {
+        tracing::warn!(error = %lost, "a failed run could not let its session go");
+    }
+    e
+}
+
+async fn park_session<T>(lease: &Lease, session_id: &str, parked: Parked) -> Result<T, SessionError> {
+    let request = parked.calls[0].request.clone();
+    let value = serde_json::to_value(&parked).map_err(|e| SessionError::Store(e.to_string()))?;
+    let state = SessionState { state: "awaiting_approval".into(), parked: Some(value) };
+    lease.settle(&[], state).await?;
+    Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
+}
+
 fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: u64) -> Gauge {
     let window = rules::live_window(entries);
     Gauge {
@@ -253,18 +283,21 @@ impl Sessions {
     /// Runs `agent` on `input` in the session: it continues the session's live window, and what it adds
     /// is appended to the log when it ends.
     pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
-        let state = self.store.state(session_id).await?;
-        if state.state == "awaiting_approval" {
-            return Err(SessionError::InvalidArgument(format!(
-                "session '{session_id}' is parked awaiting an approval; resume it first"
-            )));
+        // One run at a time (SPEC §8b): the lease, or session_busy.
+        let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
+        if taken.taken_over {
+            // The run this one takes over from died: the model is told what it started and never finished.
+            let note = Message::User { content: durable::interrupted_note(&taken.interrupted) };
+            self.store.append(session_id, &[Item::Message { message: note }], now_ms()).await?;
         }
         let overhead = overhead(agent);
         let entries = self.store.entries(session_id).await?;
-        if gauge(self, &entries, overhead).over() {
-            self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?;
+        if gauge(self, &entries, overhead).over()
+            && let Err(e) = self.compact_with(agent, session_id, self.config.keep_recent, None, false).await
+        {
+            return Err(idle_after(&lease, e).await);
         }
-        self.go_on(agent, session_id, overhead, input, false).await
+        self.go_on(agent, session_id, overhead, input, false, lease).await
     }
 
     /// Runs the live window on, with `input` (or, resuming, from the tool results it ends with), appends
@@ -277,8 +310,13 @@ impl Sessions {
         overhead: u64,
         input: &str,
         resume: bool,
+        lease: Lease,
     ) -> Result<RunResult, SessionError> {
-        let entries = self.store.entries(session_id).await?;
+        let entries = match self.store.entries(session_id).await {
+            Ok(entries) => entries,
+            Err(e) => return Err(idle_after(&lease, e).await),
+        };
+        let journal = Journal::new(self, session_id, durable::fresh_id(), 0);
         let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
         let current = Arc::new(Current {
             sessions: self.clone(),
@@ -292,12 +330,13 @@ impl Sessions {
             stored: Mutex::new(history.len()),
             last: Mutex::new(None),
             failure: Mutex::new(None),
+            journal: journal.clone(),
         });
         let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
         let run = run_state::with_rounds(current.clone(), run);
-        let outcome = CURRENT.scope(current.clone(), run).await;
+        let outcome = CURRENT.scope(current.clone(), journal.scope(run)).await;
         if let Some(e) = lock(&current.failure).take() {
-            return Err(e);
+            return Err(idle_after(&lease, e).await);
         }
         // The run's messages from here on are not in the log yet.
         let skip = *lock(&current.stored);
@@ -305,26 +344,27 @@ impl Sessions {
         if let (Err(crate::Error::Cancelled), Some(messages)) = (&outcome, parked) {
             let calls = std::mem::take(&mut *lock(&current.parked_calls));
             let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls };
-            return self.park_session(session_id, parked).await;
+            return park_session(&lease, session_id, parked).await;
         }
-        let result = outcome?;
+        let result = match outcome {
+            Ok(result) => result,
+            Err(e) => return Err(idle_after(&lease, e.into()).await),
+        };
         let added: Vec<Item> =
             result.messages.iter().skip(skip).map(|m| Item::Message { message: m.clone() }).collect();
-        self.store.append(session_id, &added, now_ms()).await?;
         let asked = lock(&current.compact).take();
-        if let Some((keep_recent, instructions)) = asked {
-            let keep = if keep_recent { self.config.keep_recent } else { 0 };
-            self.compact_with(agent, session_id, keep, instructions, false).await?;
+        let Some((keep_recent, instructions)) = asked else {
+            // The run's messages and the end of its hold, in one transaction.
+            lease.settle(&added, idle()).await?;
+            return Ok(result);
+        };
+        self.store.append(session_id, &added, now_ms()).await?;
+        let keep = if keep_recent { self.config.keep_recent } else { 0 };
+        if let Err(e) = self.compact_with(agent, session_id, keep, instructions, false).await {
+            return Err(idle_after(&lease, e).await);
         }
+        lease.settle(&[], idle()).await?;
         Ok(result)
-    }
-
-    async fn park_session<T>(&self, session_id: &str, parked: Parked) -> Result<T, SessionError> {
-        let request = parked.calls[0].request.clone();
-        let value = serde_json::to_value(&parked).map_err(|e| SessionError::Store(e.to_string()))?;
-        let state = SessionState { state: "awaiting_approval".into(), parked: Some(value) };
-        self.store.set_state(session_id, &state, now_ms()).await?;
-        Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
     }
 
     /// The approval a parked session waits on, if it is parked.
@@ -347,19 +387,22 @@ impl Sessions {
         if decision == ApprovalDecision::Later {
             return Err(SessionError::InvalidArgument("resume needs an answer: approve, deny or revise".into()));
         }
-        let state = self.store.state(session_id).await?;
-        let parked = match (state.state.as_str(), state.parked) {
-            ("awaiting_approval", Some(p)) => p,
-            _ => {
-                return Err(SessionError::InvalidArgument(format!(
-                    "session '{session_id}' is not awaiting an approval"
-                )));
-            }
-        };
-        let mut parked: Parked = serde_json::from_value(parked).map_err(|e| SessionError::Store(e.to_string()))?;
+        // Exactly once (SPEC §8b): the parked state is claimed by compare-and-set before anything runs;
+        // a second resume gets session_not_parked.
+        let take = if self.guarded { Take::Resume } else { Take::Unguarded };
+        let (lease, taken) = Lease::take(self, session_id, take).await?;
+        let parked = taken.parked.ok_or_else(|| SessionError::NotParked(format!("session '{session_id}' is not parked")));
+        let mut parked: Parked = parked
+            .and_then(|p| serde_json::from_value(p).map_err(|e| SessionError::Store(e.to_string())))?;
+        if parked.calls.is_empty() {
+            return Err(SessionError::Store(format!("session '{session_id}' is parked on no call")));
+        }
         let call = parked.calls.remove(0);
-        let (content, is_error) =
-            agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision).await;
+        // The call runs under the journal of the run that made it: a resume that a crash interrupted
+        // finds it recorded, and does not run it again.
+        let journal = Journal::new(self, session_id, call.run.clone(), call.turn);
+        let answer = agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision);
+        let (content, is_error) = journal.scope(answer).await;
         for m in &mut parked.messages {
             if let Message::Tool { call_id, content: c, is_error: e, .. } = m
                 && *call_id == call.call_id
@@ -369,12 +412,13 @@ impl Sessions {
             }
         }
         if !parked.calls.is_empty() {
-            return self.park_session(session_id, parked).await;
+            return park_session(&lease, session_id, parked).await;
         }
         let added: Vec<Item> = parked.messages.into_iter().map(|message| Item::Message { message }).collect();
-        self.store.append(session_id, &added, now_ms()).await?;
-        self.store.set_state(session_id, &SessionState { state: "idle".into(), parked: None }, now_ms()).await?;
-        self.go_on(agent, session_id, overhead(agent), "", true).await
+        // The answered turn goes into the log as the parked state goes, in one transaction: a crash
+        // leaves either the claim to take over or the run going on, never both.
+        lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
+        self.go_on(agent, session_id, overhead(agent), "", true, lease).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is

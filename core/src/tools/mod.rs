@@ -34,6 +34,11 @@ pub struct ToolSpec {
     /// String arguments whose blank value is itself the value (SPEC §2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_blank: Vec<String>,
+    /// Running a call twice has the effect of running it once (SPEC §8b): a call a crash interrupted
+    /// before its result was recorded is run again on resume, where any other tool's is reported to
+    /// the model as of unknown outcome.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
     /// In a request only: the tool ships with the provider's own deferred loading (`defer_loading:
     /// true`, the `native` load strategy of SPEC §4), and the wire adds its tool-search tool. Set by
     /// the deferral rules, never declared.
@@ -98,6 +103,7 @@ impl ToolSpec {
             level: None,
             requires_approval: false,
             allow_blank: Vec::new(),
+            idempotent: false,
             defer_loading: false,
         }
     }
@@ -111,6 +117,12 @@ impl ToolSpec {
     /// Puts every call to the approval handler.
     pub fn with_requires_approval(mut self, yes: bool) -> Self {
         self.requires_approval = yes;
+        self
+    }
+
+    /// Declares that running a call twice has the effect of running it once (SPEC §8b).
+    pub fn with_idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
         self
     }
 
@@ -259,6 +271,12 @@ impl<F, A, Fut> FnTool<F, A, Fut> {
     /// Puts every call to the approval handler, whatever the level.
     pub fn requires_approval(mut self) -> Self {
         self.spec.requires_approval = true;
+        self
+    }
+
+    /// Declares the tool idempotent: a call a crash interrupted is run again on resume (SPEC §8b).
+    pub fn idempotent(mut self) -> Self {
+        self.spec.idempotent = true;
         self
     }
 
