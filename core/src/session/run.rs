@@ -335,7 +335,8 @@ impl Sessions {
         let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
         let run = run_state::with_rounds(current.clone(), run);
         let outcome = CURRENT.scope(current.clone(), journal.scope(run)).await;
-        if let Some(e) = lock(&current.failure).take() {
+        let failure = lock(&current.failure).take();
+        if let Some(e) = failure {
             return Err(idle_after(&lease, e).await);
         }
         // The run's messages from here on are not in the log yet.
