@@ -34,7 +34,8 @@ function toRequest(r) {
 
 function toError(error) {
   if (error.code === 'awaiting_approval') return new AwaitingApprovalError(error.message, error.details);
-  if (error.code === 'session_not_found' || error.code === 'session_store' || error.code === 'invalid_argument') {
+  const plain = ['session_not_found', 'session_store', 'invalid_argument', 'session_busy', 'session_not_parked'];
+  if (plain.includes(error.code)) {
     return new core.AmbitError(error.message, error.code);
   }
   // A run's own failure: the same error class Agent.run would throw.

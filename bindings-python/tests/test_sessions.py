@@ -73,3 +73,86 @@ async def missing_and_bad(tmp_path: Path) -> None:
     with pytest.raises(ambit.AmbitError) as info:
         await ambit.Sessions.open("mysql://x")
     assert info.value.code == "invalid_argument"
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_second_run_on_a_running_session_is_refused_with_session_busy(kind: str, tmp_path: Path,
+                                                                       start_provider: Any) -> None:
+    p = start_provider(script(tmp_path, [
+        {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+        {"respond": {"content": "first"}},
+        {"respond": {"content": "second"}},
+    ]))
+    asyncio.run(one_run_at_a_time(kind, tmp_path, p.base_url))
+
+
+async def one_run_at_a_time(kind: str, tmp_path: Path, base_url: str) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @ambit.tool
+    async def wait() -> str:
+        """Wait until released."""
+        entered.set()
+        await release.wait()
+        return "done"
+
+    sessions = await ambit.Sessions.open(store_url(kind, tmp_path))
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[wait])
+    sid = await sessions.create()
+    first = asyncio.create_task(sessions.run(agent, sid, "one"))
+    await entered.wait()
+    # The first run holds the session while its tool waits: a second is refused, typed.
+    with pytest.raises(ambit.SessionBusy) as info:
+        await sessions.run(agent, sid, "two")
+    assert info.value.code == "session_busy"
+    release.set()
+    assert (await first).output == "first"
+    assert (await sessions.run(agent, sid, "two")).output == "second"
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_two_resumes_of_one_parked_approval_run_the_tool_once(kind: str, tmp_path: Path,
+                                                             start_provider: Any) -> None:
+    p = start_provider(script(tmp_path, [
+        {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops@example.com"}}]}},
+        {"respond": {"content": "Sent."}},
+    ]))
+    asyncio.run(resume_once(kind, tmp_path, p.base_url))
+
+
+async def resume_once(kind: str, tmp_path: Path, base_url: str) -> None:
+    sent: list[str] = []
+
+    @ambit.tool(level="read", requires_approval=True)
+    async def send_email(to: str) -> str:
+        """Send the drafted email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    sessions = await ambit.Sessions.open(store_url(kind, tmp_path))
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[send_email],
+                        policy=ambit.Policy(level="read", approvals=lambda request: ambit.Later()))
+    sid = await sessions.create()
+    with pytest.raises(ambit.AwaitingApproval):
+        await sessions.run(agent, sid, "mail ops")
+    outcomes = await asyncio.gather(sessions.resume(agent, sid, ambit.Approve()),
+                                    sessions.resume(agent, sid, ambit.Approve()), return_exceptions=True)
+    done = [o for o in outcomes if isinstance(o, ambit.RunResult)]
+    refused = [o for o in outcomes if isinstance(o, ambit.SessionNotParked)]
+    assert (len(done), len(refused)) == (1, 1), outcomes
+    assert refused[0].code == "session_not_parked"
+    assert sent == ["ops@example.com"]
+    tool_results = [e for e in await sessions.entries(sid) if e["kind"] == "message"
+                    and e["message"]["role"] == "tool"]
+    assert [r["message"]["content"] for r in tool_results] == ["sent to ops@example.com"]
+
+
+def test_idempotent_is_a_tool_option(tmp_path: Path) -> None:
+    @ambit.tool(idempotent=True)
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    assert lookup.idempotent and json.loads(lookup._native_entry()[0])["idempotent"] is True
+    with pytest.raises(ambit.ConfigError, match="idempotent must be True or False"):
+        ambit.tool(idempotent="yes")(lookup.fn)  # type: ignore[arg-type]
