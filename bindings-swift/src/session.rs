@@ -23,6 +23,13 @@ pub enum SessionCoreError {
     /// Code `session_store`.
     #[error("{message}")]
     Store { message: String },
+    /// Code `session_busy`: another run holds the session (one run at a time, across processes).
+    #[error("{message}")]
+    Busy { message: String },
+    /// Code `session_not_parked`: a resume of a session with no approval waiting (another resume
+    /// claimed it first, or it was never parked).
+    #[error("{message}")]
+    NotParked { message: String },
     /// The run itself failed, with the code `Agent.run` would have thrown.
     #[error("{message}")]
     Run { code: String, message: String },
@@ -40,6 +47,8 @@ impl From<SessionError> for SessionCoreError {
             SessionError::NotFound(_) => SessionCoreError::NotFound { message },
             SessionError::InvalidArgument(_) => SessionCoreError::InvalidArgument { message },
             SessionError::Store(_) => SessionCoreError::Store { message },
+            SessionError::Busy(_) => SessionCoreError::Busy { message },
+            SessionError::NotParked(_) => SessionCoreError::NotParked { message },
             SessionError::Run(err) => SessionCoreError::Run { code: err.code().to_string(), message },
         }
     }

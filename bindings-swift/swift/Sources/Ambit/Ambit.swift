@@ -33,6 +33,10 @@ public protocol AmbitTool: Sendable {
     var requiresApproval: Bool { get }
     /// String arguments whose blank value is itself the value (default none).
     var allowBlank: [String] { get }
+    /// Running a call twice has the effect of running it once (default false): in a session, a call a
+    /// crash interrupted is run again on resume; any other tool's is reported to the model as of unknown
+    /// outcome, never re-run.
+    var idempotent: Bool { get }
 }
 
 extension AmbitTool {
@@ -242,7 +246,8 @@ public final class Agent: Sendable {
                     implementation: ToolAdapter(tool),
                     level: tool.level,
                     requiresApproval: tool.requiresApproval,
-                    allowBlank: tool.allowBlank
+                    allowBlank: tool.allowBlank,
+                    idempotent: tool.idempotent
                 )
             },
             policy: policy?.settings,

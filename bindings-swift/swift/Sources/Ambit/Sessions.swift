@@ -12,6 +12,12 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     case notFound(message: String)
     case invalidArgument(message: String)
     case store(message: String)
+    /// Another run holds the session (code `session_busy`): one run at a time per session, across
+    /// processes.
+    case busy(message: String)
+    /// A resume of a session with no approval waiting (code `session_not_parked`): another resume
+    /// claimed it first, or it was never parked.
+    case notParked(message: String)
     /// The run itself failed, with the code `Agent.run` would have thrown.
     case run(code: String, message: String)
 
@@ -21,6 +27,8 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case .notFound: return "session_not_found"
         case .invalidArgument: return "invalid_argument"
         case .store: return "session_store"
+        case .busy: return "session_busy"
+        case .notParked: return "session_not_parked"
         case let .run(code, _): return code
         }
     }
@@ -28,7 +36,7 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .awaitingApproval(_, _, message), let .notFound(message), let .invalidArgument(message),
-             let .store(message), let .run(_, message):
+             let .store(message), let .busy(message), let .notParked(message), let .run(_, message):
             return message
         }
     }
@@ -48,6 +56,8 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case let .NotFound(message): self = .notFound(message: message)
         case let .InvalidArgument(message): self = .invalidArgument(message: message)
         case let .Store(message): self = .store(message: message)
+        case let .Busy(message): self = .busy(message: message)
+        case let .NotParked(message): self = .notParked(message: message)
         case let .Run(code, message): self = .run(code: code, message: message)
         }
     }
