@@ -237,6 +237,8 @@ async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceili
         let id = sessions.create().await.unwrap();
         let r = sessions.run(&agent, &id, "Find the launch code.").await.unwrap();
         assert_eq!(r.output, "The code is 7431.", "{}", s.name);
+        // The summary's request is the run's: five requests, four of them turns.
+        assert_eq!((r.usage.requests, r.turns), (5, 4), "{}", s.name);
         // What the compaction summarised is still found, by #N.
         let search = &r.tool_calls[2].result;
         assert!(search.contains("#3 tool: [result of lookup] alpha is 7431"), "{}: {search}", s.name);
@@ -368,5 +370,51 @@ async fn context_compact_compacts_at_the_next_round_boundary() {
         );
         assert_eq!(entries[5].item, Item::Boundary { keep_from: 3 }, "{}", s.name);
         check(&p, 4);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
+    // SPEC §8b: a compaction's summary is a model request made for the run: in its usage and cost, and
+    // held to its budget; before the run, between its rounds, and after it.
+    let long = "x".repeat(400);
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"content": "Noted.", "usage": {"input_tokens": 10, "output_tokens": 5}}},
+            // Run 2: the window (100 tokens, compacting at 50) is past its ceiling: the summary first.
+            {"expect": {"tool_names": []}, "respond": {"content": "Summary.", "usage": {"input_tokens": 1000, "output_tokens": 100}}},
+            {"respond": {"content": "Done.", "usage": {"input_tokens": 20, "output_tokens": 2}}},
+            // Run 3, with a budget of 500 tokens: the summary alone is past it, so the run stops there.
+            {"expect": {"tool_names": []}, "respond": {"content": "Summary again.", "usage": {"input_tokens": 600, "output_tokens": 1}}}
+        ]))
+        .await;
+        let price = ambit::Price { input_per_mtok: 1.0, output_per_mtok: 10.0, ..Default::default() };
+        let agent = |budget: ambit::Budget| {
+            Agent::builder()
+                .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .prices([("m".to_string(), price.clone())].into())
+                .budget(budget)
+                .build()
+                .unwrap()
+        };
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        sessions.run(&agent(ambit::Budget::default()), &id, &long).await.unwrap();
+        let small = sessions
+            .clone()
+            .with_config(SessionConfig { context_window: 100, compact_at: 0.5, keep_recent: 0 })
+            .unwrap();
+        let r = small.run(&agent(ambit::Budget::default()), &id, "next").await.unwrap();
+        assert_eq!(r.output, "Done.", "{}", s.name);
+        assert_eq!((r.usage.requests, r.usage.input_tokens, r.usage.output_tokens), (2, 1020, 102), "{}", s.name);
+        let cost = r.cost.unwrap();
+        assert!((cost - (1020.0 + 1020.0) / 1e6).abs() < 1e-12, "{}: {cost}", s.name);
+        assert_eq!(r.turns, 1, "{}: the summary is not one of the run's turns", s.name);
+        let budget = ambit::Budget { max_tokens: Some(500), max_cost: None };
+        let err = small.run(&agent(budget), &id, &long).await.unwrap_err();
+        assert_eq!(err.code(), "budget_exceeded", "{}: {err}", s.name);
+        check(&p, 4);
+        // A run stopped by its budget lets the session go.
+        assert_eq!(sessions.store().state(&id).await.unwrap().state, "idle", "{}", s.name);
     }
 }

@@ -20,13 +20,17 @@ tokio::task_local! {
 
 /// What watches a run's rounds from outside the loop (a session, crate::session): it hears what each
 /// model response reported and sees the conversation at each round boundary, which it may replace (a
-/// compaction between rounds).
+/// compaction between rounds). The model requests it makes for the run (a compaction's summary) are the
+/// run's: in its usage, cost, `model_response` events and budget.
 #[async_trait::async_trait]
 pub(crate) trait Rounds: Send + Sync {
     /// After a model response to a request of `sent` messages; `messages` now ends with the response.
     fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]);
-    /// At a round boundary, before the next model request. An error stops the run with it.
-    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<(), Error>;
+    /// What it spent for the run before the run started (a compaction before it).
+    fn carried(&self) -> Usage;
+    /// At a round boundary, before the next model request; what its own requests used. An error stops
+    /// the run with it.
+    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, Error>;
 }
 
 /// Runs `fut` (an agent's run) with `rounds` watching it. The run that starts first takes it, so a

@@ -48,6 +48,8 @@ pub(crate) struct Current {
     failure: Mutex<Option<SessionError>>,
     /// Where the run's calls are recorded before and after they run.
     journal: Arc<Journal>,
+    /// What a compaction before the run used: the run's own spend.
+    carried: Usage,
 }
 
 /// The window's use as the last model response left it.
@@ -167,13 +169,13 @@ impl Current {
     }
 
     /// Compacts between rounds: appends the run's messages not yet in the log, then compacts the log;
-    /// the run goes on with the new live window. Whether it compacted.
+    /// the run goes on with the new live window. What the summary's request used, when it compacted.
     async fn compact_between_rounds(
         &self,
         messages: &mut Vec<Message>,
         keep_recent: bool,
         instructions: Option<String>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Option<Usage>, SessionError> {
         let stored = *lock(&self.stored);
         let added: Vec<Item> =
             messages.get(stored..).unwrap_or_default().iter().map(|m| Item::Message { message: m.clone() }).collect();
@@ -182,14 +184,15 @@ impl Current {
             *lock(&self.stored) = messages.len();
         }
         let keep = if keep_recent { self.sessions.config.keep_recent } else { 0 };
-        if !self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await? {
-            return Ok(false);
-        }
+        let Some(spent) = self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await?
+        else {
+            return Ok(None);
+        };
         let entries = self.sessions.store.entries(&self.session_id).await?;
         *messages = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
         *lock(&self.stored) = messages.len();
         *lock(&self.last) = None;
-        Ok(true)
+        Ok(Some(spent))
     }
 }
 
@@ -204,10 +207,14 @@ impl Rounds for Current {
         *lock(&self.last) = Some(Last { reported, sent, since, estimate });
     }
 
-    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<(), crate::Error> {
+    fn carried(&self) -> Usage {
+        self.carried
+    }
+
+    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, crate::Error> {
         // Before the run's first response the check before the run covered the window; right after a
         // compaction, nothing new has come yet.
-        let Some(last) = *lock(&self.last) else { return Ok(()) };
+        let Some(last) = *lock(&self.last) else { return Ok(Usage::default()) };
         let asked = lock(&self.compact).take();
         let (keep_recent, instructions) = match asked.clone() {
             Some(asked) => asked,
@@ -216,21 +223,21 @@ impl Rounds for Current {
                 // When the fixed overhead alone is past the ceiling, compacting every round would only
                 // lose the conversation: between runs, then.
                 if !(g.over() && g.reclaimable()) {
-                    return Ok(());
+                    return Ok(Usage::default());
                 }
                 (self.sessions.config.keep_recent > 0, None)
             }
         };
         match self.compact_between_rounds(messages, keep_recent, instructions).await {
-            Ok(true) => {
+            Ok(Some(spent)) => {
                 self.compact_asked.store(false, Ordering::SeqCst);
-                Ok(())
+                Ok(spent)
             }
-            Ok(false) => {
+            Ok(None) => {
                 // Nothing before the round in flight to summarise yet: a request waits for the next
                 // boundary, or the run's end.
                 *lock(&self.compact) = asked;
-                Ok(())
+                Ok(Usage::default())
             }
             Err(e) => {
                 *lock(&self.failure) = Some(e);
@@ -292,12 +299,14 @@ impl Sessions {
         }
         let overhead = overhead(agent);
         let entries = self.store.entries(session_id).await?;
-        if gauge(self, &entries, overhead).over()
-            && let Err(e) = self.compact_with(agent, session_id, self.config.keep_recent, None, false).await
-        {
-            return Err(idle_after(&lease, e).await);
+        let mut carried = Usage::default();
+        if gauge(self, &entries, overhead).over() {
+            match self.compact_with(agent, session_id, self.config.keep_recent, None, false).await {
+                Ok(spent) => carried = spent.unwrap_or_default(),
+                Err(e) => return Err(idle_after(&lease, e).await),
+            }
         }
-        self.go_on(agent, session_id, overhead, input, false, lease).await
+        self.go_on(agent, session_id, overhead, input, false, lease, carried).await
     }
 
     /// Runs the live window on, with `input` (or, resuming, from the tool results it ends with), appends
@@ -311,6 +320,7 @@ impl Sessions {
         input: &str,
         resume: bool,
         lease: Lease,
+        carried: Usage,
     ) -> Result<RunResult, SessionError> {
         let entries = match self.store.entries(session_id).await {
             Ok(entries) => entries,
@@ -331,6 +341,7 @@ impl Sessions {
             last: Mutex::new(None),
             failure: Mutex::new(None),
             journal: journal.clone(),
+            carried,
         });
         let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
         let run = run_state::with_rounds(current.clone(), run);
@@ -347,7 +358,7 @@ impl Sessions {
             let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls };
             return park_session(&lease, session_id, parked).await;
         }
-        let result = match outcome {
+        let mut result = match outcome {
             Ok(result) => result,
             Err(e) => return Err(idle_after(&lease, e.into()).await),
         };
@@ -361,8 +372,14 @@ impl Sessions {
         };
         self.store.append(session_id, &added, now_ms()).await?;
         let keep = if keep_recent { self.config.keep_recent } else { 0 };
-        if let Err(e) = self.compact_with(agent, session_id, keep, instructions, false).await {
-            return Err(idle_after(&lease, e).await);
+        match self.compact_with(agent, session_id, keep, instructions, false).await {
+            // The run asked for it: what it used is the run's (the budget cannot stop a run that ended).
+            Ok(Some(spent)) => {
+                result.usage.add(&spent);
+                result.cost = agent.price_of(&result.usage);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(idle_after(&lease, e).await),
         }
         lease.settle(&[], idle()).await?;
         Ok(result)
@@ -419,17 +436,18 @@ impl Sessions {
         // The answered turn goes into the log as the parked state goes, in one transaction: a crash
         // leaves either the claim to take over or the run going on, never both.
         lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
-        self.go_on(agent, session_id, overhead(agent), "", true, lease).await
+        self.go_on(agent, session_id, overhead(agent), "", true, lease, Usage::default()).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
     /// deleted. Returns false when there was nothing to summarise.
     pub async fn compact(&self, agent: &Agent, session_id: &str) -> Result<bool, SessionError> {
-        self.compact_with(agent, session_id, self.config.keep_recent, None, false).await
+        Ok(self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?.is_some())
     }
 
     /// Compacts the log keeping `keep` rounds verbatim; `in_run`, at a round boundary inside a run, the
-    /// round in flight is kept as well ([`rules::plan_in_run`]).
+    /// round in flight is kept as well ([`rules::plan_in_run`]). What the summary's request used, or
+    /// `None` when there was nothing to summarise.
     async fn compact_with(
         &self,
         agent: &Agent,
@@ -437,16 +455,16 @@ impl Sessions {
         keep: usize,
         instructions: Option<String>,
         in_run: bool,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Option<Usage>, SessionError> {
         let entries = self.store.entries(session_id).await?;
         let window = rules::live_window(&entries);
         if window.len() <= 1 {
             // Nothing since the last summary, or a lone message: nothing worth summarising.
-            return Ok(false);
+            return Ok(None);
         }
         let next = entries.last().map_or(1, |e| e.index + 1);
         let plan = if in_run { rules::plan_in_run(&window, keep) } else { rules::plan(&window, keep, next) };
-        let Some(plan) = plan else { return Ok(false) };
+        let Some(plan) = plan else { return Ok(None) };
         let transcript: Vec<String> = plan
             .summarise
             .iter()
@@ -467,6 +485,7 @@ impl Sessions {
         };
         let response = model.respond(&request).await.map_err(|e| SessionError::Run(e.into()))?;
         let summary = response.text.unwrap_or_default();
+        let spent = response.usage;
         self.store
             .append(
                 session_id,
@@ -474,6 +493,6 @@ impl Sessions {
                 now_ms(),
             )
             .await?;
-        Ok(true)
+        Ok(Some(spent))
     }
 }
