@@ -73,6 +73,11 @@ export interface ModelOptions {
   timeout?: number;
   /** Attempts after the first on 429, 5xx and connection errors (default 2). */
   maxRetries?: number;
+  /**
+   * The tokens the model's context window holds (default: the model family's, or 32,768 for a model
+   * the core does not know); a session's auto-compaction fires at a share of it.
+   */
+  contextWindow?: number;
 }
 
 /** @deprecated use {@link ModelOptions} */
@@ -87,6 +92,7 @@ export declare class Model {
   readonly stream: boolean;
   readonly timeout: number | undefined;
   readonly maxRetries: number | undefined;
+  readonly contextWindow: number | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -623,6 +629,10 @@ export type SessionEntry =
 
 /** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
 export declare class Sessions {
+  /**
+   * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
+   * `contextWindow` names one for this store.
+   */
   static open(url: string, options?: { contextWindow?: number; compactAt?: number; keepRecent?: number }): Promise<Sessions>;
   create(): Promise<string>;
   /**

@@ -12,13 +12,13 @@ function describe(value) {
 const { refuseUnknown } = require('./options.js');
 
 /** Every key a model's options object may have. */
-const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens'];
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens', 'contextWindow'];
 
 class Model {
   /**
    * @param {string} wire
    * @param {string} model
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number}} options
+   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number, contextWindow?: number}} options
    */
   constructor(wire, model, options) {
     const cls = this.constructor.name;
@@ -37,7 +37,7 @@ class Model {
     if (options.stream != null && typeof options.stream !== 'boolean') {
       throw new TypeError(`${cls}: options.stream must be a boolean, got ${describe(options.stream)}`);
     }
-    for (const key of ['timeout', 'maxRetries', 'maxTokens']) {
+    for (const key of ['timeout', 'maxRetries', 'maxTokens', 'contextWindow']) {
       if (options[key] != null && typeof options[key] !== 'number') {
         throw new TypeError(`${cls}: options.${key} must be a number, got ${describe(options[key])}`);
       }
@@ -49,6 +49,7 @@ class Model {
     this.stream = options.stream ?? false;
     this.timeout = options.timeout ?? undefined;
     this.maxRetries = options.maxRetries ?? undefined;
+    this.contextWindow = options.contextWindow ?? undefined;
   }
 
   toNative() {
@@ -61,6 +62,7 @@ class Model {
       timeout_secs: this.timeout,
       max_retries: this.maxRetries,
       max_tokens: this.maxTokens,
+      context_window: this.contextWindow,
     };
     return { config: JSON.stringify(config) };
   }

@@ -271,3 +271,34 @@ describe('durable runs', () => {
     });
   }
 });
+
+describe('the context window', () => {
+  const cases = [
+    ['gpt-4', undefined, undefined, 8192],
+    ['my-local-model', undefined, undefined, 32768],
+    ['gpt-4', 50000, undefined, 50000],
+    ['gpt-4', 50000, 7000, 7000],
+  ];
+  for (const [name, modelWindow, storeWindow, expected] of cases) {
+    test(`comes from the model unless the store names one (${name}, ${modelWindow}, ${storeWindow})`, async () => {
+      const p = await startProvider('node_window', [
+        { respond: { tool_calls: [{ id: 'c', name: 'context_check', arguments: {} }] } },
+        { respond: { content: 'ok' } },
+      ]);
+      try {
+        const [[, url]] = stores();
+        const sessions = await Sessions.open(url, { contextWindow: storeWindow });
+        const model = new OpenAIChat(name, { baseUrl: p.baseUrl, maxRetries: 0, contextWindow: modelWindow });
+        const agent = new Agent({ model, builtins: SESSION_TOOLS });
+        const sid = await sessions.create();
+        const r = await sessions.run(agent, sid, 'how full?');
+        assert.ok(r.toolCalls[0].result.includes(` of ${expected} tokens`), r.toolCalls[0].result);
+      } finally {
+        p.stop();
+      }
+    });
+  }
+  test('a window that is not a number is refused', () => {
+    assert.throws(() => new OpenAIChat('m', { contextWindow: 'big' }), /contextWindow must be a number/);
+  });
+});

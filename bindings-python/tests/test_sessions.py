@@ -156,3 +156,32 @@ def test_idempotent_is_a_tool_option(tmp_path: Path) -> None:
     assert lookup.idempotent and json.loads(lookup._native_entry()[0])["idempotent"] is True
     with pytest.raises(ambit.ConfigError, match="idempotent must be True or False"):
         ambit.tool(idempotent="yes")(lookup.fn)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("wire", "name", "model_window", "store_window", "expected"), [
+    ("openai_chat", "gpt-4", None, None, 8_192),
+    ("openai_chat", "my-local-model", None, None, 32_768),
+    ("openai_chat", "gpt-4", 50_000, None, 50_000),
+    ("anthropic", "claude-sonnet-4-5", None, None, 200_000),
+    ("anthropic", "claude-sonnet-4-5", 9_000, 7_000, 7_000),
+])
+def test_the_context_window_comes_from_the_model_unless_the_store_names_one(
+        wire: str, name: str, model_window: int | None, store_window: int | None, expected: int, tmp_path: Path,
+        start_provider: Any) -> None:
+    path = tmp_path / "window.json"
+    path.write_text(json.dumps({"name": "py_window", "wire": wire, "exchanges": [
+        {"respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}]}},
+        {"respond": {"content": "ok"}},
+    ]}))
+    p = start_provider(path)
+    cls = ambit.Anthropic if wire == "anthropic" else ambit.OpenAIChat
+    model = cls(name, base_url=p.base_url, max_retries=0, context_window=model_window)
+    asyncio.run(window_report(tmp_path, model, store_window, expected))
+
+
+async def window_report(tmp_path: Path, model: ambit.Model, store_window: int | None, expected: int) -> None:
+    sessions = await ambit.Sessions.open(f"sqlite://{tmp_path}/w.db", context_window=store_window)
+    agent = ambit.Agent(model=model, builtins=ambit.SESSION_TOOLS)
+    sid = await sessions.create()
+    result = await sessions.run(agent, sid, "how full?")
+    assert f" of {expected} tokens" in result.tool_calls[0].result, result.tool_calls[0].result

@@ -35,6 +35,9 @@ pub struct ModelSettings {
     /// Anthropic only: the most tokens one answer may have (default 4096).
     #[uniffi(default = None)]
     pub max_tokens: Option<u32>,
+    /// The tokens the context window holds (default: the model family's, `ambit::model::window`).
+    #[uniffi(default = None)]
+    pub context_window: Option<u64>,
 }
 
 impl ModelSettings {
@@ -51,6 +54,7 @@ impl ModelSettings {
         c.timeout_secs = self.timeout_secs;
         c.max_retries = self.max_retries;
         c.max_tokens = self.max_tokens;
+        c.context_window = self.context_window;
         c.build()
     }
 }

@@ -72,7 +72,7 @@ impl CoreSessions {
     #[uniffi::constructor]
     pub async fn open(
         url: String,
-        context_window: u64,
+        context_window: Option<u64>,
         compact_at: f64,
         keep_recent: u32,
     ) -> Result<Arc<Self>, SessionCoreError> {

@@ -95,7 +95,7 @@ async fn runs_continue_the_log_and_compaction_summarises_without_deleting() {
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 100_000, compact_at: 0.85, keep_recent: 1 })
+            .with_config(SessionConfig { context_window: Some(100_000), compact_at: 0.85, keep_recent: 1 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -158,7 +158,7 @@ async fn auto_compaction_fires_at_the_ceiling_and_context_compact_asks_for_one()
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 60, compact_at: 0.85, keep_recent: 0 })
+            .with_config(SessionConfig { context_window: Some(60), compact_at: 0.85, keep_recent: 0 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -226,7 +226,7 @@ async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceili
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 10_000, compact_at: 0.5, keep_recent: 1 })
+            .with_config(SessionConfig { context_window: Some(10_000), compact_at: 0.5, keep_recent: 1 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -306,7 +306,7 @@ async fn context_check_reports_the_providers_count_and_estimates_without_one() {
         .await;
         let sessions = Sessions::open(&s.url).await.unwrap();
         let agent = Agent::builder()
-            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .model(OpenAiChat::new("m").context_window(200_000).base_url(p.base_url()).max_retries(0))
             .tools(ambit::session::tools())
             .build()
             .unwrap();
@@ -402,7 +402,7 @@ async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
         sessions.run(&agent(ambit::Budget::default()), &id, &long).await.unwrap();
         let small = sessions
             .clone()
-            .with_config(SessionConfig { context_window: 100, compact_at: 0.5, keep_recent: 0 })
+            .with_config(SessionConfig { context_window: Some(100), compact_at: 0.5, keep_recent: 0 })
             .unwrap();
         let r = small.run(&agent(ambit::Budget::default()), &id, "next").await.unwrap();
         assert_eq!(r.output, "Done.", "{}", s.name);
@@ -417,4 +417,59 @@ async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
         // A run stopped by its budget lets the session go.
         assert_eq!(sessions.store().state(&id).await.unwrap().state, "idle", "{}", s.name);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_window_comes_from_the_model_unless_overridden() {
+    // SPEC §8b / issue 13 item 7: the window is the model's (its family's default, or its own
+    // setting); a session configuration that names one overrides it.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("w.db").display());
+    let check_then_answer = || {
+        json!([
+            {"respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}]}},
+            {"respond": {"content": "ok"}}
+        ])
+    };
+    let cases: Vec<(OpenAiChat, Option<u64>, u64)> = vec![
+        (OpenAiChat::new("gpt-4"), None, 8_192),
+        (OpenAiChat::new("claude-sonnet-4-5"), None, 200_000),
+        (OpenAiChat::new("my-local-llama"), None, ambit::model::window::DEFAULT_CONTEXT_WINDOW),
+        (OpenAiChat::new("gpt-4").context_window(50_000), None, 50_000),
+        (OpenAiChat::new("gpt-4").context_window(50_000), Some(7_000), 7_000),
+    ];
+    for (model, session_window, expected) in cases {
+        let p = provider(check_then_answer()).await;
+        let agent = Agent::builder()
+            .model(model.base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let config = SessionConfig { context_window: session_window, ..SessionConfig::default() };
+        let sessions = Sessions::open(&url).await.unwrap().with_config(config).unwrap();
+        let id = sessions.create().await.unwrap();
+        let r = sessions.run(&agent, &id, "how full?").await.unwrap();
+        let report = &r.tool_calls[0].result;
+        assert!(report.contains(&format!(" of {expected} tokens")), "{expected}: {report}");
+    }
+    // And it is the window auto-compaction fires at: a model of 100 tokens compacts a log that a
+    // 200,000-token window (the old fixed setting) would not.
+    let p = provider(json!([
+        {"respond": {"content": "Noted."}},
+        {"expect": {"tool_names": [], "messages_tail": [{"role": "user", "content": {"$contains": "Summarise"}}]},
+         "respond": {"content": "Summary."}},
+        {"respond": {"content": "Done."}}
+    ]))
+    .await;
+    let agent = Agent::builder()
+        .model(OpenAiChat::new("m").context_window(100).base_url(p.base_url()).max_retries(0))
+        .build()
+        .unwrap();
+    let sessions = Sessions::open(&url).await.unwrap();
+    let id = sessions.create().await.unwrap();
+    sessions.run(&agent, &id, &"y".repeat(400)).await.unwrap();
+    sessions.run(&agent, &id, "next").await.unwrap();
+    check(&p, 3);
+    let entries = sessions.entries(&id).await.unwrap();
+    assert!(entries.iter().any(|e| e.item.kind() == "boundary"), "{entries:?}");
 }

@@ -16,7 +16,9 @@ class Model:
     """What every wire takes: the model's name, where it is, and how to reach it.
 
     ``stream`` streams answers (SSE); ``timeout`` is the limit in seconds on one HTTP request (default
-    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2)."""
+    600); ``max_retries`` the attempts after the first on 429, 5xx and connection errors (default 2);
+    ``context_window`` the tokens the model's window holds (default: the model family's, or 32,768 for a
+    model the core does not know), the window a session's auto-compaction fires at a share of."""
 
     wire = ""
     model: str
@@ -25,9 +27,11 @@ class Model:
     stream: bool = False
     timeout: float | None = None
     max_retries: int | None = None
+    context_window: int | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 stream: bool = False, timeout: float | None = None, max_retries: int | None = None) -> None:
+                 stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
+                 context_window: int | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -38,10 +42,11 @@ class Model:
         object.__setattr__(self, "stream", stream)
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "max_retries", max_retries)
+        object.__setattr__(self, "context_window", context_window)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}
-        for key in ("base_url", "api_key", "max_retries"):
+        for key in ("base_url", "api_key", "max_retries", "context_window"):
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
         if self.timeout is not None:
@@ -79,9 +84,9 @@ class Anthropic(Model):
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, context_window: int | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
-                         max_retries=max_retries)
+                         max_retries=max_retries, context_window=context_window)
         object.__setattr__(self, "max_tokens", max_tokens)
 
     def _config(self) -> dict[str, Any]:

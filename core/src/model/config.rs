@@ -52,6 +52,9 @@ pub struct ModelConfig {
     /// Anthropic only: the most tokens one answer may have (default 4096).
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// The context window in tokens (default: the model family's, [`super::window`]).
+    #[serde(default)]
+    pub context_window: Option<u64>,
 }
 
 impl ModelConfig {
@@ -65,6 +68,7 @@ impl ModelConfig {
             timeout_secs: None,
             max_retries: None,
             max_tokens: None,
+            context_window: None,
         }
     }
 
@@ -85,6 +89,9 @@ impl ModelConfig {
             },
             None => None,
         };
+        if self.context_window == Some(0) {
+            return Err(Error::Config("model: context_window must be at least 1".into()));
+        }
         if self.max_tokens == Some(0) {
             return Err(Error::Config("model: max_tokens must be at least 1".into()));
         }
@@ -102,6 +109,9 @@ impl ModelConfig {
                 }
                 if let Some(n) = self.max_retries {
                     m = m.max_retries(n);
+                }
+                if let Some(n) = self.context_window {
+                    m = m.context_window(n);
                 }
                 m
             }};

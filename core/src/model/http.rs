@@ -22,6 +22,8 @@ pub(crate) struct Endpoint {
     pub stream: bool,
     /// What one answer may hold (see [`WireLimits`]).
     pub limits: WireLimits,
+    /// The context window, when set; else the model family's default.
+    pub context_window: Option<u64>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -38,6 +40,7 @@ impl Endpoint {
             retry: RetryPolicy::default(),
             stream: false,
             limits: WireLimits::default(),
+            context_window: None,
             client: Arc::new(OnceLock::new()),
         }
     }

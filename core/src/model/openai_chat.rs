@@ -49,6 +49,12 @@ impl OpenAiChat {
         self
     }
 
+    /// The context window in tokens (default: the model family's, [`super::window`]).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.endpoint.context_window = Some(tokens);
+        self
+    }
+
     /// Streams answers (SSE): text reaches the run's events as it is written.
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;
@@ -288,6 +294,10 @@ impl StreamDecoder {
 impl Model for OpenAiChat {
     fn name(&self) -> &str {
         &self.endpoint.model
+    }
+
+    fn context_window(&self) -> u64 {
+        self.endpoint.context_window.unwrap_or_else(|| super::window::default_context_window(&self.endpoint.model))
     }
 
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

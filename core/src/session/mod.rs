@@ -92,9 +92,11 @@ pub struct SessionState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
-    /// The model's context window, in tokens.
-    #[serde(default = "default_window")]
-    pub context_window: u64,
+    /// The context window, in tokens: `None` (the default) takes the model's (its `context_window`
+    /// setting, else its family's default, [`crate::model::window`]); a number overrides it for the
+    /// runs of this store.
+    #[serde(default)]
+    pub context_window: Option<u64>,
     /// The share of the window at which auto-compaction fires (default 0.85): before a run, and at a
     /// round boundary inside one.
     #[serde(default = "default_compact_at")]
@@ -105,9 +107,6 @@ pub struct SessionConfig {
     pub keep_recent: usize,
 }
 
-fn default_window() -> u64 {
-    200_000
-}
 fn default_compact_at() -> f64 {
     rules::DEFAULT_COMPACT_AT
 }
@@ -118,7 +117,7 @@ fn default_keep_recent() -> usize {
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
-            context_window: default_window(),
+            context_window: None,
             compact_at: default_compact_at(),
             keep_recent: default_keep_recent(),
         }
@@ -195,7 +194,7 @@ impl Sessions {
 
     /// The same store with other window settings.
     pub fn with_config(mut self, config: SessionConfig) -> Result<Sessions, SessionError> {
-        if config.context_window == 0 || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
+        if config.context_window == Some(0) || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
             return Err(SessionError::InvalidArgument(
                 "context_window must be above 0 and compact_at in (0, 1]".into(),
             ));

@@ -135,7 +135,7 @@ impl Current {
     /// what was added since; estimated whole when there is no count.
     pub async fn gauge(&self) -> Result<Gauge, SessionError> {
         let entries = self.sessions.store.entries(&self.session_id).await?;
-        let mut g = gauge(&self.sessions, &entries, self.overhead);
+        let mut g = gauge(&self.sessions, &self.agent, &entries, self.overhead);
         if let Some(last) = *lock(&self.last) {
             if last.reported > 0 {
                 (g.reported, g.since) = (Some(last.reported), last.since);
@@ -151,7 +151,7 @@ impl Current {
     fn gauge_at(&self, messages: &[Message], last: Last) -> Gauge {
         let config = &self.sessions.config;
         let mut g = Gauge {
-            window: config.context_window,
+            window: self.sessions.window(&self.agent),
             overhead: self.overhead,
             conversation: 0,
             compact_at: config.compact_at,
@@ -267,10 +267,10 @@ async fn park_session<T>(lease: &Lease, session_id: &str, parked: Parked) -> Res
     Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
 }
 
-fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: u64) -> Gauge {
+fn gauge(sessions: &Sessions, agent: &Agent, entries: &[rules::Entry], overhead: u64) -> Gauge {
     let window = rules::live_window(entries);
     Gauge {
-        window: sessions.config.context_window,
+        window: sessions.window(agent),
         overhead,
         conversation: rules::conversation_tokens(&window),
         compact_at: sessions.config.compact_at,
@@ -287,6 +287,11 @@ fn overhead(agent: &Agent) -> u64 {
 }
 
 impl Sessions {
+    /// The context window runs of `agent` have here: this store's setting, else the model's.
+    fn window(&self, agent: &Agent) -> u64 {
+        self.config.context_window.unwrap_or_else(|| agent.model_and_instructions().0.context_window())
+    }
+
     /// Runs `agent` on `input` in the session: it continues the session's live window, and what it adds
     /// is appended to the log when it ends.
     pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
@@ -300,7 +305,7 @@ impl Sessions {
         let overhead = overhead(agent);
         let entries = self.store.entries(session_id).await?;
         let mut carried = Usage::default();
-        if gauge(self, &entries, overhead).over() {
+        if gauge(self, agent, &entries, overhead).over() {
             match self.compact_with(agent, session_id, self.config.keep_recent, None, false).await {
                 Ok(spent) => carried = spent.unwrap_or_default(),
                 Err(e) => return Err(idle_after(&lease, e).await),

@@ -88,9 +88,12 @@ public struct Model: Sendable, Equatable {
     public var maxRetries: Int?
     /// Anthropic only: the most tokens one answer may have (default 4096).
     public var maxTokens: Int?
+    /// The tokens the model's context window holds (default: the model family's, or 32,768 for a model
+    /// the core does not know); a session's auto-compaction fires at a share of it.
+    public var contextWindow: Int?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
-                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil) {
+                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, contextWindow: Int? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -99,6 +102,7 @@ public struct Model: Sendable, Equatable {
         self.timeout = timeout
         self.maxRetries = maxRetries
         self.maxTokens = maxTokens
+        self.contextWindow = contextWindow
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -128,7 +132,8 @@ public struct Model: Sendable, Equatable {
     var settings: ModelSettings {
         ModelSettings(
             wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
-            maxRetries: maxRetries.flatMap { UInt32(exactly: $0) }, maxTokens: maxTokens.flatMap { UInt32(exactly: $0) })
+            maxRetries: maxRetries.flatMap { UInt32(exactly: $0) }, maxTokens: maxTokens.flatMap { UInt32(exactly: $0) },
+            contextWindow: contextWindow.map { UInt64(clamping: max($0, 0)) })
     }
 }
 

@@ -75,12 +75,14 @@ public final class Sessions: @unchecked Sendable {
     }
 
     /// Opens the store, applying its migrations. Auto-compaction fires when a run would start past
-    /// `compactAt` of `contextWindow` tokens; a compaction keeps the latest `keepRecent` rounds verbatim.
-    public static func open(_ url: String, contextWindow: Int = 200_000, compactAt: Double = 0.85,
+    /// `compactAt` of the context window: the model's (`Model.contextWindow`, else its family's
+    /// default) unless `contextWindow` names one for this store; a compaction keeps the latest
+    /// `keepRecent` rounds verbatim.
+    public static func open(_ url: String, contextWindow: Int? = nil, compactAt: Double = 0.85,
                             keepRecent: Int = 2) async throws -> Sessions {
         try await wrap {
             Sessions(core: try await CoreSessions.open(
-                url: url, contextWindow: UInt64(clamping: max(contextWindow, 0)), compactAt: compactAt,
+                url: url, contextWindow: contextWindow.map { UInt64(clamping: max($0, 0)) }, compactAt: compactAt,
                 keepRecent: UInt32(clamping: max(keepRecent, 0))))
         }
     }

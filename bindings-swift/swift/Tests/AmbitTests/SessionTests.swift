@@ -126,4 +126,27 @@ private struct SendEmail: AmbitTool {
         let entries = try await sessions.entriesJSON(sid)
         #expect(entries.components(separatedBy: "sent to ops@example.com").count == 2, "\(entries)")
     }
+
+    /// The context window is the model's (its family's default, or `contextWindow`), unless the store
+    /// names one.
+    @Test func theContextWindowComesFromTheModelUnlessTheStoreNamesOne() async throws {
+        for (name, modelWindow, storeWindow, expected) in [
+            ("gpt-4", nil, nil, 8_192), ("my-local-model", nil, nil, 32_768), ("gpt-4", 50_000, nil, 50_000),
+            ("gpt-4", 50_000, 7_000, 7_000),
+        ] as [(String, Int?, Int?, Int)] {
+            let p = try provider("swift_window", [
+                ["respond": ["tool_calls": [["id": "c", "name": "context_check", "arguments": [String: Any]()]]]],
+                ["respond": ["content": "ok"]],
+            ])
+            defer { p.stop() }
+            let sessions = try await Sessions.open(sessionsURL(), contextWindow: storeWindow)
+            let model = Model(wire: .openAiChat, name: name, baseURL: p.baseURL, maxRetries: 0,
+                              contextWindow: modelWindow)
+            let agent = try Agent(model: model, builtins: sessionTools)
+            let sid = try await sessions.create()
+            let result = try await sessions.run(agent, sessionId: sid, input: "how full?")
+            let report = result.toolCalls.first?.result ?? ""
+            #expect(report.contains(" of \(expected) tokens"), "\(name): \(report)")
+        }
+    }
 }
