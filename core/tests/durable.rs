@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use ambit::ApprovalDecision;
 use ambit::ledger::ManualClock;
 use ambit::session::{Item, SessionError, Sessions};
-use ambit::ApprovalDecision;
 use ambit_test_provider::{Provider, Script};
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -281,6 +281,7 @@ async fn a_resume_killed_at_random_points_never_runs_twice_and_never_loses_the_a
             }
             unknown += usize::from(content.contains("its outcome is unknown"));
             assert!(state.parked.is_none(), "{}: still parked: {state:?}", store.name);
+            assert!(sessions.pending(&sid).await.unwrap().is_none());
         }
         eprintln!(
             "durable kills, {}: {kills} resumes killed with SIGKILL ({before_effect} before the tool's effect, {unknown} \
@@ -311,8 +312,13 @@ async fn a_call_killed_after_its_effect_is_not_run_again_unless_idempotent() {
                 std::thread::sleep(Duration::from_millis(10));
             }
             w.kill();
+            // The claimed approval is not lost with the process: it is still what the session waits on.
+            assert_eq!(sessions.pending(&sid).await.unwrap().map(|r| r.tool), Some("send_email".to_string()));
             let later = an_hour_later(&store.url).await;
-            later.resume(&agent(&p.base_url(), &effects, false, idempotent), &sid, ApprovalDecision::Approve).await.unwrap();
+            later
+                .resume(&agent(&p.base_url(), &effects, false, idempotent), &sid, ApprovalDecision::Approve)
+                .await
+                .unwrap();
             let results = tool_results(&log_messages(&sessions, &sid).await, "a");
             let content = results[0]["content"].as_str().unwrap().to_string();
             if idempotent {
@@ -379,19 +385,14 @@ async fn two_runs_in_one_process_are_one_at_a_time() {
         let gate = Arc::new(tokio::sync::Notify::new());
         let entered = Arc::new(tokio::sync::Notify::new());
         let (g, e) = (gate.clone(), entered.clone());
-        let wait = ambit::tool_fn(
-            "wait",
-            "Wait.",
-            json!({"type": "object", "properties": {}}),
-            move |_: Value| {
-                let (g, e) = (g.clone(), e.clone());
-                async move {
-                    e.notify_one();
-                    g.notified().await;
-                    Ok::<_, String>("done".to_string())
-                }
-            },
-        );
+        let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
+            let (g, e) = (g.clone(), e.clone());
+            async move {
+                e.notify_one();
+                g.notified().await;
+                Ok::<_, String>("done".to_string())
+            }
+        });
         let p = provider(json!([
             {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
             {"respond": {"content": "first"}},

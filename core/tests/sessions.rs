@@ -392,7 +392,7 @@ async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
         let agent = |budget: ambit::Budget| {
             Agent::builder()
                 .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
-                .prices([("m".to_string(), price.clone())].into())
+                .prices([("m".to_string(), price)].into())
                 .budget(budget)
                 .build()
                 .unwrap()

@@ -116,11 +116,7 @@ fn default_keep_recent() -> usize {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig {
-            context_window: None,
-            compact_at: default_compact_at(),
-            keep_recent: default_keep_recent(),
-        }
+        SessionConfig { context_window: None, compact_at: default_compact_at(), keep_recent: default_keep_recent() }
     }
 }
 

@@ -311,19 +311,19 @@ impl Sessions {
                 Err(e) => return Err(idle_after(&lease, e).await),
             }
         }
-        self.go_on(agent, session_id, overhead, input, false, lease, carried).await
+        self.go_on(agent, session_id, overhead, Some(input), lease, carried).await
     }
 
-    /// Runs the live window on, with `input` (or, resuming, from the tool results it ends with), appends
-    /// what the run adds (what a compaction between rounds appended already, once), and parks the
-    /// session when a call waits on an answer.
+    /// Runs the live window on, with `input` (or, resuming when `None`, from the tool results it ends
+    /// with), appends what the run adds (what a compaction between rounds appended already, once), and
+    /// parks the session when a call waits on an answer. `lease` holds the session; `carried` is what a
+    /// compaction before the run used.
     async fn go_on(
         &self,
         agent: &Agent,
         session_id: &str,
         overhead: u64,
-        input: &str,
-        resume: bool,
+        input: Option<&str>,
         lease: Lease,
         carried: Usage,
     ) -> Result<RunResult, SessionError> {
@@ -348,7 +348,7 @@ impl Sessions {
             journal: journal.clone(),
             carried,
         });
-        let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
+        let run = crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or("")));
         let run = run_state::with_rounds(current.clone(), run);
         let outcome = CURRENT.scope(current.clone(), journal.scope(run)).await;
         let failure = lock(&current.failure).take();
@@ -390,10 +390,11 @@ impl Sessions {
         Ok(result)
     }
 
-    /// The approval a parked session waits on, if it is parked.
+    /// The approval a parked session waits on, if it is parked: also while a resume answers it, or after
+    /// a resume that died before it was done (a `resume` then takes it over once its lease ran out).
     pub async fn pending(&self, session_id: &str) -> Result<Option<ApprovalRequest>, SessionError> {
         let state = self.store.state(session_id).await?;
-        let Some(parked) = state.parked.filter(|_| state.state == "awaiting_approval") else { return Ok(None) };
+        let Some(parked) = state.parked else { return Ok(None) };
         let parked: Parked = serde_json::from_value(parked).map_err(|e| SessionError::Store(e.to_string()))?;
         Ok(parked.calls.first().map(|c| c.request.clone()))
     }
@@ -414,9 +415,10 @@ impl Sessions {
         // a second resume gets session_not_parked.
         let take = if self.guarded { Take::Resume } else { Take::Unguarded };
         let (lease, taken) = Lease::take(self, session_id, take).await?;
-        let parked = taken.parked.ok_or_else(|| SessionError::NotParked(format!("session '{session_id}' is not parked")));
-        let mut parked: Parked = parked
-            .and_then(|p| serde_json::from_value(p).map_err(|e| SessionError::Store(e.to_string())))?;
+        let parked =
+            taken.parked.ok_or_else(|| SessionError::NotParked(format!("session '{session_id}' is not parked")));
+        let mut parked: Parked =
+            parked.and_then(|p| serde_json::from_value(p).map_err(|e| SessionError::Store(e.to_string())))?;
         if parked.calls.is_empty() {
             return Err(SessionError::Store(format!("session '{session_id}' is parked on no call")));
         }
@@ -441,7 +443,7 @@ impl Sessions {
         // The answered turn goes into the log as the parked state goes, in one transaction: a crash
         // leaves either the claim to take over or the run going on, never both.
         lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
-        self.go_on(agent, session_id, overhead(agent), "", true, lease, Usage::default()).await
+        self.go_on(agent, session_id, overhead(agent), None, lease, Usage::default()).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is

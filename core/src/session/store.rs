@@ -308,14 +308,13 @@ impl SessionStore for SqliteSessions {
         lease_ms: i64,
     ) -> Result<Taken, SessionError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)?;
-        let row = sqlx::query(
-            "SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = ?",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+        let row =
+            sqlx::query("SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_err)?
+                .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
         let state: String = row.try_get(0).map_err(store_err)?;
         let parked: Option<String> = row.try_get(1).map_err(store_err)?;
         let holder: Option<String> = row.try_get(2).map_err(store_err)?;
@@ -349,11 +348,13 @@ impl SessionStore for SqliteSessions {
                     arguments: r.try_get(2).map_err(store_err)?,
                 });
             }
-            sqlx::query("UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = ? AND state = 'started'")
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_err)?;
+            sqlx::query(
+                "UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = ? AND state = 'started'",
+            )
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_err)?;
         }
         tx.commit().await.map_err(store_err)?;
         let parked =
@@ -682,11 +683,13 @@ impl SessionStore for PgSessions {
                     arguments: r.try_get(2).map_err(store_err)?,
                 });
             }
-            sqlx::query("UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = $1 AND state = 'started'")
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_err)?;
+            sqlx::query(
+                "UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = $1 AND state = 'started'",
+            )
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_err)?;
         }
         tx.commit().await.map_err(store_err)?;
         let parked =
