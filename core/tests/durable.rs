@@ -419,3 +419,116 @@ async fn two_runs_in_one_process_are_one_at_a_time() {
         assert_eq!(log.len(), 6, "{}: {log:#?}", store.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_state_round_trips_park_and_resume_field_by_field() {
+    // SPEC §8b: turns, budget spent, checklist, scratchpad and loaded deferred tools are one value
+    // the park keeps and the resume restores. The run parks, is resumed by another store handle and
+    // another agent (as another process would), parks again, and the two kept states are compared;
+    // then the checklist still gates the end of the run and the turn limit still counts.
+    for store in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [
+                {"id": "l", "name": "tool_load", "arguments": {"name": ["lookup"]}},
+                {"id": "k", "name": "checklist_add", "arguments": {"items": ["mail ops and report"]}},
+                {"id": "w", "name": "scratchpad_write", "arguments": {"name": "notes", "content": "alpha is 7431"}}
+            ], "usage": {"input_tokens": 100, "output_tokens": 10}}},
+            {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops"}}],
+             "usage": {"input_tokens": 200, "output_tokens": 20}}},
+            // Resumed: the scratchpad entry is read back, and another approval parks the run again.
+            {"respond": {"tool_calls": [
+                {"id": "r", "name": "scratchpad_read", "arguments": {"name": "notes"}},
+                {"id": "b", "name": "send_email", "arguments": {"to": "second"}}
+            ], "usage": {"input_tokens": 300, "output_tokens": 30}}},
+            // Resumed again: the model would end its turn, but the checklist item is still open.
+            {"respond": {"content": "Done.", "usage": {"input_tokens": 1, "output_tokens": 1}}},
+            {"respond": {"content": "Done, really.", "usage": {"input_tokens": 1, "output_tokens": 1}}}
+        ]))
+        .await;
+        let agent = |answer: ApprovalDecision| {
+            let send = ambit::tool_fn(
+                "send_email",
+                "Send the drafted email.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}),
+                |_: Value| async { Ok::<_, String>("sent".to_string()) },
+            )
+            .level(ambit::Level::Read)
+            .requires_approval();
+            let lookup = ambit::tool_fn(
+                "lookup",
+                "Looks a key up.",
+                json!({"type": "object", "properties": {"key": {"type": "string"}}}),
+                |_: Value| async { Ok::<_, String>("7431".to_string()) },
+            )
+            .level(ambit::Level::Read);
+            let handler = ambit::permission::approval::FnApproval(move |_| {
+                let a = answer.clone();
+                async move { a }
+            });
+            let deferral = ambit::deferral::DeferralConfig {
+                setting: ambit::deferral::Deferral::Deferred,
+                strategy: ambit::deferral::LoadStrategy::Append,
+                deferrable_tools: ["lookup".to_string()].into(),
+            };
+            ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tool(send)
+                .tool(lookup)
+                .checklist(true)
+                .checklist_nudge_cap(1)
+                .scratchpad(true)
+                .deferral(deferral)
+                .max_turns(6)
+                .policy(ambit::Policy::level(ambit::Level::Read).approvals(handler))
+                .build()
+                .unwrap()
+        };
+        let here = Sessions::open(&store.url).await.unwrap();
+        let sid = here.create().await.unwrap();
+        let kept = |sessions: Sessions, sid: String| async move {
+            let state = sessions.store().state(&sid).await.unwrap();
+            assert_eq!(state.state, "awaiting_approval");
+            serde_json::from_value::<ambit::session::RunSnapshot>(state.parked.unwrap()["run"].clone()).unwrap()
+        };
+        let err = here.run(&agent(ApprovalDecision::Later), &sid, "mail ops").await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let first = kept(here.clone(), sid.clone()).await;
+        assert_eq!(first.turns, 2, "{}", store.name);
+        assert_eq!((first.usage.requests, first.usage.input_tokens, first.usage.output_tokens), (2, 300, 30));
+        assert_eq!(first.scratchpad.get("notes").map(String::as_str), Some("alpha is 7431"));
+        assert_eq!(first.loaded_tools, ["lookup"]);
+        assert_eq!(first.checklist.open().len(), 1);
+        // Resumed elsewhere; it parks again on the second email, one turn later.
+        let there = Sessions::open(&store.url).await.unwrap();
+        let err = there.resume(&agent(ApprovalDecision::Later), &sid, ApprovalDecision::Approve).await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let second = kept(there.clone(), sid.clone()).await;
+        let mut expected = first.clone();
+        expected.turns = 3;
+        expected.usage.add(&ambit::Usage { requests: 1, input_tokens: 300, output_tokens: 30, ..Default::default() });
+        assert_eq!(second, expected, "{}: the state after resume is the state before park, one turn on", store.name);
+        // The resumed run's request carried the loaded tool, and read the scratchpad entry back.
+        let state: Value = reqwest::get(format!("{}/__ambit/state", p.base_url().trim_end_matches("/v1")))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let third = &state["requests"][2]["body"];
+        let tools: Vec<&str> =
+            third["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+        assert!(tools.contains(&"lookup"), "{}: {tools:?}", store.name);
+        let log = tool_results(&log_messages(&there, &sid).await, "r");
+        assert!(log.is_empty(), "the parked round is not in the log yet");
+        // Resumed once more: the open item still gates the end (one nudge), and the turns go on.
+        let done = here.resume(&agent(ApprovalDecision::Later), &sid, ApprovalDecision::Approve).await.unwrap();
+        assert_eq!(done.output, "Done, really.", "{}", store.name);
+        assert_eq!(done.turns, 5, "{}: turns count across parks", store.name);
+        assert_eq!(done.open_items.len(), 1, "{}", store.name);
+        assert_eq!(done.usage.requests, 5, "{}", store.name);
+        let read = tool_results(&log_messages(&here, &sid).await, "r");
+        assert_eq!(read[0]["content"], "alpha is 7431", "{}", store.name);
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 5, "{}: {served} {mismatches:?}", store.name);
+    }
+}

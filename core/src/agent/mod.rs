@@ -375,10 +375,17 @@ impl Agent {
         let model_name = inner.model.name().to_string();
         // A session watching the run (crate::session): it may compact the conversation between rounds.
         let rounds = run_state::take_rounds();
+        let mut first = 1;
         if let Some(r) = &rounds {
+            // A resumed run goes on from the state its park kept: turns, budget spent, checklist,
+            // scratchpad, loaded tools.
+            if let Some(s) = r.restored() {
+                state.restore(&s);
+                (usage, nudges, first) = (s.usage, s.nudges, s.turns.saturating_add(1));
+            }
             self.account_aside(&state, &events, &mut usage, 0, r.carried())?;
         }
-        for turn in 1..=inner.max_turns {
+        for turn in first..=inner.max_turns {
             if let Some(r) = &rounds {
                 let spent = r.boundary(&mut request.messages).await?;
                 self.account_aside(&state, &events, &mut usage, turn, spent)?;
@@ -475,7 +482,7 @@ impl Agent {
                 inner.budget.check(&usage, budget::cost_of(&inner.prices, &model_name, &usage))?;
             }
             subagent::steer_into(&mut request.messages);
-            if crate::session::parked_at(&request.messages) {
+            if crate::session::parked_at(&request.messages, || state.snapshot(turn, usage, nudges)) {
                 // A call waits on an answer given later (crate::session): the run stops here, persisted.
                 return Err(Error::Cancelled);
             }

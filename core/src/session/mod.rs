@@ -23,6 +23,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::agent::run_state::RunSnapshot;
 pub(crate) use durable::journaled;
 pub use durable::{DEFAULT_LEASE, Take};
 pub use rules::{Entry, Item};

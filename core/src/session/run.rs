@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::durable::{self, Journal, Lease, Take};
 use super::rules::{self, Gauge, Item};
 use super::{SessionError, SessionState, Sessions, now_ms};
-use crate::agent::run_state::{self, Rounds};
+use crate::agent::run_state::{self, Rounds, RunSnapshot};
 use crate::agent::{Agent, RunResult};
 use crate::model::{Message, ModelRequest, Usage};
 use crate::permission::{ApprovalDecision, ApprovalRequest};
@@ -38,6 +38,10 @@ pub(crate) struct Current {
     pub parked_calls: Mutex<Vec<ParkedCall>>,
     /// The run's conversation when it stopped for them.
     pub parked_messages: Mutex<Option<Vec<Message>>>,
+    /// The run's state when it stopped for them.
+    parked_run: Mutex<Option<RunSnapshot>>,
+    /// The state of the parked run this run resumes, until the loop takes it.
+    restored: Mutex<Option<RunSnapshot>>,
     /// The agent running, for the summariser of a compaction between rounds.
     agent: Agent,
     /// How many of the run's messages, from the first, are in the log (its live window) already.
@@ -89,6 +93,9 @@ struct Parked {
     /// The run's messages not yet in the log, the waiting calls' results as placeholders.
     messages: Vec<Message>,
     calls: Vec<ParkedCall>,
+    /// The run's state apart from the conversation (SPEC §8b), restored on resume.
+    #[serde(default)]
+    run: Option<RunSnapshot>,
 }
 
 /// The tool result a waiting call holds until its answer comes.
@@ -108,8 +115,9 @@ pub(crate) fn park(call_id: &str, name: &str, request: ApprovalRequest) -> Resul
     Ok(WAITING.to_string())
 }
 
-/// Called by the loop after a round's results: whether the run stops here because a call waits.
-pub(crate) fn parked_at(messages: &[Message]) -> bool {
+/// Called by the loop after a round's results: whether the run stops here because a call waits; if so
+/// the session keeps the conversation and the run's state (`snapshot`).
+pub(crate) fn parked_at(messages: &[Message], snapshot: impl FnOnce() -> RunSnapshot) -> bool {
     if crate::agent::subagent::in_subagent() {
         return false;
     }
@@ -118,6 +126,7 @@ pub(crate) fn parked_at(messages: &[Message]) -> bool {
         return false;
     }
     *current.parked_messages.lock().unwrap_or_else(|p| p.into_inner()) = Some(messages.to_vec());
+    *lock(&current.parked_run) = Some(snapshot());
     true
 }
 
@@ -209,6 +218,10 @@ impl Rounds for Current {
 
     fn carried(&self) -> Usage {
         self.carried
+    }
+
+    fn restored(&self) -> Option<RunSnapshot> {
+        lock(&self.restored).take()
     }
 
     async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, crate::Error> {
@@ -311,22 +324,23 @@ impl Sessions {
                 Err(e) => return Err(idle_after(&lease, e).await),
             }
         }
-        self.go_on(agent, session_id, overhead, Some(input), lease, carried).await
+        self.go_on(agent, session_id, Some(input), lease, carried, None).await
     }
 
     /// Runs the live window on, with `input` (or, resuming when `None`, from the tool results it ends
     /// with), appends what the run adds (what a compaction between rounds appended already, once), and
     /// parks the session when a call waits on an answer. `lease` holds the session; `carried` is what a
-    /// compaction before the run used.
+    /// compaction before the run used; `restored` the state of the parked run it resumes.
     async fn go_on(
         &self,
         agent: &Agent,
         session_id: &str,
-        overhead: u64,
         input: Option<&str>,
         lease: Lease,
         carried: Usage,
+        restored: Option<RunSnapshot>,
     ) -> Result<RunResult, SessionError> {
+        let overhead = overhead(agent);
         let entries = match self.store.entries(session_id).await {
             Ok(entries) => entries,
             Err(e) => return Err(idle_after(&lease, e).await),
@@ -347,6 +361,8 @@ impl Sessions {
             failure: Mutex::new(None),
             journal: journal.clone(),
             carried,
+            parked_run: Mutex::new(None),
+            restored: Mutex::new(restored),
         });
         let run = crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or("")));
         let run = run_state::with_rounds(current.clone(), run);
@@ -360,7 +376,8 @@ impl Sessions {
         let parked = lock(&current.parked_messages).take();
         if let (Err(crate::Error::Cancelled), Some(messages)) = (&outcome, parked) {
             let calls = std::mem::take(&mut *lock(&current.parked_calls));
-            let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls };
+            let run = lock(&current.parked_run).take();
+            let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls, run };
             return park_session(&lease, session_id, parked).await;
         }
         let mut result = match outcome {
@@ -443,7 +460,7 @@ impl Sessions {
         // The answered turn goes into the log as the parked state goes, in one transaction: a crash
         // leaves either the claim to take over or the run going on, never both.
         lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
-        self.go_on(agent, session_id, overhead(agent), None, lease, Usage::default()).await
+        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
