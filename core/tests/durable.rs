@@ -10,7 +10,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ambit::ApprovalDecision;
@@ -18,33 +17,14 @@ use ambit::ledger::ManualClock;
 use ambit::session::{Item, SessionError, Sessions};
 use ambit_test_provider::{Provider, Script};
 use serde_json::{Value, json};
-use sqlx::Connection;
 
 #[path = "support/durable_agent.rs"]
 mod durable_agent;
 use durable_agent::agent;
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-struct Store {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn stores() -> Vec<Store> {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite =
-        Store { name: "sqlite", url: format!("sqlite://{}", dir.path().join("d.db").display()), _dir: Some(dir) };
-    let admin = std::env::var("AMBIT_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("AMBIT_TEST_POSTGRES_URL is not set: the durable-run tests run on PostgreSQL too. Run `bash scripts/test.sh`.")
-    });
-    let db = format!("ambit_d_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
-    let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect to the test PostgreSQL server");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut c).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    vec![sqlite, Store { name: "postgres", url: format!("{base}/{db}"), _dir: None }]
-}
+#[path = "support/session_stores.rs"]
+mod session_stores;
+use session_stores::{Store, stores};
 
 fn count(var: &str, default: usize) -> usize {
     std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

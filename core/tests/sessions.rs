@@ -2,37 +2,14 @@
 //! by scripts/test.sh; the test fails without it rather than skipping). Runs go to the loopback
 //! provider.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use ambit::session::{Item, SessionConfig, SessionState, Sessions};
 use ambit::{Agent, OpenAiChat};
 use ambit_test_provider::{Provider, Script};
 use serde_json::{Value, json};
-use sqlx::Connection;
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-struct Store {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn stores() -> Vec<Store> {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite =
-        Store { name: "sqlite", url: format!("sqlite://{}", dir.path().join("s.db").display()), _dir: Some(dir) };
-    let admin = std::env::var("AMBIT_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "AMBIT_TEST_POSTGRES_URL is not set: the session tests run on PostgreSQL too. Run `bash scripts/test.sh`."
-        )
-    });
-    let db = format!("ambit_s_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
-    let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect to the test PostgreSQL server");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut c).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    vec![sqlite, Store { name: "postgres", url: format!("{base}/{db}"), _dir: None }]
-}
+#[path = "support/session_stores.rs"]
+mod session_stores;
+use session_stores::stores;
 
 async fn provider(exchanges: Value) -> Provider {
     let script: Script = serde_json::from_value(json!({"name": "sessions", "exchanges": exchanges})).unwrap();
