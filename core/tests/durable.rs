@@ -512,3 +512,78 @@ async fn the_run_state_round_trips_park_and_resume_field_by_field() {
         assert!(mismatches.is_empty() && served == 5, "{}: {served} {mismatches:?}", store.name);
     }
 }
+
+/// The lease expiry the store holds for `sid` (milliseconds), read with plain SQL.
+async fn lease_expires(url: &str, sid: &str) -> Option<i64> {
+    use sqlx::Connection;
+    let sql = if url.starts_with("sqlite") {
+        "SELECT lease_expires FROM ambit_sessions WHERE session_id = ?"
+    } else {
+        "SELECT lease_expires FROM ambit_sessions WHERE session_id = $1"
+    };
+    if url.starts_with("sqlite") {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).bind(sid).fetch_one(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).bind(sid).fetch_one(&mut c).await.unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_runs_heartbeat_keeps_its_session_past_the_lease_length() {
+    // The lease is 300 ms; the clock jumps an hour while the run is blocked in a tool. The heartbeat
+    // renews the lease by the clock it reads, so a second run is still refused: a live run is never
+    // taken over, however long it runs.
+    for store in stores().await {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let clock = ManualClock::new(now);
+        let sessions = Sessions::open(&store.url)
+            .await
+            .unwrap()
+            .with_lease(Duration::from_millis(300))
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()));
+        let sid = sessions.create().await.unwrap();
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let entered = Arc::new(tokio::sync::Notify::new());
+        let (g, e) = (gate.clone(), entered.clone());
+        let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
+            let (g, e) = (g.clone(), e.clone());
+            async move {
+                e.notify_one();
+                g.notified().await;
+                Ok::<_, String>("done".to_string())
+            }
+        });
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+            {"respond": {"content": "first"}}
+        ]))
+        .await;
+        let a = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tool(wait)
+            .build()
+            .unwrap();
+        let first = tokio::spawn({
+            let (s, a, sid) = (sessions.clone(), a.clone(), sid.clone());
+            async move { s.run(&a, &sid, "one").await }
+        });
+        entered.notified().await;
+        clock.advance(Duration::from_secs(3600));
+        let later = now + 3_600_000;
+        // Wait (bounded) for a heartbeat after the jump: the lease then ends past the new time.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lease_expires(&store.url, &sid).await.unwrap_or(0) <= later {
+            assert!(Instant::now() < deadline, "{}: no heartbeat renewed the lease", store.name);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let err = sessions.run(&a, &sid, "two").await.unwrap_err();
+        assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
+        gate.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().output, "first", "{}", store.name);
+        // Ended, the run let the session go.
+        assert_eq!(lease_expires(&store.url, &sid).await, None, "{}", store.name);
+    }
+}
