@@ -355,6 +355,39 @@ async fn two_runs_across_processes_are_one_at_a_time_and_a_dead_owner_is_taken_o
     }
 }
 
+/// A tool `wait` that says when a call has entered it (`entered`) and returns once `gate` is notified.
+fn waiting_tool() -> (impl ambit::Tool, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let (g, e) = (gate.clone(), entered.clone());
+    let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
+        let (g, e) = (g.clone(), e.clone());
+        async move {
+            e.notify_one();
+            g.notified().await;
+            Ok::<_, String>("done".to_string())
+        }
+    });
+    (wait, entered, gate)
+}
+
+/// An agent with `tool` on the provider `p`, and its run on "one" in `sid`, started in a task.
+type Running = tokio::task::JoinHandle<Result<ambit::RunResult, SessionError>>;
+fn run_in_the_background(
+    sessions: &Sessions,
+    sid: &str,
+    p: &Provider,
+    tool: impl ambit::Tool + 'static,
+) -> (ambit::Agent, Running) {
+    let a = ambit::Agent::builder()
+        .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .tool(tool)
+        .build()
+        .unwrap();
+    let (s, agent, sid) = (sessions.clone(), a.clone(), sid.to_string());
+    (a, tokio::spawn(async move { s.run(&agent, &sid, "one").await }))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runs_in_one_process_are_one_at_a_time() {
     // A run blocked in a tool holds the session; a second run on it is refused at once, then allowed
@@ -362,32 +395,14 @@ async fn two_runs_in_one_process_are_one_at_a_time() {
     for store in stores().await {
         let sessions = Sessions::open(&store.url).await.unwrap();
         let sid = sessions.create().await.unwrap();
-        let gate = Arc::new(tokio::sync::Notify::new());
-        let entered = Arc::new(tokio::sync::Notify::new());
-        let (g, e) = (gate.clone(), entered.clone());
-        let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
-            let (g, e) = (g.clone(), e.clone());
-            async move {
-                e.notify_one();
-                g.notified().await;
-                Ok::<_, String>("done".to_string())
-            }
-        });
+        let (wait, entered, gate) = waiting_tool();
         let p = provider(json!([
             {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
             {"respond": {"content": "first"}},
             {"respond": {"content": "second"}}
         ]))
         .await;
-        let a = ambit::Agent::builder()
-            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
-            .tool(wait)
-            .build()
-            .unwrap();
-        let first = tokio::spawn({
-            let (s, a, sid) = (sessions.clone(), a.clone(), sid.clone());
-            async move { s.run(&a, &sid, "one").await }
-        });
+        let (a, first) = run_in_the_background(&sessions, &sid, &p, wait);
         entered.notified().await;
         let err = sessions.run(&a, &sid, "two").await.unwrap_err();
         assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
@@ -545,31 +560,13 @@ async fn a_live_runs_heartbeat_keeps_its_session_past_the_lease_length() {
             .unwrap()
             .with_clock(Arc::new(clock.clone()));
         let sid = sessions.create().await.unwrap();
-        let gate = Arc::new(tokio::sync::Notify::new());
-        let entered = Arc::new(tokio::sync::Notify::new());
-        let (g, e) = (gate.clone(), entered.clone());
-        let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
-            let (g, e) = (g.clone(), e.clone());
-            async move {
-                e.notify_one();
-                g.notified().await;
-                Ok::<_, String>("done".to_string())
-            }
-        });
+        let (wait, entered, gate) = waiting_tool();
         let p = provider(json!([
             {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
             {"respond": {"content": "first"}}
         ]))
         .await;
-        let a = ambit::Agent::builder()
-            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
-            .tool(wait)
-            .build()
-            .unwrap();
-        let first = tokio::spawn({
-            let (s, a, sid) = (sessions.clone(), a.clone(), sid.clone());
-            async move { s.run(&a, &sid, "one").await }
-        });
+        let (a, first) = run_in_the_background(&sessions, &sid, &p, wait);
         entered.notified().await;
         clock.advance(Duration::from_secs(3600));
         let later = now + 3_600_000;

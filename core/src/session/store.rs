@@ -138,6 +138,216 @@ fn state_of(state: String, parked: Option<String>) -> Result<SessionState, Sessi
     Ok(SessionState { state, parked })
 }
 
+/// A store's [`SessionStore`] impl: its own methods (`{ … }`), and the durable-run methods (SPEC §8b)
+/// in one text for both stores: the same SQL (`$N` placeholders, which SQLite takes too) in a
+/// transaction from the store's `begin_write`; `$lock` is what a SELECT appends to hold the session's
+/// row (PostgreSQL's `FOR UPDATE`; SQLite's write transaction holds the whole database already).
+macro_rules! session_store_impl {
+    ($store:ty, $lock:literal, { $($own:tt)* }) => {
+        #[async_trait]
+        impl SessionStore for $store {
+        $($own)*
+            async fn take(
+                &self,
+                session_id: &str,
+                owner: &str,
+                take: Take,
+                now: i64,
+                lease_ms: i64,
+            ) -> Result<Taken, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let row = sqlx::query(
+                    concat!(
+                        "SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = $1",
+                        $lock
+                    ),
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_err)?
+                .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+                let state: String = row.try_get(0).map_err(store_err)?;
+                let parked: Option<String> = row.try_get(1).map_err(store_err)?;
+                let holder: Option<String> = row.try_get(2).map_err(store_err)?;
+                let expires: Option<i64> = row.try_get(3).map_err(store_err)?;
+                let taking_over = admit(session_id, take, &state, parked.is_some(), holder.as_deref(), expires, now)?;
+                sqlx::query(
+                    "UPDATE ambit_sessions SET state = 'running', lease_owner = $1, lease_expires = $2, \
+                     updated_at = $3 \
+                     WHERE session_id = $4",
+                )
+                .bind(owner)
+                .bind(now.saturating_add(lease_ms))
+                .bind(now)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let mut interrupted = Vec::new();
+                if taking_over && take == Take::Run {
+                    let rows = sqlx::query(
+                        "SELECT call_key, name, arguments FROM ambit_session_calls \
+                         WHERE session_id = $1 AND state = 'started' \
+                         ORDER BY started_at, call_key",
+                    )
+                    .bind(session_id)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
+                    for r in &rows {
+                        interrupted.push(StartedCall {
+                            key: r.try_get(0).map_err(store_err)?,
+                            name: r.try_get(1).map_err(store_err)?,
+                            arguments: r.try_get(2).map_err(store_err)?,
+                        });
+                    }
+                    sqlx::query(
+                        "UPDATE ambit_session_calls SET state = 'interrupted' \
+                         WHERE session_id = $1 AND state = 'started'",
+                    )
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
+                }
+                tx.commit().await.map_err(store_err)?;
+                let parked = parked.map(|p| serde_json::from_str(&p)).transpose();
+                let parked = parked.map_err(|e| SessionError::Store(e.to_string()))?;
+                Ok(Taken { parked, interrupted, taken_over: taking_over })
+            }
+
+            async fn renew(
+                &self,
+                session_id: &str,
+                owner: &str,
+                now: i64,
+                lease_ms: i64,
+            ) -> Result<bool, SessionError> {
+                let done = sqlx::query(
+                    "UPDATE ambit_sessions SET lease_expires = $1 \
+                     WHERE session_id = $2 AND lease_owner = $3 AND state = 'running'",
+                )
+                .bind(now.saturating_add(lease_ms))
+                .bind(session_id)
+                .bind(owner)
+                .execute(&self.pool)
+                .await
+                .map_err(store_err)?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn settle(
+                &self,
+                session_id: &str,
+                owner: &str,
+                items: &[Item],
+                state: &SessionState,
+                now: i64,
+            ) -> Result<Vec<i64>, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let holder: Option<Option<String>> =
+                    sqlx::query_scalar(concat!("SELECT lease_owner FROM ambit_sessions WHERE session_id = $1", $lock))
+                        .bind(session_id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_err)?;
+                match holder {
+                    None => return Err(SessionError::NotFound(session_id.to_string())),
+                    Some(h) if h.as_deref() != Some(owner) => return Err(lost_lease(session_id)),
+                    Some(_) => {}
+                }
+                let indexes = Self::append_in(&mut tx, session_id, items, now).await?;
+                let keep = state.state == "running";
+                let parked = state.parked.as_ref().map(|p| p.to_string());
+                sqlx::query(
+                    "UPDATE ambit_sessions SET state = $1, parked = $2, updated_at = $3, \
+                     lease_owner = CASE WHEN $4 THEN lease_owner END, \
+                     lease_expires = CASE WHEN $5 THEN lease_expires END \
+                     WHERE session_id = $6",
+                )
+                .bind(&state.state)
+                .bind(parked)
+                .bind(now)
+                .bind(keep)
+                .bind(keep)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                tx.commit().await.map_err(store_err)?;
+                Ok(indexes)
+            }
+
+            async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError> {
+                sqlx::query("UPDATE ambit_sessions SET lease_expires = 0 WHERE session_id = $1 AND lease_owner = $2")
+                    .bind(session_id)
+                    .bind(owner)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn call_started(
+                &self,
+                session_id: &str,
+                key: &str,
+                name: &str,
+                arguments: &str,
+                now: i64,
+            ) -> Result<Option<CallRecord>, SessionError> {
+                let done = sqlx::query(
+                    "INSERT INTO ambit_session_calls (session_id, call_key, name, arguments, state, started_at) \
+                     VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (session_id, call_key) DO NOTHING",
+                )
+                .bind(session_id)
+                .bind(key)
+                .bind(name)
+                .bind(arguments)
+                .bind(now)
+                .execute(&self.pool)
+                .await
+                .map_err(store_err)?;
+                if done.rows_affected() > 0 {
+                    return Ok(None);
+                }
+                let row = sqlx::query(
+                    "SELECT state, outcome FROM ambit_session_calls WHERE session_id = $1 AND call_key = $2",
+                )
+                    .bind(session_id)
+                    .bind(key)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(store_err)?;
+                let state: String = row.try_get(0).map_err(store_err)?;
+                call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
+            }
+
+            async fn call_finished(
+                &self,
+                session_id: &str,
+                key: &str,
+                outcome: &Value,
+                now: i64,
+            ) -> Result<(), SessionError> {
+                sqlx::query(
+                    "UPDATE ambit_session_calls SET state = 'finished', outcome = $1, finished_at = $2 \
+                     WHERE session_id = $3 AND call_key = $4",
+                )
+                .bind(outcome.to_string())
+                .bind(now)
+                .bind(session_id)
+                .bind(key)
+                .execute(&self.pool)
+                .await
+                .map_err(store_err)?;
+                Ok(())
+            }
+        }
+    };
+}
+
 /// Sessions in one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteSessions {
@@ -185,6 +395,11 @@ impl SqliteSessions {
 }
 
 impl SqliteSessions {
+    /// A transaction that may write: SQLite's `BEGIN IMMEDIATE` takes the write lock at once.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, SessionError> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)
+    }
+
     /// Appends inside a transaction that holds the session's row.
     async fn append_in(
         tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
@@ -232,8 +447,7 @@ impl SqliteSessions {
     }
 }
 
-#[async_trait]
-impl SessionStore for SqliteSessions {
+session_store_impl!(SqliteSessions, "", {
     async fn create(&self, session_id: &str, parent_id: Option<&str>, now: i64) -> Result<(), SessionError> {
         sqlx::query(
             "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at) VALUES (?, ?, ?, ?) \
@@ -298,182 +512,7 @@ impl SessionStore for SqliteSessions {
         }
         Ok(())
     }
-
-    async fn take(
-        &self,
-        session_id: &str,
-        owner: &str,
-        take: Take,
-        now: i64,
-        lease_ms: i64,
-    ) -> Result<Taken, SessionError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)?;
-        let row =
-            sqlx::query("SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_err)?
-                .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
-        let state: String = row.try_get(0).map_err(store_err)?;
-        let parked: Option<String> = row.try_get(1).map_err(store_err)?;
-        let holder: Option<String> = row.try_get(2).map_err(store_err)?;
-        let expires: Option<i64> = row.try_get(3).map_err(store_err)?;
-        let taking_over = admit(session_id, take, &state, parked.is_some(), holder.as_deref(), expires, now)?;
-        sqlx::query(
-            "UPDATE ambit_sessions SET state = 'running', lease_owner = ?, lease_expires = ?, updated_at = ? \
-             WHERE session_id = ?",
-        )
-        .bind(owner)
-        .bind(now.saturating_add(lease_ms))
-        .bind(now)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_err)?;
-        let mut interrupted = Vec::new();
-        if taking_over && take == Take::Run {
-            let rows = sqlx::query(
-                "SELECT call_key, name, arguments FROM ambit_session_calls WHERE session_id = ? AND state = 'started' \
-                 ORDER BY started_at, call_key",
-            )
-            .bind(session_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(store_err)?;
-            for r in &rows {
-                interrupted.push(StartedCall {
-                    key: r.try_get(0).map_err(store_err)?,
-                    name: r.try_get(1).map_err(store_err)?,
-                    arguments: r.try_get(2).map_err(store_err)?,
-                });
-            }
-            sqlx::query(
-                "UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = ? AND state = 'started'",
-            )
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(store_err)?;
-        }
-        tx.commit().await.map_err(store_err)?;
-        let parked =
-            parked.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| SessionError::Store(e.to_string()))?;
-        Ok(Taken { parked, interrupted, taken_over: taking_over })
-    }
-
-    async fn renew(&self, session_id: &str, owner: &str, now: i64, lease_ms: i64) -> Result<bool, SessionError> {
-        let done = sqlx::query(
-            "UPDATE ambit_sessions SET lease_expires = ? WHERE session_id = ? AND lease_owner = ? AND state = 'running'",
-        )
-        .bind(now.saturating_add(lease_ms))
-        .bind(session_id)
-        .bind(owner)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn settle(
-        &self,
-        session_id: &str,
-        owner: &str,
-        items: &[Item],
-        state: &SessionState,
-        now: i64,
-    ) -> Result<Vec<i64>, SessionError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)?;
-        let holder: Option<Option<String>> =
-            sqlx::query_scalar("SELECT lease_owner FROM ambit_sessions WHERE session_id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_err)?;
-        match holder {
-            None => return Err(SessionError::NotFound(session_id.to_string())),
-            Some(h) if h.as_deref() != Some(owner) => return Err(lost_lease(session_id)),
-            Some(_) => {}
-        }
-        let indexes = Self::append_in(&mut tx, session_id, items, now).await?;
-        let keep = state.state == "running";
-        let parked = state.parked.as_ref().map(|p| p.to_string());
-        sqlx::query(
-            "UPDATE ambit_sessions SET state = ?, parked = ?, updated_at = ?, \
-             lease_owner = CASE WHEN ? THEN lease_owner END, lease_expires = CASE WHEN ? THEN lease_expires END \
-             WHERE session_id = ?",
-        )
-        .bind(&state.state)
-        .bind(parked)
-        .bind(now)
-        .bind(keep)
-        .bind(keep)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_err)?;
-        tx.commit().await.map_err(store_err)?;
-        Ok(indexes)
-    }
-
-    async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError> {
-        sqlx::query("UPDATE ambit_sessions SET lease_expires = 0 WHERE session_id = ? AND lease_owner = ?")
-            .bind(session_id)
-            .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(store_err)?;
-        Ok(())
-    }
-
-    async fn call_started(
-        &self,
-        session_id: &str,
-        key: &str,
-        name: &str,
-        arguments: &str,
-        now: i64,
-    ) -> Result<Option<CallRecord>, SessionError> {
-        let done = sqlx::query(
-            "INSERT INTO ambit_session_calls (session_id, call_key, name, arguments, state, started_at) \
-             VALUES (?, ?, ?, ?, 'started', ?) ON CONFLICT (session_id, call_key) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(key)
-        .bind(name)
-        .bind(arguments)
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        if done.rows_affected() > 0 {
-            return Ok(None);
-        }
-        let row = sqlx::query("SELECT state, outcome FROM ambit_session_calls WHERE session_id = ? AND call_key = ?")
-            .bind(session_id)
-            .bind(key)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(store_err)?;
-        let state: String = row.try_get(0).map_err(store_err)?;
-        call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
-    }
-
-    async fn call_finished(&self, session_id: &str, key: &str, outcome: &Value, now: i64) -> Result<(), SessionError> {
-        sqlx::query(
-            "UPDATE ambit_session_calls SET state = 'finished', outcome = ?, finished_at = ? \
-             WHERE session_id = ? AND call_key = ?",
-        )
-        .bind(outcome.to_string())
-        .bind(now)
-        .bind(session_id)
-        .bind(key)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(())
-    }
-}
+});
 
 /// Sessions in a PostgreSQL database.
 #[derive(Debug, Clone)]
@@ -517,6 +556,11 @@ impl PgSessions {
 }
 
 impl PgSessions {
+    /// A transaction that may write.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, SessionError> {
+        self.pool.begin().await.map_err(store_err)
+    }
+
     /// Appends inside a transaction that holds the session's row.
     async fn append_in(
         tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
@@ -565,8 +609,7 @@ impl PgSessions {
     }
 }
 
-#[async_trait]
-impl SessionStore for PgSessions {
+session_store_impl!(PgSessions, " FOR UPDATE", {
     async fn create(&self, session_id: &str, parent_id: Option<&str>, now: i64) -> Result<(), SessionError> {
         sqlx::query(
             "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at) VALUES ($1, $2, $3, $4) \
@@ -632,180 +675,4 @@ impl SessionStore for PgSessions {
         }
         Ok(())
     }
-
-    async fn take(
-        &self,
-        session_id: &str,
-        owner: &str,
-        take: Take,
-        now: i64,
-        lease_ms: i64,
-    ) -> Result<Taken, SessionError> {
-        let mut tx = self.pool.begin().await.map_err(store_err)?;
-        let row = sqlx::query(
-            "SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = $1 FOR UPDATE",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
-        let state: String = row.try_get(0).map_err(store_err)?;
-        let parked: Option<String> = row.try_get(1).map_err(store_err)?;
-        let holder: Option<String> = row.try_get(2).map_err(store_err)?;
-        let expires: Option<i64> = row.try_get(3).map_err(store_err)?;
-        let taking_over = admit(session_id, take, &state, parked.is_some(), holder.as_deref(), expires, now)?;
-        sqlx::query(
-            "UPDATE ambit_sessions SET state = 'running', lease_owner = $1, lease_expires = $2, updated_at = $3 \
-             WHERE session_id = $4",
-        )
-        .bind(owner)
-        .bind(now.saturating_add(lease_ms))
-        .bind(now)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_err)?;
-        let mut interrupted = Vec::new();
-        if taking_over && take == Take::Run {
-            let rows = sqlx::query(
-                "SELECT call_key, name, arguments FROM ambit_session_calls WHERE session_id = $1 AND state = 'started' \
-                 ORDER BY started_at, call_key",
-            )
-            .bind(session_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(store_err)?;
-            for r in &rows {
-                interrupted.push(StartedCall {
-                    key: r.try_get(0).map_err(store_err)?,
-                    name: r.try_get(1).map_err(store_err)?,
-                    arguments: r.try_get(2).map_err(store_err)?,
-                });
-            }
-            sqlx::query(
-                "UPDATE ambit_session_calls SET state = 'interrupted' WHERE session_id = $1 AND state = 'started'",
-            )
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(store_err)?;
-        }
-        tx.commit().await.map_err(store_err)?;
-        let parked =
-            parked.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| SessionError::Store(e.to_string()))?;
-        Ok(Taken { parked, interrupted, taken_over: taking_over })
-    }
-
-    async fn renew(&self, session_id: &str, owner: &str, now: i64, lease_ms: i64) -> Result<bool, SessionError> {
-        let done = sqlx::query(
-            "UPDATE ambit_sessions SET lease_expires = $1 WHERE session_id = $2 AND lease_owner = $3 AND state = 'running'",
-        )
-        .bind(now.saturating_add(lease_ms))
-        .bind(session_id)
-        .bind(owner)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn settle(
-        &self,
-        session_id: &str,
-        owner: &str,
-        items: &[Item],
-        state: &SessionState,
-        now: i64,
-    ) -> Result<Vec<i64>, SessionError> {
-        let mut tx = self.pool.begin().await.map_err(store_err)?;
-        let holder: Option<Option<String>> =
-            sqlx::query_scalar("SELECT lease_owner FROM ambit_sessions WHERE session_id = $1 FOR UPDATE")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_err)?;
-        match holder {
-            None => return Err(SessionError::NotFound(session_id.to_string())),
-            Some(h) if h.as_deref() != Some(owner) => return Err(lost_lease(session_id)),
-            Some(_) => {}
-        }
-        let indexes = Self::append_in(&mut tx, session_id, items, now).await?;
-        let keep = state.state == "running";
-        let parked = state.parked.as_ref().map(|p| p.to_string());
-        sqlx::query(
-            "UPDATE ambit_sessions SET state = $1, parked = $2, updated_at = $3, \
-             lease_owner = CASE WHEN $4 THEN lease_owner END, lease_expires = CASE WHEN $5 THEN lease_expires END \
-             WHERE session_id = $6",
-        )
-        .bind(&state.state)
-        .bind(parked)
-        .bind(now)
-        .bind(keep)
-        .bind(keep)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(store_err)?;
-        tx.commit().await.map_err(store_err)?;
-        Ok(indexes)
-    }
-
-    async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError> {
-        sqlx::query("UPDATE ambit_sessions SET lease_expires = 0 WHERE session_id = $1 AND lease_owner = $2")
-            .bind(session_id)
-            .bind(owner)
-            .execute(&self.pool)
-            .await
-            .map_err(store_err)?;
-        Ok(())
-    }
-
-    async fn call_started(
-        &self,
-        session_id: &str,
-        key: &str,
-        name: &str,
-        arguments: &str,
-        now: i64,
-    ) -> Result<Option<CallRecord>, SessionError> {
-        let done = sqlx::query(
-            "INSERT INTO ambit_session_calls (session_id, call_key, name, arguments, state, started_at) \
-             VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (session_id, call_key) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(key)
-        .bind(name)
-        .bind(arguments)
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        if done.rows_affected() > 0 {
-            return Ok(None);
-        }
-        let row = sqlx::query("SELECT state, outcome FROM ambit_session_calls WHERE session_id = $1 AND call_key = $2")
-            .bind(session_id)
-            .bind(key)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(store_err)?;
-        let state: String = row.try_get(0).map_err(store_err)?;
-        call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
-    }
-
-    async fn call_finished(&self, session_id: &str, key: &str, outcome: &Value, now: i64) -> Result<(), SessionError> {
-        sqlx::query(
-            "UPDATE ambit_session_calls SET state = 'finished', outcome = $1, finished_at = $2 \
-             WHERE session_id = $3 AND call_key = $4",
-        )
-        .bind(outcome.to_string())
-        .bind(now)
-        .bind(session_id)
-        .bind(key)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(())
-    }
-}
+});
