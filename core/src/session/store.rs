@@ -138,15 +138,134 @@ fn state_of(state: String, parked: Option<String>) -> Result<SessionState, Sessi
     Ok(SessionState { state, parked })
 }
 
-/// A store's [`SessionStore`] impl: its own methods (`{ … }`), and the durable-run methods (SPEC §8b)
-/// in one text for both stores: the same SQL (`$N` placeholders, which SQLite takes too) in a
-/// transaction from the store's `begin_write`; `$lock` is what a SELECT appends to hold the session's
-/// row (PostgreSQL's `FOR UPDATE`; SQLite's write transaction holds the whole database already).
+/// A store's [`SessionStore`] impl, one text for both stores (`$db` the sqlx database): the same SQL
+/// (`$N` placeholders, which SQLite takes too) in transactions from the store's `begin_write`; `$lock` is
+/// what a SELECT appends to hold the session's row (PostgreSQL's `FOR UPDATE`; SQLite's write
+/// transaction holds the whole database already).
 macro_rules! session_store_impl {
-    ($store:ty, $lock:literal, { $($own:tt)* }) => {
+    ($store:ty, $db:ty, $lock:literal) => {
+        impl $store {
+            /// Appends inside a transaction that holds the session's row.
+            async fn append_in(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                session_id: &str,
+                items: &[Item],
+                now: i64,
+            ) -> Result<Vec<i64>, SessionError> {
+                let exists: Option<String> =
+                    sqlx::query_scalar(concat!("SELECT session_id FROM ambit_sessions WHERE session_id = $1", $lock))
+                        .bind(session_id)
+                        .fetch_optional(&mut **tx)
+                        .await
+                        .map_err(store_err)?;
+                if exists.is_none() {
+                    return Err(SessionError::NotFound(session_id.to_string()));
+                }
+                let last: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(MAX(idx), 0) AS BIGINT) FROM ambit_session_entries WHERE session_id = $1",
+                )
+                .bind(session_id)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(store_err)?;
+                let mut out = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let idx = last + 1 + i as i64;
+                    sqlx::query(
+                        "INSERT INTO ambit_session_entries (session_id, idx, kind, body, created_at) \
+                         VALUES ($1, $2, $3, $4, $5)",
+                    )
+                    .bind(session_id)
+                    .bind(idx)
+                    .bind(item.kind())
+                    .bind(item.body().to_string())
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_err)?;
+                    out.push(idx);
+                }
+                sqlx::query("UPDATE ambit_sessions SET updated_at = $1 WHERE session_id = $2")
+                    .bind(now)
+                    .bind(session_id)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_err)?;
+                Ok(out)
+            }
+        }
+
         #[async_trait]
         impl SessionStore for $store {
-        $($own)*
+            async fn create(&self, session_id: &str, parent_id: Option<&str>, now: i64) -> Result<(), SessionError> {
+                sqlx::query(
+                    "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (session_id) DO NOTHING",
+                )
+                .bind(session_id)
+                .bind(parent_id)
+                .bind(now)
+                .bind(now)
+                .execute(&self.pool)
+                .await
+                .map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn append(&self, session_id: &str, items: &[Item], now: i64) -> Result<Vec<i64>, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let out = Self::append_in(&mut tx, session_id, items, now).await?;
+                tx.commit().await.map_err(store_err)?;
+                Ok(out)
+            }
+
+            async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError> {
+                let rows =
+                    sqlx::query("SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 ORDER BY idx")
+                        .bind(session_id)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(store_err)?;
+                rows.iter()
+                    .map(|r| {
+                        entry(
+                            &r.try_get::<String, _>(1).map_err(store_err)?,
+                            &r.try_get::<String, _>(2).map_err(store_err)?,
+                            r.try_get(0).map_err(store_err)?,
+                        )
+                    })
+                    .collect()
+            }
+
+            async fn state(&self, session_id: &str) -> Result<SessionState, SessionError> {
+                let row = sqlx::query("SELECT state, parked FROM ambit_sessions WHERE session_id = $1")
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(store_err)?
+                    .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+                state_of(row.try_get(0).map_err(store_err)?, row.try_get(1).map_err(store_err)?)
+            }
+
+            async fn set_state(&self, session_id: &str, state: &SessionState, now: i64) -> Result<(), SessionError> {
+                let parked = state.parked.as_ref().map(|p| p.to_string());
+                let done = sqlx::query(
+                    "UPDATE ambit_sessions SET state = $1, parked = $2, updated_at = $3 WHERE session_id = $4",
+                )
+                .bind(&state.state)
+                .bind(parked)
+                .bind(now)
+                .bind(session_id)
+                .execute(&self.pool)
+                .await
+                .map_err(store_err)?;
+                if done.rows_affected() == 0 {
+                    return Err(SessionError::NotFound(session_id.to_string()));
+                }
+                Ok(())
+            }
+
             async fn take(
                 &self,
                 session_id: &str,
@@ -156,12 +275,10 @@ macro_rules! session_store_impl {
                 lease_ms: i64,
             ) -> Result<Taken, SessionError> {
                 let mut tx = self.begin_write().await?;
-                let row = sqlx::query(
-                    concat!(
-                        "SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = $1",
-                        $lock
-                    ),
-                )
+                let row = sqlx::query(concat!(
+                    "SELECT state, parked, lease_owner, lease_expires FROM ambit_sessions WHERE session_id = $1",
+                    $lock
+                ))
                 .bind(session_id)
                 .fetch_optional(&mut *tx)
                 .await
@@ -315,11 +432,11 @@ macro_rules! session_store_impl {
                 let row = sqlx::query(
                     "SELECT state, outcome FROM ambit_session_calls WHERE session_id = $1 AND call_key = $2",
                 )
-                    .bind(session_id)
-                    .bind(key)
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(store_err)?;
+                .bind(session_id)
+                .bind(key)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(store_err)?;
                 let state: String = row.try_get(0).map_err(store_err)?;
                 call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
             }
@@ -399,120 +516,9 @@ impl SqliteSessions {
     async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, SessionError> {
         self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)
     }
-
-    /// Appends inside a transaction that holds the session's row.
-    async fn append_in(
-        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-        session_id: &str,
-        items: &[Item],
-        now: i64,
-    ) -> Result<Vec<i64>, SessionError> {
-        let exists: Option<String> = sqlx::query_scalar("SELECT session_id FROM ambit_sessions WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(store_err)?;
-        if exists.is_none() {
-            return Err(SessionError::NotFound(session_id.to_string()));
-        }
-        let last: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(idx), 0) FROM ambit_session_entries WHERE session_id = ?")
-                .bind(session_id)
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(store_err)?;
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let idx = last + 1 + i as i64;
-            sqlx::query(
-                "INSERT INTO ambit_session_entries (session_id, idx, kind, body, created_at) VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(session_id)
-            .bind(idx)
-            .bind(item.kind())
-            .bind(item.body().to_string())
-            .bind(now)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_err)?;
-            out.push(idx);
-        }
-        sqlx::query("UPDATE ambit_sessions SET updated_at = ? WHERE session_id = ?")
-            .bind(now)
-            .bind(session_id)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_err)?;
-        Ok(out)
-    }
 }
 
-session_store_impl!(SqliteSessions, "", {
-    async fn create(&self, session_id: &str, parent_id: Option<&str>, now: i64) -> Result<(), SessionError> {
-        sqlx::query(
-            "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (session_id) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(parent_id)
-        .bind(now)
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(())
-    }
-
-    async fn append(&self, session_id: &str, items: &[Item], now: i64) -> Result<Vec<i64>, SessionError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)?;
-        let out = Self::append_in(&mut tx, session_id, items, now).await?;
-        tx.commit().await.map_err(store_err)?;
-        Ok(out)
-    }
-
-    async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError> {
-        let rows = sqlx::query("SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = ? ORDER BY idx")
-            .bind(session_id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(store_err)?;
-        rows.iter()
-            .map(|r| {
-                entry(
-                    &r.try_get::<String, _>(1).map_err(store_err)?,
-                    &r.try_get::<String, _>(2).map_err(store_err)?,
-                    r.try_get(0).map_err(store_err)?,
-                )
-            })
-            .collect()
-    }
-
-    async fn state(&self, session_id: &str) -> Result<SessionState, SessionError> {
-        let row = sqlx::query("SELECT state, parked FROM ambit_sessions WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(store_err)?
-            .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
-        state_of(row.try_get(0).map_err(store_err)?, row.try_get(1).map_err(store_err)?)
-    }
-
-    async fn set_state(&self, session_id: &str, state: &SessionState, now: i64) -> Result<(), SessionError> {
-        let parked = state.parked.as_ref().map(|p| p.to_string());
-        let done = sqlx::query("UPDATE ambit_sessions SET state = ?, parked = ?, updated_at = ? WHERE session_id = ?")
-            .bind(&state.state)
-            .bind(parked)
-            .bind(now)
-            .bind(session_id)
-            .execute(&self.pool)
-            .await
-            .map_err(store_err)?;
-        if done.rows_affected() == 0 {
-            return Err(SessionError::NotFound(session_id.to_string()));
-        }
-        Ok(())
-    }
-});
+session_store_impl!(SqliteSessions, sqlx::Sqlite, "");
 
 /// Sessions in a PostgreSQL database.
 #[derive(Debug, Clone)]
@@ -560,119 +566,6 @@ impl PgSessions {
     async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, SessionError> {
         self.pool.begin().await.map_err(store_err)
     }
-
-    /// Appends inside a transaction that holds the session's row.
-    async fn append_in(
-        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-        session_id: &str,
-        items: &[Item],
-        now: i64,
-    ) -> Result<Vec<i64>, SessionError> {
-        let exists: Option<String> =
-            sqlx::query_scalar("SELECT session_id FROM ambit_sessions WHERE session_id = $1 FOR UPDATE")
-                .bind(session_id)
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(store_err)?;
-        if exists.is_none() {
-            return Err(SessionError::NotFound(session_id.to_string()));
-        }
-        let last: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(idx), 0)::BIGINT FROM ambit_session_entries WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(store_err)?;
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let idx = last + 1 + i as i64;
-            sqlx::query(
-                "INSERT INTO ambit_session_entries (session_id, idx, kind, body, created_at) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(session_id)
-            .bind(idx)
-            .bind(item.kind())
-            .bind(item.body().to_string())
-            .bind(now)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_err)?;
-            out.push(idx);
-        }
-        sqlx::query("UPDATE ambit_sessions SET updated_at = $1 WHERE session_id = $2")
-            .bind(now)
-            .bind(session_id)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_err)?;
-        Ok(out)
-    }
 }
 
-session_store_impl!(PgSessions, " FOR UPDATE", {
-    async fn create(&self, session_id: &str, parent_id: Option<&str>, now: i64) -> Result<(), SessionError> {
-        sqlx::query(
-            "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (session_id) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(parent_id)
-        .bind(now)
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .map_err(store_err)?;
-        Ok(())
-    }
-
-    async fn append(&self, session_id: &str, items: &[Item], now: i64) -> Result<Vec<i64>, SessionError> {
-        let mut tx = self.pool.begin().await.map_err(store_err)?;
-        let out = Self::append_in(&mut tx, session_id, items, now).await?;
-        tx.commit().await.map_err(store_err)?;
-        Ok(out)
-    }
-
-    async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError> {
-        let rows = sqlx::query("SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 ORDER BY idx")
-            .bind(session_id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(store_err)?;
-        rows.iter()
-            .map(|r| {
-                entry(
-                    &r.try_get::<String, _>(1).map_err(store_err)?,
-                    &r.try_get::<String, _>(2).map_err(store_err)?,
-                    r.try_get(0).map_err(store_err)?,
-                )
-            })
-            .collect()
-    }
-
-    async fn state(&self, session_id: &str) -> Result<SessionState, SessionError> {
-        let row = sqlx::query("SELECT state, parked FROM ambit_sessions WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(store_err)?
-            .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
-        state_of(row.try_get(0).map_err(store_err)?, row.try_get(1).map_err(store_err)?)
-    }
-
-    async fn set_state(&self, session_id: &str, state: &SessionState, now: i64) -> Result<(), SessionError> {
-        let parked = state.parked.as_ref().map(|p| p.to_string());
-        let done =
-            sqlx::query("UPDATE ambit_sessions SET state = $1, parked = $2, updated_at = $3 WHERE session_id = $4")
-                .bind(&state.state)
-                .bind(parked)
-                .bind(now)
-                .bind(session_id)
-                .execute(&self.pool)
-                .await
-                .map_err(store_err)?;
-        if done.rows_affected() == 0 {
-            return Err(SessionError::NotFound(session_id.to_string()));
-        }
-        Ok(())
-    }
-});
+session_store_impl!(PgSessions, sqlx::Postgres, " FOR UPDATE");
