@@ -80,6 +80,10 @@ export interface ModelOptions {
    * a `ConfigError` naming `max_tool_name_bytes`.
    */
   maxToolNameBytes?: number;
+   * The tokens the model's context window holds (default: the model family's, or 32,768 for a model
+   * the core does not know); a session's auto-compaction fires at a share of it.
+   */
+  contextWindow?: number;
 }
 
 /** @deprecated use {@link ModelOptions} */
@@ -95,6 +99,7 @@ export declare class Model {
   readonly timeout: number | undefined;
   readonly maxRetries: number | undefined;
   readonly maxToolNameBytes: number | undefined;
+  readonly contextWindow: number | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -204,6 +209,12 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
   requiresApproval?: boolean;
   /** String arguments whose blank value is itself the value (kept, not read as left out). */
   allowBlank?: string[] | string;
+  /**
+   * Running a call twice has the effect of running it once (default false): in a session, a call a
+   * crash interrupted is run again on resume; any other tool's is reported to the model as of unknown
+   * outcome, never re-run.
+   */
+  idempotent?: boolean;
 }
 
 /** A tool made by {@link tool}. */
@@ -215,6 +226,7 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
   readonly level: Level | undefined;
   readonly requiresApproval: boolean | undefined;
   readonly allowBlank: string[] | undefined;
+  readonly idempotent: boolean | undefined;
 }
 
 /** Declares a host tool. Throws a TypeError when `name` or `run` is missing or of the wrong type. */
@@ -645,11 +657,23 @@ export type SessionEntry =
 
 /** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
 export declare class Sessions {
+  /**
+   * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
+   * `contextWindow` names one for this store.
+   */
   static open(url: string, options?: { contextWindow?: number; compactAt?: number; keepRecent?: number }): Promise<Sessions>;
   create(): Promise<string>;
-  /** Runs the agent in the session, continuing its conversation; a parked run rejects with AwaitingApprovalError. */
+  /**
+   * Runs the agent in the session, continuing its conversation; a parked run rejects with
+   * AwaitingApprovalError. One run at a time per session, across processes: while another run holds the
+   * session this rejects with an AmbitError of code `session_busy`.
+   */
   run(agent: Agent, sessionId: string, input: string): Promise<RunResult>;
-  /** Answers the approval a parked session waits on, from any process or language, and continues the run. */
+  /**
+   * Answers the approval a parked session waits on, from any process or language, and continues the run.
+   * Exactly once: a resume of a session no longer waiting (another resume claimed it first, or it was
+   * never parked) rejects with an AmbitError of code `session_not_parked`.
+   */
   resume(agent: Agent, sessionId: string, decision: ResumeDecision): Promise<RunResult>;
   pending(sessionId: string): Promise<PendingApproval | null>;
   compact(agent: Agent, sessionId: string): Promise<boolean>;

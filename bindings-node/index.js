@@ -106,7 +106,7 @@ function describe(value) {
 const TOOL = Symbol('ambit.tool');
 
 /** Every key a tool definition may have. */
-const TOOL_OPTIONS = ['name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank'];
+const TOOL_OPTIONS = ['name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank', 'idempotent'];
 
 function errorMessage(e) {
   if (e instanceof Error) return e.message;

@@ -12,13 +12,13 @@ function describe(value) {
 const { refuseUnknown } = require('./options.js');
 
 /** Every key a model's options object may have. */
-const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes'];
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes', 'contextWindow'];
 
 class Model {
   /**
    * @param {string} wire
    * @param {string} model
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number, maxToolNameBytes?: number}} options
+   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number, maxToolNameBytes?: number, contextWindow?: number}} options
    */
   constructor(wire, model, options) {
     const cls = this.constructor.name;
@@ -37,7 +37,7 @@ class Model {
     if (options.stream != null && typeof options.stream !== 'boolean') {
       throw new TypeError(`${cls}: options.stream must be a boolean, got ${describe(options.stream)}`);
     }
-    for (const key of ['timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes']) {
+    for (const key of ['timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes', 'contextWindow']) {
       if (options[key] != null && typeof options[key] !== 'number') {
         throw new TypeError(`${cls}: options.${key} must be a number, got ${describe(options[key])}`);
       }
@@ -52,6 +52,7 @@ class Model {
     // A limit on tool names smaller than the wire's own (64 bytes on Chat Completions, 128 on the
     // others): longer names reach the endpoint cut to fit; above the wire's limit the core refuses it.
     this.maxToolNameBytes = options.maxToolNameBytes ?? undefined;
+    this.contextWindow = options.contextWindow ?? undefined;
   }
 
   toNative() {
@@ -65,6 +66,7 @@ class Model {
       max_retries: this.maxRetries,
       max_tokens: this.maxTokens,
       max_tool_name_bytes: this.maxToolNameBytes,
+      context_window: this.contextWindow,
     };
     return { config: JSON.stringify(config) };
   }

@@ -94,17 +94,21 @@ function toNativeBuiltins(builtins) {
 
 /** A tool's permission declarations, checked for their JS types (the core checks the level's value). */
 function toolDeclarations(name, definition) {
-  const { level, requiresApproval, allowBlank } = definition;
+  const { level, requiresApproval, allowBlank, idempotent } = definition;
   if (level != null && typeof level !== 'string') {
     throw new TypeError(`tool '${name}': level must be a string ("none", "read", "workspace" or "unrestricted"), got ${describe(level)}`);
   }
   if (requiresApproval != null && typeof requiresApproval !== 'boolean') {
     throw new TypeError(`tool '${name}': requiresApproval must be a boolean, got ${describe(requiresApproval)}`);
   }
+  if (idempotent != null && typeof idempotent !== 'boolean') {
+    throw new TypeError(`tool '${name}': idempotent must be a boolean, got ${describe(idempotent)}`);
+  }
   return {
     level: level ?? undefined,
     requiresApproval: requiresApproval ?? undefined,
     allowBlank: allowBlank == null ? undefined : stringList(`tool '${name}': allowBlank`, allowBlank),
+    idempotent: idempotent ?? undefined,
   };
 }
 

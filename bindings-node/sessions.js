@@ -34,7 +34,8 @@ function toRequest(r) {
 
 function toError(error) {
   if (error.code === 'awaiting_approval') return new AwaitingApprovalError(error.message, error.details);
-  if (error.code === 'session_not_found' || error.code === 'session_store' || error.code === 'invalid_argument') {
+  const plain = ['session_not_found', 'session_store', 'invalid_argument', 'session_busy', 'session_not_parked'];
+  if (plain.includes(error.code)) {
     return new core.AmbitError(error.message, error.code);
   }
   // A run's own failure: the same error class Agent.run would throw.
@@ -61,9 +62,11 @@ class Sessions {
 
   /**
    * Opens the store, applying its migrations. Auto-compaction fires when a run would start past
-   * `compactAt` of `contextWindow` tokens; a compaction keeps the latest `keepRecent` rounds verbatim.
+   * `compactAt` of the context window: the model's (its `contextWindow` option, else its family's
+   * default) unless `contextWindow` names one for this store; a compaction keeps the latest
+   * `keepRecent` rounds verbatim.
    */
-  static async open(url, { contextWindow = 200_000, compactAt = 0.85, keepRecent = 2 } = {}) {
+  static async open(url, { contextWindow, compactAt = 0.85, keepRecent = 2 } = {}) {
     const config = JSON.stringify({ context_window: contextWindow, compact_at: compactAt, keep_recent: keepRecent });
     try {
       return new Sessions(await native.openSessions(url, config));

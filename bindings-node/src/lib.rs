@@ -61,6 +61,8 @@ pub struct NativeToolConfig {
     pub level: Option<String>,
     pub requires_approval: Option<bool>,
     pub allow_blank: Option<Vec<String>>,
+    /// Running a call twice has the effect of running it once (SPEC §8b).
+    pub idempotent: Option<bool>,
 }
 
 /// A core error as data: the facade throws the matching error class.
@@ -276,6 +278,7 @@ fn build(
             t.level,
             t.requires_approval,
             t.allow_blank,
+            t.idempotent,
         )?;
         builder = builder.tool_arc(Arc::new(JsTool { spec, call: t.call }));
     }

@@ -84,12 +84,13 @@ pub fn apply_builtins(mut builder: AgentBuilder, names: Vec<String>) -> Result<A
 }
 
 /// A host tool's permission declarations: its level (the core's spelling), whether every call goes to
-/// the approval handler, and the string arguments whose blank value is kept.
+/// the approval handler, the string arguments whose blank value is kept, and whether it is idempotent.
 pub fn declare(
     spec: ToolSpec,
     level: Option<String>,
     requires_approval: Option<bool>,
     allow_blank: Option<Vec<String>>,
+    idempotent: Option<bool>,
 ) -> Result<ToolSpec, Error> {
     let mut spec = spec;
     if let Some(level) = level {
@@ -98,7 +99,8 @@ pub fn declare(
     }
     Ok(spec
         .with_requires_approval(requires_approval.unwrap_or(false))
-        .with_allow_blank(allow_blank.unwrap_or_default()))
+        .with_allow_blank(allow_blank.unwrap_or_default())
+        .with_idempotent(idempotent.unwrap_or(false)))
 }
 
 #[napi]

@@ -183,3 +183,122 @@ asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))`,
     });
   }
 });
+
+describe('durable runs', () => {
+  for (const [kind, url] of stores()) {
+    test(`a second run on a running session is refused with session_busy (${kind})`, async () => {
+      const p = await startProvider('node_busy', [
+        { respond: { tool_calls: [{ id: 'w', name: 'wait', arguments: {} }] } },
+        { respond: { content: 'first' } },
+        { respond: { content: 'second' } },
+      ]);
+      try {
+        let entered;
+        const inside = new Promise((resolve) => { entered = resolve; });
+        let release;
+        const released = new Promise((resolve) => { release = resolve; });
+        const wait = tool({
+          name: 'wait',
+          description: 'Wait until released.',
+          parameters: { type: 'object', properties: {} },
+          run: async () => {
+            entered();
+            await released;
+            return 'done';
+          },
+        });
+        const agent = new Agent({ model: new OpenAIChat('m', { baseUrl: p.baseUrl, maxRetries: 0 }), tools: [wait] });
+        const sessions = await Sessions.open(url);
+        const sid = await sessions.create();
+        const first = sessions.run(agent, sid, 'one');
+        await inside;
+        await assert.rejects(sessions.run(agent, sid, 'two'), (e) => {
+          assert.equal(e.code, 'session_busy', String(e));
+          return true;
+        });
+        release();
+        assert.equal((await first).output, 'first');
+        assert.equal((await sessions.run(agent, sid, 'two')).output, 'second');
+      } finally {
+        p.stop();
+      }
+    });
+
+    test(`two resumes of one parked approval run the tool once (${kind})`, async () => {
+      const p = await startProvider('node_resume_once', PARK_EXCHANGES);
+      try {
+        const sent = [];
+        const counted = tool({
+          name: 'send_email',
+          description: 'Send the drafted email.',
+          parameters: { type: 'object', properties: { to: { type: 'string' } }, required: ['to'] },
+          level: 'read',
+          requiresApproval: true,
+          run: async ({ to }) => {
+            sent.push(to);
+            return `sent to ${to}`;
+          },
+        });
+        const agent = new Agent({
+          model: new OpenAIChat('m', { baseUrl: p.baseUrl, maxRetries: 0 }),
+          tools: [counted],
+          policy: { level: 'read', approvals: async () => ({ decision: 'later' }) },
+        });
+        const sessions = await Sessions.open(url);
+        const sid = await sessions.create();
+        await assert.rejects(sessions.run(agent, sid, 'Send it.'), AwaitingApprovalError);
+        const outcomes = await Promise.allSettled([
+          sessions.resume(agent, sid, { decision: 'approve' }),
+          sessions.resume(agent, sid, { decision: 'approve' }),
+        ]);
+        const done = outcomes.filter((o) => o.status === 'fulfilled');
+        const refused = outcomes.filter((o) => o.status === 'rejected');
+        assert.equal(done.length, 1, JSON.stringify(outcomes));
+        assert.equal(refused.length, 1);
+        assert.equal(refused[0].reason.code, 'session_not_parked', String(refused[0].reason));
+        assert.deepEqual(sent, ['ops@example.com']);
+        const results = (await sessions.entries(sid)).filter((e) => e.message && e.message.role === 'tool');
+        assert.deepEqual(results.map((e) => e.message.content), ['sent to ops@example.com']);
+      } finally {
+        p.stop();
+      }
+    });
+
+    test('idempotent is a tool option, checked for its type', () => {
+      const base = { name: 't', parameters: { type: 'object', properties: {} }, run: () => 'x' };
+      assert.equal(tool({ ...base, idempotent: true }).idempotent, true);
+      assert.throws(() => tool({ ...base, idempotent: 'yes' }), /idempotent must be a boolean/);
+    });
+  }
+});
+
+describe('the context window', () => {
+  const cases = [
+    ['gpt-4', undefined, undefined, 8192],
+    ['my-local-model', undefined, undefined, 32768],
+    ['gpt-4', 50000, undefined, 50000],
+    ['gpt-4', 50000, 7000, 7000],
+  ];
+  for (const [name, modelWindow, storeWindow, expected] of cases) {
+    test(`comes from the model unless the store names one (${name}, ${modelWindow}, ${storeWindow})`, async () => {
+      const p = await startProvider('node_window', [
+        { respond: { tool_calls: [{ id: 'c', name: 'context_check', arguments: {} }] } },
+        { respond: { content: 'ok' } },
+      ]);
+      try {
+        const [[, url]] = stores();
+        const sessions = await Sessions.open(url, { contextWindow: storeWindow });
+        const model = new OpenAIChat(name, { baseUrl: p.baseUrl, maxRetries: 0, contextWindow: modelWindow });
+        const agent = new Agent({ model, builtins: SESSION_TOOLS });
+        const sid = await sessions.create();
+        const r = await sessions.run(agent, sid, 'how full?');
+        assert.ok(r.toolCalls[0].result.includes(` of ${expected} tokens`), r.toolCalls[0].result);
+      } finally {
+        p.stop();
+      }
+    });
+  }
+  test('a window that is not a number is refused', () => {
+    assert.throws(() => new OpenAIChat('m', { contextWindow: 'big' }), /contextWindow must be a number/);
+  });
+});

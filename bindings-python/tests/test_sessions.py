@@ -73,3 +73,115 @@ async def missing_and_bad(tmp_path: Path) -> None:
     with pytest.raises(ambit.AmbitError) as info:
         await ambit.Sessions.open("mysql://x")
     assert info.value.code == "invalid_argument"
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_second_run_on_a_running_session_is_refused_with_session_busy(kind: str, tmp_path: Path,
+                                                                       start_provider: Any) -> None:
+    p = start_provider(script(tmp_path, [
+        {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+        {"respond": {"content": "first"}},
+        {"respond": {"content": "second"}},
+    ]))
+    asyncio.run(one_run_at_a_time(kind, tmp_path, p.base_url))
+
+
+async def one_run_at_a_time(kind: str, tmp_path: Path, base_url: str) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @ambit.tool
+    async def wait() -> str:
+        """Wait until released."""
+        entered.set()
+        await release.wait()
+        return "done"
+
+    sessions = await ambit.Sessions.open(store_url(kind, tmp_path))
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[wait])
+    sid = await sessions.create()
+    first = asyncio.create_task(sessions.run(agent, sid, "one"))
+    await entered.wait()
+    # The first run holds the session while its tool waits: a second is refused, typed.
+    with pytest.raises(ambit.SessionBusy) as info:
+        await sessions.run(agent, sid, "two")
+    assert info.value.code == "session_busy"
+    release.set()
+    assert (await first).output == "first"
+    assert (await sessions.run(agent, sid, "two")).output == "second"
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_two_resumes_of_one_parked_approval_run_the_tool_once(kind: str, tmp_path: Path,
+                                                             start_provider: Any) -> None:
+    p = start_provider(script(tmp_path, [
+        {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops@example.com"}}]}},
+        {"respond": {"content": "Sent."}},
+    ]))
+    asyncio.run(resume_once(kind, tmp_path, p.base_url))
+
+
+async def resume_once(kind: str, tmp_path: Path, base_url: str) -> None:
+    sent: list[str] = []
+
+    @ambit.tool(level="read", requires_approval=True)
+    async def send_email(to: str) -> str:
+        """Send the drafted email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    sessions = await ambit.Sessions.open(store_url(kind, tmp_path))
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[send_email],
+                        policy=ambit.Policy(level="read", approvals=lambda request: ambit.Later()))
+    sid = await sessions.create()
+    with pytest.raises(ambit.AwaitingApproval):
+        await sessions.run(agent, sid, "mail ops")
+    outcomes = await asyncio.gather(sessions.resume(agent, sid, ambit.Approve()),
+                                    sessions.resume(agent, sid, ambit.Approve()), return_exceptions=True)
+    done = [o for o in outcomes if isinstance(o, ambit.RunResult)]
+    refused = [o for o in outcomes if isinstance(o, ambit.SessionNotParked)]
+    assert (len(done), len(refused)) == (1, 1), outcomes
+    assert refused[0].code == "session_not_parked"
+    assert sent == ["ops@example.com"]
+    tool_results = [e for e in await sessions.entries(sid) if e["kind"] == "message"
+                    and e["message"]["role"] == "tool"]
+    assert [r["message"]["content"] for r in tool_results] == ["sent to ops@example.com"]
+
+
+def test_idempotent_is_a_tool_option(tmp_path: Path) -> None:
+    @ambit.tool(idempotent=True)
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    assert lookup.idempotent and json.loads(lookup._native_entry()[0])["idempotent"] is True
+    with pytest.raises(ambit.ConfigError, match="idempotent must be True or False"):
+        ambit.tool(idempotent="yes")(lookup.fn)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("wire", "name", "model_window", "store_window", "expected"), [
+    ("openai_chat", "gpt-4", None, None, 8_192),
+    ("openai_chat", "my-local-model", None, None, 32_768),
+    ("openai_chat", "gpt-4", 50_000, None, 50_000),
+    ("anthropic", "claude-sonnet-4-5", None, None, 200_000),
+    ("anthropic", "claude-sonnet-4-5", 9_000, 7_000, 7_000),
+])
+def test_the_context_window_comes_from_the_model_unless_the_store_names_one(
+        wire: str, name: str, model_window: int | None, store_window: int | None, expected: int, tmp_path: Path,
+        start_provider: Any) -> None:
+    path = tmp_path / "window.json"
+    path.write_text(json.dumps({"name": "py_window", "wire": wire, "exchanges": [
+        {"respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}]}},
+        {"respond": {"content": "ok"}},
+    ]}))
+    p = start_provider(path)
+    cls = ambit.Anthropic if wire == "anthropic" else ambit.OpenAIChat
+    model = cls(name, base_url=p.base_url, max_retries=0, context_window=model_window)
+    asyncio.run(window_report(tmp_path, model, store_window, expected))
+
+
+async def window_report(tmp_path: Path, model: ambit.Model, store_window: int | None, expected: int) -> None:
+    sessions = await ambit.Sessions.open(f"sqlite://{tmp_path}/w.db", context_window=store_window)
+    agent = ambit.Agent(model=model, builtins=ambit.SESSION_TOOLS)
+    sid = await sessions.create()
+    result = await sessions.run(agent, sid, "how full?")
+    assert f" of {expected} tokens" in result.tool_calls[0].result, result.tool_calls[0].result

@@ -207,6 +207,9 @@ pub struct ToolDefinition {
     /// String arguments whose blank value is kept.
     #[uniffi(default = [])]
     pub allow_blank: Vec<String>,
+    /// Running a call twice has the effect of running it once (SPEC §8b).
+    #[uniffi(default = false)]
+    pub idempotent: bool,
 }
 
 /// An agent's configuration.
@@ -420,6 +423,7 @@ impl CoreAgent {
                 tool.level,
                 tool.requires_approval,
                 tool.allow_blank,
+                tool.idempotent,
             );
             builder = builder.tool_arc(Arc::new(SwiftTool { spec, implementation: tool.implementation }));
         }

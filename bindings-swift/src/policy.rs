@@ -297,18 +297,19 @@ pub fn builtin_names() -> Result<Vec<String>, CoreError> {
     crate::guard(|| Ok(ambit::tools::builtin::NAMES.iter().map(|n| n.to_string()).collect()))
 }
 
-/// A host tool's permission declarations on its spec.
+/// A host tool's declarations on its spec: permission, blank arguments, idempotence.
 pub(crate) fn declare(
     spec: ambit::ToolSpec,
     level: Option<Level>,
     requires_approval: bool,
     allow_blank: Vec<String>,
+    idempotent: bool,
 ) -> ambit::ToolSpec {
     let spec = match level {
         Some(l) => spec.with_level(l.into()),
         None => spec,
     };
-    spec.with_requires_approval(requires_approval).with_allow_blank(allow_blank)
+    spec.with_requires_approval(requires_approval).with_allow_blank(allow_blank).with_idempotent(idempotent)
 }
 
 /// Registers the built-ins named and applies the policy.

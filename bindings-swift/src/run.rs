@@ -41,6 +41,10 @@ pub struct ModelSettings {
     /// others); above it, or negative, a configuration error naming `max_tool_name_bytes`.
     #[uniffi(default = None)]
     pub max_tool_name_bytes: Option<i64>,
+    /// The tokens the context window holds (default: the model family's, `ambit::model::window`);
+    /// negative, a configuration error naming `context_window`.
+    #[uniffi(default = None)]
+    pub context_window: Option<i64>,
 }
 
 impl ModelSettings {
@@ -55,6 +59,7 @@ impl ModelSettings {
             "wire": wire.as_str(), "model": self.model, "base_url": self.base_url, "api_key": self.api_key,
             "stream": self.stream, "timeout_secs": self.timeout_secs, "max_retries": self.max_retries,
             "max_tokens": self.max_tokens, "max_tool_name_bytes": self.max_tool_name_bytes,
+            "context_window": self.context_window,
         });
         ambit::ModelConfig::from_json(&config.to_string())?.build()
     }

@@ -23,6 +23,13 @@ pub enum SessionCoreError {
     /// Code `session_store`.
     #[error("{message}")]
     Store { message: String },
+    /// Code `session_busy`: another run holds the session (one run at a time, across processes).
+    #[error("{message}")]
+    Busy { message: String },
+    /// Code `session_not_parked`: a resume of a session with no approval waiting (another resume
+    /// claimed it first, or it was never parked).
+    #[error("{message}")]
+    NotParked { message: String },
     /// The run itself failed, with the code `Agent.run` would have thrown (never `internal`).
     #[error("{message}")]
     Run { code: String, message: String },
@@ -51,6 +58,8 @@ impl From<SessionError> for SessionCoreError {
             SessionError::InvalidArgument(_) => SessionCoreError::InvalidArgument { message },
             SessionError::Store(_) => SessionCoreError::Store { message },
             SessionError::Run(ambit::Error::Internal(_)) => SessionCoreError::Internal { message },
+            SessionError::Busy(_) => SessionCoreError::Busy { message },
+            SessionError::NotParked(_) => SessionCoreError::NotParked { message },
             SessionError::Run(err) => SessionCoreError::Run { code: err.code().to_string(), message },
         }
     }
@@ -74,7 +83,7 @@ impl CoreSessions {
     #[uniffi::constructor]
     pub async fn open(
         url: String,
-        context_window: u64,
+        context_window: Option<u64>,
         compact_at: f64,
         keep_recent: u32,
     ) -> Result<Arc<Self>, SessionCoreError> {

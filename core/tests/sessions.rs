@@ -2,37 +2,14 @@
 //! by scripts/test.sh; the test fails without it rather than skipping). Runs go to the loopback
 //! provider.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use ambit::session::{Item, SessionConfig, SessionState, Sessions};
 use ambit::{Agent, OpenAiChat};
 use ambit_test_provider::{Provider, Script};
 use serde_json::{Value, json};
-use sqlx::Connection;
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-struct Store {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn stores() -> Vec<Store> {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite =
-        Store { name: "sqlite", url: format!("sqlite://{}", dir.path().join("s.db").display()), _dir: Some(dir) };
-    let admin = std::env::var("AMBIT_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "AMBIT_TEST_POSTGRES_URL is not set: the session tests run on PostgreSQL too. Run `bash scripts/test.sh`."
-        )
-    });
-    let db = format!("ambit_s_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
-    let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect to the test PostgreSQL server");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut c).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    vec![sqlite, Store { name: "postgres", url: format!("{base}/{db}"), _dir: None }]
-}
+#[path = "support/session_stores.rs"]
+mod session_stores;
+use session_stores::stores;
 
 async fn provider(exchanges: Value) -> Provider {
     let script: Script = serde_json::from_value(json!({"name": "sessions", "exchanges": exchanges})).unwrap();
@@ -95,7 +72,7 @@ async fn runs_continue_the_log_and_compaction_summarises_without_deleting() {
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 100_000, compact_at: 0.85, keep_recent: 1 })
+            .with_config(SessionConfig { context_window: Some(100_000), compact_at: 0.85, keep_recent: 1 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -158,7 +135,7 @@ async fn auto_compaction_fires_at_the_ceiling_and_context_compact_asks_for_one()
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 60, compact_at: 0.85, keep_recent: 0 })
+            .with_config(SessionConfig { context_window: Some(60), compact_at: 0.85, keep_recent: 0 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -226,7 +203,7 @@ async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceili
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: 10_000, compact_at: 0.5, keep_recent: 1 })
+            .with_config(SessionConfig { context_window: Some(10_000), compact_at: 0.5, keep_recent: 1 })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -237,6 +214,8 @@ async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceili
         let id = sessions.create().await.unwrap();
         let r = sessions.run(&agent, &id, "Find the launch code.").await.unwrap();
         assert_eq!(r.output, "The code is 7431.", "{}", s.name);
+        // The summary's request is the run's: five requests, four of them turns.
+        assert_eq!((r.usage.requests, r.turns), (5, 4), "{}", s.name);
         // What the compaction summarised is still found, by #N.
         let search = &r.tool_calls[2].result;
         assert!(search.contains("#3 tool: [result of lookup] alpha is 7431"), "{}: {search}", s.name);
@@ -304,7 +283,7 @@ async fn context_check_reports_the_providers_count_and_estimates_without_one() {
         .await;
         let sessions = Sessions::open(&s.url).await.unwrap();
         let agent = Agent::builder()
-            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .model(OpenAiChat::new("m").context_window(200_000).base_url(p.base_url()).max_retries(0))
             .tools(ambit::session::tools())
             .build()
             .unwrap();
@@ -369,4 +348,105 @@ async fn context_compact_compacts_at_the_next_round_boundary() {
         assert_eq!(entries[5].item, Item::Boundary { keep_from: 3 }, "{}", s.name);
         check(&p, 4);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
+    // SPEC §8b: a compaction's summary is a model request made for the run: in its usage and cost, and
+    // held to its budget; before the run, between its rounds, and after it.
+    let long = "x".repeat(400);
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"content": "Noted.", "usage": {"input_tokens": 10, "output_tokens": 5}}},
+            // Run 2: the window (100 tokens, compacting at 50) is past its ceiling: the summary first.
+            {"expect": {"tool_names": []}, "respond": {"content": "Summary.", "usage": {"input_tokens": 1000, "output_tokens": 100}}},
+            {"respond": {"content": "Done.", "usage": {"input_tokens": 20, "output_tokens": 2}}},
+            // Run 3, with a budget of 500 tokens: the summary alone is past it, so the run stops there.
+            {"expect": {"tool_names": []}, "respond": {"content": "Summary again.", "usage": {"input_tokens": 600, "output_tokens": 1}}}
+        ]))
+        .await;
+        let price = ambit::Price { input_per_mtok: 1.0, output_per_mtok: 10.0, ..Default::default() };
+        let agent = |budget: ambit::Budget| {
+            Agent::builder()
+                .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .prices([("m".to_string(), price)].into())
+                .budget(budget)
+                .build()
+                .unwrap()
+        };
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        sessions.run(&agent(ambit::Budget::default()), &id, &long).await.unwrap();
+        let small = sessions
+            .clone()
+            .with_config(SessionConfig { context_window: Some(100), compact_at: 0.5, keep_recent: 0 })
+            .unwrap();
+        let r = small.run(&agent(ambit::Budget::default()), &id, "next").await.unwrap();
+        assert_eq!(r.output, "Done.", "{}", s.name);
+        assert_eq!((r.usage.requests, r.usage.input_tokens, r.usage.output_tokens), (2, 1020, 102), "{}", s.name);
+        let cost = r.cost.unwrap();
+        assert!((cost - (1020.0 + 1020.0) / 1e6).abs() < 1e-12, "{}: {cost}", s.name);
+        assert_eq!(r.turns, 1, "{}: the summary is not one of the run's turns", s.name);
+        let budget = ambit::Budget { max_tokens: Some(500), max_cost: None };
+        let err = small.run(&agent(budget), &id, &long).await.unwrap_err();
+        assert_eq!(err.code(), "budget_exceeded", "{}: {err}", s.name);
+        check(&p, 4);
+        // A run stopped by its budget lets the session go.
+        assert_eq!(sessions.store().state(&id).await.unwrap().state, "idle", "{}", s.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_window_comes_from_the_model_unless_overridden() {
+    // SPEC §8b / issue 13 item 7: the window is the model's (its family's default, or its own
+    // setting); a session configuration that names one overrides it.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("w.db").display());
+    let check_then_answer = || {
+        json!([
+            {"respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}]}},
+            {"respond": {"content": "ok"}}
+        ])
+    };
+    let cases: Vec<(OpenAiChat, Option<u64>, u64)> = vec![
+        (OpenAiChat::new("gpt-4"), None, 8_192),
+        (OpenAiChat::new("claude-sonnet-4-5"), None, 200_000),
+        (OpenAiChat::new("my-local-llama"), None, ambit::model::window::DEFAULT_CONTEXT_WINDOW),
+        (OpenAiChat::new("gpt-4").context_window(50_000), None, 50_000),
+        (OpenAiChat::new("gpt-4").context_window(50_000), Some(7_000), 7_000),
+    ];
+    for (model, session_window, expected) in cases {
+        let p = provider(check_then_answer()).await;
+        let agent = Agent::builder()
+            .model(model.base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let config = SessionConfig { context_window: session_window, ..SessionConfig::default() };
+        let sessions = Sessions::open(&url).await.unwrap().with_config(config).unwrap();
+        let id = sessions.create().await.unwrap();
+        let r = sessions.run(&agent, &id, "how full?").await.unwrap();
+        let report = &r.tool_calls[0].result;
+        assert!(report.contains(&format!(" of {expected} tokens")), "{expected}: {report}");
+    }
+    // And it is the window auto-compaction fires at: a model of 100 tokens compacts a log that a
+    // 200,000-token window (the old fixed setting) would not.
+    let p = provider(json!([
+        {"respond": {"content": "Noted."}},
+        {"expect": {"tool_names": [], "messages_tail": [{"role": "user", "content": {"$contains": "Summarise"}}]},
+         "respond": {"content": "Summary."}},
+        {"respond": {"content": "Done."}}
+    ]))
+    .await;
+    let agent = Agent::builder()
+        .model(OpenAiChat::new("m").context_window(100).base_url(p.base_url()).max_retries(0))
+        .build()
+        .unwrap();
+    let sessions = Sessions::open(&url).await.unwrap();
+    let id = sessions.create().await.unwrap();
+    sessions.run(&agent, &id, &"y".repeat(400)).await.unwrap();
+    sessions.run(&agent, &id, "next").await.unwrap();
+    check(&p, 3);
+    let entries = sessions.entries(&id).await.unwrap();
+    assert!(entries.iter().any(|e| e.item.kind() == "boundary"), "{entries:?}");
 }

@@ -24,7 +24,7 @@ from ._options import items, mapping, strings
 from ._schema import function_schema
 from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
-                     ModelError, OutputTruncated, RunCancelled)
+                     ModelError, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
@@ -39,6 +39,8 @@ __all__ = [
     "Subagents",
     "Later",
     "AwaitingApproval",
+    "SessionBusy",
+    "SessionNotParked",
     "Sessions",
     "SESSION_TOOLS",
     "Ledger",
@@ -160,11 +162,12 @@ class Price:
 class Tool:
     """A Python function the model can call. Make one with :func:`tool`."""
 
-    __slots__ = ("fn", "name", "description", "parameters", "is_async", "level", "requires_approval", "allow_blank")
+    __slots__ = ("fn", "name", "description", "parameters", "is_async", "level", "requires_approval", "allow_blank",
+                 "idempotent")
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
                  parameters: Mapping[str, Any] | None = None, level: Level | None = None,
-                 requires_approval: bool = False, allow_blank: Iterable[str] = ()) -> None:
+                 requires_approval: bool = False, allow_blank: Iterable[str] = (), idempotent: bool = False) -> None:
         if not callable(fn):
             raise TypeError(f"a tool needs a function, got {fn!r}")
         self.fn = fn
@@ -181,6 +184,11 @@ class Tool:
         self.level: Level | None = level
         self.requires_approval: bool = requires_approval
         self.allow_blank: list[str] = strings(f"tool '{self.name}': allow_blank", allow_blank)
+        if not isinstance(idempotent, bool):
+            raise ConfigError(f"tool '{self.name}': idempotent must be True or False, got {idempotent!r}")
+        #: Running a call twice has the effect of running it once: a call a crash interrupted is run
+        #: again on resume; any other tool's is reported to the model as of unknown outcome.
+        self.idempotent: bool = idempotent
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -205,7 +213,8 @@ class Tool:
             def call(arguments: str, token: int) -> str:  # type: ignore[misc]
                 return _to_text(fn(**kwargs(arguments, token)))
         spec: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters,
-                                "requires_approval": self.requires_approval, "allow_blank": self.allow_blank}
+                                "requires_approval": self.requires_approval, "allow_blank": self.allow_blank,
+                                "idempotent": self.idempotent}
         if self.level is not None:
             spec["level"] = self.level
         return (json.dumps(spec), call, self.is_async)
@@ -292,22 +301,24 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, name: str | None = None, description: str | None = None,
          parameters: Mapping[str, Any] | None = None, level: Level | None = None, requires_approval: bool = False,
-         allow_blank: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Tool]: ...
+         allow_blank: Iterable[str] = (), idempotent: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
          parameters: Mapping[str, Any] | None = None, level: Level | None = None, requires_approval: bool = False,
-         allow_blank: Iterable[str] = ()) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         allow_blank: Iterable[str] = (), idempotent: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Makes a tool from a plain or async function. The schema comes from the type hints and the
     description from the docstring (an ``Args:`` section describes the parameters), unless given.
 
     Use as ``@tool`` or ``@tool(name=..., description=..., parameters=..., level="read")``. ``level`` is
     the lowest permission level the tool may run at (undeclared: ``unrestricted``, since the SDK cannot
     know what a function does); ``requires_approval`` puts every call to the policy's approval handler;
-    ``allow_blank`` names string parameters whose empty value is itself the value. What the function
+    ``allow_blank`` names string parameters whose empty value is itself the value; ``idempotent`` declares
+    that running a call twice has the effect of running it once, so a call a crash interrupted in a
+    session is run again on resume instead of being reported as of unknown outcome. What the function
     returns reaches the model as text: a string as is, anything else as JSON. An exception it raises
     becomes an error result the model sees; the run goes on."""
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool(f, name=name, description=description, parameters=parameters, level=level,
-                    requires_approval=requires_approval, allow_blank=allow_blank)
+                    requires_approval=requires_approval, allow_blank=allow_blank, idempotent=idempotent)
     return wrap(fn) if fn is not None else wrap
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 __all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
-           "OutputTruncated", "RunCancelled"]
+           "OutputTruncated", "RunCancelled", "SessionBusy", "SessionNotParked"]
 
 
 class AmbitError(Exception):
@@ -85,8 +85,24 @@ class AwaitingApproval(AmbitError):
     request: dict[str, Any]
 
 
+class SessionBusy(AmbitError):
+    """Another run holds the session: one run at a time per session, across processes. A run whose
+    process died holds it until its lease runs out; then the next run takes it over."""
+
+    code = "session_busy"
+
+
+class SessionNotParked(AmbitError):
+    """``resume`` of a session with no approval waiting: never parked, already resumed, or claimed first
+    by another resume (exactly one resume of a parked approval runs)."""
+
+    code = "session_not_parked"
+
+
 _BY_CODE: dict[str, type[AmbitError]] = {
     "awaiting_approval": AwaitingApproval,
+    "session_busy": SessionBusy,
+    "session_not_parked": SessionNotParked,
     "config": ConfigError,
     "model_http": ModelError,
     "model_transport": ModelError,

@@ -20,7 +20,8 @@ class Model:
     errors the same request gets again (default 2); ``max_tool_name_bytes`` a limit on tool names smaller
     than the wire's own (64 bytes on Chat Completions, 128 on the others), for an endpoint that holds names
     shorter: longer names reach it cut to fit. A value above the wire's limit is refused (``ConfigError``
-    naming it)."""
+    naming it); ``context_window`` the tokens the model's window holds (default: the model family's, or
+    32,768 for a model the core does not know), the window a session's auto-compaction fires at a share of."""
 
     wire = ""
     model: str
@@ -30,10 +31,11 @@ class Model:
     timeout: float | None = None
     max_retries: int | None = None
     max_tool_name_bytes: int | None = None
+    context_window: int | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
-                 max_tool_name_bytes: int | None = None) -> None:
+                 max_tool_name_bytes: int | None = None, context_window: int | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -45,10 +47,11 @@ class Model:
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "max_retries", max_retries)
         object.__setattr__(self, "max_tool_name_bytes", max_tool_name_bytes)
+        object.__setattr__(self, "context_window", context_window)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}
-        for key in ("base_url", "api_key", "max_retries", "max_tool_name_bytes"):
+        for key in ("base_url", "api_key", "max_retries", "max_tool_name_bytes", "context_window"):
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
         if self.timeout is not None:
@@ -86,9 +89,11 @@ class Anthropic(Model):
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
-                 max_tokens: int | None = None, max_tool_name_bytes: int | None = None) -> None:
+                 max_tokens: int | None = None, max_tool_name_bytes: int | None = None,
+                 context_window: int | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
-                         max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes)
+                         max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes,
+                         context_window=context_window)
         object.__setattr__(self, "max_tokens", max_tokens)
 
     def _config(self) -> dict[str, Any]:

@@ -32,11 +32,15 @@ class Sessions:
         self._native = native
 
     @classmethod
-    async def open(cls, url: str, *, context_window: int = 200_000, compact_at: float = 0.85,
+    async def open(cls, url: str, *, context_window: int | None = None, compact_at: float = 0.85,
                    keep_recent: int = 2) -> "Sessions":
         """Opens ``sqlite:///path`` (created if missing) or ``postgres://…``, applying the migrations.
-        Auto-compaction fires when a run would start past ``compact_at`` of ``context_window`` tokens;
-        a compaction keeps the latest ``keep_recent`` rounds verbatim."""
+        Auto-compaction fires when a run would start past ``compact_at`` of the context window: the
+        model's (its ``context_window`` setting, else its family's default) unless ``context_window``
+        names one for this store; a compaction keeps the latest ``keep_recent`` rounds verbatim.
+
+        One run at a time per session, across processes: a second raises :class:`SessionBusy`; a
+        resume is exactly once: one that finds no approval waiting raises :class:`SessionNotParked`."""
         config = {"context_window": context_window, "compact_at": compact_at, "keep_recent": keep_recent}
         return cls(await _native.NativeSessions.open(url, json.dumps(config)))
 

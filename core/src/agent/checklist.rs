@@ -85,7 +85,7 @@ impl ChecklistItem {
 }
 
 /// A run's checklist. Completed and canceled items leave it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checklist {
     items: Vec<ChecklistItem>,
     next_id: u32,

@@ -101,7 +101,7 @@ pub(crate) async fn run_call(
         allow_local_addresses: session.policy.allow_local_addresses.clone(),
     };
     let CallDecision::Ask(reason) = decision else {
-        let result = tool.call_in(arguments.clone(), &ctx).await;
+        let result = crate::session::journaled(call_id, tool, &arguments, tool.call_in(arguments.clone(), &ctx)).await;
         return GateOutcome::Ran { arguments, result };
     };
     let Some(handler) = &session.policy.approvals else {
@@ -162,6 +162,6 @@ pub(crate) async fn answered(
             }
         }
     };
-    let result = tool.call_in(run_with.clone(), &ctx).await;
+    let result = crate::session::journaled(call_id, tool, &run_with, tool.call_in(run_with.clone(), &ctx)).await;
     GateOutcome::Ran { arguments: run_with, result }
 }

@@ -379,9 +379,20 @@ impl Agent {
         let model_name = inner.model.name().to_string();
         // A session watching the run (crate::session): it may compact the conversation between rounds.
         let rounds = run_state::take_rounds();
-        for turn in 1..=inner.max_turns {
+        let mut first = 1;
+        if let Some(r) = &rounds {
+            // A resumed run goes on from the state its park kept: turns, budget spent, checklist,
+            // scratchpad, loaded tools.
+            if let Some(s) = r.restored() {
+                state.restore(&s);
+                (usage, nudges, first) = (s.usage, s.nudges, s.turns.saturating_add(1));
+            }
+            self.account_aside(&state, &events, &mut usage, 0, r.carried())?;
+        }
+        for turn in first..=inner.max_turns {
             if let Some(r) = &rounds {
-                r.boundary(&mut request.messages).await?;
+                let spent = r.boundary(&mut request.messages).await?;
+                self.account_aside(&state, &events, &mut usage, turn, spent)?;
             }
             self.prepare_request(&mut request, &state).await;
             self.add_loop_params(&mut request.tools);
@@ -487,12 +498,40 @@ impl Agent {
                 inner.budget.check(&usage, budget::cost_of(&inner.prices, &model_name, &usage))?;
             }
             subagent::steer_into(&mut request.messages);
-            if crate::session::parked_at(&request.messages) {
+            if crate::session::parked_at(&request.messages, || state.snapshot(turn, usage, nudges)) {
                 // A call waits on an answer given later (crate::session): the run stops here, persisted.
                 return Err(Error::Cancelled);
             }
         }
         Err(Error::MaxTurns { max_turns: inner.max_turns, usage })
+    }
+
+    /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):
+    /// counted in its usage and cost, reported as a `model_response` of that turn, held to its budget.
+    fn account_aside(
+        &self,
+        state: &RunState,
+        events: &Emitter,
+        usage: &mut Usage,
+        turn: u32,
+        spent: Usage,
+    ) -> Result<(), Error> {
+        if spent == Usage::default() {
+            return Ok(());
+        }
+        subagent::account(state, usage, &spent);
+        events.emit(Event::ModelResponse {
+            turn,
+            usage: spent,
+            cost: self.price_of(&spent),
+            stop_reason: Default::default(),
+        });
+        self.inner.budget.check(usage, self.price_of(usage))
+    }
+
+    /// What `usage` of this agent's model costs, when the price table has the model.
+    pub(crate) fn price_of(&self, usage: &Usage) -> Option<f64> {
+        budget::cost_of(&self.inner.prices, self.inner.model.name(), usage)
     }
 
     /// [`Agent::dispatch`] with its events around it.

@@ -3,8 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
+
 use super::background::Tasks;
-use super::checklist::Checklist;
+pub use super::checklist::Checklist;
 use super::scratchpad::Entries;
 use crate::error::Error;
 use crate::model::{Message, Usage};
@@ -20,13 +22,19 @@ tokio::task_local! {
 
 /// What watches a run's rounds from outside the loop (a session, crate::session): it hears what each
 /// model response reported and sees the conversation at each round boundary, which it may replace (a
-/// compaction between rounds).
+/// compaction between rounds). The model requests it makes for the run (a compaction's summary) are the
+/// run's: in its usage, cost, `model_response` events and budget.
 #[async_trait::async_trait]
 pub(crate) trait Rounds: Send + Sync {
     /// After a model response to a request of `sent` messages; `messages` now ends with the response.
     fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]);
-    /// At a round boundary, before the next model request. An error stops the run with it.
-    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<(), Error>;
+    /// What it spent for the run before the run started (a compaction before it).
+    fn carried(&self) -> Usage;
+    /// The state of a parked run this run resumes, once.
+    fn restored(&self) -> Option<RunSnapshot>;
+    /// At a round boundary, before the next model request; what its own requests used. An error stops
+    /// the run with it.
+    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, Error>;
 }
 
 /// Runs `fut` (an agent's run) with `rounds` watching it. The run that starts first takes it, so a
@@ -38,6 +46,30 @@ pub(crate) async fn with_rounds<F: std::future::Future>(rounds: Arc<dyn Rounds>,
 /// The round watcher set for the run starting now, if any.
 pub(crate) fn take_rounds() -> Option<Arc<dyn Rounds>> {
     ROUNDS.try_with(|r| r.lock().unwrap_or_else(|p| p.into_inner()).take()).ok().flatten()
+}
+
+/// A run's state as one value (SPEC §8b): what a parked run keeps in the store and its resume
+/// restores, in any process. Background tasks and sub-agents are not in it yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSnapshot {
+    /// Model requests made so far: the resumed run's turns go on from here, under the same `max_turns`.
+    pub turns: u32,
+    /// Tokens used so far, sub-agents and compactions included: the budget goes on from here.
+    pub usage: Usage,
+    /// Checklist nudges given so far.
+    #[serde(default)]
+    pub nudges: u32,
+    #[serde(default)]
+    pub checklist: Checklist,
+    /// The scratchpad's entries, by name.
+    #[serde(default)]
+    pub scratchpad: Entries,
+    /// Deferred tools loaded, in load order.
+    #[serde(default)]
+    pub loaded_tools: Vec<String>,
+    /// Tools whose undocumented-parameter note was given.
+    #[serde(default)]
+    pub noted_tools: std::collections::BTreeSet<String>,
 }
 
 /// The state of one run.
@@ -63,6 +95,30 @@ impl RunState {
     /// Runs `fut` as part of this run.
     pub async fn scope<F: std::future::Future>(self: Arc<Self>, fut: F) -> F::Output {
         CURRENT.scope(self, fut).await
+    }
+
+    /// This run's state as one value, at `turns` requests, `usage` and `nudges`.
+    pub fn snapshot(&self, turns: u32, usage: Usage, nudges: u32) -> RunSnapshot {
+        let loads = self.deferral.lock().unwrap_or_else(|p| p.into_inner());
+        RunSnapshot {
+            turns,
+            usage,
+            nudges,
+            checklist: self.checklist.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            scratchpad: self.scratchpad.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            loaded_tools: loads.loaded.clone(),
+            noted_tools: loads.noted.clone(),
+        }
+    }
+
+    /// Takes the state a snapshot holds (the loop's counts are the caller's).
+    pub fn restore(&self, s: &RunSnapshot) {
+        *self.checklist.lock().unwrap_or_else(|p| p.into_inner()) = s.checklist.clone();
+        *self.scratchpad.lock().unwrap_or_else(|p| p.into_inner()) = s.scratchpad.clone();
+        let mut loads = self.deferral.lock().unwrap_or_else(|p| p.into_inner());
+        loads.loaded = s.loaded_tools.clone();
+        loads.noted = s.noted_tools.clone();
+        *self.subagents.spent.lock().unwrap_or_else(|p| p.into_inner()) = s.usage;
     }
 
     /// Whether a checklist item may wait on the background task `id`.

@@ -217,7 +217,7 @@ pub(crate) struct Spend {
     /// Tokens of sub-agent runs this run started, not yet added to its usage.
     pending: Mutex<Usage>,
     /// The run's usage as last accounted, for the budget a sub-agent it starts is given.
-    spent: Mutex<Usage>,
+    pub(crate) spent: Mutex<Usage>,
 }
 
 /// Adds `own` (the tokens of this run's latest model request) and the tokens its sub-agents used since

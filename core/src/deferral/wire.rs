@@ -78,6 +78,10 @@ impl Model for DynamicWireNames {
         self.inner.max_tool_name_bytes()
     }
 
+    fn context_window(&self) -> u64 {
+        self.inner.context_window()
+    }
+
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let names = self.mapping()?;
         self.inner.respond(&Self::outgoing(&names, request)).await.map(|r| Self::incoming(&names, r))

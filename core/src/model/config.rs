@@ -57,6 +57,9 @@ pub struct ModelConfig {
     /// others), for an endpoint that holds names shorter (SPEC §3); above the wire's limit it is refused.
     #[serde(default, deserialize_with = "bytes_count")]
     pub max_tool_name_bytes: Option<usize>,
+    /// The context window in tokens (default: the model family's, [`super::window`]).
+    #[serde(default, deserialize_with = "window_count")]
+    pub context_window: Option<u64>,
 }
 
 /// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
@@ -79,6 +82,7 @@ macro_rules! count_field {
 count_field!(retries_count, "max_retries", u32);
 count_field!(tokens_count, "max_tokens", u32);
 count_field!(bytes_count, "max_tool_name_bytes", usize);
+count_field!(window_count, "context_window", u64);
 
 impl ModelConfig {
     pub fn new(wire: Wire, model: impl Into<String>) -> Self {
@@ -92,6 +96,7 @@ impl ModelConfig {
             max_retries: None,
             max_tokens: None,
             max_tool_name_bytes: None,
+            context_window: None,
         }
     }
 
@@ -112,6 +117,9 @@ impl ModelConfig {
             },
             None => None,
         };
+        if self.context_window == Some(0) {
+            return Err(Error::Config("model: context_window must be at least 1".into()));
+        }
         if self.max_tokens == Some(0) {
             return Err(Error::Config("model: max_tokens must be at least 1".into()));
         }
@@ -134,6 +142,9 @@ impl ModelConfig {
                     m = m
                         .with_max_tool_name_bytes(n)
                         .map_err(|e| Error::Config(format!("model: {}", config_text(e))))?;
+                }
+                if let Some(n) = self.context_window {
+                    m = m.context_window(n);
                 }
                 m
             }};

@@ -27,6 +27,8 @@ pub(crate) struct Endpoint {
     pub limits: WireLimits,
     /// A per-endpoint limit on tool names below the wire's own (SPEC §3), checked when it is set.
     pub max_tool_name_bytes: Option<usize>,
+    /// The context window, when set; else the model family's default.
+    pub context_window: Option<u64>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -44,6 +46,7 @@ impl Endpoint {
             stream: false,
             limits: WireLimits::default(),
             max_tool_name_bytes: None,
+            context_window: None,
             client: Arc::new(OnceLock::new()),
         }
     }

@@ -11,6 +11,7 @@ pub mod openai_responses;
 pub mod pricing;
 pub mod retry;
 pub mod sse;
+pub mod window;
 
 pub use config::{ModelConfig, Wire};
 pub use limits::WireLimits;
@@ -152,6 +153,12 @@ pub trait Model: Send + Sync {
     /// Longer names reach the model cut to fit, as [`crate::tools::wire_name::wire_name`] says.
     fn max_tool_name_bytes(&self) -> usize {
         crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT
+    }
+    /// How many tokens the model's context window holds: its `context_window` setting, else its
+    /// family's default ([`window::default_context_window`]). A session's auto-compaction fires at a
+    /// share of it.
+    fn context_window(&self) -> u64 {
+        window::default_context_window(self.name())
     }
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
     /// Like [`Model::respond`], handing text to `sink` as it arrives when the model streams. A model

@@ -49,6 +49,12 @@ impl OpenAiChat {
         self
     }
 
+    /// The context window in tokens (default: the model family's, [`super::window`]).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.endpoint.context_window = Some(tokens);
+        self
+    }
+
     /// Streams answers (SSE): text reaches the run's events as it is written.
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;
@@ -328,6 +334,10 @@ impl Model for OpenAiChat {
 
     fn max_tool_name_bytes(&self) -> usize {
         self.endpoint.max_tool_name_bytes.unwrap_or(crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT)
+    }
+
+    fn context_window(&self) -> u64 {
+        self.endpoint.context_window.unwrap_or_else(|| super::window::default_context_window(&self.endpoint.model))
     }
 
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

@@ -77,6 +77,12 @@ impl OpenAiResponses {
         self
     }
 
+    /// The context window in tokens (default: the model family's, [`super::window`]).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.endpoint.context_window = Some(tokens);
+        self
+    }
+
     /// Streams answers (SSE).
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;
@@ -307,6 +313,10 @@ impl super::http::StreamRead for StreamDecoder {
 impl Model for OpenAiResponses {
     fn name(&self) -> &str {
         &self.endpoint.model
+    }
+
+    fn context_window(&self) -> u64 {
+        self.endpoint.context_window.unwrap_or_else(|| super::window::default_context_window(&self.endpoint.model))
     }
 
     fn max_tool_name_bytes(&self) -> usize {

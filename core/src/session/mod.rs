@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+mod durable;
 mod escalate;
 pub mod rules;
 mod run;
@@ -22,6 +23,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::agent::run_state::RunSnapshot;
+pub(crate) use durable::journaled;
+pub use durable::{DEFAULT_LEASE, Take};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
 pub(crate) use run::{park, parked_at};
@@ -47,6 +51,14 @@ pub enum SessionError {
     Store(String),
     #[error(transparent)]
     Run(#[from] crate::Error),
+    /// Another run holds the session (SPEC §8b: one run at a time per session, across processes); or
+    /// this run's lease ran out and another run took the session over.
+    #[error("{0}")]
+    Busy(String),
+    /// A resume of a session with no approval waiting: never parked, already resumed, or being resumed
+    /// by another run that claimed it first.
+    #[error("{0}")]
+    NotParked(String),
     /// The run parked: a call waits on an answer given later (`Sessions::resume`). A signal, not a
     /// failure.
     #[error("session '{session_id}' is awaiting an approval for tool '{}'", request.tool)]
@@ -60,13 +72,16 @@ impl SessionError {
             SessionError::InvalidArgument(_) => "invalid_argument",
             SessionError::NotFound(_) => "session_not_found",
             SessionError::Store(_) => "session_store",
+            SessionError::Busy(_) => "session_busy",
+            SessionError::NotParked(_) => "session_not_parked",
             SessionError::Run(e) => e.code(),
             SessionError::AwaitingApproval { .. } => "awaiting_approval",
         }
     }
 }
 
-/// A session's state row: `idle`, `running` or `awaiting_approval` (with what it waits on).
+/// A session's state row: `idle`, `running` (held by a run's lease) or `awaiting_approval` (with what it
+/// waits on).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
     pub state: String,
@@ -78,9 +93,11 @@ pub struct SessionState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
-    /// The model's context window, in tokens.
-    #[serde(default = "default_window")]
-    pub context_window: u64,
+    /// The context window, in tokens: `None` (the default) takes the model's (its `context_window`
+    /// setting, else its family's default, [`crate::model::window`]); a number overrides it for the
+    /// runs of this store.
+    #[serde(default)]
+    pub context_window: Option<u64>,
     /// The share of the window at which auto-compaction fires (default 0.85): before a run, and at a
     /// round boundary inside one.
     #[serde(default = "default_compact_at")]
@@ -91,9 +108,6 @@ pub struct SessionConfig {
     pub keep_recent: usize,
 }
 
-fn default_window() -> u64 {
-    200_000
-}
 fn default_compact_at() -> f64 {
     rules::DEFAULT_COMPACT_AT
 }
@@ -103,11 +117,7 @@ fn default_keep_recent() -> usize {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig {
-            context_window: default_window(),
-            compact_at: default_compact_at(),
-            keep_recent: default_keep_recent(),
-        }
+        SessionConfig { context_window: None, compact_at: default_compact_at(), keep_recent: default_keep_recent() }
     }
 }
 
@@ -116,11 +126,16 @@ impl Default for SessionConfig {
 pub struct Sessions {
     store: Arc<dyn SessionStore>,
     config: SessionConfig,
+    /// How long a run's lease lasts unless its heartbeat renews it.
+    lease: std::time::Duration,
+    clock: Arc<dyn crate::ledger::Clock>,
+    /// False only for the negative control of the exactly-once tests.
+    guarded: bool,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sessions").field("config", &self.config).finish()
+        f.debug_struct("Sessions").field("config", &self.config).field("lease", &self.lease).finish()
     }
 }
 
@@ -140,12 +155,43 @@ impl Sessions {
                 "a session store URL starts with sqlite:// or postgres://, got '{url}'"
             )));
         };
-        Ok(Sessions { store, config: SessionConfig::default() })
+        Ok(Sessions {
+            store,
+            config: SessionConfig::default(),
+            lease: DEFAULT_LEASE,
+            clock: Arc::new(crate::ledger::SystemClock),
+            guarded: true,
+        })
+    }
+
+    /// The same store with another lease length (default [`DEFAULT_LEASE`]): how long a session stays
+    /// held by a run whose process died before another run may take it over. A live run's heartbeat
+    /// renews its lease three times per length.
+    pub fn with_lease(mut self, lease: std::time::Duration) -> Result<Sessions, SessionError> {
+        if lease.as_millis() < 3 {
+            return Err(SessionError::InvalidArgument("the lease must be at least 3 ms".into()));
+        }
+        self.lease = lease;
+        Ok(self)
+    }
+
+    /// The same store read through another clock (leases expire by it).
+    pub fn with_clock(mut self, clock: Arc<dyn crate::ledger::Clock>) -> Sessions {
+        self.clock = clock;
+        self
+    }
+
+    /// The same store with the exactly-once guards off: a resume claims without the compare-and-set
+    /// and calls are not recorded. Only for the negative control of the tests that prove the guards.
+    #[doc(hidden)]
+    pub fn unguarded_for_tests(mut self) -> Sessions {
+        self.guarded = false;
+        self
     }
 
     /// The same store with other window settings.
     pub fn with_config(mut self, config: SessionConfig) -> Result<Sessions, SessionError> {
-        if config.context_window == 0 || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
+        if config.context_window == Some(0) || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
             return Err(SessionError::InvalidArgument(
                 "context_window must be above 0 and compact_at in (0, 1]".into(),
             ));
@@ -164,13 +210,7 @@ impl Sessions {
 
     /// A new, empty session; its id.
     pub async fn create(&self) -> Result<String, SessionError> {
-        use sha2::{Digest, Sha256};
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let digest = Sha256::digest(format!("{}/{nanos}/{n}", std::process::id()).as_bytes());
-        let id: String = digest.iter().take(10).map(|b| format!("{b:02x}")).collect();
+        let id = durable::fresh_id();
         self.store.create(&id, None, now_ms()).await?;
         Ok(id)
     }

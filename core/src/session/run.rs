@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::durable::{self, Journal, Lease, Take};
 use super::rules::{self, Gauge, Item, Overhead};
 use super::{SessionError, SessionState, Sessions, now_ms};
-use crate::agent::run_state::{self, Rounds};
+use crate::agent::run_state::{self, Rounds, RunSnapshot};
 use crate::agent::{Agent, RunResult};
 use crate::model::{Message, ModelRequest, Usage};
 use crate::permission::{ApprovalDecision, ApprovalRequest};
@@ -37,6 +38,10 @@ pub(crate) struct Current {
     pub parked_calls: Mutex<Vec<ParkedCall>>,
     /// The run's conversation when it stopped for them.
     pub parked_messages: Mutex<Option<Vec<Message>>>,
+    /// The run's state when it stopped for them.
+    parked_run: Mutex<Option<RunSnapshot>>,
+    /// The state of the parked run this run resumes, until the loop takes it.
+    restored: Mutex<Option<RunSnapshot>>,
     /// The agent running, for the summariser of a compaction between rounds.
     agent: Agent,
     /// How many of the run's messages, from the first, are in the log (its live window) already.
@@ -45,6 +50,10 @@ pub(crate) struct Current {
     last: Mutex<Option<Last>>,
     /// A compaction between rounds that failed: the run stops, and fails with it.
     failure: Mutex<Option<SessionError>>,
+    /// Where the run's calls are recorded before and after they run.
+    journal: Arc<Journal>,
+    /// What a compaction before the run used: the run's own spend.
+    carried: Usage,
 }
 
 /// The window's use as the last model response left it.
@@ -71,6 +80,11 @@ pub struct ParkedCall {
     pub call_id: String,
     pub name: String,
     pub request: ApprovalRequest,
+    /// The run and turn that made the call: where the call journal records it when it runs.
+    #[serde(default)]
+    pub run: String,
+    #[serde(default)]
+    pub turn: u64,
 }
 
 /// What a parked session holds in its state row until it is resumed.
@@ -79,6 +93,9 @@ struct Parked {
     /// The run's messages not yet in the log, the waiting calls' results as placeholders.
     messages: Vec<Message>,
     calls: Vec<ParkedCall>,
+    /// The run's state apart from the conversation (SPEC §8b), restored on resume.
+    #[serde(default)]
+    run: Option<RunSnapshot>,
 }
 
 /// The tool result a waiting call holds until its answer comes.
@@ -92,13 +109,15 @@ pub(crate) fn park(call_id: &str, name: &str, request: ApprovalRequest) -> Resul
         return Err(format!("{why} (a sub-agent's parent waits on it)"));
     }
     let Some(current) = current() else { return Err(why) };
-    let call = ParkedCall { call_id: call_id.to_string(), name: name.to_string(), request };
+    let (run, turn) = current.journal.position();
+    let call = ParkedCall { call_id: call_id.to_string(), name: name.to_string(), request, run, turn };
     current.parked_calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
     Ok(WAITING.to_string())
 }
 
-/// Called by the loop after a round's results: whether the run stops here because a call waits.
-pub(crate) fn parked_at(messages: &[Message]) -> bool {
+/// Called by the loop after a round's results: whether the run stops here because a call waits; if so
+/// the session keeps the conversation and the run's state (`snapshot`).
+pub(crate) fn parked_at(messages: &[Message], snapshot: impl FnOnce() -> RunSnapshot) -> bool {
     if crate::agent::subagent::in_subagent() {
         return false;
     }
@@ -107,6 +126,7 @@ pub(crate) fn parked_at(messages: &[Message]) -> bool {
         return false;
     }
     *current.parked_messages.lock().unwrap_or_else(|p| p.into_inner()) = Some(messages.to_vec());
+    *lock(&current.parked_run) = Some(snapshot());
     true
 }
 
@@ -124,7 +144,7 @@ impl Current {
     /// what was added since; estimated whole when there is no count.
     pub async fn gauge(&self) -> Result<Gauge, SessionError> {
         let entries = self.sessions.store.entries(&self.session_id).await?;
-        let mut g = gauge(&self.sessions, &entries, self.overhead);
+        let mut g = gauge(&self.sessions, &self.agent, &entries, self.overhead);
         if let Some(last) = *lock(&self.last) {
             if last.reported > 0 {
                 (g.reported, g.since) = (Some(last.reported), last.since);
@@ -140,7 +160,7 @@ impl Current {
     fn gauge_at(&self, messages: &[Message], last: Last) -> Gauge {
         let config = &self.sessions.config;
         let mut g = Gauge {
-            window: config.context_window,
+            window: self.sessions.window(&self.agent),
             overhead: self.overhead.tokens,
             tool_schemas: self.overhead.tools,
             conversation: 0,
@@ -159,13 +179,13 @@ impl Current {
     }
 
     /// Compacts between rounds: appends the run's messages not yet in the log, then compacts the log;
-    /// the run goes on with the new live window. Whether it compacted.
+    /// the run goes on with the new live window. What the summary's request used, when it compacted.
     async fn compact_between_rounds(
         &self,
         messages: &mut Vec<Message>,
         keep_recent: bool,
         instructions: Option<String>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Option<Usage>, SessionError> {
         let stored = *lock(&self.stored);
         let added: Vec<Item> =
             messages.get(stored..).unwrap_or_default().iter().map(|m| Item::Message { message: m.clone() }).collect();
@@ -174,20 +194,22 @@ impl Current {
             *lock(&self.stored) = messages.len();
         }
         let keep = if keep_recent { self.sessions.config.keep_recent } else { 0 };
-        if !self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await? {
-            return Ok(false);
-        }
+        let Some(spent) = self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await?
+        else {
+            return Ok(None);
+        };
         let entries = self.sessions.store.entries(&self.session_id).await?;
         *messages = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
         *lock(&self.stored) = messages.len();
         *lock(&self.last) = None;
-        Ok(true)
+        Ok(Some(spent))
     }
 }
 
 #[async_trait::async_trait]
 impl Rounds for Current {
     fn responded(&self, usage: &Usage, sent: usize, messages: &[Message]) {
+        self.journal.next_turn();
         let reported =
             usage.input_tokens.saturating_add(usage.cache_read_tokens).saturating_add(usage.cache_write_tokens);
         let since = rules::messages_tokens(messages.get(sent..).unwrap_or_default());
@@ -195,10 +217,18 @@ impl Rounds for Current {
         *lock(&self.last) = Some(Last { reported, sent, since, estimate });
     }
 
-    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<(), crate::Error> {
+    fn carried(&self) -> Usage {
+        self.carried
+    }
+
+    fn restored(&self) -> Option<RunSnapshot> {
+        lock(&self.restored).take()
+    }
+
+    async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, crate::Error> {
         // Before the run's first response the check before the run covered the window; right after a
         // compaction, nothing new has come yet.
-        let Some(last) = *lock(&self.last) else { return Ok(()) };
+        let Some(last) = *lock(&self.last) else { return Ok(Usage::default()) };
         let asked = lock(&self.compact).take();
         let (keep_recent, instructions) = match asked.clone() {
             Some(asked) => asked,
@@ -207,21 +237,21 @@ impl Rounds for Current {
                 // When the fixed overhead alone is past the ceiling, compacting every round would only
                 // lose the conversation: between runs, then.
                 if !(g.over() && g.reclaimable()) {
-                    return Ok(());
+                    return Ok(Usage::default());
                 }
                 (self.sessions.config.keep_recent > 0, None)
             }
         };
         match self.compact_between_rounds(messages, keep_recent, instructions).await {
-            Ok(true) => {
+            Ok(Some(spent)) => {
                 self.compact_asked.store(false, Ordering::SeqCst);
-                Ok(())
+                Ok(spent)
             }
-            Ok(false) => {
+            Ok(None) => {
                 // Nothing before the round in flight to summarise yet: a request waits for the next
                 // boundary, or the run's end.
                 *lock(&self.compact) = asked;
-                Ok(())
+                Ok(Usage::default())
             }
             Err(e) => {
                 *lock(&self.failure) = Some(e);
@@ -231,10 +261,30 @@ impl Rounds for Current {
     }
 }
 
-fn gauge(sessions: &Sessions, entries: &[rules::Entry], overhead: Overhead) -> Gauge {
+fn idle() -> SessionState {
+    SessionState { state: "idle".into(), parked: None }
+}
+
+/// A run that failed lets its session go (idle), and fails with `e`.
+async fn idle_after(lease: &Lease, e: SessionError) -> SessionError {
+    if let Err(lost) = lease.settle(&[], idle()).await {
+        tracing::warn!(error = %lost, "a failed run could not let its session go");
+    }
+    e
+}
+
+async fn park_session<T>(lease: &Lease, session_id: &str, parked: Parked) -> Result<T, SessionError> {
+    let request = parked.calls[0].request.clone();
+    let value = serde_json::to_value(&parked).map_err(|e| SessionError::Store(e.to_string()))?;
+    let state = SessionState { state: "awaiting_approval".into(), parked: Some(value) };
+    lease.settle(&[], state).await?;
+    Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
+}
+
+fn gauge(sessions: &Sessions, agent: &Agent, entries: &[rules::Entry], overhead: Overhead) -> Gauge {
     let window = rules::live_window(entries);
     Gauge {
-        window: sessions.config.context_window,
+        window: sessions.window(agent),
         overhead: overhead.tokens,
         tool_schemas: overhead.tools,
         conversation: rules::conversation_tokens(&window),
@@ -252,35 +302,52 @@ async fn overhead(agent: &Agent) -> Overhead {
 }
 
 impl Sessions {
+    /// The context window runs of `agent` have here: this store's setting, else the model's.
+    fn window(&self, agent: &Agent) -> u64 {
+        self.config.context_window.unwrap_or_else(|| agent.model_and_instructions().0.context_window())
+    }
+
     /// Runs `agent` on `input` in the session: it continues the session's live window, and what it adds
     /// is appended to the log when it ends.
     pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
-        let state = self.store.state(session_id).await?;
-        if state.state == "awaiting_approval" {
-            return Err(SessionError::InvalidArgument(format!(
-                "session '{session_id}' is parked awaiting an approval; resume it first"
-            )));
+        // One run at a time (SPEC §8b): the lease, or session_busy.
+        let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
+        if taken.taken_over {
+            // The run this one takes over from died: the model is told what it started and never finished.
+            let note = Message::User { content: durable::interrupted_note(&taken.interrupted) };
+            self.store.append(session_id, &[Item::Message { message: note }], now_ms()).await?;
         }
         let overhead = overhead(agent).await;
         let entries = self.store.entries(session_id).await?;
-        if gauge(self, &entries, overhead).over() {
-            self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?;
+        let mut carried = Usage::default();
+        if gauge(self, agent, &entries, overhead).over() {
+            match self.compact_with(agent, session_id, self.config.keep_recent, None, false).await {
+                Ok(spent) => carried = spent.unwrap_or_default(),
+                Err(e) => return Err(idle_after(&lease, e).await),
+            }
         }
-        self.go_on(agent, session_id, overhead, input, false).await
+        self.go_on(agent, session_id, Some(input), lease, carried, None).await
     }
 
-    /// Runs the live window on, with `input` (or, resuming, from the tool results it ends with), appends
-    /// what the run adds (what a compaction between rounds appended already, once), and parks the
-    /// session when a call waits on an answer.
+    /// Runs the live window on, with `input` (or, resuming when `None`, from the tool results it ends
+    /// with), appends what the run adds (what a compaction between rounds appended already, once), and
+    /// parks the session when a call waits on an answer. `lease` holds the session; `carried` is what a
+    /// compaction before the run used; `restored` the state of the parked run it resumes.
     async fn go_on(
         &self,
         agent: &Agent,
         session_id: &str,
-        overhead: Overhead,
-        input: &str,
-        resume: bool,
+        input: Option<&str>,
+        lease: Lease,
+        carried: Usage,
+        restored: Option<RunSnapshot>,
     ) -> Result<RunResult, SessionError> {
-        let entries = self.store.entries(session_id).await?;
+        let overhead = overhead(agent).await;
+        let entries = match self.store.entries(session_id).await {
+            Ok(entries) => entries,
+            Err(e) => return Err(idle_after(&lease, e).await),
+        };
+        let journal = Journal::new(self, session_id, durable::fresh_id(), 0);
         let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
         let current = Arc::new(Current {
             sessions: self.clone(),
@@ -294,45 +361,59 @@ impl Sessions {
             stored: Mutex::new(history.len()),
             last: Mutex::new(None),
             failure: Mutex::new(None),
+            journal: journal.clone(),
+            carried,
+            parked_run: Mutex::new(None),
+            restored: Mutex::new(restored),
         });
-        let run = crate::agent::subagent::with_history(history, resume, agent.run(input));
+        let run = crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or("")));
         let run = run_state::with_rounds(current.clone(), run);
-        let outcome = CURRENT.scope(current.clone(), run).await;
-        if let Some(e) = lock(&current.failure).take() {
-            return Err(e);
+        let outcome = CURRENT.scope(current.clone(), journal.scope(run)).await;
+        let failure = lock(&current.failure).take();
+        if let Some(e) = failure {
+            return Err(idle_after(&lease, e).await);
         }
         // The run's messages from here on are not in the log yet.
         let skip = *lock(&current.stored);
         let parked = lock(&current.parked_messages).take();
         if let (Err(crate::Error::Cancelled), Some(messages)) = (&outcome, parked) {
             let calls = std::mem::take(&mut *lock(&current.parked_calls));
-            let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls };
-            return self.park_session(session_id, parked).await;
+            let run = lock(&current.parked_run).take();
+            let parked = Parked { messages: messages.into_iter().skip(skip).collect(), calls, run };
+            return park_session(&lease, session_id, parked).await;
         }
-        let result = outcome?;
+        let mut result = match outcome {
+            Ok(result) => result,
+            Err(e) => return Err(idle_after(&lease, e.into()).await),
+        };
         let added: Vec<Item> =
             result.messages.iter().skip(skip).map(|m| Item::Message { message: m.clone() }).collect();
-        self.store.append(session_id, &added, now_ms()).await?;
         let asked = lock(&current.compact).take();
-        if let Some((keep_recent, instructions)) = asked {
-            let keep = if keep_recent { self.config.keep_recent } else { 0 };
-            self.compact_with(agent, session_id, keep, instructions, false).await?;
+        let Some((keep_recent, instructions)) = asked else {
+            // The run's messages and the end of its hold, in one transaction.
+            lease.settle(&added, idle()).await?;
+            return Ok(result);
+        };
+        self.store.append(session_id, &added, now_ms()).await?;
+        let keep = if keep_recent { self.config.keep_recent } else { 0 };
+        match self.compact_with(agent, session_id, keep, instructions, false).await {
+            // The run asked for it: what it used is the run's (the budget cannot stop a run that ended).
+            Ok(Some(spent)) => {
+                result.usage.add(&spent);
+                result.cost = agent.price_of(&result.usage);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(idle_after(&lease, e).await),
         }
+        lease.settle(&[], idle()).await?;
         Ok(result)
     }
 
-    async fn park_session<T>(&self, session_id: &str, parked: Parked) -> Result<T, SessionError> {
-        let request = parked.calls[0].request.clone();
-        let value = serde_json::to_value(&parked).map_err(|e| SessionError::Store(e.to_string()))?;
-        let state = SessionState { state: "awaiting_approval".into(), parked: Some(value) };
-        self.store.set_state(session_id, &state, now_ms()).await?;
-        Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
-    }
-
-    /// The approval a parked session waits on, if it is parked.
+    /// The approval a parked session waits on, if it is parked: also while a resume answers it, or after
+    /// a resume that died before it was done (a `resume` then takes it over once its lease ran out).
     pub async fn pending(&self, session_id: &str) -> Result<Option<ApprovalRequest>, SessionError> {
         let state = self.store.state(session_id).await?;
-        let Some(parked) = state.parked.filter(|_| state.state == "awaiting_approval") else { return Ok(None) };
+        let Some(parked) = state.parked else { return Ok(None) };
         let parked: Parked = serde_json::from_value(parked).map_err(|e| SessionError::Store(e.to_string()))?;
         Ok(parked.calls.first().map(|c| c.request.clone()))
     }
@@ -349,19 +430,23 @@ impl Sessions {
         if decision == ApprovalDecision::Later {
             return Err(SessionError::InvalidArgument("resume needs an answer: approve, deny or revise".into()));
         }
-        let state = self.store.state(session_id).await?;
-        let parked = match (state.state.as_str(), state.parked) {
-            ("awaiting_approval", Some(p)) => p,
-            _ => {
-                return Err(SessionError::InvalidArgument(format!(
-                    "session '{session_id}' is not awaiting an approval"
-                )));
-            }
-        };
-        let mut parked: Parked = serde_json::from_value(parked).map_err(|e| SessionError::Store(e.to_string()))?;
+        // Exactly once (SPEC §8b): the parked state is claimed by compare-and-set before anything runs;
+        // a second resume gets session_not_parked.
+        let take = if self.guarded { Take::Resume } else { Take::Unguarded };
+        let (lease, taken) = Lease::take(self, session_id, take).await?;
+        let parked =
+            taken.parked.ok_or_else(|| SessionError::NotParked(format!("session '{session_id}' is not parked")));
+        let mut parked: Parked =
+            parked.and_then(|p| serde_json::from_value(p).map_err(|e| SessionError::Store(e.to_string())))?;
+        if parked.calls.is_empty() {
+            return Err(SessionError::Store(format!("session '{session_id}' is parked on no call")));
+        }
         let call = parked.calls.remove(0);
-        let (content, is_error) =
-            agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision).await;
+        // The call runs under the journal of the run that made it: a resume that a crash interrupted
+        // finds it recorded, and does not run it again.
+        let journal = Journal::new(self, session_id, call.run.clone(), call.turn);
+        let answer = agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision);
+        let (content, is_error) = journal.scope(answer).await;
         for m in &mut parked.messages {
             if let Message::Tool { call_id, content: c, is_error: e, .. } = m
                 && *call_id == call.call_id
@@ -371,22 +456,24 @@ impl Sessions {
             }
         }
         if !parked.calls.is_empty() {
-            return self.park_session(session_id, parked).await;
+            return park_session(&lease, session_id, parked).await;
         }
         let added: Vec<Item> = parked.messages.into_iter().map(|message| Item::Message { message }).collect();
-        self.store.append(session_id, &added, now_ms()).await?;
-        self.store.set_state(session_id, &SessionState { state: "idle".into(), parked: None }, now_ms()).await?;
-        self.go_on(agent, session_id, overhead(agent).await, "", true).await
+        // The answered turn goes into the log as the parked state goes, in one transaction: a crash
+        // leaves either the claim to take over or the run going on, never both.
+        lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
+        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
     /// deleted. Returns false when there was nothing to summarise.
     pub async fn compact(&self, agent: &Agent, session_id: &str) -> Result<bool, SessionError> {
-        self.compact_with(agent, session_id, self.config.keep_recent, None, false).await
+        Ok(self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?.is_some())
     }
 
     /// Compacts the log keeping `keep` rounds verbatim; `in_run`, at a round boundary inside a run, the
-    /// round in flight is kept as well ([`rules::plan_in_run`]).
+    /// round in flight is kept as well ([`rules::plan_in_run`]). What the summary's request used, or
+    /// `None` when there was nothing to summarise.
     async fn compact_with(
         &self,
         agent: &Agent,
@@ -394,16 +481,16 @@ impl Sessions {
         keep: usize,
         instructions: Option<String>,
         in_run: bool,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Option<Usage>, SessionError> {
         let entries = self.store.entries(session_id).await?;
         let window = rules::live_window(&entries);
         if window.len() <= 1 {
             // Nothing since the last summary, or a lone message: nothing worth summarising.
-            return Ok(false);
+            return Ok(None);
         }
         let next = entries.last().map_or(1, |e| e.index + 1);
         let plan = if in_run { rules::plan_in_run(&window, keep) } else { rules::plan(&window, keep, next) };
-        let Some(plan) = plan else { return Ok(false) };
+        let Some(plan) = plan else { return Ok(None) };
         let transcript: Vec<String> = plan
             .summarise
             .iter()
@@ -424,6 +511,7 @@ impl Sessions {
         };
         let response = model.respond(&request).await.map_err(|e| SessionError::Run(e.into()))?;
         let summary = response.text.unwrap_or_default();
+        let spent = response.usage;
         self.store
             .append(
                 session_id,
@@ -431,6 +519,6 @@ impl Sessions {
                 now_ms(),
             )
             .await?;
-        Ok(true)
+        Ok(Some(spent))
     }
 }

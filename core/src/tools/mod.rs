@@ -43,6 +43,11 @@ pub struct ToolSpec {
     /// call always runs inline.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inline: bool,
+    /// Running a call twice has the effect of running it once (SPEC §8b): a call a crash interrupted
+    /// before its result was recorded is run again on resume, where any other tool's is reported to
+    /// the model as of unknown outcome.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
     /// In a request only: the tool ships with the provider's own deferred loading (`defer_loading:
     /// true`, the `native` load strategy of SPEC §4), and the wire adds its tool-search tool. Set by
     /// the deferral rules, never declared.
@@ -109,6 +114,7 @@ impl ToolSpec {
             allow_blank: Vec::new(),
             inline: false,
             needs_network: false,
+            idempotent: false,
             defer_loading: false,
         }
     }
@@ -122,6 +128,12 @@ impl ToolSpec {
     /// Puts every call to the approval handler.
     pub fn with_requires_approval(mut self, yes: bool) -> Self {
         self.requires_approval = yes;
+        self
+    }
+
+    /// Declares that running a call twice has the effect of running it once (SPEC §8b).
+    pub fn with_idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
         self
     }
 
@@ -282,6 +294,12 @@ impl<F, A, Fut> FnTool<F, A, Fut> {
     /// Puts every call to the approval handler, whatever the level.
     pub fn requires_approval(mut self) -> Self {
         self.spec.requires_approval = true;
+        self
+    }
+
+    /// Declares the tool idempotent: a call a crash interrupted is run again on resume (SPEC §8b).
+    pub fn idempotent(mut self) -> Self {
+        self.spec.idempotent = true;
         self
     }
 

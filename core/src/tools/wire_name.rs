@@ -144,6 +144,10 @@ impl crate::model::Model for WireNamedModel {
         self.inner.max_tool_name_bytes()
     }
 
+    fn context_window(&self) -> u64 {
+        self.inner.context_window()
+    }
+
     async fn respond(
         &self,
         request: &crate::model::ModelRequest,

@@ -33,6 +33,10 @@ public protocol AmbitTool: Sendable {
     var requiresApproval: Bool { get }
     /// String arguments whose blank value is itself the value (default none).
     var allowBlank: [String] { get }
+    /// Running a call twice has the effect of running it once (default false): in a session, a call a
+    /// crash interrupted is run again on resume; any other tool's is reported to the model as of unknown
+    /// outcome, never re-run.
+    var idempotent: Bool { get }
 }
 
 extension AmbitTool {
@@ -93,9 +97,13 @@ public struct Model: Sendable, Equatable {
     /// others), for an endpoint that holds names shorter: longer names reach it cut to fit. Above the
     /// wire's limit, `AmbitError.config` naming `max_tool_name_bytes`.
     public var maxToolNameBytes: Int?
+    /// The tokens the model's context window holds (default: the model family's, or 32,768 for a model
+    /// the core does not know); a session's auto-compaction fires at a share of it.
+    public var contextWindow: Int?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
-                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil) {
+                timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
+                contextWindow: Int? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -105,6 +113,7 @@ public struct Model: Sendable, Equatable {
         self.maxRetries = maxRetries
         self.maxTokens = maxTokens
         self.maxToolNameBytes = maxToolNameBytes
+        self.contextWindow = contextWindow
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -140,7 +149,7 @@ public struct Model: Sendable, Equatable {
         ModelSettings(
             wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
             maxRetries: maxRetries.map { Int64($0) }, maxTokens: maxTokens.map { Int64($0) },
-            maxToolNameBytes: maxToolNameBytes.map { Int64($0) })
+            maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) })
     }
 }
 
@@ -289,7 +298,8 @@ public final class Agent: Sendable {
                     implementation: ToolAdapter(tool),
                     level: tool.level,
                     requiresApproval: tool.requiresApproval,
-                    allowBlank: tool.allowBlank
+                    allowBlank: tool.allowBlank,
+                    idempotent: tool.idempotent
                 )
             },
             policy: policy?.settings,

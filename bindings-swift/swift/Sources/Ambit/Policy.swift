@@ -163,6 +163,8 @@ extension AmbitTool {
     public var requiresApproval: Bool { false }
     /// String arguments whose blank value is itself the value (kept, not read as left out). Default none.
     public var allowBlank: [String] { [] }
+    /// Running a call twice has the effect of running it once. Default false.
+    public var idempotent: Bool { false }
 }
 
 extension Level: CustomStringConvertible, Comparable {

@@ -12,6 +12,12 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     case notFound(message: String)
     case invalidArgument(message: String)
     case store(message: String)
+    /// Another run holds the session (code `session_busy`): one run at a time per session, across
+    /// processes.
+    case busy(message: String)
+    /// A resume of a session with no approval waiting (code `session_not_parked`): another resume
+    /// claimed it first, or it was never parked.
+    case notParked(message: String)
     /// The run itself failed, with the code `Agent.run` would have thrown (never `internal`).
     case run(code: String, message: String)
     /// A bug in ambit (code `internal`): a panic was caught at the boundary, in the session call or in its
@@ -24,6 +30,8 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case .notFound: return "session_not_found"
         case .invalidArgument: return "invalid_argument"
         case .store: return "session_store"
+        case .busy: return "session_busy"
+        case .notParked: return "session_not_parked"
         case let .run(code, _): return code
         case .internal: return "internal"
         }
@@ -32,7 +40,8 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .awaitingApproval(_, _, message), let .notFound(message), let .invalidArgument(message),
-             let .store(message), let .run(_, message), let .internal(message):
+             let .store(message), let .busy(message), let .notParked(message), let .run(_, message),
+             let .internal(message):
             return message
         }
     }
@@ -52,6 +61,8 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
         case let .NotFound(message): self = .notFound(message: message)
         case let .InvalidArgument(message): self = .invalidArgument(message: message)
         case let .Store(message): self = .store(message: message)
+        case let .Busy(message): self = .busy(message: message)
+        case let .NotParked(message): self = .notParked(message: message)
         case let .Run(code, message): self = .run(code: code, message: message)
         case let .Internal(message): self = .internal(message: message)
         }
@@ -70,12 +81,14 @@ public final class Sessions: @unchecked Sendable {
     }
 
     /// Opens the store, applying its migrations. Auto-compaction fires when a run would start past
-    /// `compactAt` of `contextWindow` tokens; a compaction keeps the latest `keepRecent` rounds verbatim.
-    public static func open(_ url: String, contextWindow: Int = 200_000, compactAt: Double = 0.85,
+    /// `compactAt` of the context window: the model's (`Model.contextWindow`, else its family's
+    /// default) unless `contextWindow` names one for this store; a compaction keeps the latest
+    /// `keepRecent` rounds verbatim.
+    public static func open(_ url: String, contextWindow: Int? = nil, compactAt: Double = 0.85,
                             keepRecent: Int = 2) async throws -> Sessions {
         try await wrap {
             Sessions(core: try await CoreSessions.open(
-                url: url, contextWindow: UInt64(clamping: max(contextWindow, 0)), compactAt: compactAt,
+                url: url, contextWindow: contextWindow.map { UInt64(clamping: max($0, 0)) }, compactAt: compactAt,
                 keepRecent: UInt32(clamping: max(keepRecent, 0))))
         }
     }

@@ -533,7 +533,7 @@ func int(_ value: Any?) -> Int? {
         defer { provider.stop() }
         func open() async throws -> Sessions {
             try await Sessions.open(
-                storeURL, contextWindow: int(config["context_window"]) ?? 200_000,
+                storeURL, contextWindow: int(config["context_window"]),
                 compactAt: (config["compact_at"] as? NSNumber)?.doubleValue ?? 0.85,
                 keepRecent: int(config["keep_recent"]) ?? 2)
         }

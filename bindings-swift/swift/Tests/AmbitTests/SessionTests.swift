@@ -92,4 +92,61 @@ private struct SendEmail: AmbitTool {
             #expect(try await sessions.pending(sid) == nil, "\(store)")
         }
     }
+
+    /// Exactly once: two resumes of one parked approval at once; one runs it, the other is refused with
+    /// `session_not_parked`, and the tool's effect happens once. A resumed session runs again after.
+    @Test func twoResumesOfOneParkedApprovalRunTheToolOnce() async throws {
+        let p = try provider("swift_resume_once", [
+            ["respond": ["tool_calls": [["id": "a", "name": "send_email", "arguments": ["to": "ops@example.com"]]]]],
+            ["respond": ["content": "Sent."]],
+        ])
+        defer { p.stop() }
+        let sessions = try await Sessions.open(sessionsURL())
+        let agent = try Agent(model: .openAIChat("m", baseURL: p.baseURL), tools: [SendEmail()],
+                              policy: Policy(level: .read, approvals: { _ in .later }))
+        let sid = try await sessions.create()
+        do {
+            _ = try await sessions.run(agent, sessionId: sid, input: "Send it.")
+            Issue.record("the run did not park")
+        } catch SessionError.awaitingApproval {}
+        func resume() async -> String {
+            do {
+                _ = try await sessions.resume(agent, sessionId: sid, decision: .approve)
+                return "ok"
+            } catch let error as SessionError {
+                return error.code
+            } catch {
+                return "\(error)"
+            }
+        }
+        async let first = resume()
+        async let second = resume()
+        let outcomes = await [first, second].sorted()
+        #expect(outcomes == ["ok", "session_not_parked"], "\(outcomes)")
+        let entries = try await sessions.entriesJSON(sid)
+        #expect(entries.components(separatedBy: "sent to ops@example.com").count == 2, "\(entries)")
+    }
+
+    /// The context window is the model's (its family's default, or `contextWindow`), unless the store
+    /// names one.
+    @Test func theContextWindowComesFromTheModelUnlessTheStoreNamesOne() async throws {
+        for (name, modelWindow, storeWindow, expected) in [
+            ("gpt-4", nil, nil, 8_192), ("my-local-model", nil, nil, 32_768), ("gpt-4", 50_000, nil, 50_000),
+            ("gpt-4", 50_000, 7_000, 7_000),
+        ] as [(String, Int?, Int?, Int)] {
+            let p = try provider("swift_window", [
+                ["respond": ["tool_calls": [["id": "c", "name": "context_check", "arguments": [String: Any]()]]]],
+                ["respond": ["content": "ok"]],
+            ])
+            defer { p.stop() }
+            let sessions = try await Sessions.open(sessionsURL(), contextWindow: storeWindow)
+            let model = Model(wire: .openAiChat, name: name, baseURL: p.baseURL, maxRetries: 0,
+                              contextWindow: modelWindow)
+            let agent = try Agent(model: model, builtins: sessionTools)
+            let sid = try await sessions.create()
+            let result = try await sessions.run(agent, sessionId: sid, input: "how full?")
+            let report = result.toolCalls.first?.result ?? ""
+            #expect(report.contains(" of \(expected) tokens"), "\(name): \(report)")
+        }
+    }
 }

@@ -1,0 +1,586 @@
+//! Durable runs (SPEC §8b) on both stores, with real processes (tests/support/durable_child.rs):
+//! resumes racing in 8 processes run the approved tool once; a resume killed with SIGKILL at a random
+//! point never runs the tool twice and never loses the approval; a call killed after its effect is not
+//! re-run unless the tool is idempotent; two runs on one session, across processes or tasks, are one
+//! at a time, and a dead owner's session is taken over with its interrupted call reported.
+//!
+//! AMBIT_DURABLE_TRIALS (default 20) sets the racing trials per store and AMBIT_DURABLE_KILLS (default
+//! 25) the kills per store; `bash scripts/durable-full.sh` runs the issue's full counts (200 and 250).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ambit::ApprovalDecision;
+use ambit::ledger::ManualClock;
+use ambit::session::{Item, SessionError, Sessions};
+use ambit_test_provider::{Provider, Script};
+use serde_json::{Value, json};
+
+#[path = "support/durable_agent.rs"]
+mod durable_agent;
+use durable_agent::agent;
+
+#[path = "support/session_stores.rs"]
+mod session_stores;
+use session_stores::{Store, stores};
+
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+async fn provider(exchanges: Value) -> Provider {
+    let script: Script = serde_json::from_value(json!({"name": "durable", "exchanges": exchanges})).unwrap();
+    Provider::start(script).await.unwrap()
+}
+
+/// The model asks for `send_email {to: sid}` (the run parks on it), then answers.
+fn park_then_answer(extra_answers: usize) -> Value {
+    let mut ex =
+        vec![json!({"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "SID"}}]}})];
+    for _ in 0..=extra_answers {
+        ex.push(json!({"respond": {"content": "Sent."}}));
+    }
+    Value::Array(ex)
+}
+
+/// A fresh session parked on `send_email {to: sid}`; the provider serving it (and its answer).
+async fn parked(sessions: &Sessions, effects: &str, extra_answers: usize) -> (String, Provider) {
+    let sid = sessions.create().await.unwrap();
+    let script = park_then_answer(extra_answers).to_string().replace("SID", &sid);
+    let p = provider(serde_json::from_str(&script).unwrap()).await;
+    let err = sessions.run(&agent(&p.base_url(), effects, false, false), &sid, "mail ops").await.unwrap_err();
+    assert_eq!(err.code(), "awaiting_approval", "{err}");
+    (sid, p)
+}
+
+/// The side effects for `sid` so far.
+fn effects_of(effects: &str, line: &str) -> usize {
+    std::fs::read_to_string(effects).unwrap_or_default().lines().filter(|l| *l == line).count()
+}
+
+/// The log's messages, each as JSON text: a message twice in the log shows as a repeat.
+async fn log_messages(sessions: &Sessions, sid: &str) -> Vec<String> {
+    sessions
+        .entries(sid)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.item {
+            Item::Message { message } => Some(serde_json::to_string(&message).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_results(messages: &[String], call: &str) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| serde_json::from_str::<Value>(m).unwrap())
+        .filter(|m| m["role"] == "tool" && m["call_id"] == call)
+        .collect()
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn start(url: &str, effects: &str, flags: &[&str]) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ambit-durable-child"))
+            .arg(url)
+            .arg(effects)
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the child");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the child did not start");
+        Worker { child, stdin, stdout }
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.split_whitespace().next().unwrap_or("(the child died)").to_string()
+    }
+
+    fn kill(mut self) {
+        // SIGKILL: no destructor, no lease let go, no outcome recorded.
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The same store read an hour later: every lease a dead process held has run out.
+async fn an_hour_later(url: &str) -> Sessions {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    Sessions::open(url).await.unwrap().with_clock(Arc::new(ManualClock::new(now + 3_600_000)))
+}
+
+/// Races `workers` on `trials` parked sessions; (trials, double executions, lost approvals).
+async fn race(store: &Store, dir: &std::path::Path, trials: usize, flags: &[&str]) -> (usize, usize, usize) {
+    let effects = dir.join(format!("effects-{}-{}", store.name, flags.len())).display().to_string();
+    let sessions = Sessions::open(&store.url).await.unwrap();
+    let mut workers: Vec<Worker> = (0..8).map(|_| Worker::start(&store.url, &effects, flags)).collect();
+    let (mut doubles, mut lost) = (0, 0);
+    for trial in 0..trials {
+        let (sid, p) = parked(&sessions, &effects, 0).await;
+        for w in &mut workers {
+            w.send(&format!("resume {sid} {}", p.base_url()));
+        }
+        let answers: Vec<String> = workers.iter_mut().map(Worker::answer).collect();
+        let ran = effects_of(&effects, &sid);
+        doubles += usize::from(ran > 1);
+        lost += usize::from(ran == 0);
+        if !flags.is_empty() {
+            if ran > 1 {
+                return (trial + 1, doubles, lost);
+            }
+            continue;
+        }
+        let won = answers.iter().filter(|a| *a == "ok").count();
+        let refused = answers.iter().filter(|a| *a == "session_not_parked").count();
+        assert_eq!((won, refused), (1, 7), "{}: trial {trial}: {answers:?}", store.name);
+        let messages = log_messages(&sessions, &sid).await;
+        let mut unique = messages.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), messages.len(), "{}: a message twice in the log: {messages:#?}", store.name);
+        assert_eq!(messages.len(), 4, "{}: {messages:#?}", store.name);
+        assert_eq!(tool_results(&messages, "a")[0]["content"], format!("sent to {sid}"));
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 2, "{}: {served} requests, {mismatches:?}", store.name);
+        assert_eq!(sessions.store().state(&sid).await.unwrap().state, "idle");
+    }
+    (trials, doubles, lost)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_racing_in_eight_processes_run_the_approved_tool_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let trials = count("AMBIT_DURABLE_TRIALS", 20);
+    for store in stores().await {
+        let started = Instant::now();
+        let (trials, doubles, lost) = race(&store, dir.path(), trials, &[]).await;
+        eprintln!(
+            "durable race, {}: 8 processes x {trials} trials: {doubles} double executions, {lost} lost approvals ({:.1} s)",
+            store.name,
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!((doubles, lost), (0, 0), "{}", store.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_without_the_claim_the_race_runs_the_tool_twice() {
+    // The same race with the compare-and-set and the call journal off: the test sees the double
+    // execution the guards prevent.
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores().await {
+        let (trials, doubles, _) = race(&store, dir.path(), 20, &["--unguarded"]).await;
+        eprintln!("durable race unguarded, {}: a double execution within {trials} trials", store.name);
+        assert!(doubles > 0, "{}: no double execution in {trials} unguarded trials", store.name);
+    }
+}
+
+/// A small deterministic generator for the kill points (the seed is printed).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_killed_at_random_points_never_runs_twice_and_never_loses_the_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let kills = count("AMBIT_DURABLE_KILLS", 25);
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mut rng = Lcg(seed);
+    eprintln!("durable kills: seed {seed}");
+    for store in stores().await {
+        let effects = dir.path().join(format!("kill-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let later = an_hour_later(&store.url).await;
+        let (mut doubles, mut lost, mut before_effect, mut unknown, mut finished) = (0, 0, 0, 0, 0);
+        let started = Instant::now();
+        for _ in 0..kills {
+            // Two answers: the child's continuation may have been served before the kill.
+            let (sid, p) = parked(&sessions, &effects, 1).await;
+            let mut w = Worker::start(&store.url, &effects, &[]);
+            w.send(&format!("resume {sid} {}", p.base_url()));
+            std::thread::sleep(Duration::from_micros(rng.next(40_000)));
+            w.kill();
+            let ran_by_child = effects_of(&effects, &sid);
+            // Recovery, as the host would: resume; a session the child finished is not parked.
+            let recovering = agent(&p.base_url(), &effects, false, false);
+            match later.resume(&recovering, &sid, ApprovalDecision::Approve).await {
+                Ok(_) => {}
+                Err(SessionError::NotParked(_)) => finished += 1,
+                Err(e) => panic!("{}: recovery failed: {e}", store.name),
+            }
+            let ran = effects_of(&effects, &sid);
+            before_effect += usize::from(ran_by_child == 0);
+            let messages = log_messages(&sessions, &sid).await;
+            let results = tool_results(&messages, "a");
+            let mut unique = messages.clone();
+            unique.sort();
+            unique.dedup();
+            doubles += usize::from(ran > 1);
+            // Lost: the approved call has no result in the log, or the session still waits on it.
+            let state = sessions.store().state(&sid).await.unwrap();
+            lost += usize::from(results.len() != 1 || state.parked.is_some());
+            assert!(ran <= 1, "{}: the tool ran {ran} times", store.name);
+            assert_eq!(unique.len(), messages.len(), "{}: a message twice in the log: {messages:#?}", store.name);
+            assert_eq!(results.len(), 1, "{}: {messages:#?}", store.name);
+            let content = results[0]["content"].as_str().unwrap();
+            if ran == 0 {
+                // Never ran: the result cannot claim it did.
+                assert!(!content.starts_with("sent"), "{}: {content}", store.name);
+            }
+            unknown += usize::from(content.contains("its outcome is unknown"));
+            assert!(state.parked.is_none(), "{}: still parked: {state:?}", store.name);
+            assert!(sessions.pending(&sid).await.unwrap().is_none());
+        }
+        eprintln!(
+            "durable kills, {}: {kills} resumes killed with SIGKILL ({before_effect} before the tool's effect, {unknown} \
+             between the effect and its recorded result, {finished} after the resume's run ended): {doubles} double \
+             executions, {lost} lost approvals ({:.1} s)",
+            store.name,
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!((doubles, lost), (0, 0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_killed_after_its_effect_is_not_run_again_unless_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores().await {
+        for idempotent in [false, true] {
+            let effects = dir.path().join(format!("once-{}-{idempotent}", store.name)).display().to_string();
+            let sessions = Sessions::open(&store.url).await.unwrap();
+            let (sid, p) = parked(&sessions, &effects, 0).await;
+            let flags: &[&str] = if idempotent { &["--block", "--idempotent"] } else { &["--block"] };
+            let mut w = Worker::start(&store.url, &effects, flags);
+            w.send(&format!("resume {sid} {}", p.base_url()));
+            // The child blocks inside the tool once the effect is on disk: kill it there.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while effects_of(&effects, &sid) == 0 {
+                assert!(Instant::now() < deadline, "the child never ran the tool");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            w.kill();
+            // The claimed approval is not lost with the process: it is still what the session waits on.
+            assert_eq!(sessions.pending(&sid).await.unwrap().map(|r| r.tool), Some("send_email".to_string()));
+            let later = an_hour_later(&store.url).await;
+            later
+                .resume(&agent(&p.base_url(), &effects, false, idempotent), &sid, ApprovalDecision::Approve)
+                .await
+                .unwrap();
+            let results = tool_results(&log_messages(&sessions, &sid).await, "a");
+            let content = results[0]["content"].as_str().unwrap().to_string();
+            if idempotent {
+                assert_eq!(effects_of(&effects, &sid), 2, "{}: an idempotent call is run again", store.name);
+                assert_eq!(content, format!("sent to {sid}"));
+            } else {
+                assert_eq!(effects_of(&effects, &sid), 1, "{}: run again: {content}", store.name);
+                assert!(content.contains("its outcome is unknown") && content.contains("not run again"), "{content}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_across_processes_are_one_at_a_time_and_a_dead_owner_is_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores().await {
+        let effects = dir.path().join(format!("busy-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "h", "name": "hold", "arguments": {"to": sid}}]}},
+            {"expect": {"messages_tail": [{"role": "user", "content": {"$contains": [
+                "A previous run in this session was interrupted", "- hold {\"to\":"]}},
+                {"role": "user", "content": "status?"}]},
+             "respond": {"content": "Carrying on."}}
+        ]))
+        .await;
+        let mut w = Worker::start(&store.url, &effects, &[]);
+        w.send(&format!("run {sid} {}", p.base_url()));
+        let held = format!("held:{sid}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while effects_of(&effects, &held) == 0 {
+            assert!(Instant::now() < deadline, "the child never started its run");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The child's run holds the session (its heartbeat keeps the 30 s lease): a second run is refused.
+        let a = agent(&p.base_url(), &effects, false, false);
+        let err = sessions.run(&a, &sid, "me too").await.unwrap_err();
+        assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
+        assert!(matches!(err, SessionError::Busy(_)));
+        assert_eq!(sessions.store().state(&sid).await.unwrap().state, "running");
+        w.kill();
+        // The owner died: once its lease runs out, the next run takes over and is told what the dead
+        // run started and never finished; the held call is not run again.
+        let result = an_hour_later(&store.url).await.run(&a, &sid, "status?").await.unwrap();
+        assert_eq!(result.output, "Carrying on.");
+        assert_eq!(effects_of(&effects, &held), 1);
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 2, "{}: {mismatches:?}", store.name);
+        let log = log_messages(&sessions, &sid).await;
+        assert!(log[0].contains("interrupted"), "{}: {log:#?}", store.name);
+        assert_eq!(sessions.store().state(&sid).await.unwrap().state, "idle");
+    }
+}
+
+/// A tool `wait` that says when a call has entered it (`entered`) and returns once `gate` is notified.
+fn waiting_tool() -> (impl ambit::Tool, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let (g, e) = (gate.clone(), entered.clone());
+    let wait = ambit::tool_fn("wait", "Wait.", json!({"type": "object", "properties": {}}), move |_: Value| {
+        let (g, e) = (g.clone(), e.clone());
+        async move {
+            e.notify_one();
+            g.notified().await;
+            Ok::<_, String>("done".to_string())
+        }
+    });
+    (wait, entered, gate)
+}
+
+/// An agent with `tool` on the provider `p`, and its run on "one" in `sid`, started in a task.
+type Running = tokio::task::JoinHandle<Result<ambit::RunResult, SessionError>>;
+fn run_in_the_background(
+    sessions: &Sessions,
+    sid: &str,
+    p: &Provider,
+    tool: impl ambit::Tool + 'static,
+) -> (ambit::Agent, Running) {
+    let a = ambit::Agent::builder()
+        .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .tool(tool)
+        .build()
+        .unwrap();
+    let (s, agent, sid) = (sessions.clone(), a.clone(), sid.to_string());
+    (a, tokio::spawn(async move { s.run(&agent, &sid, "one").await }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_in_one_process_are_one_at_a_time() {
+    // A run blocked in a tool holds the session; a second run on it is refused at once, then allowed
+    // once the first has ended.
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let (wait, entered, gate) = waiting_tool();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+            {"respond": {"content": "first"}},
+            {"respond": {"content": "second"}}
+        ]))
+        .await;
+        let (a, first) = run_in_the_background(&sessions, &sid, &p, wait);
+        entered.notified().await;
+        let err = sessions.run(&a, &sid, "two").await.unwrap_err();
+        assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
+        gate.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().output, "first");
+        assert_eq!(sessions.run(&a, &sid, "two").await.unwrap().output, "second");
+        // Nothing of the refused run reached the log.
+        let log = log_messages(&sessions, &sid).await;
+        assert_eq!(log.len(), 6, "{}: {log:#?}", store.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_state_round_trips_park_and_resume_field_by_field() {
+    // SPEC §8b: turns, budget spent, checklist, scratchpad and loaded deferred tools are one value
+    // the park keeps and the resume restores. The run parks, is resumed by another store handle and
+    // another agent (as another process would), parks again, and the two kept states are compared;
+    // then the checklist still gates the end of the run and the turn limit still counts.
+    for store in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [
+                {"id": "l", "name": "tool_load", "arguments": {"name": ["lookup"]}},
+                {"id": "k", "name": "checklist_add", "arguments": {"items": ["mail ops and report"]}},
+                {"id": "w", "name": "scratchpad_write", "arguments": {"name": "notes", "content": "alpha is 7431"}}
+            ], "usage": {"input_tokens": 100, "output_tokens": 10}}},
+            {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": "ops"}}],
+             "usage": {"input_tokens": 200, "output_tokens": 20}}},
+            // Resumed: the scratchpad entry is read back, and another approval parks the run again.
+            {"respond": {"tool_calls": [
+                {"id": "r", "name": "scratchpad_read", "arguments": {"name": "notes"}},
+                {"id": "b", "name": "send_email", "arguments": {"to": "second"}}
+            ], "usage": {"input_tokens": 300, "output_tokens": 30}}},
+            // Resumed again: the model would end its turn, but the checklist item is still open.
+            {"respond": {"content": "Done.", "usage": {"input_tokens": 1, "output_tokens": 1}}},
+            {"respond": {"content": "Done, really.", "usage": {"input_tokens": 1, "output_tokens": 1}}}
+        ]))
+        .await;
+        let agent = |answer: ApprovalDecision| {
+            let send = ambit::tool_fn(
+                "send_email",
+                "Send the drafted email.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}),
+                |_: Value| async { Ok::<_, String>("sent".to_string()) },
+            )
+            .level(ambit::Level::Read)
+            .requires_approval();
+            let lookup = ambit::tool_fn(
+                "lookup",
+                "Looks a key up.",
+                json!({"type": "object", "properties": {"key": {"type": "string"}}}),
+                |_: Value| async { Ok::<_, String>("7431".to_string()) },
+            )
+            .level(ambit::Level::Read);
+            let handler = ambit::permission::approval::FnApproval(move |_| {
+                let a = answer.clone();
+                async move { a }
+            });
+            let deferral = ambit::deferral::DeferralConfig {
+                setting: ambit::deferral::Deferral::Deferred,
+                strategy: ambit::deferral::LoadStrategy::Append,
+                deferrable_tools: ["lookup".to_string()].into(),
+            };
+            ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tool(send)
+                .tool(lookup)
+                .checklist(true)
+                .checklist_nudge_cap(1)
+                .scratchpad(true)
+                .deferral(deferral)
+                .max_turns(6)
+                .policy(ambit::Policy::level(ambit::Level::Read).approvals(handler))
+                .build()
+                .unwrap()
+        };
+        let here = Sessions::open(&store.url).await.unwrap();
+        let sid = here.create().await.unwrap();
+        let kept = |sessions: Sessions, sid: String| async move {
+            let state = sessions.store().state(&sid).await.unwrap();
+            assert_eq!(state.state, "awaiting_approval");
+            serde_json::from_value::<ambit::session::RunSnapshot>(state.parked.unwrap()["run"].clone()).unwrap()
+        };
+        let err = here.run(&agent(ApprovalDecision::Later), &sid, "mail ops").await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let first = kept(here.clone(), sid.clone()).await;
+        assert_eq!(first.turns, 2, "{}", store.name);
+        assert_eq!((first.usage.requests, first.usage.input_tokens, first.usage.output_tokens), (2, 300, 30));
+        assert_eq!(first.scratchpad.get("notes").map(String::as_str), Some("alpha is 7431"));
+        assert_eq!(first.loaded_tools, ["lookup"]);
+        assert_eq!(first.checklist.open().len(), 1);
+        // Resumed elsewhere; it parks again on the second email, one turn later.
+        let there = Sessions::open(&store.url).await.unwrap();
+        let err = there.resume(&agent(ApprovalDecision::Later), &sid, ApprovalDecision::Approve).await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let second = kept(there.clone(), sid.clone()).await;
+        let mut expected = first.clone();
+        expected.turns = 3;
+        expected.usage.add(&ambit::Usage { requests: 1, input_tokens: 300, output_tokens: 30, ..Default::default() });
+        assert_eq!(second, expected, "{}: the state after resume is the state before park, one turn on", store.name);
+        // The resumed run's request carried the loaded tool, and read the scratchpad entry back.
+        let state: Value = reqwest::get(format!("{}/__ambit/state", p.base_url().trim_end_matches("/v1")))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let third = &state["requests"][2]["body"];
+        let tools: Vec<&str> =
+            third["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+        assert!(tools.contains(&"lookup"), "{}: {tools:?}", store.name);
+        let log = tool_results(&log_messages(&there, &sid).await, "r");
+        assert!(log.is_empty(), "the parked round is not in the log yet");
+        // Resumed once more: the open item still gates the end (one nudge), and the turns go on.
+        let done = here.resume(&agent(ApprovalDecision::Later), &sid, ApprovalDecision::Approve).await.unwrap();
+        assert_eq!(done.output, "Done, really.", "{}", store.name);
+        assert_eq!(done.turns, 5, "{}: turns count across parks", store.name);
+        assert_eq!(done.open_items.len(), 1, "{}", store.name);
+        assert_eq!(done.usage.requests, 5, "{}", store.name);
+        let read = tool_results(&log_messages(&here, &sid).await, "r");
+        assert_eq!(read[0]["content"], "alpha is 7431", "{}", store.name);
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 5, "{}: {served} {mismatches:?}", store.name);
+    }
+}
+
+/// The lease expiry the store holds for `sid` (milliseconds), read with plain SQL.
+async fn lease_expires(url: &str, sid: &str) -> Option<i64> {
+    use sqlx::Connection;
+    let sql = if url.starts_with("sqlite") {
+        "SELECT lease_expires FROM ambit_sessions WHERE session_id = ?"
+    } else {
+        "SELECT lease_expires FROM ambit_sessions WHERE session_id = $1"
+    };
+    if url.starts_with("sqlite") {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).bind(sid).fetch_one(&mut c).await.unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_scalar(sql).bind(sid).fetch_one(&mut c).await.unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_runs_heartbeat_keeps_its_session_past_the_lease_length() {
+    // The lease is 300 ms; the clock jumps an hour while the run is blocked in a tool. The heartbeat
+    // renews the lease by the clock it reads, so a second run is still refused: a live run is never
+    // taken over, however long it runs.
+    for store in stores().await {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let clock = ManualClock::new(now);
+        let sessions = Sessions::open(&store.url)
+            .await
+            .unwrap()
+            .with_lease(Duration::from_millis(300))
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()));
+        let sid = sessions.create().await.unwrap();
+        let (wait, entered, gate) = waiting_tool();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+            {"respond": {"content": "first"}}
+        ]))
+        .await;
+        let (a, first) = run_in_the_background(&sessions, &sid, &p, wait);
+        entered.notified().await;
+        clock.advance(Duration::from_secs(3600));
+        let later = now + 3_600_000;
+        // Wait (bounded) for a heartbeat after the jump: the lease then ends past the new time.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while lease_expires(&store.url, &sid).await.unwrap_or(0) <= later {
+            assert!(Instant::now() < deadline, "{}: no heartbeat renewed the lease", store.name);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let err = sessions.run(&a, &sid, "two").await.unwrap_err();
+        assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
+        gate.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().output, "first", "{}", store.name);
+        // Ended, the run let the session go.
+        assert_eq!(lease_expires(&store.url, &sid).await, None, "{}", store.name);
+    }
+}

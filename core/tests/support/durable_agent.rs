@@ -1,0 +1,66 @@
+//! The agent of the durable-run tests, the same in the test (core/tests/durable.rs) and in its child
+//! process (durable_child.rs). Its tools count their side effects as lines appended to a file:
+//! `send_email {to}` (needs an approval: the handler answers "later", so a run parks on it) appends
+//! `to`; `hold {to}` (no approval) appends `held:to`. With `block`, a tool blocks forever once it has
+//! had its effect, so a kill -9 lands after the effect and before its result is recorded.
+
+use std::io::Write;
+
+use ambit::permission::approval::FnApproval;
+use ambit::{Agent, ApprovalDecision, Level, OpenAiChat, Policy, tool_fn};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize)]
+struct To {
+    to: String,
+}
+
+fn effect(effects: &str, line: &str) -> Result<(), String> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(effects)
+        .map_err(|e| format!("effects file: {e}"))?;
+    f.write_all(format!("{line}\n").as_bytes()).map_err(|e| format!("effects file: {e}"))?;
+    f.sync_all().map_err(|e| format!("effects file: {e}"))
+}
+
+/// The agent, on the loopback provider at `base_url`.
+pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Agent {
+    let schema = json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]});
+    let file = effects.to_string();
+    let mut send = tool_fn("send_email", "Send the drafted email.", schema.clone(), move |e: To| {
+        let file = file.clone();
+        async move {
+            effect(&file, &e.to)?;
+            if block {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, String>(format!("sent to {}", e.to))
+        }
+    })
+    .level(Level::Read)
+    .requires_approval();
+    if idempotent {
+        send = send.idempotent();
+    }
+    let file = effects.to_string();
+    let hold = tool_fn("hold", "Hold on.", schema, move |e: To| {
+        let file = file.clone();
+        async move {
+            effect(&file, &format!("held:{}", e.to))?;
+            std::future::pending::<()>().await;
+            Ok::<_, String>(String::new())
+        }
+    })
+    .level(Level::Read);
+    let later = FnApproval(|_| async { ApprovalDecision::Later });
+    Agent::builder()
+        .model(OpenAiChat::new("m").base_url(base_url).max_retries(0))
+        .tool(send)
+        .tool(hold)
+        .policy(Policy::level(Level::Read).approvals(later))
+        .build()
+        .expect("the test agent builds")
+}
