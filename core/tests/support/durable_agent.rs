@@ -46,7 +46,7 @@ pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Ag
         send = send.idempotent();
     }
     let file = effects.to_string();
-    let hold = tool_fn("hold", "Hold on.", schema, move |e: To| {
+    let hold = tool_fn("hold", "Hold on.", schema.clone(), move |e: To| {
         let file = file.clone();
         async move {
             effect(&file, &format!("held:{}", e.to))?;
@@ -55,11 +55,36 @@ pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Ag
         }
     })
     .level(Level::Read);
+    // Attack tests (core/tests/durable_attack.rs): `gate {to}` appends `entered:to`, then waits until
+    // the file `<effects>.gate` exists; `record {to}` appends `rec:to` (no approval).
+    let (file, gate_file) = (effects.to_string(), format!("{effects}.gate"));
+    let gate = tool_fn("gate", "Wait for the gate.", schema.clone(), move |e: To| {
+        let (file, gate_file) = (file.clone(), gate_file.clone());
+        async move {
+            effect(&file, &format!("entered:{}", e.to))?;
+            while !std::path::Path::new(&gate_file).exists() {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Ok::<_, String>("through".to_string())
+        }
+    })
+    .level(Level::Read);
+    let file = effects.to_string();
+    let record = tool_fn("record", "Record.", schema, move |e: To| {
+        let file = file.clone();
+        async move {
+            effect(&file, &format!("rec:{}", e.to))?;
+            Ok::<_, String>("recorded".to_string())
+        }
+    })
+    .level(Level::Read);
     let later = FnApproval(|_| async { ApprovalDecision::Later });
     Agent::builder()
         .model(OpenAiChat::new("m").base_url(base_url).max_retries(0))
         .tool(send)
         .tool(hold)
+        .tool(gate)
+        .tool(record)
         .policy(Policy::level(Level::Read).approvals(later))
         .build()
         .expect("the test agent builds")

@@ -3,12 +3,15 @@
 //!
 //!   resume SID PROVIDER_URL   resumes SID with "approve"; answers `ok SID` or `<error code> SID`
 //!   run SID PROVIDER_URL      runs SID on "go"; answers the same way
+//!   runcancel SID PROVIDER_URL  runs SID, drops the run once its `gate` call started, answers
+//!                             `cancelled SID` and exits normally (main returns)
 //!
 //! ambit-durable-child STORE_URL EFFECTS_FILE [FLAGS]
 //!   --unguarded     the exactly-once guards off (the negative control)
 //!   --block         the tool blocks forever once it has had its effect (a crash after the effect)
 //!   --idempotent    the tool declares itself idempotent
 //!   --lease-ms N    the lease length
+//!   --clock-ahead-ms N  the process's clock runs N ms ahead (negative: behind)
 //!
 //! The agent and its tools: durable_agent.rs. The child prints `ready` once the store is open.
 
@@ -21,6 +24,15 @@ use ambit::session::Sessions;
 #[path = "durable_agent.rs"]
 mod durable_agent;
 use durable_agent::agent;
+
+/// The system clock, `0` ms ahead (negative: behind): a process on a machine whose clock is off.
+struct Ahead(i64);
+impl ambit::ledger::Clock for Ahead {
+    fn now_ms(&self) -> i64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64);
+        now.unwrap_or(0) + self.0
+    }
+}
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -37,6 +49,10 @@ async fn main() {
     if let Some(i) = args.iter().position(|a| a == "--lease-ms") {
         let ms: u64 = args[i + 1].parse().expect("--lease-ms N");
         sessions = sessions.with_lease(Duration::from_millis(ms)).expect("lease");
+    }
+    if let Some(i) = args.iter().position(|a| a == "--clock-ahead-ms") {
+        let ms: i64 = args[i + 1].parse().expect("--clock-ahead-ms N");
+        sessions = sessions.with_clock(std::sync::Arc::new(Ahead(ms)));
     }
     if flag("--unguarded") {
         sessions = sessions.unguarded_for_tests();
@@ -56,6 +72,22 @@ async fn main() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let [verb, sid, provider] = words[..] else { panic!("bad command: {line}") };
         let agent = agent(provider, effects, block, idempotent);
+        if verb == "runcancel" {
+            // A host that gives up on a run (a timeout, a Ctrl-C) and exits normally: the run's future is
+            // dropped once its `gate` call has started, then main returns.
+            let entered = format!("entered:{sid}");
+            let run = sessions.run(&agent, sid, "go");
+            let started = async {
+                while !std::fs::read_to_string(effects).unwrap_or_default().lines().any(|l| l == entered) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            };
+            tokio::select! {
+                _ = run => say(&format!("ended {sid}")),
+                _ = started => say(&format!("cancelled {sid}")),
+            }
+            return;
+        }
         let outcome = match verb {
             "resume" => sessions.resume(&agent, sid, ApprovalDecision::Approve).await,
             "run" => sessions.run(&agent, sid, "go").await,

@@ -1,0 +1,342 @@
+//! Attacks on the durable-run guarantees (SPEC §8b, issue 13 items 1 and 2), each on both stores with
+//! real processes (tests/support/durable_child.rs): what a crash, a paused process, a skewed clock or a
+//! cancelled run does to the lease and the call journal. Each test asserts the guarantee; a test that
+//! fails shows a hole (see the report of the helper "attack").
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ambit::ApprovalDecision;
+use ambit::ledger::ManualClock;
+use ambit::session::{Item, SessionError, Sessions};
+use ambit_test_provider::{Provider, Script};
+use serde_json::{Value, json};
+
+#[path = "support/durable_agent.rs"]
+mod durable_agent;
+use durable_agent::agent;
+
+#[path = "support/session_stores.rs"]
+mod session_stores;
+use session_stores::stores;
+
+async fn provider(exchanges: Value) -> Provider {
+    let script: Script = serde_json::from_value(json!({"name": "attack", "exchanges": exchanges})).unwrap();
+    Provider::start(script).await.unwrap()
+}
+
+fn effects_of(effects: &str, line: &str) -> usize {
+    std::fs::read_to_string(effects).unwrap_or_default().lines().filter(|l| *l == line).count()
+}
+
+/// Waits (bounded) until `line` is among the effects.
+fn wait_for(effects: &str, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while effects_of(effects, line) == 0 {
+        assert!(Instant::now() < deadline, "never saw '{line}'");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+async fn log_messages(sessions: &Sessions, sid: &str) -> Vec<Value> {
+    sessions
+        .entries(sid)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.item {
+            Item::Message { message } => Some(serde_json::to_value(&message).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn start(url: &str, effects: &str, flags: &[&str]) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ambit-durable-child"))
+            .arg(url)
+            .arg(effects)
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the child");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the child did not start");
+        Worker { child, stdin, stdout }
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.split_whitespace().next().unwrap_or("(the child died)").to_string()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").arg(sig).arg(self.child.id().to_string()).status().unwrap().success();
+        assert!(ok, "kill {sig}");
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn an_hour_later(url: &str) -> Sessions {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    Sessions::open(url).await.unwrap().with_clock(Arc::new(ManualClock::new(now + 3_600_000)))
+}
+
+/// Runs `sid` with `a` until the session is no longer busy (a lease running out in real time), bounded.
+async fn run_once_free(sessions: &Sessions, a: &ambit::Agent, sid: &str) -> ambit::RunResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match sessions.run(a, sid, "new").await {
+            Ok(r) => return r,
+            Err(SessionError::Busy(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the run after the lease ran out failed: {e}"),
+        }
+    }
+}
+
+/// Hole: a resume that a crash interrupted after the tool's effect, answered again with "deny", tells
+/// the model the call was denied, though the email went out. The journal is only consulted on the path
+/// that runs the tool (gate::answered), so a deny (or a refused revise) skips it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_after_a_crash_past_the_effect_does_not_claim_the_call_was_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("deny-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "a", "name": "send_email", "arguments": {"to": sid}}]}},
+            {"respond": {"content": "Noted."}}
+        ]))
+        .await;
+        let err = sessions.run(&agent(&p.base_url(), &effects, false, false), &sid, "mail").await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval");
+        // The first answer, "approve", from a process killed after the effect and before the result.
+        let mut w = Worker::start(&store.url, &effects, &["--block"]);
+        w.send(&format!("resume {sid} {}", p.base_url()));
+        wait_for(&effects, &sid);
+        w.kill();
+        // The host answers again, now "deny" (another operator, or a changed mind).
+        let later = an_hour_later(&store.url).await;
+        let deny = ApprovalDecision::Deny { reason: "not this one".into() };
+        later.resume(&agent(&p.base_url(), &effects, false, false), &sid, deny).await.unwrap();
+        let log = log_messages(&sessions, &sid).await;
+        let result = log.iter().find(|m| m["role"] == "tool" && m["call_id"] == "a").unwrap();
+        let content = result["content"].as_str().unwrap();
+        eprintln!("{}: effects {}, the model was told: {content}", store.name, effects_of(&effects, &sid));
+        assert_eq!(effects_of(&effects, &sid), 1);
+        if content.contains("was denied") {
+            holes.push(format!(
+                "{}: the email was sent, yet the model is told the call was denied: {content}",
+                store.name
+            ));
+        }
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}
+
+/// Hole (fencing): a run paused (SIGSTOP) past its lease is taken over; resumed (SIGCONT), it goes on
+/// running tools with side effects although it no longer holds the session. Only its final append is
+/// fenced (settle checks the owner); call_started does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_taken_over_runs_no_more_tools_when_it_wakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("fence-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let old = provider(json!([
+            {"respond": {"tool_calls": [{"id": "g", "name": "gate", "arguments": {"to": sid}}]}},
+            {"respond": {"tool_calls": [{"id": "r", "name": "record", "arguments": {"to": sid}}]}},
+            {"respond": {"content": "old done"}}
+        ]))
+        .await;
+        let mut w = Worker::start(&store.url, &effects, &["--lease-ms", "1500"]);
+        w.send(&format!("run {sid} {}", old.base_url()));
+        wait_for(&effects, &format!("entered:{sid}"));
+        w.signal("-STOP");
+        // The owner is alive but paused: its lease runs out in real time and a new run takes over.
+        let new = provider(json!([{"respond": {"content": "new done"}}])).await;
+        let a = agent(&new.base_url(), &effects, false, false);
+        assert_eq!(run_once_free(&sessions, &a, &sid).await.output, "new done");
+        // The old owner wakes up.
+        std::fs::write(format!("{effects}.gate"), "").unwrap();
+        w.signal("-CONT");
+        let answer = w.answer();
+        let (served, _) = old.report();
+        let recorded = effects_of(&effects, &format!("rec:{sid}"));
+        eprintln!(
+            "{}: the old owner answered {answer}; after the takeover it made {} model requests and ran `record` {recorded} times",
+            store.name,
+            served - 1
+        );
+        assert_eq!(answer, "session_busy", "{}", store.name);
+        if recorded != 0 {
+            holes.push(format!(
+                "{}: the taken-over owner ran `record` {recorded} times after it lost its lease",
+                store.name
+            ));
+        }
+        std::fs::remove_file(format!("{effects}.gate")).unwrap();
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}
+
+/// Hole (clock skew): the lease expiry is computed from each client's clock, never the store's. A
+/// worker on a machine whose clock is 31 s behind writes leases that everyone else reads as expired:
+/// its live run (heartbeat running) is taken over at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_on_a_machine_with_a_slow_clock_is_not_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("skew-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let old = provider(json!([
+            {"respond": {"tool_calls": [{"id": "g", "name": "gate", "arguments": {"to": sid}}]}},
+            {"respond": {"content": "old done"}}
+        ]))
+        .await;
+        let mut w = Worker::start(&store.url, &effects, &["--clock-ahead-ms", "-31000"]);
+        w.send(&format!("run {sid} {}", old.base_url()));
+        wait_for(&effects, &format!("entered:{sid}"));
+        // The worker is alive, its heartbeat renews its 30 s lease.
+        let new = provider(json!([{"respond": {"content": "new done"}}])).await;
+        let a = agent(&new.base_url(), &effects, false, false);
+        let outcome = sessions.run(&a, &sid, "me too").await;
+        let code = match &outcome {
+            Ok(r) => format!("ok ({})", r.output),
+            Err(e) => e.code().to_string(),
+        };
+        eprintln!("{}: a second run while the slow-clock worker runs: {code}", store.name);
+        std::fs::write(format!("{effects}.gate"), "").unwrap();
+        let _ = w.answer();
+        std::fs::remove_file(format!("{effects}.gate")).unwrap();
+        if code != "session_busy" {
+            holes.push(format!("{}: a live run was taken over because of a 31 s clock skew: {code}", store.name));
+        }
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}
+
+/// Hole: a host that gives up on a run (drops its future, e.g. a timeout) and exits normally leaves the
+/// lease held: the let-go is a task spawned on a runtime that is shutting down. The next process is
+/// refused with session_busy until the 30 s lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_before_a_normal_exit_lets_its_session_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("cancel-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let old = provider(json!([
+            {"respond": {"tool_calls": [{"id": "g", "name": "gate", "arguments": {"to": sid}}]}},
+        ]))
+        .await;
+        let mut w = Worker::start(&store.url, &effects, &[]);
+        w.send(&format!("runcancel {sid} {}", old.base_url()));
+        assert_eq!(w.answer(), "cancelled");
+        let status = w.child.wait().unwrap();
+        assert!(status.success(), "the child exited normally: {status}");
+        let new = provider(json!([{"respond": {"content": "new done"}}])).await;
+        let a = agent(&new.base_url(), &effects, false, false);
+        let outcome = sessions.run(&a, &sid, "again").await;
+        let code = match &outcome {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.code().to_string(),
+        };
+        let state = sessions.store().state(&sid).await.unwrap();
+        eprintln!("{}: the run after a cancelled run and a normal exit: {code} (state {})", store.name, state.state);
+        if outcome.is_ok() {
+            let log = log_messages(&sessions, &sid).await;
+            eprintln!("{}: the model was told: {}", store.name, log[0]["content"]);
+        }
+        if code != "ok" {
+            holes.push(format!("{}: the session stays busy after a cancelled run: {code}", store.name));
+        }
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}
+
+/// What the model is told after a run is cancelled in a live process (not a crash): the next run takes
+/// over and its first message says the previous run's "process stopped". Records the exact text; the
+/// assertion is that the next run is not refused (the let-go is spawned, so this races it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_in_a_live_process_is_not_refused_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("abort-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let mut busy = 0;
+        let trials = 20;
+        let mut told = String::new();
+        for _ in 0..trials {
+            let sid = sessions.create().await.unwrap();
+            let old = provider(json!([
+                {"respond": {"tool_calls": [{"id": "g", "name": "gate", "arguments": {"to": sid}}]}},
+            ]))
+            .await;
+            let a = agent(&old.base_url(), &effects, false, false);
+            let (s, a2, sid2) = (sessions.clone(), a.clone(), sid.clone());
+            let handle = tokio::spawn(async move { s.run(&a2, &sid2, "go").await });
+            let entered = format!("entered:{sid}");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while effects_of(&effects, &entered) == 0 {
+                assert!(Instant::now() < deadline);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            handle.abort();
+            let _ = handle.await;
+            let new = provider(json!([{"respond": {"content": "new done"}}])).await;
+            match sessions.run(&agent(&new.base_url(), &effects, false, false), &sid, "again").await {
+                Ok(_) => told = log_messages(&sessions, &sid).await[0]["content"].as_str().unwrap_or("").to_string(),
+                Err(SessionError::Busy(_)) => busy += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        eprintln!(
+            "{}: {busy} of {trials} runs refused right after a cancelled run; the model was told: {told}",
+            store.name
+        );
+        if busy != 0 {
+            holes.push(format!("{}: {busy} of {trials} runs refused right after a cancelled run", store.name));
+        }
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}
