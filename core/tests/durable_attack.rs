@@ -340,3 +340,54 @@ async fn a_run_cancelled_in_a_live_process_is_not_refused_next() {
     }
     assert!(holes.is_empty(), "{holes:#?}");
 }
+
+/// Hole (fencing of the log): a run that asked for a compaction (`context_compact`) appends its messages
+/// and the summary at the next round boundary with a plain append that does not check the lease. A
+/// paused owner taken over wakes and writes its turns, and a summary, after the new owner's run:
+/// the interleaving the lease exists to prevent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_taken_over_appends_nothing_to_the_log_when_it_wakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut holes: Vec<String> = Vec::new();
+    for store in stores().await {
+        let effects = dir.path().join(format!("fencelog-{}", store.name)).display().to_string();
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let old = provider(json!([
+            {"respond": {"tool_calls": [
+                {"id": "g", "name": "gate", "arguments": {"to": sid}},
+                {"id": "k", "name": "context_compact", "arguments": {"keep_recent": false}}]}},
+            {"respond": {"content": "SUMMARY-BY-THE-OLD-OWNER"}},
+            {"respond": {"content": "old done"}},
+            {"respond": {"content": "old done"}}
+        ]))
+        .await;
+        let mut w = Worker::start(&store.url, &effects, &["--lease-ms", "1500", "--session-tools"]);
+        w.send(&format!("run {sid} {}", old.base_url()));
+        wait_for(&effects, &format!("entered:{sid}"));
+        w.signal("-STOP");
+        let new = provider(json!([{"respond": {"content": "new done"}}])).await;
+        let a = agent(&new.base_url(), &effects, false, false);
+        assert_eq!(run_once_free(&sessions, &a, &sid).await.output, "new done");
+        let before = sessions.entries(&sid).await.unwrap().len();
+        std::fs::write(format!("{effects}.gate"), "").unwrap();
+        w.signal("-CONT");
+        let answer = w.answer();
+        let entries = sessions.entries(&sid).await.unwrap();
+        let after: Vec<String> = entries.iter().skip(before).map(|e| serde_json::to_string(&e.item).unwrap()).collect();
+        eprintln!(
+            "{}: the old owner answered {answer}; it added {} entries after the takeover: {after:#?}",
+            store.name,
+            after.len()
+        );
+        if !after.is_empty() {
+            holes.push(format!(
+                "{}: the taken-over owner appended {} entries after it lost its lease (answer {answer})",
+                store.name,
+                after.len()
+            ));
+        }
+        std::fs::remove_file(format!("{effects}.gate")).unwrap();
+    }
+    assert!(holes.is_empty(), "{holes:#?}");
+}

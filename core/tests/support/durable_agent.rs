@@ -27,7 +27,13 @@ fn effect(effects: &str, line: &str) -> Result<(), String> {
 }
 
 /// The agent, on the loopback provider at `base_url`.
+#[allow(dead_code)] // the child process uses `agent_with`
 pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Agent {
+    agent_with(base_url, effects, block, idempotent, false)
+}
+
+/// The agent, with the session tools (`context_compact` ...) when `session_tools`.
+pub fn agent_with(base_url: &str, effects: &str, block: bool, idempotent: bool, session_tools: bool) -> Agent {
     let schema = json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]});
     let file = effects.to_string();
     let mut send = tool_fn("send_email", "Send the drafted email.", schema.clone(), move |e: To| {
@@ -79,8 +85,10 @@ pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Ag
     })
     .level(Level::Read);
     let later = FnApproval(|_| async { ApprovalDecision::Later });
+    let session = if session_tools { ambit::session::tools() } else { Vec::new() };
     Agent::builder()
         .model(OpenAiChat::new("m").base_url(base_url).max_retries(0))
+        .tools(session)
         .tool(send)
         .tool(hold)
         .tool(gate)

@@ -11,6 +11,7 @@
 //!   --block         the tool blocks forever once it has had its effect (a crash after the effect)
 //!   --idempotent    the tool declares itself idempotent
 //!   --lease-ms N    the lease length
+//!   --session-tools the agent has the session tools (context_compact ...)
 //!   --clock-ahead-ms N  the process's clock runs N ms ahead (negative: behind)
 //!
 //! The agent and its tools: durable_agent.rs. The child prints `ready` once the store is open.
@@ -23,7 +24,7 @@ use ambit::session::Sessions;
 
 #[path = "durable_agent.rs"]
 mod durable_agent;
-use durable_agent::agent;
+use durable_agent::agent_with;
 
 /// The system clock, `0` ms ahead (negative: behind): a process on a machine whose clock is off.
 struct Ahead(i64);
@@ -58,7 +59,7 @@ async fn main() {
         sessions = sessions.unguarded_for_tests();
     }
     say("ready");
-    let (block, idempotent) = (flag("--block"), flag("--idempotent"));
+    let (block, idempotent, session_tools) = (flag("--block"), flag("--idempotent"), flag("--session-tools"));
     // Commands come one at a time from a parent that waits for each answer; read them as they come.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {
@@ -71,7 +72,7 @@ async fn main() {
     while let Some(line) = rx.recv().await {
         let words: Vec<&str> = line.split_whitespace().collect();
         let [verb, sid, provider] = words[..] else { panic!("bad command: {line}") };
-        let agent = agent(provider, effects, block, idempotent);
+        let agent = agent_with(provider, effects, block, idempotent, session_tools);
         if verb == "runcancel" {
             // A host that gives up on a run (a timeout, a Ctrl-C) and exits normally: the run's future is
             // dropped once its `gate` call has started, then main returns.
