@@ -391,3 +391,49 @@ async fn a_paused_owner_taken_over_appends_nothing_to_the_log_when_it_wakes() {
     }
     assert!(holes.is_empty(), "{holes:#?}");
 }
+
+fn boom() -> impl ambit::Tool {
+    ambit::tool_fn("boom", "Panics.", json!({"type": "object", "properties": {}}), |_: Value| async {
+        if std::hint::black_box(true) {
+            panic!("the tool panics");
+        }
+        Ok::<_, String>(String::new())
+    })
+}
+
+/// Held: a run that fails (the provider errors) or whose tool panics lets its session go: the next run
+/// is not refused and is not told of an interruption.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_or_panicked_run_lets_its_session_go() {
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        // An empty script: the provider answers the first request with an error.
+        let failing = provider(json!([])).await;
+        let panicking =
+            provider(json!([{"respond": {"tool_calls": [{"id": "b", "name": "boom", "arguments": {}}]}}])).await;
+        for (what, p) in [("a provider error", &failing), ("a panicking tool", &panicking)] {
+            let sid = sessions.create().await.unwrap();
+            let a = ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tool(boom())
+                .build()
+                .unwrap();
+            let first = sessions.run(&a, &sid, "one").await;
+            eprintln!(
+                "{}: {what}: the run ended {:?}",
+                store.name,
+                first.as_ref().map(|r| r.output.clone()).map_err(|e| e.code())
+            );
+            let state = sessions.store().state(&sid).await.unwrap();
+            assert_eq!(state.state, "idle", "{}: {what}: {state:?}", store.name);
+            let next = provider(json!([{"respond": {"content": "fine"}}])).await;
+            let b = ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(next.base_url()).max_retries(0))
+                .build()
+                .unwrap();
+            assert_eq!(sessions.run(&b, &sid, "two").await.unwrap().output, "fine", "{}: {what}", store.name);
+            let log = log_messages(&sessions, &sid).await;
+            assert!(!log.iter().any(|m| m.to_string().contains("interrupted")), "{}: {what}: {log:#?}", store.name);
+        }
+    }
+}
