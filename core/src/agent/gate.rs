@@ -145,6 +145,12 @@ pub(crate) async fn answered(
         network: session.policy.network,
         allow_local_addresses: session.policy.allow_local_addresses.clone(),
     };
+    // A call recorded before (a resume that a crash interrupted after the call started) is not decided
+    // anew: whatever the answer, the model is told what the journal holds.
+    let runs = matches!(answer, ApprovalDecision::Approve | ApprovalDecision::Revise { .. });
+    if let Some(result) = crate::session::recorded(call_id, tool, runs).await {
+        return GateOutcome::Ran { arguments, result };
+    }
     let run_with = match &answer {
         ApprovalDecision::Approve => arguments,
         ApprovalDecision::Later => {

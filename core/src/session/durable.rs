@@ -82,6 +82,8 @@ pub(crate) fn fresh_id() -> String {
 
 /// A run's hold on its session: renewed by a heartbeat while it lives; settled (appended and let go)
 /// when the run ends; let go at once when dropped unsettled, so the next run takes over without waiting.
+/// Every write a run makes to the log goes through [`Lease::settle`], which checks that this lease still
+/// holds the session in the same transaction.
 pub(crate) struct Lease {
     store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
@@ -89,24 +91,57 @@ pub(crate) struct Lease {
     owner: String,
     heartbeat: tokio::task::JoinHandle<()>,
     settled: AtomicBool,
+    lost: Arc<tokio::sync::watch::Sender<bool>>,
+    lease_ms: i64,
+}
+
+/// Releases of dropped leases still under way in this process, by session: a `take` of the same
+/// session waits for them first, so a run that follows a cancelled one is not refused by its lease.
+static RELEASING: std::sync::Mutex<Vec<(String, tokio::task::JoinHandle<()>)>> = std::sync::Mutex::new(Vec::new());
+
+fn releasing() -> std::sync::MutexGuard<'static, Vec<(String, tokio::task::JoinHandle<()>)>> {
+    RELEASING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits for the releases of `session_id` this process started and has not finished.
+async fn released(session_id: &str) {
+    let pending: Vec<tokio::task::JoinHandle<()>> = {
+        let mut all = releasing();
+        all.retain(|(_, h)| !h.is_finished());
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *all).into_iter().partition(|(s, _)| s == session_id);
+        *all = rest;
+        mine.into_iter().map(|(_, h)| h).collect()
+    };
+    for h in pending {
+        let _ = h.await;
+    }
 }
 
 impl Lease {
     /// Takes the session; what the take found (the claimed parked state, the interrupted calls).
     pub async fn take(sessions: &Sessions, session_id: &str, take: Take) -> Result<(Lease, Taken), SessionError> {
+        released(session_id).await;
         let owner = fresh_id();
         let lease_ms = sessions.lease.as_millis() as i64;
         let store = sessions.store.clone();
         let taken = store.take(session_id, &owner, take, sessions.clock.now_ms(), lease_ms).await?;
-        let beat = (store.clone(), sessions.clock.clone(), session_id.to_string(), owner.clone());
+        let lost = Arc::new(tokio::sync::watch::channel(false).0);
+        let beat = (store.clone(), sessions.clock.clone(), session_id.to_string(), owner.clone(), lost.clone());
         let every = (sessions.lease / 3).max(Duration::from_millis(1));
         let heartbeat = tokio::spawn(async move {
-            let (store, clock, session_id, owner) = beat;
+            let (store, clock, session_id, owner, lost) = beat;
             loop {
                 tokio::time::sleep(every).await;
-                // A lost lease, or a store that fails: the run's settle finds out.
-                if !matches!(store.renew(&session_id, &owner, clock.now_ms(), lease_ms).await, Ok(true)) {
-                    break;
+                match store.renew(&session_id, &owner, clock.now_ms(), lease_ms).await {
+                    Ok(true) => {}
+                    // Taken over: the run is cancelled (its `go_on` waits on this).
+                    Ok(false) => {
+                        lost.send_replace(true);
+                        break;
+                    }
+                    // A store that failed once: the next tick tries again; the lease may run out meanwhile,
+                    // and then a renewal finds it lost.
+                    Err(e) => tracing::warn!(session_id = %session_id, error = %e, "a lease renewal failed"),
                 }
             }
         });
@@ -117,8 +152,40 @@ impl Lease {
             owner,
             heartbeat,
             settled: AtomicBool::new(false),
+            lost,
+            lease_ms,
         };
         Ok((lease, taken))
+    }
+
+    /// The lease's owner id.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The signal that this lease was lost (taken over): set by the heartbeat or by a refused call.
+    pub fn lost_signal(&self) -> Arc<tokio::sync::watch::Sender<bool>> {
+        self.lost.clone()
+    }
+
+    /// Resolves once this lease is known lost.
+    pub async fn lost(&self) {
+        let mut rx = self.lost.subscribe();
+        let _ = rx.wait_for(|lost| *lost).await;
+    }
+
+    /// Whether this lease still holds the session (renewing it); a lease found lost is signalled so.
+    pub async fn check(&self) -> Result<(), SessionError> {
+        match self.store.renew(&self.session_id, &self.owner, self.clock.now_ms(), self.lease_ms).await? {
+            true => Ok(()),
+            false => {
+                self.lost.send_replace(true);
+                Err(SessionError::Busy(format!(
+                    "session '{}' was taken over by another run: this run's lease ran out",
+                    self.session_id
+                )))
+            }
+        }
     }
 
     /// Appends `items` and sets `state` in one transaction while this lease holds the session; a state
@@ -126,9 +193,33 @@ impl Lease {
     pub async fn settle(&self, items: &[super::Item], state: SessionState) -> Result<Vec<i64>, SessionError> {
         let done = state.state != "running";
         let out = self.store.settle(&self.session_id, &self.owner, items, &state, self.clock.now_ms()).await;
+        if let Err(SessionError::Busy(_)) = &out {
+            self.lost.send_replace(true);
+        }
         if done || out.is_err() {
             self.settled.store(true, Ordering::SeqCst);
             self.heartbeat.abort();
+        }
+        out
+    }
+
+    /// Appends `items` to the log while this lease holds the session, the run going on.
+    pub async fn append(&self, items: &[super::Item]) -> Result<Vec<i64>, SessionError> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .store
+            .settle(
+                &self.session_id,
+                &self.owner,
+                items,
+                &SessionState { state: "running".into(), parked: None },
+                self.clock.now_ms(),
+            )
+            .await;
+        if let Err(SessionError::Busy(_)) = &out {
+            self.lost.send_replace(true);
         }
         out
     }
@@ -141,13 +232,33 @@ impl Drop for Lease {
             return;
         }
         // Dropped mid-run (a cancelled future, a failed run): the session stays `running` with its
-        // calls as recorded, and the next run takes it over at once.
+        // calls as recorded, and the next run takes it over at once. On a multi-threaded runtime the
+        // release is made here, before the drop returns (a host that gives up on a run and exits lets its
+        // session go); otherwise it is spawned, and the next `take` of the session in this process waits
+        // for it.
         let (store, session_id, owner) = (self.store.clone(), self.session_id.clone(), self.owner.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = store.let_go(&session_id, &owner).await;
-            });
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let (store, session_id, owner, handle) = (store.clone(), session_id.clone(), owner.clone(), rt.clone());
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                tokio::task::block_in_place(move || {
+                    handle.block_on(async move {
+                        let release = store.let_go(&session_id, &owner);
+                        let _ = tokio::time::timeout(Duration::from_secs(10), release).await;
+                    })
+                })
+            }));
+            if done.is_ok() {
+                return;
+            }
         }
+        let task = rt.spawn({
+            let session_id = session_id.clone();
+            async move {
+                let _ = store.let_go(&session_id, &owner).await;
+            }
+        });
+        releasing().push((session_id, task));
     }
 }
 
@@ -163,11 +274,16 @@ pub(crate) struct Journal {
     run: String,
     turn: AtomicU64,
     guarded: bool,
+    /// The lease the run holds: a call is recorded (and runs) only while it holds the session.
+    owner: String,
+    lost: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Journal {
-    pub fn new(sessions: &Sessions, session_id: &str, run: String, turn: u64) -> Arc<Journal> {
+    pub fn new(sessions: &Sessions, session_id: &str, lease: &Lease, run: String, turn: u64) -> Arc<Journal> {
         Arc::new(Journal {
+            owner: lease.owner().to_string(),
+            lost: lease.lost_signal(),
             store: sessions.store.clone(),
             clock: sessions.clock.clone(),
             session_id: session_id.to_string(),
@@ -204,8 +320,9 @@ pub(crate) fn current() -> Option<Arc<Journal>> {
 /// What a call that a crash interrupted returns in place of running again.
 fn interrupted(name: &str) -> ToolError {
     ToolError::Failed(format!(
-        "this call to '{name}' was started by a run that was interrupted (its process stopped) before its result \
-         was recorded: its outcome is unknown, it may or may not have taken effect, and it was not run again"
+        "this call to '{name}' was started earlier (it was approved, or needed no approval) by a run that was \
+         interrupted (cancelled, or its process stopped) before its result was recorded: its outcome is unknown, \
+         it may or may not have taken effect, and it was not run again"
     ))
 }
 
@@ -245,11 +362,17 @@ where
     let (run_id, turn) = journal.position();
     let key = format!("{run_id}/{turn}/{call_id}");
     let (store, session_id) = (&journal.store, &journal.session_id);
-    match store.call_started(session_id, &key, name, &arguments.to_string(), journal.clock.now_ms()).await {
+    let owner = &journal.owner;
+    match store.call_started(session_id, owner, &key, name, &arguments.to_string(), journal.clock.now_ms()).await {
         Ok(None) => {}
         Ok(Some(CallRecord::Finished(outcome))) => return decode(outcome),
         Ok(Some(CallRecord::Started)) if tool.spec().idempotent => {}
         Ok(Some(CallRecord::Started)) => return Err(interrupted(name)),
+        Err(e @ SessionError::Busy(_)) => {
+            // Taken over: this run no longer holds the session; it is cancelled, and the call never runs.
+            journal.lost.send_replace(true);
+            return Err(ToolError::Failed(format!("the call to '{name}' was not run: {e}")));
+        }
         Err(e) => {
             return Err(ToolError::Failed(format!(
                 "the call to '{name}' could not be recorded as started, so it was not run: {e}"
@@ -263,12 +386,34 @@ where
     result
 }
 
+/// What the journal of the current session run holds for `call_id`, when a call put to a person is
+/// answered: a call recorded before is not run (or denied) anew, whatever the answer. `None` when the
+/// answer decides (nothing recorded, or a started idempotent call that `runs` again, or no session run).
+pub(crate) async fn recorded(call_id: &str, tool: &dyn Tool, runs: bool) -> Option<Result<Value, ToolError>> {
+    let journal = current().filter(|j| j.guarded)?;
+    let (run_id, turn) = journal.position();
+    let key = format!("{run_id}/{turn}/{call_id}");
+    let name = &tool.spec().name;
+    match journal.store.call(&journal.session_id, &key).await {
+        Ok(None) => None,
+        Ok(Some(CallRecord::Finished(outcome))) => Some(decode(outcome)),
+        Ok(Some(CallRecord::Started)) if runs && tool.spec().idempotent => None,
+        Ok(Some(CallRecord::Started)) => Some(Err(interrupted(name))),
+        Err(e) => Some(Err(ToolError::Failed(format!(
+            "the journal of the call to '{name}' could not be read, so the call was not run: {e}"
+        )))),
+    }
+}
+
+/// The most of a call's arguments the takeover note quotes.
+const NOTE_ARGUMENTS: usize = 1024;
+
 /// The message a run that takes over a session from a dead owner adds first: what that run started and
 /// never finished, which is not run again.
 pub(crate) fn interrupted_note(calls: &[StartedCall]) -> String {
     let mut note = String::from(
-        "[A previous run in this session was interrupted: its process stopped before it finished, and its turns \
-         are not in this conversation.",
+        "[A previous run in this session was interrupted (cancelled, or its process stopped) before it finished, \
+         and its turns are not in this conversation.",
     );
     if calls.is_empty() {
         note.push(']');
@@ -279,7 +424,16 @@ pub(crate) fn interrupted_note(calls: &[StartedCall]) -> String {
          not have taken effect); they were not run again:",
     );
     for c in calls {
-        note.push_str(&format!("\n- {} {}", c.name, c.arguments));
+        let mut arguments = c.arguments.clone();
+        if arguments.len() > NOTE_ARGUMENTS {
+            let mut cut = NOTE_ARGUMENTS;
+            while !arguments.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            arguments.truncate(cut);
+            arguments.push_str(&format!("… [cut: {} bytes in all]", c.arguments.len()));
+        }
+        note.push_str(&format!("\n- {} {arguments}", c.name));
     }
     note.push(']');
     note

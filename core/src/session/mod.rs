@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::agent::run_state::RunSnapshot;
-pub(crate) use durable::journaled;
 pub use durable::{DEFAULT_LEASE, Take};
+pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
 pub(crate) use run::{park, parked_at};

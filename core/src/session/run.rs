@@ -52,6 +52,8 @@ pub(crate) struct Current {
     failure: Mutex<Option<SessionError>>,
     /// Where the run's calls are recorded before and after they run.
     journal: Arc<Journal>,
+    /// The run's hold on the session: every append of the run goes through it.
+    lease: Arc<Lease>,
     /// What a compaction before the run used: the run's own spend.
     carried: Usage,
 }
@@ -190,12 +192,13 @@ impl Current {
         let added: Vec<Item> =
             messages.get(stored..).unwrap_or_default().iter().map(|m| Item::Message { message: m.clone() }).collect();
         if !added.is_empty() {
-            self.sessions.store.append(&self.session_id, &added, now_ms()).await?;
+            self.lease.append(&added).await?;
             *lock(&self.stored) = messages.len();
         }
         let keep = if keep_recent { self.sessions.config.keep_recent } else { 0 };
-        let Some(spent) = self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true).await?
-        else {
+        let compacted =
+            self.sessions.compact_with(&self.agent, &self.session_id, keep, instructions, true, Some(&self.lease));
+        let Some(spent) = compacted.await? else {
             return Ok(None);
         };
         let entries = self.sessions.store.entries(&self.session_id).await?;
@@ -226,6 +229,11 @@ impl Rounds for Current {
     }
 
     async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, crate::Error> {
+        // Before each model request: a run taken over (its lease ran out while it was paused) stops here.
+        if let Err(e) = self.lease.check().await {
+            *lock(&self.failure) = Some(e);
+            return Err(crate::Error::Cancelled);
+        }
         // Before the run's first response the check before the run covered the window; right after a
         // compaction, nothing new has come yet.
         let Some(last) = *lock(&self.last) else { return Ok(Usage::default()) };
@@ -315,13 +323,13 @@ impl Sessions {
         if taken.taken_over {
             // The run this one takes over from died: the model is told what it started and never finished.
             let note = Message::User { content: durable::interrupted_note(&taken.interrupted) };
-            self.store.append(session_id, &[Item::Message { message: note }], now_ms()).await?;
+            lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;
         let entries = self.store.entries(session_id).await?;
         let mut carried = Usage::default();
         if gauge(self, agent, &entries, overhead).over() {
-            match self.compact_with(agent, session_id, self.config.keep_recent, None, false).await {
+            match self.compact_with(agent, session_id, self.config.keep_recent, None, false, Some(&lease)).await {
                 Ok(spent) => carried = spent.unwrap_or_default(),
                 Err(e) => return Err(idle_after(&lease, e).await),
             }
@@ -347,7 +355,8 @@ impl Sessions {
             Ok(entries) => entries,
             Err(e) => return Err(idle_after(&lease, e).await),
         };
-        let journal = Journal::new(self, session_id, durable::fresh_id(), 0);
+        let lease = Arc::new(lease);
+        let journal = Journal::new(self, session_id, &lease, durable::fresh_id(), 0);
         let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
         let current = Arc::new(Current {
             sessions: self.clone(),
@@ -362,13 +371,26 @@ impl Sessions {
             last: Mutex::new(None),
             failure: Mutex::new(None),
             journal: journal.clone(),
+            lease: lease.clone(),
             carried,
             parked_run: Mutex::new(None),
             restored: Mutex::new(restored),
         });
         let run = crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or("")));
         let run = run_state::with_rounds(current.clone(), run);
-        let outcome = CURRENT.scope(current.clone(), journal.scope(run)).await;
+        let run = CURRENT.scope(current.clone(), journal.scope(run));
+        // A run whose lease is lost (taken over while it was paused) is cancelled: it runs no more tools
+        // and writes nothing more.
+        let outcome = tokio::select! {
+            biased;
+            _ = lease.lost() => {
+                return Err(SessionError::Busy(format!(
+                    "session '{session_id}' was taken over by another run: this run's lease ran out, and the run \
+                     was stopped"
+                )));
+            }
+            outcome = run => outcome,
+        };
         let failure = lock(&current.failure).take();
         if let Some(e) = failure {
             return Err(idle_after(&lease, e).await);
@@ -394,9 +416,9 @@ impl Sessions {
             lease.settle(&added, idle()).await?;
             return Ok(result);
         };
-        self.store.append(session_id, &added, now_ms()).await?;
+        lease.append(&added).await?;
         let keep = if keep_recent { self.config.keep_recent } else { 0 };
-        match self.compact_with(agent, session_id, keep, instructions, false).await {
+        match self.compact_with(agent, session_id, keep, instructions, false, Some(&lease)).await {
             // The run asked for it: what it used is the run's (the budget cannot stop a run that ended).
             Ok(Some(spent)) => {
                 result.usage.add(&spent);
@@ -444,7 +466,7 @@ impl Sessions {
         let call = parked.calls.remove(0);
         // The call runs under the journal of the run that made it: a resume that a crash interrupted
         // finds it recorded, and does not run it again.
-        let journal = Journal::new(self, session_id, call.run.clone(), call.turn);
+        let journal = Journal::new(self, session_id, &lease, call.run.clone(), call.turn);
         let answer = agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision);
         let (content, is_error) = journal.scope(answer).await;
         for m in &mut parked.messages {
@@ -468,12 +490,13 @@ impl Sessions {
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
     /// deleted. Returns false when there was nothing to summarise.
     pub async fn compact(&self, agent: &Agent, session_id: &str) -> Result<bool, SessionError> {
-        Ok(self.compact_with(agent, session_id, self.config.keep_recent, None, false).await?.is_some())
+        Ok(self.compact_with(agent, session_id, self.config.keep_recent, None, false, None).await?.is_some())
     }
 
     /// Compacts the log keeping `keep` rounds verbatim; `in_run`, at a round boundary inside a run, the
     /// round in flight is kept as well ([`rules::plan_in_run`]). What the summary's request used, or
-    /// `None` when there was nothing to summarise.
+    /// `None` when there was nothing to summarise. A run's compaction appends through its `lease` (only
+    /// while it holds the session).
     async fn compact_with(
         &self,
         agent: &Agent,
@@ -481,6 +504,7 @@ impl Sessions {
         keep: usize,
         instructions: Option<String>,
         in_run: bool,
+        lease: Option<&Lease>,
     ) -> Result<Option<Usage>, SessionError> {
         let entries = self.store.entries(session_id).await?;
         let window = rules::live_window(&entries);
@@ -512,13 +536,11 @@ impl Sessions {
         let response = model.respond(&request).await.map_err(|e| SessionError::Run(e.into()))?;
         let summary = response.text.unwrap_or_default();
         let spent = response.usage;
-        self.store
-            .append(
-                session_id,
-                &[Item::Boundary { keep_from: plan.keep_from }, Item::Summary { text: summary }],
-                now_ms(),
-            )
-            .await?;
+        let items = [Item::Boundary { keep_from: plan.keep_from }, Item::Summary { text: summary }];
+        match lease {
+            Some(lease) => lease.append(&items).await?,
+            None => self.store.append(session_id, &items, now_ms()).await?,
+        };
         Ok(Some(spent))
     }
 }

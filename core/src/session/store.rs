@@ -26,7 +26,11 @@ pub trait SessionStore: Send + Sync {
     async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError>;
     async fn state(&self, session_id: &str) -> Result<SessionState, SessionError>;
     async fn set_state(&self, session_id: &str, state: &SessionState, now: i64) -> Result<(), SessionError>;
-    /// Takes the session for a run, in one transaction: refused with [`SessionError::Busy`] while
+    /// Takes the session for a run, in one transaction. Leases are written by the store's clock
+    /// (PostgreSQL's server clock; the local clock for SQLite, one host): a client whose clock is off
+    /// neither shortens nor lengthens them. `now` is the caller's [`crate::ledger::Clock`]: only how far
+    /// it is from the system clock counts, moving the moment liveness is judged at (tests jump past a
+    /// lease with it). Refused refused with [`SessionError::Busy`] while
     /// another owner's lease is live, or [`SessionError::NotParked`] for a resume of a session with no
     /// approval waiting (the rules: [`admit`]). A session whose owner's lease expired is taken over;
     /// a run taking over marks the calls that owner started and never finished `interrupted` and
@@ -39,7 +43,7 @@ pub trait SessionStore: Send + Sync {
         now: i64,
         lease_ms: i64,
     ) -> Result<Taken, SessionError>;
-    /// Extends `owner`'s lease to `now + lease_ms`; false when it no longer holds it.
+    /// Extends `owner`'s lease to `lease_ms` past the store's clock; false when it no longer holds it.
     async fn renew(&self, session_id: &str, owner: &str, now: i64, lease_ms: i64) -> Result<bool, SessionError>;
     /// Appends `items` and sets the state in one transaction, only while `owner` holds the lease
     /// ([`SessionError::Busy`] when it lost it). A state other than `running` lets the lease go.
@@ -54,16 +58,21 @@ pub trait SessionStore: Send + Sync {
     /// Ends `owner`'s lease at once, the state left as it is: a run dropped mid-way is taken over by
     /// the next one without waiting for the lease to run out.
     async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError>;
-    /// Records a tool call as started before it runs. `None` when it was not recorded before; else
-    /// what was: a call started (perhaps by a run that died) or finished, with its outcome.
+    /// Records a tool call as started before it runs, only while `owner` holds an unexpired lease on the
+    /// session (checked in the same transaction; [`SessionError::Busy`] when it does not, and the call
+    /// must not run). `None` when it was not recorded before; else what was: a call started (perhaps by
+    /// a run that died) or finished, with its outcome.
     async fn call_started(
         &self,
         session_id: &str,
+        owner: &str,
         key: &str,
         name: &str,
         arguments: &str,
         now: i64,
     ) -> Result<Option<CallRecord>, SessionError>;
+    /// What the journal holds for a call, without recording anything.
+    async fn call(&self, session_id: &str, key: &str) -> Result<Option<CallRecord>, SessionError>;
     /// Records a call's outcome (JSON) once it ran.
     async fn call_finished(&self, session_id: &str, key: &str, outcome: &Value, now: i64) -> Result<(), SessionError>;
 }
@@ -106,6 +115,12 @@ fn call_record(state: &str, outcome: Option<String>) -> Result<CallRecord, Sessi
     }
 }
 
+/// The moment a lease's liveness is judged at: the store's clock, moved by how far the caller's clock
+/// (`now`) is from the system clock (0 but in tests that jump time).
+fn judged_at(store_clock: i64, now: i64) -> i64 {
+    store_clock.saturating_add(now.saturating_sub(super::now_ms()))
+}
+
 fn lost_lease(session_id: &str) -> SessionError {
     SessionError::Busy(format!(
         "session '{session_id}' was taken over by another run: this run's lease ran out (its heartbeat stopped)"
@@ -145,6 +160,25 @@ fn state_of(state: String, parked: Option<String>) -> Result<SessionState, Sessi
 macro_rules! session_store_impl {
     ($store:ty, $db:ty, $lock:literal) => {
         impl $store {
+            /// What the journal holds for a call.
+            async fn call_in(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                session_id: &str,
+                key: &str,
+            ) -> Result<Option<CallRecord>, SessionError> {
+                let row = sqlx::query(
+                    "SELECT state, outcome FROM ambit_session_calls WHERE session_id = $1 AND call_key = $2",
+                )
+                .bind(session_id)
+                .bind(key)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(store_err)?;
+                let Some(row) = row else { return Ok(None) };
+                let state: String = row.try_get(0).map_err(store_err)?;
+                call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
+            }
+
             /// Appends inside a transaction that holds the session's row.
             async fn append_in(
                 tx: &mut sqlx::Transaction<'_, $db>,
@@ -288,14 +322,17 @@ macro_rules! session_store_impl {
                 let parked: Option<String> = row.try_get(1).map_err(store_err)?;
                 let holder: Option<String> = row.try_get(2).map_err(store_err)?;
                 let expires: Option<i64> = row.try_get(3).map_err(store_err)?;
-                let taking_over = admit(session_id, take, &state, parked.is_some(), holder.as_deref(), expires, now)?;
+                let clock = Self::store_clock(&mut tx).await?;
+                let judged = judged_at(clock, now);
+                let taking_over =
+                    admit(session_id, take, &state, parked.is_some(), holder.as_deref(), expires, judged)?;
                 sqlx::query(
                     "UPDATE ambit_sessions SET state = 'running', lease_owner = $1, lease_expires = $2, \
                      updated_at = $3 \
                      WHERE session_id = $4",
                 )
                 .bind(owner)
-                .bind(now.saturating_add(lease_ms))
+                .bind(clock.saturating_add(lease_ms))
                 .bind(now)
                 .bind(session_id)
                 .execute(&mut *tx)
@@ -338,19 +375,22 @@ macro_rules! session_store_impl {
                 &self,
                 session_id: &str,
                 owner: &str,
-                now: i64,
+                _now: i64,
                 lease_ms: i64,
             ) -> Result<bool, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let clock = Self::store_clock(&mut tx).await?;
                 let done = sqlx::query(
                     "UPDATE ambit_sessions SET lease_expires = $1 \
                      WHERE session_id = $2 AND lease_owner = $3 AND state = 'running'",
                 )
-                .bind(now.saturating_add(lease_ms))
+                .bind(clock.saturating_add(lease_ms))
                 .bind(session_id)
                 .bind(owner)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(store_err)?;
+                tx.commit().await.map_err(store_err)?;
                 Ok(done.rows_affected() > 0)
             }
 
@@ -409,11 +449,29 @@ macro_rules! session_store_impl {
             async fn call_started(
                 &self,
                 session_id: &str,
+                owner: &str,
                 key: &str,
                 name: &str,
                 arguments: &str,
                 now: i64,
             ) -> Result<Option<CallRecord>, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let row = sqlx::query(concat!(
+                    "SELECT lease_owner, lease_expires FROM ambit_sessions WHERE session_id = $1",
+                    $lock
+                ))
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_err)?
+                .ok_or_else(|| SessionError::NotFound(session_id.to_string()))?;
+                let holder: Option<String> = row.try_get(0).map_err(store_err)?;
+                let expires: Option<i64> = row.try_get(1).map_err(store_err)?;
+                // The caller's own lease, by the store's clock alone (a caller's clock never extends it).
+                let clock = Self::store_clock(&mut tx).await?;
+                if holder.as_deref() != Some(owner) || !expires.is_some_and(|e| e > clock) {
+                    return Err(lost_lease(session_id));
+                }
                 let done = sqlx::query(
                     "INSERT INTO ambit_session_calls (session_id, call_key, name, arguments, state, started_at) \
                      VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (session_id, call_key) DO NOTHING",
@@ -423,22 +481,20 @@ macro_rules! session_store_impl {
                 .bind(name)
                 .bind(arguments)
                 .bind(now)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(store_err)?;
-                if done.rows_affected() > 0 {
-                    return Ok(None);
-                }
-                let row = sqlx::query(
-                    "SELECT state, outcome FROM ambit_session_calls WHERE session_id = $1 AND call_key = $2",
-                )
-                .bind(session_id)
-                .bind(key)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(store_err)?;
-                let state: String = row.try_get(0).map_err(store_err)?;
-                call_record(&state, row.try_get(1).map_err(store_err)?).map(Some)
+                let record =
+                    if done.rows_affected() > 0 { None } else { Self::call_in(&mut tx, session_id, key).await? };
+                tx.commit().await.map_err(store_err)?;
+                Ok(record)
+            }
+
+            async fn call(&self, session_id: &str, key: &str) -> Result<Option<CallRecord>, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let record = Self::call_in(&mut tx, session_id, key).await?;
+                tx.commit().await.map_err(store_err)?;
+                Ok(record)
             }
 
             async fn call_finished(
@@ -512,6 +568,11 @@ impl SqliteSessions {
 }
 
 impl SqliteSessions {
+    /// The store's clock: one host, the local clock.
+    async fn store_clock(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<i64, SessionError> {
+        Ok(super::now_ms())
+    }
+
     /// A transaction that may write: SQLite's `BEGIN IMMEDIATE` takes the write lock at once.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, SessionError> {
         self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)
@@ -562,6 +623,14 @@ impl PgSessions {
 }
 
 impl PgSessions {
+    /// The store's clock: the server's, in ms since the epoch.
+    async fn store_clock(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> Result<i64, SessionError> {
+        sqlx::query_scalar("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)")
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(store_err)
+    }
+
     /// A transaction that may write.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, SessionError> {
         self.pool.begin().await.map_err(store_err)
