@@ -438,3 +438,26 @@ pub(crate) fn interrupted_note(calls: &[StartedCall]) -> String {
     note.push(']');
     note
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_takeover_note_cuts_long_arguments_and_says_a_cancel_is_possible() {
+        let long = format!("{{\"body\":\"{}\"}}", "é".repeat(5000));
+        let calls = [
+            StartedCall { key: "r/0/a".into(), name: "send".into(), arguments: long.clone() },
+            StartedCall { key: "r/0/b".into(), name: "ping".into(), arguments: "{}".into() },
+        ];
+        let note = interrupted_note(&calls);
+        assert!(note.contains("cancelled, or its process stopped"), "{note}");
+        assert!(note.contains(&format!("[cut: {} bytes in all]", long.len())), "{note}");
+        assert!(note.contains("\n- ping {}"), "{note}");
+        // The quoted arguments stay within the bound (plus the marker), whatever the input's size.
+        assert!(note.len() < 1024 + 600, "{}", note.len());
+        // Negative control: short arguments are quoted whole, with no marker.
+        let short = interrupted_note(&calls[1..]);
+        assert!(!short.contains("[cut:"), "{short}");
+    }
+}

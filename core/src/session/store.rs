@@ -58,8 +58,9 @@ pub trait SessionStore: Send + Sync {
     /// Ends `owner`'s lease at once, the state left as it is: a run dropped mid-way is taken over by
     /// the next one without waiting for the lease to run out.
     async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError>;
-    /// Records a tool call as started before it runs, only while `owner` holds an unexpired lease on the
-    /// session (checked in the same transaction; [`SessionError::Busy`] when it does not, and the call
+    /// Records a tool call as started before it runs, only while `owner` holds a lease on the session that
+    /// has not run out by the store's clock (checked in the same transaction; [`SessionError::Busy`] when it
+    /// does not, and the call
     /// must not run). `None` when it was not recorded before; else what was: a call started (perhaps by
     /// a run that died) or finished, with its outcome.
     async fn call_started(
