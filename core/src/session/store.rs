@@ -60,9 +60,8 @@ pub trait SessionStore: Send + Sync {
     async fn let_go(&self, session_id: &str, owner: &str) -> Result<(), SessionError>;
     /// Records a tool call as started before it runs, only while `owner` holds a lease on the session that
     /// has not run out by the store's clock (checked in the same transaction; [`SessionError::Busy`] when it
-    /// does not, and the call
-    /// must not run). `None` when it was not recorded before; else what was: a call started (perhaps by
-    /// a run that died) or finished, with its outcome.
+    /// does not, and the call must not run). `None` when it was not recorded before; else what was: a call
+    /// started (perhaps by a run that died) or finished, with its outcome.
     async fn call_started(
         &self,
         session_id: &str,
