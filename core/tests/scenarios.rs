@@ -128,7 +128,9 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "base_url": base_url,
         "api_key": cfg["api_key"],
         "stream": scenario.get("stream").cloned().unwrap_or(Value::Bool(false)),
-        "max_retries": 0,
+        // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
+        "max_retries": cfg.get("max_retries").cloned().unwrap_or(Value::from(0)),
+        "timeout_secs": cfg.get("timeout_secs"),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }
@@ -278,6 +280,9 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     }
     let (agent, input) = run_steps(agent, &scenario, &approvals).await?;
     let input = input.as_str();
+    if let Some(cancel) = scenario.get("cancel") {
+        return run_cancelled(&agent, input, mode, cancel, &provider, &scenario).await;
+    }
     let outcome = match mode {
         Mode::Run => agent.run(input).await,
         Mode::Stream => {
@@ -317,11 +322,57 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
                 }
             }
         }
-        return Ok(());
+        return check_provider(&provider, &scenario).await;
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
     check_result(expect, &result, &approvals, &agent)?;
-    check_provider(&provider, &scenario)
+    check_provider(&provider, &scenario).await
+}
+
+/// `cancel`: the run (or its stream) is dropped, which is how Rust code cancels, once the provider has
+/// received request `at_request` (which it holds with its `delay_ms`); then `expect.abandoned`: the
+/// provider saw the client hang up on those requests, and no other request came.
+async fn run_cancelled(
+    agent: &Agent,
+    input: &str,
+    mode: Mode,
+    cancel: &Value,
+    provider: &Provider,
+    scenario: &Value,
+) -> Result<(), String> {
+    let at = cancel["at_request"].as_u64().ok_or("cancel.at_request")? as usize;
+    let run = async {
+        match mode {
+            Mode::Run => agent.run(input).await.map(|r| r.output).map_err(|e| e.to_string()),
+            Mode::Stream => {
+                let mut stream = agent.stream(input);
+                let mut last = Err("the stream ended without run_finished".to_string());
+                while let Some(item) = stream.next().await {
+                    last = match item {
+                        Ok(Event::RunFinished { result, .. }) => Ok(result.output),
+                        Ok(_) => continue,
+                        Err(e) => Err(e.to_string()),
+                    };
+                }
+                last
+            }
+        }
+    };
+    let reached = async {
+        // Bounded polling on a real condition: the provider has the request.
+        for _ in 0..1000 {
+            if provider.report().0 >= at {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        ended = run => return Err(format!("the run ended before it was cancelled: {ended:?}")),
+        () = reached => {}
+    }
+    // The run's future is dropped here: cancelled.
+    check_provider(provider, scenario).await
 }
 
 /// `expect` against a finished run's result.
@@ -376,8 +427,23 @@ fn check_result(
     Ok(())
 }
 
-/// Every scripted exchange was used, and none mismatched.
-fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
+/// Every scripted exchange was used, and none mismatched; `expect.abandoned`: the requests whose client
+/// hung up before the answer (polled for a while: the hang-up may reach the provider after the run ends).
+async fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
+    if let Some(want) = scenario["expect"].get("abandoned") {
+        let want: Vec<usize> = serde_json::from_value(want.clone()).map_err(|e| format!("expect.abandoned: {e}"))?;
+        let mut got = provider.abandoned();
+        for _ in 0..1000 {
+            if got.len() >= want.len() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            got = provider.abandoned();
+        }
+        if got != want {
+            return Err(format!("abandoned requests: expected {want:?}, got {got:?}"));
+        }
+    }
     let (served, mismatches) = provider.report();
     if !mismatches.is_empty() {
         return Err(format!("provider saw mismatches: {mismatches:?}"));
@@ -497,7 +563,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
             return Err(format!("session_log: expected {want}, got {got:?}"));
         }
     }
-    check_provider(&provider, scenario)
+    check_provider(&provider, scenario).await
 }
 
 /// Where scripts/mcp-servers.sh installed the MCP servers (it runs once per test binary; idempotent).

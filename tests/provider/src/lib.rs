@@ -64,6 +64,28 @@ struct State {
     requests: Vec<Value>,
     /// Every answer: `{status, body}` or, streamed, `{status, events: [{event, data}]}`.
     responses: Vec<Value>,
+    /// The requests (1-based) whose client hung up before their answer was sent.
+    abandoned: Vec<usize>,
+    /// When the last answer was sent (for `expect.waited_ms`).
+    last_answer: Option<std::time::Instant>,
+}
+
+/// Records a request as abandoned when its handler is dropped (the client hung up) before it answered.
+struct Pending {
+    request: usize,
+    state: Arc<Mutex<State>>,
+    answered: bool,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.answered {
+            s.last_answer = Some(std::time::Instant::now());
+        } else {
+            s.abandoned.push(self.request);
+        }
+    }
 }
 
 /// A running provider.
@@ -103,6 +125,11 @@ impl Provider {
     pub fn report(&self) -> (usize, Vec<String>) {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         (s.served, s.mismatches.clone())
+    }
+
+    /// The requests (1-based) whose client hung up before their answer was sent.
+    pub fn abandoned(&self) -> Vec<usize> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).abandoned.clone()
     }
 }
 
@@ -145,7 +172,8 @@ async fn handle(
         let body = json!({
             "scenario": script.name, "wire": script.wire, "stream": script.stream, "served": s.served,
             "remaining": script.exchanges.len() - s.served.min(script.exchanges.len()),
-            "mismatches": s.mismatches, "requests": s.requests, "responses": s.responses
+            "mismatches": s.mismatches, "requests": s.requests, "responses": s.responses,
+            "abandoned": s.abandoned
         });
         return Ok(json_response(wire, 200, &body, None));
     }
@@ -158,12 +186,12 @@ async fn handle(
         Ok(v) => v,
         Err(e) => return Ok(error_response(wire, 400, &format!("the body is not JSON: {e}"), None)),
     };
-    let index = {
+    let (index, since_answer) = {
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         s.requests.push(json!({"path": path, "body": body}));
         let i = s.served;
         s.served += 1;
-        i
+        (i, s.last_answer.map(|t| t.elapsed()))
     };
     let record = |answer: Value| state.lock().unwrap_or_else(|p| p.into_inner()).responses.push(answer);
     let mismatch = |msg: String| {
@@ -183,15 +211,19 @@ async fn handle(
     let checked = if streamed != script.stream {
         Err(format!("expected stream {}, got {}", script.stream, streamed))
     } else {
-        check_request(wire, &exchange.expect, &body, &headers)
+        check_request(wire, &exchange.expect, &body, &headers).and_then(|()| check_wait(&exchange.expect, since_answer))
     };
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
         return Ok(error_response(wire, 400, &msg, None));
     }
+    // Dropped with this handler: when the client hangs up first (hyper drops the handler of a closed
+    // connection), the request is recorded abandoned; otherwise the time of the answer is kept.
+    let mut pending = Pending { request: index + 1, state: state.clone(), answered: false };
     if exchange.delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(exchange.delay_ms)).await;
     }
+    pending.answered = true;
     if let Some(err) = exchange.respond.get("error") {
         let status = err.get("status").and_then(Value::as_u64).unwrap_or(500) as u16;
         let message = err.get("message").and_then(Value::as_str).unwrap_or("scripted error");
@@ -237,6 +269,19 @@ pub use wires::chat_completion;
 fn conversation<'a>(wire: &str, body: &'a Value) -> &'a [Value] {
     let key = if wire == "openai_responses" { "input" } else { "messages" };
     body.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// `expect.waited_ms`: the request came at least that many milliseconds after the previous answer was
+/// sent (a client honouring `retry-after`); the first request has no previous answer to wait after.
+fn check_wait(expect: &Value, since_answer: Option<std::time::Duration>) -> Result<(), String> {
+    let Some(want) = expect.get("waited_ms").and_then(Value::as_u64) else { return Ok(()) };
+    match since_answer {
+        None => Err(format!("expected a wait of {want} ms after the previous answer, but there was none")),
+        Some(d) if d.as_millis() < u128::from(want) => {
+            Err(format!("expected a wait of at least {want} ms after the previous answer, got {} ms", d.as_millis()))
+        }
+        Some(_) => Ok(()),
+    }
 }
 
 /// Checks one Chat Completions request against an exchange's `expect`.
