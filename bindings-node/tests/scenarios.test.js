@@ -63,7 +63,7 @@ function startProvider(file) {
     child.stdin.end();
     if (child.exitCode === null) child.kill();
   };
-  return new Promise((resolve, reject) => {
+  const base = new Promise((resolve, reject) => {
     const lines = readline.createInterface({ input: child.stdout });
     const timer = setTimeout(() => {
       stop();
@@ -83,6 +83,64 @@ function startProvider(file) {
       resolve({ baseUrl: line.trim(), stop, stderr: () => stderr });
     });
   });
+  return base.then((p) => ({
+    ...p,
+    /** `GET /__ambit/state`: what the provider served, its mismatches, the requests abandoned. */
+    state: async () => (await fetch(p.baseUrl.replace(/\/v1$/, '/__ambit/state'))).json(),
+  }));
+}
+
+/**
+ * Every scripted exchange was used and none mismatched; `expect.abandoned`: the requests whose client
+ * hung up before the answer (polled for a while: the hang-up may reach the provider after the run ends).
+ */
+async function checkProvider(scenario, provider) {
+  const want = scenario.expect.abandoned;
+  let state = await provider.state();
+  for (let i = 0; i < 1000 && want && state.abandoned.length < want.length; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    state = await provider.state();
+  }
+  if (want) assert.deepEqual(state.abandoned, want, 'abandoned requests');
+  assert.deepEqual(state.mismatches, [], 'provider mismatches');
+  assert.equal(state.remaining, 0, `scripted exchanges left unused (served ${state.served})`);
+}
+
+/**
+ * `cancel`: the run (mode `run`: `agent.run`; `stream`: iterating `agent.stream`) gets an AbortSignal,
+ * aborted once the provider has received request `at_request` (which it holds with its `delay_ms`); it
+ * must end with a CancelledError.
+ */
+async function cancelWhenReached(scenario, provider, agent, input, mode) {
+  const controller = new AbortController();
+  const options = { signal: controller.signal };
+  const run =
+    mode === 'stream'
+      ? (async () => {
+          for await (const e of agent.stream(input, options)) if (e.type === 'run_finished') return e.result;
+          return undefined;
+        })()
+      : agent.run(input, options);
+  let ended = false;
+  const outcome = run.then(
+    (result) => {
+      ended = true;
+      return { result };
+    },
+    (error) => {
+      ended = true;
+      return { error };
+    },
+  );
+  // Bounded polling on a real condition: the provider has the request.
+  for (let i = 0; i < 1000 && !ended && (await provider.state()).served < scenario.cancel.at_request; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  if (ended) assert.fail(`the run ended before it was cancelled: ${JSON.stringify(await outcome)}`);
+  controller.abort();
+  const { result, error } = await outcome;
+  assert.ok(error instanceof CancelledError, `expected a CancelledError, got ${error ? error.stack : JSON.stringify(result)}`);
+  assert.equal(error.code, 'cancelled');
 }
 
 /** Replaces every `{arg}` with that argument's value (a string as it is, anything else as JSON). */
@@ -358,7 +416,9 @@ async function buildAgent(scenario, baseUrl, approvals) {
       baseUrl,
       apiKey: cfg.api_key,
       stream: scenario.stream ?? false,
-      maxRetries: 0,
+      // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
+      maxRetries: cfg.max_retries ?? 0,
+      timeout: cfg.timeout_secs,
     }),
     instructions: cfg.instructions,
     tools: scenario.tools.map(scenarioTool),
@@ -400,6 +460,11 @@ async function runScenario(file, mode = 'run') {
     const { expect } = scenario;
     if (expect.tool_list) checkToolList(first.listTools(), expect.tool_list);
     const { agent, input } = await runSteps(scenario, first, approvals);
+    if (scenario.cancel) {
+      await cancelWhenReached(scenario, provider, agent, input, mode);
+      await checkProvider(scenario, provider);
+      return;
+    }
     const go = () => (mode === 'stream' ? viaStream(agent, scenario, input) : agent.run(input));
     if (expect.error) {
       await assert.rejects(go(), (e) => {
@@ -419,6 +484,7 @@ async function runScenario(file, mode = 'run') {
         }
         return true;
       });
+      await checkProvider(scenario, provider);
     } else {
       let result;
       try {
@@ -434,6 +500,7 @@ async function runScenario(file, mode = 'run') {
       }
       if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
       if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
+      await checkProvider(scenario, provider);
     }
   } finally {
     provider.stop();

@@ -208,7 +208,9 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
     """The scenario's model on its wire, streamed or not."""
     cfg = scenario["agent"]
     return MODELS[scenario.get("wire", "openai_chat")](cfg["model"], base_url=base_url, api_key=cfg.get("api_key"),
-                                                       stream=scenario.get("stream", False), max_retries=0)
+                                                       stream=scenario.get("stream", False),
+                                                       max_retries=cfg.get("max_retries", 0),
+                                                       timeout=cfg.get("timeout_secs"))
 
 
 def scenario_ledger(scenario: dict[str, Any]) -> ambit.ledger.RoutineLedger | None:
@@ -290,10 +292,43 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         subset(expect["approval_requests"], [vars(r) for r in approvals.requests], "approval_requests")
 
 
+def check_provider(scenario: dict[str, Any], provider: Any) -> dict[str, Any]:
+    """Every scripted exchange was used and none mismatched; `expect.abandoned`: the requests whose
+    client hung up before the answer (polled for a while: the hang-up may reach the provider after the run
+    ends). Returns the provider's state."""
+    want = scenario["expect"].get("abandoned")
+    state = provider.state()
+    for _ in range(1000):
+        if want is None or len(state["abandoned"]) >= len(want):
+            break
+        time.sleep(0.01)
+        state = provider.state()
+    if want is not None:
+        assert state["abandoned"] == want, ("abandoned", state["abandoned"])
+    assert state["mismatches"] == [] and state["remaining"] == 0, state
+    return state
+
+
+async def cancel_when_reached(scenario: dict[str, Any], provider: Any, run: Any) -> None:
+    """`cancel`: `run()` (a coroutine) runs as a task, cancelled once the provider has received request
+    `at_request` (which it holds with its `delay_ms`); the task must end cancelled."""
+    task = asyncio.ensure_future(run())
+    at = scenario["cancel"]["at_request"]
+    for _ in range(1000):  # bounded polling on a real condition: the provider has the request
+        if task.done() or provider.state()["served"] >= at:
+            break
+        await asyncio.sleep(0.01)
+    assert not task.done(), f"the run ended before it was cancelled: {task.result()!r}"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 #: A scenario with `session` runs through ``ambit.Sessions`` (which does not stream), once per store, in
-#: test_scenario_session; the rest run three ways.
+#: test_scenario_session; the rest run three ways (a `cancel` one two: `run_sync` cannot be cancelled).
 SESSIONS = [p for p in SCENARIOS if "session" in json.loads(p.read_text())]
 RUNS = [p for p in SCENARIOS if p not in SESSIONS]
+SYNC_RUNS = [p for p in RUNS if "cancel" not in json.loads(p.read_text())]
 #: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database).
 STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
 
@@ -306,9 +341,11 @@ def test_scenario_async(path: Path, start_provider: Any) -> None:
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
     last, text = run_steps(scenario, agent, approvals, True, run_async)
-    check(scenario, lambda: run_async(last, text), agent, approvals, last)
-    state = provider.state()
-    assert state["mismatches"] == [] and state["remaining"] == 0, state
+    if "cancel" in scenario:
+        asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
+    else:
+        check(scenario, lambda: run_async(last, text), agent, approvals, last)
+    state = check_provider(scenario, provider)
     # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
     assert validate_exchanges(state) == len(scenario["exchanges"])
 
@@ -333,6 +370,11 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
     # Earlier `steps` run to their result; the last one streams.
     last, last_input = run_steps(scenario, agent, approvals, True, run_async)
+    if "cancel" in scenario:
+        # Cancelling the task that iterates the stream closes the stream (and so the run) at its await.
+        asyncio.run(cancel_when_reached(scenario, provider, lambda: collect_events(last, last_input)))
+        check_provider(scenario, provider)
+        return
     seen: list[Any] = []
 
     def run() -> Any:
@@ -351,9 +393,10 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
         for want in scenario["expect"].get("events", []):
             assert want in types[at:], (want, types)
             at += types[at:].index(want) + 1
+    check_provider(scenario, provider)
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
+@pytest.mark.parametrize("path", SYNC_RUNS, ids=[p.stem for p in SYNC_RUNS])
 def test_scenario_sync(path: Path, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
@@ -362,7 +405,7 @@ def test_scenario_sync(path: Path, start_provider: Any) -> None:
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
     last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
     check(scenario, lambda: last.run_sync(text), agent, approvals, last)
-    assert provider.state()["remaining"] == 0
+    check_provider(scenario, provider)
 
 
 async def run_session(scenario: dict[str, Any], url: str, base_url: str,
