@@ -356,11 +356,15 @@ class Agent {
       throw new TypeError(`Agent.run: input must be a string, got ${describe(input)}`);
     }
     if (cancelSignal('Agent.run', options)) {
-      // A cancellable run is the stream's run, to its result.
+      // A cancellable run is the stream's run, to its result. Iterated to its end, not left at
+      // run_finished: leaving would cancel what the run still winds down (its background tasks'
+      // cooperative cancellation).
+      let result;
       for await (const event of this.stream(input, options)) {
-        if (event.type === 'run_finished') return event.result;
+        if (event.type === 'run_finished') result = event.result;
       }
-      throw new CancelledError('the run ended without a result');
+      if (result === undefined) throw new CancelledError('the run ended without a result');
+      return result;
     }
     const envelope = JSON.parse(await this.#native.run(input));
     if (!envelope.ok) throw toError(envelope.error);

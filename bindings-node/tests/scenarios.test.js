@@ -268,16 +268,25 @@ function scriptedApprovals(scenario) {
 }
 
 /** The scenario's `policy` as the JS options: camelCase keys, `approvals: true` → the host handler. */
-/** Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory). */
+/**
+ * Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws (the
+ * working directory), `fixture.outside` into T/outside (beyond the session's reach).
+ */
 function writeFixture(scenario) {
-  const files = scenario.fixture && scenario.fixture.files;
-  if (!files) return null;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-fixture-'));
-  for (const [name, spec] of Object.entries(files)) {
-    const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
-    fs.writeFileSync(path.join(dir, name), text);
+  const { fixture } = scenario;
+  if (!fixture) return null;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-fixture-'));
+  for (const [key, sub] of [
+    ['files', 'ws'],
+    ['outside', 'outside'],
+  ]) {
+    fs.mkdirSync(path.join(root, sub));
+    for (const [name, spec] of Object.entries(fixture[key] || {})) {
+      const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+      fs.writeFileSync(path.join(root, sub, name), text);
+    }
   }
-  return dir;
+  return path.join(root, 'ws');
 }
 
 function scenarioPolicy(scenario, approvals) {

@@ -108,16 +108,19 @@ def decision(a: dict[str, Any]) -> ambit.policy.Decision:
 
 
 def write_fixture(scenario: dict[str, Any]) -> str | None:
-    """Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory)."""
-    files = scenario.get("fixture", {}).get("files")
-    if not files:
+    """Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws (the
+    working directory), `fixture.outside` into T/outside (beyond the session's reach)."""
+    fixture = scenario.get("fixture")
+    if fixture is None:
         return None
     import tempfile
-    d = tempfile.mkdtemp(prefix="ambit-fixture-")
-    for name, spec in files.items():
-        text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
-        Path(d, name).write_text(text)
-    return d
+    root = Path(tempfile.mkdtemp(prefix="ambit-fixture-"))
+    for key, sub in (("files", "ws"), ("outside", "outside")):
+        (root / sub).mkdir()
+        for name, spec in fixture.get(key, {}).items():
+            text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+            (root / sub / name).write_text(text)
+    return str(root / "ws")
 
 
 def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_async: bool) -> ambit.Policy | None:

@@ -84,27 +84,31 @@ impl ambit::ApprovalHandler for ScriptedApprovals {
     }
 }
 
-/// Writes the scenario's `fixture.files` into a fresh temporary directory, which becomes the working
-/// directory.
+/// Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws, which
+/// becomes the working directory, and `fixture.outside` into T/outside (beyond the session's reach,
+/// `../outside/…` from the working directory).
 fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
-    let Some(files) = scenario.pointer("/fixture/files").and_then(Value::as_object) else { return Ok(None) };
+    let Some(fixture) = scenario.get("fixture") else { return Ok(None) };
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
+    let root = std::env::temp_dir().join(format!(
         "ambit-fixture-{}-{}",
         std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    for (name, spec) in files {
-        let text = match (spec.get("text").and_then(Value::as_str), spec.get("line").and_then(Value::as_str)) {
-            (Some(t), _) => t.to_string(),
-            (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
-            _ => return Err(format!("fixture file {name}: give text, or line and count")),
-        };
-        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&root);
+    for (key, sub) in [("files", "ws"), ("outside", "outside")] {
+        let dir = root.join(sub);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        for (name, spec) in fixture.get(key).and_then(Value::as_object).into_iter().flatten() {
+            let text = match (spec.get("text").and_then(Value::as_str), spec.get("line").and_then(Value::as_str)) {
+                (Some(t), _) => t.to_string(),
+                (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
+                _ => return Err(format!("fixture file {name}: give text, or line and count")),
+            };
+            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+        }
     }
-    Ok(Some(dir))
+    Ok(Some(root.join("ws")))
 }
 
 fn scenario_files() -> Vec<PathBuf> {

@@ -93,9 +93,15 @@ impl Endpoint {
                     }
                     (err, retry_after)
                 }
-                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
-                    (ModelError::Transport(format!("{e} ({url})")), None)
-                }
+                // reqwest's own text for a timeout does not say so: the message names it.
+                Err(e) if e.is_timeout() => (
+                    ModelError::Transport(format!(
+                        "no answer within the per-request timeout of {} s ({url})",
+                        self.timeout.as_secs_f64()
+                    )),
+                    None,
+                ),
+                Err(e) if e.is_connect() || e.is_request() => (ModelError::Transport(format!("{e} ({url})")), None),
                 Err(e) => return Err(ModelError::Transport(e.to_string())),
             };
             if attempt >= self.retry.max_retries {

@@ -331,8 +331,21 @@ pub fn check_request(wire: &str, expect: &Value, body: &Value, headers: &Map<Str
 
 /// `want` matches `got`: objects by the keys `want` names, arrays item by item, the rest by equality.
 ///
-/// `{"$contains": text}` (or a list of texts) matches a string holding each text.
+/// `{"$contains": text}` (or a list of texts) matches a string holding each text; `{"$one_of": [wants]}`
+/// matches what any of them matches (an outcome that depends on the machine, e.g. whether the shell's
+/// sandbox is available).
 pub fn subset(want: &Value, got: &Value, path: &str) -> Result<(), String> {
+    if let Some(options) = want.as_object().filter(|w| w.len() == 1).and_then(|w| w.get("$one_of")) {
+        let options = options.as_array().ok_or_else(|| format!("{path}: $one_of takes a list, got {options}"))?;
+        let mut misses = Vec::new();
+        for o in options {
+            match subset(o, got, path) {
+                Ok(()) => return Ok(()),
+                Err(e) => misses.push(e),
+            }
+        }
+        return Err(format!("{path}: matches none of $one_of: {}", misses.join("; ")));
+    }
     if let Some(needles) = want.as_object().filter(|w| w.len() == 1).and_then(|w| w.get("$contains")) {
         let hay = got.as_str().ok_or_else(|| format!("{path}: expected a string, got {got}"))?;
         let needles = match needles {
@@ -443,5 +456,7 @@ mod tests {
         assert!(subset(&json!({"d": {"$contains": "x"}}), &got, "$").is_ok());
         assert!(subset(&json!({"d": {"$contains": ["x", "y"]}}), &got, "$").is_err());
         assert!(subset(&json!({"a": {"$contains": "x"}}), &got, "$").is_err());
+        assert!(subset(&json!({"d": {"$one_of": ["y", {"$contains": "x"}]}}), &got, "$").is_ok());
+        assert!(subset(&json!({"d": {"$one_of": ["y", "z"]}}), &got, "$").is_err());
     }
 }
