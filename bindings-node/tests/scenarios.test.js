@@ -371,9 +371,16 @@ function scenarioTooling(scenario) {
   const out = {};
   if (scenario.mcp_servers) {
     out.mcpServers = scenario.mcp_servers.map(({ name, server, ...settings }) => {
+      const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
+      if (server === 'dynamic') {
+        // tests/mcp/dynamic_server.py: adds a tool at run time.
+        const script = path.join(REPO, 'tests', 'mcp', 'dynamic_server.py');
+        return McpServer.stdio(name, path.join(mcpDir(), 'venv', 'bin', 'python'), [script], options);
+      }
+      // A server whose command does not exist.
+      if (server === 'unavailable') return McpServer.stdio(name, '/nonexistent/ambit-mcp-server', [], options);
       assert.equal(server, 'everything', `unknown MCP server in scenario: ${server}`);
       const js = path.join(mcpDir(), 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-      const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
       return McpServer.stdio(name, 'node', [js, 'stdio'], options);
     });
   }

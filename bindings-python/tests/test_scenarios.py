@@ -194,9 +194,15 @@ def scenario_mcp(scenario: dict[str, Any]) -> list[ambit.McpServer]:
     for s in scenario.get("mcp_servers", []):
         s = dict(s)
         kind = s.pop("server")
-        assert kind == "everything", kind
-        js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-        servers.append(ambit.McpServer.stdio(s.pop("name"), "node", [str(js), "stdio"], **s))
+        if kind == "everything":
+            js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            command, args = "node", [str(js), "stdio"]
+        elif kind == "dynamic":  # tests/mcp/dynamic_server.py: adds a tool at run time
+            command, args = str(mcp_dir() / "venv/bin/python"), [str(REPO / "tests/mcp/dynamic_server.py")]
+        else:  # "unavailable": a server whose command does not exist
+            assert kind == "unavailable", kind
+            command, args = "/nonexistent/ambit-mcp-server", []
+        servers.append(ambit.McpServer.stdio(s.pop("name"), command, args, **s))
     return servers
 
 

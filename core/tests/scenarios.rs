@@ -596,6 +596,14 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
                 let js = mcp_dir()?.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
                 serde_json::json!({"type": "stdio", "command": "node", "args": [js, "stdio"]})
             }
+            // tests/mcp/dynamic_server.py, which adds a tool at run time (in the MCP servers' venv).
+            Some("dynamic") => {
+                let python = mcp_dir()?.join("venv/bin/python");
+                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/dynamic_server.py");
+                serde_json::json!({"type": "stdio", "command": python, "args": [script]})
+            }
+            // A server that cannot start: its command does not exist.
+            Some("unavailable") => serde_json::json!({"type": "stdio", "command": "/nonexistent/ambit-mcp-server"}),
             other => return Err(format!("unknown MCP server {other:?} in the scenario")),
         };
         s["transport"] = transport;
