@@ -7,6 +7,7 @@
 
 const { test, describe } = require('node:test');
 const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -53,8 +54,10 @@ function providerPath() {
 }
 
 /** Starts the provider on a scenario file; resolves to {baseUrl, stop, stderr()}. */
-function startProvider(file) {
-  const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'pipe'] });
+function startProvider(file, vars = {}) {
+  // `vars`: values for `{{name}}` in the scenario's expectations.
+  const args = Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}=${v}`]);
+  const child = spawn(providerPath(), ['--exit-on-eof', ...args, file], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => {
     stderr += d;
@@ -413,17 +416,37 @@ async function viaStream(agent, scenario, input) {
   return finished.result;
 }
 
-/** `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine. */
-async function scenarioLedger(scenario) {
+/**
+ * A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
+ * scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL).
+ */
+function ledgerAt(store) {
+  if (store === 'sqlite') {
+    return { url: `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`, suffix: '' };
+  }
+  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}` };
+}
+
+/** `{{scope}}` for the provider: the ledger's scope at that store. */
+function ledgerVars(scenario, at) {
+  return scenario.ledger ? { scope: scenario.ledger.scope + at.suffix } : {};
+}
+
+/** `ledger`: the work ledger's four tools at `at`, bound to one run of a routine. */
+async function scenarioLedger(scenario, at) {
   const cfg = scenario.ledger;
   if (!cfg) return undefined;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-'));
-  const ledger = await Ledger.open(`sqlite://${path.join(dir, 'ledger.db')}`);
-  return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
+  const ledger = await Ledger.open(at.url);
+  const sfx = at.suffix;
+  return ledger.forRoutine(cfg.scope + sfx, {
+    runId: cfg.run_id + sfx,
+    routineId: cfg.routine_id == null ? undefined : cfg.routine_id + sfx,
+    limit: cfg.limit,
+  });
 }
 
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
-async function buildAgent(scenario, baseUrl, approvals) {
+async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const cfg = scenario.agent;
@@ -439,7 +462,7 @@ async function buildAgent(scenario, baseUrl, approvals) {
     instructions: cfg.instructions,
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
-    ledger: await scenarioLedger(scenario),
+    ledger: await scenarioLedger(scenario, at),
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,
@@ -467,12 +490,13 @@ async function buildAgent(scenario, baseUrl, approvals) {
   });
 }
 
-async function runScenario(file, mode = 'run') {
+async function runScenario(file, mode = 'run', store = 'sqlite') {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
-  const provider = await startProvider(file);
+  const at = ledgerAt(store);
+  const provider = await startProvider(file, ledgerVars(scenario, at));
   const approvals = scriptedApprovals(scenario);
   try {
-    const first = await buildAgent(scenario, provider.baseUrl, approvals);
+    const first = await buildAgent(scenario, provider.baseUrl, approvals, at);
     const { expect } = scenario;
     if (expect.tool_list) checkToolList(first.listTools(), expect.tool_list);
     const { agent, input } = await runSteps(scenario, first, approvals);
@@ -614,6 +638,11 @@ describe('scenarios', () => {
     }
     test(name, () => runScenario(file));
     test(`${name} (stream)`, () => runScenario(file, 'stream'));
+    // A file with a `ledger` also runs on PostgreSQL when scripts/test.sh started one.
+    if ('ledger' in JSON.parse(fs.readFileSync(file, 'utf8')) && process.env.AMBIT_TEST_POSTGRES_URL) {
+      test(`${name} (ledger on postgres)`, () => runScenario(file, 'run', 'postgres'));
+      test(`${name} (stream, ledger on postgres)`, () => runScenario(file, 'stream', 'postgres'));
+    }
   }
 });
 

@@ -222,20 +222,40 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        timeout=cfg.get("timeout_secs"))
 
 
-def scenario_ledger(scenario: dict[str, Any]) -> ambit.ledger.RoutineLedger | None:
-    """`ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine."""
+#: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database,
+#: and a ledger's scope, routine id and run id there get a suffix of their own).
+STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
+
+
+def ledger_at(store: str) -> tuple[str, str]:
+    """A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
+    scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL)."""
+    import tempfile
+    import uuid
+    if store == "sqlite":
+        return f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db", ""
+    return os.environ["AMBIT_TEST_POSTGRES_URL"], "-" + uuid.uuid4().hex[:16]
+
+
+def ledger_vars(scenario: dict[str, Any], at: tuple[str, str]) -> dict[str, str]:
+    """`{{scope}}` for the provider: the ledger's scope at that store."""
+    return {"scope": scenario["ledger"]["scope"] + at[1]} if "ledger" in scenario else {}
+
+
+def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledger.RoutineLedger | None:
+    """`ledger`: the work ledger's four tools at `at` (URL, suffix), bound to one run of a routine."""
     cfg = scenario.get("ledger")
     if cfg is None:
         return None
-    import tempfile
-    url = f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db"
+    url, sfx = at
     ledger = asyncio.run(ambit.Ledger.open(url))
-    return ledger.for_routine(cfg["scope"], run_id=cfg["run_id"], routine_id=cfg.get("routine_id"),
-                              limit=cfg.get("limit", 5))
+    routine = cfg.get("routine_id")
+    return ledger.for_routine(cfg["scope"] + sfx, run_id=cfg["run_id"] + sfx,
+                              routine_id=None if routine is None else routine + sfx, limit=cfg.get("limit", 5))
 
 
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
-                approvals: ScriptedApprovals | None = None) -> ambit.Agent:
+                approvals: ScriptedApprovals | None = None, ledger: tuple[str, str] | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
     approvals = approvals or ScriptedApprovals(scenario)
     return ambit.Agent(
@@ -256,7 +276,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         mcp=scenario_mcp(scenario),
         deferral=scenario_deferral(scenario),
         builtins=scenario.get("builtins", ()),
-        ledger=scenario_ledger(scenario),
+        ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
     )
 
 
@@ -338,17 +358,23 @@ async def cancel_when_reached(scenario: dict[str, Any], provider: Any, run: Any)
 SESSIONS = [p for p in SCENARIOS if "session" in json.loads(p.read_text())]
 RUNS = [p for p in SCENARIOS if p not in SESSIONS]
 SYNC_RUNS = [p for p in RUNS if "cancel" not in json.loads(p.read_text())]
-#: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database).
-STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
-def test_scenario_async(path: Path, start_provider: Any) -> None:
+def on_stores(paths: list[Path]) -> Any:
+    """Each file once, and a file with a `ledger` once per store."""
+    cases = [(p, s) for p in paths for s in (STORES if "ledger" in json.loads(p.read_text()) else ["sqlite"])]
+    return pytest.mark.parametrize(("path", "store"), cases,
+                                   ids=[p.stem if s == "sqlite" else f"{p.stem}-{s}" for p, s in cases])
+
+
+@on_stores(RUNS)
+def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, True, run_async)
     if "cancel" in scenario:
         asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
@@ -368,15 +394,16 @@ async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]
     return seen[:-1], seen[-1]
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
-def test_scenario_stream(path: Path, start_provider: Any) -> None:
+@on_stores(RUNS)
+def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     """The same scenarios through `async for event in agent.stream(...)`: typed events in order, text
     deltas adding up to the output, the same result (or error) as `run`."""
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     # Earlier `steps` run to their result; the last one streams.
     last, last_input = run_steps(scenario, agent, approvals, True, run_async)
     if "cancel" in scenario:
@@ -405,13 +432,14 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
     check_provider(scenario, provider)
 
 
-@pytest.mark.parametrize("path", SYNC_RUNS, ids=[p.stem for p in SYNC_RUNS])
-def test_scenario_sync(path: Path, start_provider: Any) -> None:
+@on_stores(SYNC_RUNS)
+def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
     check(scenario, lambda: last.run_sync(text), agent, approvals, last)
     check_provider(scenario, provider)

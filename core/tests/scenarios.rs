@@ -147,12 +147,12 @@ enum Mode {
 }
 
 /// The scenario's agent at the provider's URL, its approval handler `approvals` (shared by every agent
-/// a session scenario builds); a `ledger` lives in `ledger_dir`.
+/// a session scenario builds); a `ledger` lives at `ledger`.
 async fn build_agent(
     scenario: &Value,
     base_url: String,
     approvals: &ScriptedApprovals,
-    ledger_dir: &Path,
+    ledger: &LedgerAt,
 ) -> Result<Agent, String> {
     let cfg = &scenario["agent"];
     let model = scenario_model(scenario, base_url)?.build().map_err(|e| e.to_string())?;
@@ -193,19 +193,20 @@ async fn build_agent(
         let name = name.as_str().unwrap_or_default();
         builder = builder.tool_arc(ambit::tools::builtin::by_name(name).ok_or(format!("no built-in {name}"))?);
     }
-    // `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine.
+    // `ledger`: the work ledger's four tools, bound to one run of a routine (on PostgreSQL with the
+    // scope, routine id and run id made unique by the store's suffix).
     if let Some(l) = scenario.get("ledger") {
-        let url = format!("sqlite://{}", ledger_dir.join("ledger.db").display());
-        let ledger = ambit::ledger::Ledger::open(&url).await.map_err(|e| e.to_string())?;
+        let store = ambit::ledger::Ledger::open(&ledger.url).await.map_err(|e| e.to_string())?;
+        let sfx = &ledger.suffix;
         let mut run = ambit::ledger::tools::RoutineRun::new(
-            l["scope"].as_str().ok_or("ledger.scope")?,
-            l["run_id"].as_str().ok_or("ledger.run_id")?,
+            format!("{}{sfx}", l["scope"].as_str().ok_or("ledger.scope")?),
+            format!("{}{sfx}", l["run_id"].as_str().ok_or("ledger.run_id")?),
         );
-        run.routine_id = l["routine_id"].as_str().map(str::to_string);
+        run.routine_id = l["routine_id"].as_str().map(|r| format!("{r}{sfx}"));
         if let Some(n) = l["limit"].as_u64() {
             run = run.limit(n as usize);
         }
-        for tool in ambit::ledger::tools::ledger_tools(ledger, run) {
+        for tool in ambit::ledger::tools::ledger_tools(store, run) {
             builder = builder.tool_arc(tool);
         }
     }
@@ -267,17 +268,66 @@ async fn run_steps(
     Ok((agent, input))
 }
 
+/// Where a scenario's `ledger` lives: a store, and the suffix its scope, routine id and run id get there
+/// (none on a fresh SQLite file; a unique one on the shared PostgreSQL database, so runs never meet).
+struct LedgerAt {
+    url: String,
+    suffix: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl LedgerAt {
+    fn sqlite() -> Result<LedgerAt, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        Ok(LedgerAt { url, suffix: String::new(), _dir: Some(dir) })
+    }
+
+    /// The scenario's provider, with `{{scope}}` (the ledger's scope at this store) for its expectations.
+    async fn provider(&self, path: &Path, scenario: &Value) -> Result<Provider, String> {
+        let mut script = Script::load(path)?;
+        if let Some(scope) = scenario.pointer("/ledger/scope").and_then(Value::as_str) {
+            script.vars.insert("scope".into(), format!("{scope}{}", self.suffix));
+        }
+        Provider::start(script).await.map_err(|e| e.to_string())
+    }
+}
+
+/// The stores a scenario runs on: a fresh SQLite file; with a `ledger`, also the PostgreSQL server
+/// scripts/test.sh starts (`AMBIT_TEST_POSTGRES_URL`).
+fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, LedgerAt)>, String> {
+    let mut stores = vec![("sqlite", LedgerAt::sqlite()?)];
+    if scenario.get("ledger").is_some() {
+        match std::env::var("AMBIT_TEST_POSTGRES_URL") {
+            Ok(url) => {
+                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                let suffix = format!("-{:x}-{nanos:x}", std::process::id());
+                stores.push(("postgres", LedgerAt { url, suffix, _dir: None }));
+            }
+            Err(_) => println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display()),
+        }
+    }
+    Ok(stores)
+}
+
 async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let scenario: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     if scenario.get("session").is_some() {
         return run_session_scenario(path, &scenario).await;
     }
-    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    for (store, ledger) in ledger_stores(path, &scenario)? {
+        run_scenario_on(path, &scenario, mode, &ledger).await.map_err(|e| format!("ledger on {store}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &LedgerAt) -> Result<(), String> {
+    let scenario = scenario.clone();
+    let provider = ledger.provider(path, &scenario).await?;
     let expect = &scenario["expect"];
     let approvals = ScriptedApprovals::new(&scenario);
-    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let agent = build_agent(&scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+    let agent = build_agent(&scenario, provider.base_url(), &approvals, ledger).await?;
     if let Some(want) = expect.get("tool_list").and_then(Value::as_array) {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
@@ -480,9 +530,9 @@ async fn run_session_scenario(path: &Path, scenario: &Value) -> Result<(), Strin
 
 async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), String> {
     use ambit::session::{SessionConfig, SessionError, Sessions};
-    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    let ledger = LedgerAt::sqlite()?;
+    let provider = ledger.provider(path, scenario).await?;
     let approvals = ScriptedApprovals::new(scenario);
-    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let session = &scenario["session"];
     let config: SessionConfig =
         serde_json::from_value(session.get("config").cloned().unwrap_or_else(|| serde_json::json!({})))
@@ -492,7 +542,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         async move { Sessions::open(url).await.and_then(|s| s.with_config(config)).map_err(|e| e.to_string()) }
     };
     let mut sessions = open().await?;
-    let mut agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+    let mut agent = build_agent(scenario, provider.base_url(), &approvals, &ledger).await?;
     let sid = sessions.create().await.map_err(|e| e.to_string())?;
     let steps = session["steps"].as_array().ok_or("session.steps is missing")?;
     let mut last = None;
@@ -503,7 +553,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         } else if let Some(answer) = step.get("resume") {
             // As another process would: a new store handle, a new agent.
             sessions = open().await?;
-            agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+            agent = build_agent(scenario, provider.base_url(), &approvals, &ledger).await?;
             let answer = serde_json::from_value(answer.clone()).map_err(|e| format!("{at}: resume: {e}"))?;
             sessions.resume(&agent, &sid, answer).await
         } else {

@@ -11,7 +11,6 @@ notification is dropped and `tools.listChanged` is advertised because `subscript
 """
 
 import sys
-import weakref
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -19,14 +18,20 @@ from mcp.server.mcpserver import Context, MCPServer
 PER_SESSION = "--per-session" in sys.argv
 
 
-class DynamicServer(MCPServer):
-    """With --per-session, `extra_tool` is listed only to the sessions that called `enable_extra`."""
+def session_id(request_context: Any) -> str | None:
+    """The request's MCP session id (the `mcp-session-id` header; None over stdio)."""
+    request = getattr(request_context, "request", None)
+    return None if request is None else request.headers.get("mcp-session-id")
 
-    enabled: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+class DynamicServer(MCPServer):
+    """With --per-session, `extra_tool` is listed only to the MCP sessions that called `enable_extra`."""
+
+    enabled: set[str | None] = set()
 
     async def _handle_list_tools(self, ctx: Any, params: Any) -> Any:
         result = await super()._handle_list_tools(ctx, params)
-        if PER_SESSION and ctx.session not in self.enabled:
+        if PER_SESSION and session_id(ctx) not in self.enabled:
             result.tools = [t for t in result.tools if t.name != "extra_tool"]
         return result
 
@@ -42,7 +47,7 @@ def extra_tool(word: str) -> str:
 @server.tool()
 async def enable_extra(ctx: Context) -> str:
     """Adds the tool extra_tool and tells the client its tool list changed."""
-    server.enabled.add(ctx.session)
+    server.enabled.add(session_id(ctx.request_context))
     if server._tool_manager.get_tool("extra_tool") is None:
         server.add_tool(extra_tool)
     await ctx.session.send_tool_list_changed()

@@ -32,6 +32,27 @@ pub struct Script {
     #[serde(default)]
     pub stream: bool,
     pub exchanges: Vec<Exchange>,
+    /// Values for `{{name}}` in the exchanges' `expect` strings, given when the provider starts
+    /// (`--var name=value`), not by the file: what a suite makes unique per run (a ledger scope on a
+    /// shared PostgreSQL database).
+    #[serde(skip)]
+    pub vars: std::collections::BTreeMap<String, String>,
+}
+
+/// `want` with every `{{name}}` in its strings replaced by that var's value.
+pub fn with_vars(want: &Value, vars: &std::collections::BTreeMap<String, String>) -> Value {
+    match want {
+        Value::String(t) if t.contains("{{") => {
+            let mut t = t.clone();
+            for (k, v) in vars {
+                t = t.replace(&format!("{{{{{k}}}}}"), v);
+            }
+            Value::String(t)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|w| with_vars(w, vars)).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, w)| (k.clone(), with_vars(w, vars))).collect()),
+        other => other.clone(),
+    }
 }
 
 fn default_wire() -> String {
@@ -211,7 +232,8 @@ async fn handle(
     let checked = if streamed != script.stream {
         Err(format!("expected stream {}, got {}", script.stream, streamed))
     } else {
-        check_request(wire, &exchange.expect, &body, &headers).and_then(|()| check_wait(&exchange.expect, since_answer))
+        let expect = with_vars(&exchange.expect, &script.vars);
+        check_request(wire, &expect, &body, &headers).and_then(|()| check_wait(&expect, since_answer))
     };
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
