@@ -427,9 +427,10 @@ function ledgerAt(store) {
   return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}` };
 }
 
-/** `{{scope}}` for the provider: the ledger's scope at that store. */
+/** `{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them. */
 function ledgerVars(scenario, at) {
-  return scenario.ledger ? { scope: scenario.ledger.scope + at.suffix } : {};
+  const cfg = scenario.ledger || {};
+  return Object.fromEntries(['scope', 'routine_id'].filter((k) => cfg[k] != null).map((k) => [k, cfg[k] + at.suffix]));
 }
 
 /** `ledger`: the work ledger's four tools at `at`, bound to one run of a routine. */

@@ -238,8 +238,9 @@ def ledger_at(store: str) -> tuple[str, str]:
 
 
 def ledger_vars(scenario: dict[str, Any], at: tuple[str, str]) -> dict[str, str]:
-    """`{{scope}}` for the provider: the ledger's scope at that store."""
-    return {"scope": scenario["ledger"]["scope"] + at[1]} if "ledger" in scenario else {}
+    """`{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them."""
+    cfg = scenario.get("ledger", {})
+    return {k: cfg[k] + at[1] for k in ("scope", "routine_id") if cfg.get(k) is not None}
 
 
 def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledger.RoutineLedger | None:

@@ -283,11 +283,14 @@ impl LedgerAt {
         Ok(LedgerAt { url, suffix: String::new(), _dir: Some(dir) })
     }
 
-    /// The scenario's provider, with `{{scope}}` (the ledger's scope at this store) for its expectations.
+    /// The scenario's provider, with `{{scope}}` and `{{routine_id}}` (the ledger's, as this store has
+    /// them) for its expectations.
     async fn provider(&self, path: &Path, scenario: &Value) -> Result<Provider, String> {
         let mut script = Script::load(path)?;
-        if let Some(scope) = scenario.pointer("/ledger/scope").and_then(Value::as_str) {
-            script.vars.insert("scope".into(), format!("{scope}{}", self.suffix));
+        for key in ["scope", "routine_id"] {
+            if let Some(v) = scenario.get("ledger").and_then(|l| l.get(key)).and_then(Value::as_str) {
+                script.vars.insert(key.into(), format!("{v}{}", self.suffix));
+            }
         }
         Provider::start(script).await.map_err(|e| e.to_string())
     }

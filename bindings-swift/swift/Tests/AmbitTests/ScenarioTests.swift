@@ -144,10 +144,14 @@ struct LedgerAt {
         return out
     }
 
-    /// `{{scope}}` for the provider: the ledger's scope at this store.
+    /// `{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as this store has them.
     func vars(_ scenario: [String: Any]) -> [String: String] {
-        guard let scope = (scenario["ledger"] as? [String: Any])?["scope"] as? String else { return [:] }
-        return ["scope": scope + suffix]
+        let ledger = scenario["ledger"] as? [String: Any] ?? [:]
+        var out: [String: String] = [:]
+        for key in ["scope", "routine_id"] {
+            if let value = ledger[key] as? String { out[key] = value + suffix }
+        }
+        return out
     }
 }
 
