@@ -303,11 +303,14 @@ fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, Led
     if scenario.get("ledger").is_some() {
         match std::env::var("AMBIT_TEST_POSTGRES_URL") {
             Ok(url) => {
-                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
                 let suffix = format!("-{:x}-{nanos:x}", std::process::id());
                 stores.push(("postgres", LedgerAt { url, suffix, _dir: None }));
             }
-            Err(_) => println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display()),
+            Err(_) => {
+                println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display())
+            }
         }
     }
     Ok(stores)
@@ -319,8 +322,11 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     if scenario.get("session").is_some() {
         return run_session_scenario(path, &scenario).await;
     }
+    let with_ledger = scenario.get("ledger").is_some();
     for (store, ledger) in ledger_stores(path, &scenario)? {
-        run_scenario_on(path, &scenario, mode, &ledger).await.map_err(|e| format!("ledger on {store}: {e}"))?;
+        run_scenario_on(path, &scenario, mode, &ledger)
+            .await
+            .map_err(|e| if with_ledger { format!("ledger on {store}: {e}") } else { e })?;
     }
     Ok(())
 }
