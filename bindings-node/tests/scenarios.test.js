@@ -446,6 +446,20 @@ async function scenarioLedger(scenario, at) {
   });
 }
 
+/**
+ * `expect.drain_decision`: what `Ledger.drainDecision` answers for the routine's run once it finished
+ * (the default limits): `stop` (null, or why) and `start_runs`.
+ */
+async function checkDrain(scenario, at) {
+  const want = scenario.expect.drain_decision;
+  if (!want) return;
+  const ledger = await Ledger.open(at.url);
+  const got = await ledger.drainDecision(scenario.ledger.routine_id + at.suffix, scenario.ledger.run_id + at.suffix);
+  for (const [key, value] of Object.entries(want)) {
+    assert.deepEqual(got[camelCase(key)], value, `drainDecision().${camelCase(key)}`);
+  }
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -541,6 +555,7 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
       }
       if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
       if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
+      await checkDrain(scenario, at);
       await checkProvider(scenario, provider);
     }
   } finally {

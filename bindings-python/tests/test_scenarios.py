@@ -243,6 +243,21 @@ def ledger_vars(scenario: dict[str, Any], at: tuple[str, str]) -> dict[str, str]
     return {k: cfg[k] + at[1] for k in ("scope", "routine_id") if cfg.get(k) is not None}
 
 
+def check_drain(scenario: dict[str, Any], at: tuple[str, str]) -> None:
+    """`expect.drain_decision`: what ``Ledger.drain_decision`` answers for the routine's run once it
+    finished (the default limits)."""
+    want = scenario["expect"].get("drain_decision")
+    if want is None:
+        return
+    cfg, sfx = scenario["ledger"], at[1]
+
+    async def decide() -> Any:
+        ledger = await ambit.Ledger.open(at[0])
+        return await ledger.drain_decision(cfg["routine_id"] + sfx, cfg["run_id"] + sfx)
+
+    subset(want, vars(asyncio.run(decide())), "drain_decision")
+
+
 def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledger.RoutineLedger | None:
     """`ledger`: the work ledger's four tools at `at` (URL, suffix), bound to one run of a routine."""
     cfg = scenario.get("ledger")
@@ -381,6 +396,7 @@ def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
         asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
     else:
         check(scenario, lambda: run_async(last, text), agent, approvals, last)
+        check_drain(scenario, at)
     state = check_provider(scenario, provider)
     # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
     assert validate_exchanges(state) == len(scenario["exchanges"])
@@ -426,10 +442,11 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     if "error" not in scenario["expect"]:
         assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
-        at = 0
+        i = 0
         for want in scenario["expect"].get("events", []):
-            assert want in types[at:], (want, types)
-            at += types[at:].index(want) + 1
+            assert want in types[i:], (want, types)
+            i += types[i:].index(want) + 1
+        check_drain(scenario, at)
     check_provider(scenario, provider)
 
 
@@ -443,6 +460,7 @@ def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
     check(scenario, lambda: last.run_sync(text), agent, approvals, last)
+    check_drain(scenario, at)
     check_provider(scenario, provider)
 
 

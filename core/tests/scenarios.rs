@@ -389,7 +389,22 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
     check_result(expect, &result, &approvals, &agent)?;
+    check_drain(&scenario, ledger).await?;
     check_provider(&provider, &scenario).await
+}
+
+/// `expect.drain_decision`: what the ledger's `drain_decision` answers for the routine's run once it
+/// finished (the default limits): `stop` (null, or why) and `start_runs`.
+async fn check_drain(scenario: &Value, at: &LedgerAt) -> Result<(), String> {
+    let Some(want) = scenario["expect"].get("drain_decision") else { return Ok(()) };
+    let l = &scenario["ledger"];
+    let (routine, run) = (l["routine_id"].as_str().ok_or("ledger.routine_id")?, l["run_id"].as_str().ok_or("ledger.run_id")?);
+    let ledger = ambit::ledger::Ledger::open(&at.url).await.map_err(|e| e.to_string())?;
+    let got = ledger
+        .drain_decision(&format!("{routine}{}", at.suffix), &format!("{run}{}", at.suffix), &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    ambit_test_provider::subset(want, &serde_json::to_value(got).map_err(|e| e.to_string())?, "drain_decision")
 }
 
 /// `cancel`: the run (or its stream) is dropped, which is how Rust code cancels, once the provider has

@@ -525,7 +525,28 @@ func int(_ value: Any?) -> Int? {
             return
         }
         try await checkResult(result, expect, approvals, agent, file)
+        try await checkDrain(scenario, at, file)
         try await provider.check(scenario, file)
+    }
+
+    /// `expect.drain_decision`: what `Ledger.drainDecision` answers for the routine's run once it
+    /// finished (the default limits): `stop` (null, or why) and `start_runs`.
+    func checkDrain(_ scenario: [String: Any], _ at: LedgerAt, _ file: String) async throws {
+        guard let want = (scenario["expect"] as? [String: Any])?["drain_decision"] as? [String: Any] else { return }
+        let l = scenario["ledger"] as? [String: Any] ?? [:]
+        let ledger = try await Ledger.open(at.url)
+        let got = try await ledger.drainDecision(
+            (l["routine_id"] as? String ?? "") + at.suffix, runId: (l["run_id"] as? String ?? "") + at.suffix)
+        let stops: [DrainStop: String] = [
+            .nothingWorkable: "nothing_workable", .queueEmpty: "queue_empty", .runDidNotReport: "run_did_not_report",
+            .reportStale: "report_stale",
+        ]
+        if let stop = want["stop"] {
+            #expect(got.stop.flatMap { stops[$0] } == stop as? String, "\(file): drain_decision.stop \(String(describing: got.stop))")
+        }
+        if let runs = int(want["start_runs"]) {
+            #expect(Int(got.startRuns) == runs, "\(file): drain_decision.start_runs")
+        }
     }
 
     /// `cancel`: the run (`agent.run`, or iterating `agent.stream`) goes in a Swift `Task`, cancelled
