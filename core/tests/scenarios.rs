@@ -398,7 +398,8 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
 async fn check_drain(scenario: &Value, at: &LedgerAt) -> Result<(), String> {
     let Some(want) = scenario["expect"].get("drain_decision") else { return Ok(()) };
     let l = &scenario["ledger"];
-    let (routine, run) = (l["routine_id"].as_str().ok_or("ledger.routine_id")?, l["run_id"].as_str().ok_or("ledger.run_id")?);
+    let (routine, run) =
+        (l["routine_id"].as_str().ok_or("ledger.routine_id")?, l["run_id"].as_str().ok_or("ledger.run_id")?);
     let ledger = ambit::ledger::Ledger::open(&at.url).await.map_err(|e| e.to_string())?;
     let got = ledger
         .drain_decision(&format!("{routine}{}", at.suffix), &format!("{run}{}", at.suffix), &Default::default())
