@@ -456,19 +456,27 @@ export interface RunResult {
   messages: Message[];
 }
 
+/** How one run may be cancelled. */
+export interface RunOptions {
+  /** Aborting it cancels the run, its HTTP request and its tools. */
+  signal?: AbortSignal;
+}
+
 /** An agent: a model, instructions and tools. Throws a ConfigError (or TypeError) on bad options. */
 export declare class Agent {
   constructor(options: AgentOptions);
   /**
    * Runs the agent from one user message to the final answer. Rejects with a ModelError,
-   * MaxTurnsError or CancelledError (all AmbitError).
+   * MaxTurnsError or CancelledError (all AmbitError); aborting `options.signal` cancels the run, its
+   * HTTP request and its tools (CancelledError).
    */
-  run(input: string): Promise<RunResult>;
+  run(input: string, options?: RunOptions): Promise<RunResult>;
   /**
    * Runs the agent, yielding its events as they happen; the last is `run_finished`. A failed run throws
-   * its error after the events before it; leaving the loop early cancels the run.
+   * its error after the events before it; leaving the loop early cancels the run, and so does aborting
+   * `options.signal`, even while no event comes (the iteration throws a CancelledError).
    */
-  stream(input: string): AsyncGenerator<AgentEvent, void, undefined>;
+  stream(input: string, options?: RunOptions): AsyncGenerator<AgentEvent, void, undefined>;
   /** Every tool (host tools, then built-ins) with its effective level and status. */
   listTools(): ToolListing[];
   /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */

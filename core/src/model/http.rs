@@ -103,7 +103,15 @@ impl Endpoint {
                     let err = ModelError::Http { status, message };
                     (err, retry_after)
                 }
-                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
+                // reqwest's own text for a timeout does not say so: the message names it.
+                Err(e) if e.is_timeout() => (
+                    ModelError::Transport(format!(
+                        "no answer within the per-request timeout of {} s ({url})",
+                        self.timeout.as_secs_f64()
+                    )),
+                    None,
+                ),
+                Err(e) if e.is_connect() || e.is_request() => {
                     // reqwest names the URL itself when it has it.
                     let message = if e.url().is_some() { e.to_string() } else { format!("{e} ({url})") };
                     (ModelError::Transport(message), None)

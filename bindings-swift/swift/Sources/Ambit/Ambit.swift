@@ -389,13 +389,23 @@ public final class Agent: Sendable {
         }
     }
 
-    /// Runs the agent from one user message to the final answer.
+    /// Runs the agent from one user message to the final answer. Cancelling the Swift `Task` that awaits
+    /// it cancels the run, its HTTP request and its tools, and throws `AmbitError.cancelled`.
     public func run(_ input: String) async throws -> RunResult {
+        // The stream's run, to its result: ending its iteration (as a cancelled Task does) cancels it.
+        // Iterated to its end, not left at `.runFinished`: leaving would cancel what the run still winds
+        // down (its background tasks' cooperative cancellation).
+        var finished: RunResult?
         do {
-            return try await core.run(input: input)
+            for try await event in stream(input) {
+                if case let .runFinished(_, result) = event { finished = result }
+            }
         } catch {
             throw AmbitError(error)
         }
+        if let finished { return finished }
+        throw AmbitError.cancelled(
+            message: Task.isCancelled ? "the run was cancelled (its Task was cancelled)" : "the run ended without a result")
     }
 }
 
