@@ -129,6 +129,7 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "api_key": cfg["api_key"],
         "stream": scenario.get("stream").cloned().unwrap_or(Value::Bool(false)),
         "max_retries": 0,
+        "settings": cfg.get("settings").cloned().unwrap_or_else(|| serde_json::json!({})),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }

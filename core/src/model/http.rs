@@ -27,6 +27,8 @@ pub(crate) struct Endpoint {
     pub limits: WireLimits,
     /// A per-endpoint limit on tool names below the wire's own (SPEC §3), checked when it is set.
     pub max_tool_name_bytes: Option<usize>,
+    /// The settings every request carries (checked for the wire when they are set).
+    pub settings: super::settings::ModelSettings,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -44,6 +46,7 @@ impl Endpoint {
             stream: false,
             limits: WireLimits::default(),
             max_tool_name_bytes: None,
+            settings: Default::default(),
             client: Arc::new(OnceLock::new()),
         }
     }
