@@ -4,12 +4,16 @@
 //! | setting | Chat Completions | Responses | Anthropic Messages |
 //! |---|---|---|---|
 //! | `max_output_tokens` | `max_completion_tokens` | `max_output_tokens` | `max_tokens` |
-//! | `temperature` (0..=2; Anthropic 0..=1) | `temperature` | `temperature` | `temperature` |
-//! | `top_p` (0..=1) | `top_p` | `top_p` | `top_p` |
+//! | `temperature` (0..=2) | `temperature` | `temperature` | refused |
+//! | `top_p` (0..=1) | `top_p` | `top_p` | refused |
 //! | `stop` (1 to 4 non-empty texts) | `stop` | refused | `stop_sequences` |
 //! | `seed` | `seed` | refused | refused |
 //! | `tool_choice` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "function": {"name"}}` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "name"}` | `{"type": "auto" \| "any" \| "none" \| "tool", "name"}` |
 //! | `parallel_tool_calls` | `parallel_tool_calls` | `parallel_tool_calls` | `tool_choice.disable_parallel_tool_use` (the negation) |
+//!
+//! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
+//! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
+//! Responses API no `stop` or `seed`, so those are refused on those wires, naming the setting and wire.
 //!
 //! `tool_choice` and `parallel_tool_calls` are sent only with a request that offers tools (the wires
 //! refuse them otherwise). A named tool is sent by its wire name (SPEC §3).
@@ -67,9 +71,9 @@ impl ToolChoice {
 pub struct ModelSettings {
     /// The most tokens one answer may have (at least 1).
     pub max_output_tokens: Option<u32>,
-    /// Sampling temperature, 0 to 2 (0 to 1 on Anthropic).
+    /// Sampling temperature, 0 to 2. Not on the Anthropic wire.
     pub temperature: Option<f64>,
-    /// Nucleus sampling, 0 to 1.
+    /// Nucleus sampling, 0 to 1. Not on the Anthropic wire.
     pub top_p: Option<f64>,
     /// Texts that end the answer when written: 1 to 4, none empty. Not on the Responses wire.
     pub stop: Option<Vec<String>>,
@@ -136,10 +140,8 @@ impl ModelSettings {
         if self.max_output_tokens == Some(0) {
             return Err("max_output_tokens must be at least 1".into());
         }
-        let top = if wire == Some(Wire::Anthropic) { 1.0 } else { 2.0 };
-        if let Some(t) = self.temperature.filter(|t| !(0.0..=top).contains(t)) {
-            let on = wire.map(|w| format!(" on the {} wire", w.as_str())).unwrap_or_default();
-            return Err(format!("temperature must be between 0 and {top}{on}, got {t}"));
+        if let Some(t) = self.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
+            return Err(format!("temperature must be between 0 and 2, got {t}"));
         }
         if let Some(p) = self.top_p.filter(|p| !(0.0..=1.0).contains(p)) {
             return Err(format!("top_p must be between 0 and 1, got {p}"));
@@ -156,6 +158,8 @@ impl ModelSettings {
         match wire {
             Some(w @ Wire::OpenaiResponses) if self.stop.is_some() => Err(lacks("stop", w)),
             Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.seed.is_some() => Err(lacks("seed", w)),
+            Some(w @ Wire::Anthropic) if self.temperature.is_some() => Err(lacks("temperature", w)),
+            Some(w @ Wire::Anthropic) if self.top_p.is_some() => Err(lacks("top_p", w)),
             _ => Ok(()),
         }
     }
@@ -325,8 +329,10 @@ mod tests {
         );
         assert!(stop.check(Some(Wire::Anthropic)).is_ok());
         let hot = ModelSettings { temperature: Some(1.5), ..Default::default() };
-        assert!(hot.check(Some(Wire::Anthropic)).unwrap_err().contains("between 0 and 1 on the anthropic wire"));
+        assert_eq!(hot.check(Some(Wire::Anthropic)).unwrap_err(), "temperature is not a setting of the anthropic wire");
         assert!(hot.check(Some(Wire::OpenaiChat)).is_ok());
+        let top_p = ModelSettings { top_p: Some(0.5), ..Default::default() };
+        assert_eq!(top_p.check(Some(Wire::Anthropic)).unwrap_err(), "top_p is not a setting of the anthropic wire");
     }
 
     fn body(s: &ModelSettings, wire: Wire, tools: bool) -> Value {
@@ -357,9 +363,10 @@ mod tests {
             json!({"max_output_tokens": 64, "temperature": 0.5, "top_p": 0.9,
                    "tool_choice": {"type": "function", "name": "w_f"}, "parallel_tool_calls": false})
         );
+        let a = ModelSettings { temperature: None, top_p: None, stop: Some(vec!["END".into()]), ..r.clone() };
         assert_eq!(
-            body(&r, Wire::Anthropic, true),
-            json!({"max_tokens": 64, "temperature": 0.5, "top_p": 0.9,
+            body(&a, Wire::Anthropic, true),
+            json!({"max_tokens": 64, "stop_sequences": ["END"],
                    "tool_choice": {"type": "tool", "name": "w_f", "disable_parallel_tool_use": true}})
         );
         let required = ModelSettings { tool_choice: Some(ToolChoice::Required), ..Default::default() };
