@@ -208,7 +208,8 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
     """The scenario's model on its wire, streamed or not."""
     cfg = scenario["agent"]
     return MODELS[scenario.get("wire", "openai_chat")](cfg["model"], base_url=base_url, api_key=cfg.get("api_key"),
-                                                       stream=scenario.get("stream", False), max_retries=0)
+                                                       stream=scenario.get("stream", False), max_retries=0,
+                                                       **cfg.get("settings", {}))
 
 
 def scenario_ledger(scenario: dict[str, Any]) -> ambit.ledger.RoutineLedger | None:
