@@ -355,6 +355,12 @@ async function scenarioLedger(scenario) {
   return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
 }
 
+/** A scenario's model settings (snake_case) as the model's camelCase options. */
+function modelSettings(settings) {
+  const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+  return Object.fromEntries(Object.entries(settings).map(([k, v]) => [camel(k), v]));
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -366,6 +372,7 @@ async function buildAgent(scenario, baseUrl, approvals) {
       apiKey: cfg.api_key,
       stream: scenario.stream ?? false,
       maxRetries: 0,
+      ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
     tools: scenario.tools.map(scenarioTool),
