@@ -100,6 +100,7 @@ def test_model_settings_refused_by_name() -> None:
     for model, words in [
         (ambit.OpenAIChat("m", temperature=2.5), "temperature must be between 0 and 2, got 2.5"),
         (ambit.OpenAIChat("m", top_p=-0.1), "top_p must be between 0 and 1, got -0.1"),
+        (ambit.OpenAIChat("m", temperature=float("nan")), "temperature must be a finite number, got nan"),
         (ambit.OpenAIChat("m", max_output_tokens=0), "max_output_tokens must be at least 1"),
         (ambit.OpenAIChat("m", stop=["a", "b", "c", "d", "e"]), "stop takes 1 to 4 texts, got 5"),
         (ambit.OpenAIChat("m", stop="END"), "stop must be a list of texts"),

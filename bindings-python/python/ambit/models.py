@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
@@ -88,6 +89,10 @@ class Model:
         if self.timeout is not None:
             config["timeout_secs"] = self.timeout
         settings = {key: getattr(self, key) for key in _SETTINGS if getattr(self, key) is not None}
+        for key, value in settings.items():
+            # JSON has no NaN or infinity: the core could not name the setting it cannot read.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{key} must be a finite number, got {value}")
         if settings:
             config["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
         return config
