@@ -66,7 +66,7 @@ pub struct ModelConfig {
 
 /// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
 /// naming the field (serde's own message names only the type).
-fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
+pub(crate) fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
     let n = v.as_u64().ok_or_else(|| format!("{field} must be a whole number, 0 or more; got {v}"))?;
     T::try_from(n).map_err(|_| format!("{field} is too large: {n}"))
 }

@@ -103,11 +103,7 @@ impl ModelSettings {
                 continue;
             }
             match key.as_str() {
-                "max_output_tokens" => {
-                    let n = v.as_u64().ok_or_else(|| format!("max_output_tokens must be a whole number, got {v}"))?;
-                    s.max_output_tokens =
-                        Some(u32::try_from(n).map_err(|_| format!("max_output_tokens is too large: {n}"))?);
-                }
+                "max_output_tokens" => s.max_output_tokens = Some(super::config::count(key, v)?),
                 "temperature" => s.temperature = Some(number(key, v)?),
                 "top_p" => s.top_p = Some(number(key, v)?),
                 "stop" => {
@@ -292,7 +288,8 @@ mod tests {
         for (v, words) in [
             (json!({"temprature": 1}), "unknown setting `temprature`"),
             (json!({"max_output_tokens": 0}), "max_output_tokens must be at least 1"),
-            (json!({"max_output_tokens": -1}), "max_output_tokens must be a whole number, got -1"),
+            (json!({"max_output_tokens": -1}), "max_output_tokens must be a whole number, 0 or more; got -1"),
+            (json!({"max_output_tokens": 4294967296u64}), "max_output_tokens is too large: 4294967296"),
             (json!({"temperature": 2.5}), "temperature must be between 0 and 2, got 2.5"),
             (json!({"temperature": "hot"}), "temperature must be a number"),
             (json!({"top_p": 1.5}), "top_p must be between 0 and 1, got 1.5"),

@@ -79,7 +79,7 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
             (Model(wire: .openAiChat, name: "m", baseURL: url, temperature: .nan), "temperature must be between 0 and 2, got NaN"),
             (Model(wire: .openAiChat, name: "m", baseURL: url, topP: 1.5), "top_p must be between 0 and 1, got 1.5"),
             (Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: 0), "max_output_tokens must be at least 1"),
-            (Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: -1), "max_output_tokens must be a whole number, got -1"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: -1), "max_output_tokens must be a whole number, 0 or more; got -1"),
             (Model(wire: .openAiChat, name: "m", baseURL: url, stop: ["a", "b", "c", "d", "e"]), "stop takes 1 to 4 texts, got 5"),
             (Model(wire: .openAiChat, name: "m", baseURL: url, toolChoice: .tool(name: " ")), "tool_choice names a tool"),
             (Model(wire: .anthropic, name: "m", baseURL: url, seed: 7), "seed is not a setting of the anthropic wire"),
