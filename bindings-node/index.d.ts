@@ -80,11 +80,33 @@ export interface ModelOptions {
    * a `ConfigError` naming `max_tool_name_bytes`.
    */
   maxToolNameBytes?: number;
+  /**
    * The tokens the model's context window holds (default: the model family's, or 32,768 for a model
    * the core does not know); a session's auto-compaction fires at a share of it.
    */
   contextWindow?: number;
+  /** The most tokens one answer may have (at least 1): Chat Completions `max_completion_tokens`, Responses `max_output_tokens`, Anthropic `max_tokens`. */
+  maxOutputTokens?: number;
+  /** Sampling temperature, 0 to 2. Not on Anthropic (its API has none): a `ConfigError` naming it. */
+  temperature?: number;
+  /** Nucleus sampling, 0 to 1. Not on Anthropic. */
+  topP?: number;
+  /** Texts that end the answer when written: 1 to 4, none empty. Not on Responses. */
+  stop?: string[];
+  /** A seed for repeatable sampling. Chat Completions only. */
+  seed?: number;
+  /** Which tool use the model is asked for (sent only with a request that offers tools). */
+  toolChoice?: ToolChoice;
+  /** Whether the model may ask for several tool calls in one answer (Anthropic: `disable_parallel_tool_use`). */
+  parallelToolCalls?: boolean;
 }
+
+/**
+ * Which tool use the model is asked for: the model decides, must call a tool, must not, or must call the
+ * named one. A value out of range, or a setting the wire lacks, is a `ConfigError` naming it (the core's
+ * snake_case name, e.g. `top_p`) and the wire, when the agent is built; an unknown option too.
+ */
+export type ToolChoice = 'auto' | 'required' | 'none' | { name: string };
 
 /** @deprecated use {@link ModelOptions} */
 export type OpenAIChatOptions = ModelOptions;
@@ -100,6 +122,13 @@ export declare class Model {
   readonly maxRetries: number | undefined;
   readonly maxToolNameBytes: number | undefined;
   readonly contextWindow: number | undefined;
+  readonly maxOutputTokens: number | undefined;
+  readonly temperature: number | undefined;
+  readonly topP: number | undefined;
+  readonly stop: string[] | undefined;
+  readonly seed: number | undefined;
+  readonly toolChoice: ToolChoice | undefined;
+  readonly parallelToolCalls: boolean | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */

@@ -467,6 +467,12 @@ async function checkDrain(scenario, at) {
   }
 }
 
+/** A scenario's model settings (snake_case) as the model's camelCase options. */
+function modelSettings(settings) {
+  const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+  return Object.fromEntries(Object.entries(settings).map(([k, v]) => [camel(k), v]));
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -480,6 +486,7 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
       maxRetries: cfg.max_retries ?? 0,
       timeout: cfg.timeout_secs,
+      ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
     tools: scenario.tools.map(scenarioTool),

@@ -219,7 +219,8 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
     return MODELS[scenario.get("wire", "openai_chat")](cfg["model"], base_url=base_url, api_key=cfg.get("api_key"),
                                                        stream=scenario.get("stream", False),
                                                        max_retries=cfg.get("max_retries", 0),
-                                                       timeout=cfg.get("timeout_secs"))
+                                                       timeout=cfg.get("timeout_secs"),
+                                                       **cfg.get("settings", {}))
 
 
 #: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database,

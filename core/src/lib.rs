@@ -51,7 +51,7 @@ pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-pub use model::{ModelConfig, Price, PriceTable, Wire};
+pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{
     ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
     Scope, ToolStatus,

@@ -29,6 +29,8 @@ pub(crate) struct Endpoint {
     pub max_tool_name_bytes: Option<usize>,
     /// The context window, when set; else the model family's default.
     pub context_window: Option<u64>,
+    /// The settings every request carries (checked for the wire when they are set).
+    pub settings: super::settings::ModelSettings,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -47,6 +49,7 @@ impl Endpoint {
             limits: WireLimits::default(),
             max_tool_name_bytes: None,
             context_window: None,
+            settings: Default::default(),
             client: Arc::new(OnceLock::new()),
         }
     }

@@ -302,6 +302,21 @@ func jsonEqual(_ a: Any, _ b: Any) -> Bool {
     }
 }
 
+/// A scenario's `tool_choice`: "auto", "required", "none" or {"name": tool}.
+func scenarioToolChoice(_ value: Any?, _ file: String) throws -> ToolChoice? {
+    switch value {
+    case nil: return nil
+    case let s as String where s == "auto": return .auto
+    case let s as String where s == "required": return .required
+    case let s as String where s == "none": return .noTool
+    case let o as [String: Any]:
+        return .tool(name: try #require(o["name"] as? String, "tool_choice without a name in \(file)"))
+    default:
+        Issue.record("unknown tool_choice \(String(describing: value)) in \(file)")
+        return nil
+    }
+}
+
 func int(_ value: Any?) -> Int? {
     if let n = value as? Int { return n }
     if let n = value as? NSNumber { return n.intValue }
@@ -383,6 +398,8 @@ func int(_ value: Any?) -> Int? {
         let wires: [String: Wire] = ["openai_chat": .openAiChat, "anthropic": .anthropic, "openai_responses": .openAiResponses]
         let wire = try #require(wires[scenario["wire"] as? String ?? "openai_chat"], "unsupported wire in \(file)")
         let agentSettings = scenario["agent"] as? [String: Any] ?? [:]
+        // `agent.settings`: the model settings, snake_case as the core reads them.
+        let modelSettings = agentSettings["settings"] as? [String: Any] ?? [:]
 
         let tools: [any AmbitTool] = try (scenario["tools"] as? [[String: Any]] ?? []).map { t in
             let behavior = t["behavior"] as? [String: Any] ?? [:]
@@ -421,7 +438,14 @@ func int(_ value: Any?) -> Int? {
                 stream: scenario["stream"] as? Bool ?? false,
                 // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
                 timeout: (agentSettings["timeout_secs"] as? NSNumber)?.doubleValue,
-                maxRetries: int(agentSettings["max_retries"]) ?? 0
+                maxRetries: int(agentSettings["max_retries"]) ?? 0,
+                maxOutputTokens: int(modelSettings["max_output_tokens"]),
+                temperature: (modelSettings["temperature"] as? NSNumber)?.doubleValue,
+                topP: (modelSettings["top_p"] as? NSNumber)?.doubleValue,
+                stop: modelSettings["stop"] as? [String],
+                seed: int(modelSettings["seed"]),
+                toolChoice: try scenarioToolChoice(modelSettings["tool_choice"], file),
+                parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool
             ),
             instructions: agentSettings["instructions"] as? String,
             tools: tools,
