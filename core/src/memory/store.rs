@@ -4,7 +4,8 @@
 //! [`memory_store!`] expands the one implementation for each driver.
 //!
 //! Ranking with a query: the store's relevance (FTS5 `bm25` with title weighted 10, tags 5, body 1;
-//! PostgreSQL `ts_rank` with weights A 1.0, B 0.5, C 0.2, normalised by length), then the same
+//! on PostgreSQL the sum over the terms of `ts_rank` (weights A 1.0, B 0.7, C 0.5, normalised by
+//! length) times the term's inverse document frequency), then the same
 //! tiebreak on both stores: pinned first, higher salience, later update, higher id. Without a query,
 //! only the tiebreak: the baseline.
 
@@ -25,7 +26,10 @@ struct Dialect {
     begin: &'static str,
     /// Appended to the read of a row about to be updated.
     lock: &'static str,
-    /// The FROM and WHERE head of a full-text search; `$1` is the query text from [`Dialect::fts_query`].
+    /// What a full-text search needs before its SELECT (`WITH …`), if anything.
+    search_with: &'static str,
+    /// The FROM and WHERE head of a full-text search; `$1` is the query text from [`Dialect::fts_query`],
+    /// `$2` the agent.
     search_from: &'static str,
     /// The relevance of a row to `$1`, higher first.
     score: &'static str,
@@ -38,6 +42,7 @@ struct Dialect {
 const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
     lock: "",
+    search_with: "",
     search_from: "FROM ambit_memories m JOIN ambit_memories_fts ON ambit_memories_fts.rowid = m.id \
                   WHERE ambit_memories_fts MATCH $1",
     score: "(0.0 - bm25(ambit_memories_fts, 10.0, 1.0, 5.0))",
@@ -49,8 +54,16 @@ const SQLITE: Dialect = Dialect {
 const POSTGRES: Dialect = Dialect {
     begin: "BEGIN",
     lock: " FOR UPDATE",
+    // ts_rank knows nothing of how rare a word is, so each term's rank is weighted by its inverse
+    // document frequency in the agent's namespace (as BM25 does on SQLite): a word most memories hold
+    // counts for little.
+    search_with: "WITH ambit_terms AS (SELECT to_tsquery('english', t) AS tq FROM unnest(string_to_array($1, ' | ')) AS t), \
+                  ambit_total AS (SELECT count(*)::float8 AS n FROM ambit_memories WHERE agent = $2), \
+                  ambit_idf AS (SELECT a.tq, ln(1 + (t.n - c.c + 0.5) / (c.c + 0.5)) AS idf \
+                      FROM ambit_terms a CROSS JOIN ambit_total t CROSS JOIN LATERAL \
+                      (SELECT count(*)::float8 AS c FROM ambit_memories x WHERE x.agent = $2 AND x.fts @@ a.tq) c) ",
     search_from: "FROM ambit_memories m WHERE m.fts @@ to_tsquery('english', $1)",
-    score: "ts_rank('{0.2, 0.2, 0.5, 1.0}', m.fts, to_tsquery('english', $1), 1)::float8",
+    score: "(SELECT COALESCE(sum(w.idf * ts_rank('{0.1, 0.5, 0.7, 1.0}', m.fts, w.tq, 1)), 0) FROM ambit_idf w)::float8",
     contains: |h, n| format!("strpos({h}, ${n}) > 0"),
     fts_query: |terms| terms.join(" | "),
 };
@@ -80,7 +93,7 @@ fn search_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
         format!("SELECT {COLUMNS} FROM ambit_memories m WHERE 1 = 1")
     } else {
         params.push(Param::Text((d.fts_query)(&s.terms)));
-        format!("SELECT {COLUMNS} {}", d.search_from)
+        format!("{}SELECT {COLUMNS} {}", d.search_with, d.search_from)
     };
     params.push(Param::Text(agent.to_string()));
     sql.push_str(&format!(" AND m.agent = ${}", params.len()));
