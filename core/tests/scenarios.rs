@@ -203,6 +203,14 @@ async fn build_agent(
             builder = builder.tool_arc(tool);
         }
     }
+    // `memory`: a fresh SQLite memory store beside the ledger (one per run of the file, shared by its
+    // steps) and the agent's name in it.
+    if let Some(m) = scenario.get("memory") {
+        let url = format!("sqlite://{}", ledger_dir.join("memory.db").display());
+        let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
+        let name = m["agent"].as_str().ok_or("memory.agent")?;
+        builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
+    }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
     if let Some(dir) = &fixture {

@@ -88,7 +88,8 @@ impl Agent {
     /// tool_search and tool_load while anything is deferred, the loaded ones) and the catalog.
     pub(super) async fn prepare_request(&self, request: &mut ModelRequest, state: &RunState) {
         let memory = match &self.inner.memory {
-            Some(access) => crate::memory::baseline_block(access).await,
+            // Boxed: the run's future, which nests sub-agents' runs, stays the size it was.
+            Some(access) => Box::pin(crate::memory::baseline_block(access)).await,
             None => None,
         };
         let instructions = match (self.inner.instructions.as_deref(), memory) {
