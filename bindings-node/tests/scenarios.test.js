@@ -27,6 +27,7 @@ const {
   CancelledError,
   McpServer,
   Ledger,
+  Memory,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -348,6 +349,13 @@ async function scenarioLedger(scenario) {
   return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
 }
 
+/** `memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name. */
+async function scenarioMemory(scenario) {
+  if (!scenario.memory) return {};
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-memory-'));
+  return { memory: await Memory.open(`sqlite://${path.join(dir, 'memory.db')}`), agentName: scenario.memory.agent };
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -364,6 +372,7 @@ async function buildAgent(scenario, baseUrl, approvals) {
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario),
+    ...(await scenarioMemory(scenario)),
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,
