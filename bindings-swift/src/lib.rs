@@ -13,8 +13,8 @@ use serde_json::Value;
 uniffi::setup_scaffolding!();
 
 mod ledger;
-mod memory;
 mod mcp;
+mod memory;
 mod policy;
 mod run;
 mod session;
@@ -412,8 +412,18 @@ impl CoreAgent {
                     .map_err(|e| ambit::Error::Config(e.to_string()))?;
                 builder = builder.memory(memory);
             }
-            (Some(_), None) => return Err(ambit::Error::Config("memory needs agent_name: the agent's name in its memory store".into()).into()),
-            (None, Some(_)) => return Err(ambit::Error::Config("agent_name is the agent's name in a memory store: give memory too".into()).into()),
+            (Some(_), None) => {
+                return Err(ambit::Error::Config(
+                    "memory needs agent_name: the agent's name in its memory store".into(),
+                )
+                .into());
+            }
+            (None, Some(_)) => {
+                return Err(ambit::Error::Config(
+                    "agent_name is the agent's name in a memory store: give memory too".into(),
+                )
+                .into());
+            }
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }

@@ -335,10 +335,13 @@ async fn the_baseline_block_is_bounded_and_the_same_bytes_for_the_same_memories(
     assert!(first.starts_with("- #12 [fact, salience 8, pinned, tags: t2] Memory 11:"), "pinned first: {first}");
 }
 
+/// The script: the answer to a request, given it and how many came before it.
+type Answer = Box<dyn Fn(&ModelRequest, usize) -> ModelResponse + Send + Sync>;
+
 /// A model that answers from a script by turn and keeps every request.
 struct Scripted {
     seen: Mutex<Vec<ModelRequest>>,
-    answer: Box<dyn Fn(&ModelRequest, usize) -> ModelResponse + Send + Sync>,
+    answer: Answer,
 }
 
 impl Scripted {

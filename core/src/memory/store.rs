@@ -43,7 +43,9 @@ const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
     lock: "",
     search_with: "",
-    search_from: "FROM ambit_memories m JOIN ambit_memories_fts ON ambit_memories_fts.rowid = m.id \
+    // CROSS JOIN keeps the full-text match the outer loop: SQLite would otherwise walk the agent's rows
+    // and run the match once per row.
+    search_from: "FROM ambit_memories_fts CROSS JOIN ambit_memories m ON m.id = ambit_memories_fts.rowid \
                   WHERE ambit_memories_fts MATCH $1",
     score: "(0.0 - bm25(ambit_memories_fts, 10.0, 1.0, 5.0))",
     contains: |h, n| format!("instr({h}, ${n}) > 0"),
