@@ -58,10 +58,10 @@ const POSTGRES: Dialect = Dialect {
     lock: " FOR UPDATE",
     // ts_rank knows nothing of how rare a word is, so each term's rank is weighted by its inverse
     // document frequency in the agent's namespace (as BM25 does on SQLite): a word most memories hold
-    // counts for little.
+    // counts for little. MATERIALIZED: the counts are taken once per query, never once per row.
     search_with: "WITH ambit_terms AS (SELECT to_tsquery('english', t) AS tq FROM unnest(string_to_array($1, ' | ')) AS t), \
-                  ambit_total AS (SELECT count(*)::float8 AS n FROM ambit_memories WHERE agent = $2), \
-                  ambit_idf AS (SELECT a.tq, ln(1 + (t.n - c.c + 0.5) / (c.c + 0.5)) AS idf \
+                  ambit_total AS MATERIALIZED (SELECT count(*)::float8 AS n FROM ambit_memories WHERE agent = $2), \
+                  ambit_idf AS MATERIALIZED (SELECT a.tq, ln(1 + (t.n - c.c + 0.5) / (c.c + 0.5)) AS idf \
                       FROM ambit_terms a CROSS JOIN ambit_total t CROSS JOIN LATERAL \
                       (SELECT count(*)::float8 AS c FROM ambit_memories x WHERE x.agent = $2 AND x.fts @@ a.tq) c) ",
     search_from: "FROM ambit_memories m WHERE m.fts @@ to_tsquery('english', $1)",
