@@ -323,6 +323,13 @@ export interface AgentOptions {
   subagents?: boolean | SubagentOptions;
   /** The work ledger's four tools bound to one run of a routine: `ledger.forRoutine(scope, {runId, routineId})`. */
   ledger?: RoutineLedger;
+  /**
+   * A memory store (`await Memory.open(url)`), given with `agentName`: the agent's namespace in it. The
+   * agent gets the memory_* tools and its baseline (pinned, then highest salience) after the instructions.
+   */
+  memory?: Memory;
+  /** The agent's name in its memory store; required with `memory`. */
+  agentName?: string;
 }
 
 /** Sub-agent settings. */
@@ -717,4 +724,73 @@ export declare class Sessions {
   search(sessionId: string, query: string, options?: { isRegex?: boolean; limit?: number }): Promise<string>;
   read(sessionId: string, start: number, limit?: number): Promise<string>;
   entries(sessionId: string): Promise<SessionEntry[]>;
+}
+
+// ---- Memory (memory.js). Times are milliseconds since the Unix epoch. ----
+
+export type MemoryKind = 'fact' | 'preference' | 'lesson' | 'instruction';
+
+/** One stored memory. `salience` runs from 1 (trivia) to 10 (essential). */
+export interface MemoryRecord {
+  id: number;
+  agent: string;
+  key: string | null;
+  subject: string | null;
+  kind: MemoryKind;
+  title: string;
+  body: string;
+  tags: string[];
+  salience: number;
+  pinned: boolean;
+  source: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A memory to save; with a `key` already saved, the fields given update it in place. */
+export interface RememberOptions {
+  body?: string;
+  title?: string;
+  kind?: MemoryKind;
+  tags?: string[] | string;
+  salience?: number;
+  pinned?: boolean;
+  key?: string;
+  subject?: string;
+}
+
+/** A recall: with `query`, by relevance; without, pinned then highest salience. */
+export interface RecallOptions {
+  query?: string;
+  /** Memories carrying all of these tags. */
+  tags?: string[] | string;
+  kind?: MemoryKind;
+  /** Memories about one of these callers. */
+  subjects?: string[] | string;
+  /** 1 to 50 (default 10). */
+  limit?: number;
+}
+
+/** A memory call refused or failed (code "memory_store" unless a subclass says otherwise). */
+export declare class MemoryError extends AmbitError {}
+/** An argument out of bounds or malformed (code "memory_invalid_argument"); `field` names it. */
+export declare class InvalidMemoryArgumentError extends MemoryError {
+  field: string;
+}
+/** No memory with that id or key for this agent (code "memory_not_found"). */
+export declare class MemoryNotFoundError extends MemoryError {}
+/** A write through read-only access, a sub-agent's grant (code "memory_read_only"). */
+export declare class MemoryReadOnlyError extends MemoryError {}
+
+/** A memory store on SQLite or PostgreSQL, one namespace per agent name. */
+export declare class Memory {
+  /** Opens `sqlite:///path` or `postgres://…`, applying migrations. */
+  static open(url: string): Promise<Memory>;
+  readonly url: string;
+  remember(agent: string, memory: RememberOptions): Promise<{ memory: MemoryRecord; created: boolean }>;
+  recall(agent: string, options?: RecallOptions): Promise<MemoryRecord[]>;
+  forget(agent: string, target: { id?: number; key?: string }): Promise<boolean>;
+  list(agent: string): Promise<MemoryRecord[]>;
+  /** `{"version": 1, "memories": [...]}` as JSON text. */
+  export(agent?: string): Promise<string>;
 }

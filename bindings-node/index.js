@@ -196,7 +196,7 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger',
+  'subagents', 'ledger', 'memory', 'agentName',
 ];
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
@@ -243,6 +243,8 @@ class Agent {
       deferral,
       subagents,
       ledger,
+      memory,
+      agentName,
     } = options;
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
@@ -279,7 +281,12 @@ class Agent {
           background,
           heartbeat,
           scratchpad,
-        }, { ...toNativeTooling(mcpServers, deferral), ...toNativeSubagents(subagents) }),
+        }, {
+          ...toNativeTooling(mcpServers, deferral),
+          ...toNativeSubagents(subagents),
+          // memory.js loads after this module's exports exist (it takes AmbitError from them).
+          ...require('./memory.js').toNativeMemory(memory, agentName),
+        }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
       },
@@ -538,6 +545,11 @@ module.exports = {
 };
 // The work ledger (after the exports above: ledger.js takes AmbitError from them).
 Object.assign(module.exports, require('./ledger.js'));
+// Memory (after the exports above, for the same reason).
+{
+  const { toNativeMemory: _, ...memory } = require('./memory.js');
+  Object.assign(module.exports, memory);
+}
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
 Object.defineProperty(module.exports, '_toError', { value: toError });

@@ -29,6 +29,7 @@ const {
   CancelledError,
   McpServer,
   Ledger,
+  Memory,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -473,6 +474,13 @@ function modelSettings(settings) {
   return Object.fromEntries(Object.entries(settings).map(([k, v]) => [camel(k), v]));
 }
 
+/** `memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name. */
+async function scenarioMemory(scenario) {
+  if (!scenario.memory) return {};
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-memory-'));
+  return { memory: await Memory.open(`sqlite://${path.join(dir, 'memory.db')}`), agentName: scenario.memory.agent };
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -492,6 +500,7 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
+    ...(await scenarioMemory(scenario)),
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,

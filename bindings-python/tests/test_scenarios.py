@@ -271,10 +271,21 @@ def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledg
                               routine_id=None if routine is None else routine + sfx, limit=cfg.get("limit", 5))
 
 
+def scenario_memory(scenario: dict[str, Any]) -> tuple[ambit.Memory | None, str | None]:
+    """`memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name."""
+    cfg = scenario.get("memory")
+    if cfg is None:
+        return None, None
+    import tempfile
+    url = f"sqlite://{tempfile.mkdtemp(prefix='ambit-memory-')}/memory.db"
+    return asyncio.run(ambit.Memory.open(url)), cfg["agent"]
+
+
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
                 approvals: ScriptedApprovals | None = None, ledger: tuple[str, str] | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
     approvals = approvals or ScriptedApprovals(scenario)
+    memory, agent_name = scenario_memory(scenario)
     return ambit.Agent(
         policy=scenario_policy(scenario, approvals, use_async),
         model=scenario_model(scenario, base_url),
@@ -294,6 +305,8 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         deferral=scenario_deferral(scenario),
         builtins=scenario.get("builtins", ()),
         ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
+        memory=memory,
+        agent_name=agent_name,
     )
 
 

@@ -211,6 +211,14 @@ async fn build_agent(
             builder = builder.tool_arc(tool);
         }
     }
+    // `memory`: a fresh SQLite memory store beside the ledger (one per run of the file, shared by its
+    // steps) and the agent's name in it.
+    if let Some(m) = scenario.get("memory") {
+        let url = format!("sqlite://{}", ledger.dir.path().join("memory.db").display());
+        let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
+        let name = m["agent"].as_str().ok_or("memory.agent")?;
+        builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
+    }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
     if let Some(dir) = &fixture {
@@ -274,14 +282,15 @@ async fn run_steps(
 struct LedgerAt {
     url: String,
     suffix: String,
-    _dir: Option<tempfile::TempDir>,
+    /// A directory of the run's own, for its SQLite files (the ledger there on SQLite, the memory store).
+    dir: tempfile::TempDir,
 }
 
 impl LedgerAt {
     fn sqlite() -> Result<LedgerAt, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        Ok(LedgerAt { url, suffix: String::new(), _dir: Some(dir) })
+        Ok(LedgerAt { url, suffix: String::new(), dir })
     }
 
     /// The scenario's provider, with `{{scope}}` and `{{routine_id}}` (the ledger's, as this store has
@@ -307,7 +316,8 @@ fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, Led
                 let nanos =
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
                 let suffix = format!("-{:x}-{nanos:x}", std::process::id());
-                stores.push(("postgres", LedgerAt { url, suffix, _dir: None }));
+                let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+                stores.push(("postgres", LedgerAt { url, suffix, dir }));
             }
             Err(_) => {
                 println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display())

@@ -287,14 +287,16 @@ public final class Agent: Sendable {
     /// `deferral`: which tools wait in the catalog until the model loads them (MCP tools by default).
     /// `subagents`: the five agent tools (`SubagentSettings(maxDepth:memory:)`); a sub-agent is never
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
-    /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`).
+    /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
+    /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
+    /// baseline after the instructions on every request.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
-        ledger: LedgerTools? = nil
+        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -334,7 +336,9 @@ public final class Agent: Sendable {
             builtins: builtins,
             toolingJson: try toolingJSON(mcpServers, deferral),
             subagents: subagents,
-            ledger: ledger?.core
+            ledger: ledger?.core,
+            memory: memory?.core,
+            agentName: agentName
         )
         do {
             core = try CoreAgent(config: config)

@@ -429,6 +429,12 @@ func int(_ value: Any?) -> Int? {
                 routineId: (l["routine_id"] as? String).map { $0 + at.suffix },
                 runId: (l["run_id"] as? String ?? "") + at.suffix, limit: int(l["limit"]) ?? 5)
         }
+        // `memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name.
+        var memory: Memory? = nil
+        let agentName = (scenario["memory"] as? [String: Any])?["agent"] as? String
+        if agentName != nil {
+            memory = try await Memory.open(memoryURL())
+        }
         return try Agent(
             model: Model(
                 wire: wire,
@@ -475,7 +481,9 @@ func int(_ value: Any?) -> Int? {
                     memory: sub["memory"] as? String ?? "none"
                 )
             },
-            ledger: ledgerTools
+            ledger: ledgerTools,
+            memory: memory,
+            agentName: agentName
         )
     }
 
