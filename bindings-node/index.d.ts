@@ -80,11 +80,33 @@ export interface ModelOptions {
    * a `ConfigError` naming `max_tool_name_bytes`.
    */
   maxToolNameBytes?: number;
+  /**
    * The tokens the model's context window holds (default: the model family's, or 32,768 for a model
    * the core does not know); a session's auto-compaction fires at a share of it.
    */
   contextWindow?: number;
+  /** The most tokens one answer may have (at least 1): Chat Completions `max_completion_tokens`, Responses `max_output_tokens`, Anthropic `max_tokens`. */
+  maxOutputTokens?: number;
+  /** Sampling temperature, 0 to 2. Not on Anthropic (its API has none): a `ConfigError` naming it. */
+  temperature?: number;
+  /** Nucleus sampling, 0 to 1. Not on Anthropic. */
+  topP?: number;
+  /** Texts that end the answer when written: 1 to 4, none empty. Not on Responses. */
+  stop?: string[];
+  /** A seed for repeatable sampling. Chat Completions only. */
+  seed?: number;
+  /** Which tool use the model is asked for (sent only with a request that offers tools). */
+  toolChoice?: ToolChoice;
+  /** Whether the model may ask for several tool calls in one answer (Anthropic: `disable_parallel_tool_use`). */
+  parallelToolCalls?: boolean;
 }
+
+/**
+ * Which tool use the model is asked for: the model decides, must call a tool, must not, or must call the
+ * named one. A value out of range, or a setting the wire lacks, is a `ConfigError` naming it (the core's
+ * snake_case name, e.g. `top_p`) and the wire, when the agent is built; an unknown option too.
+ */
+export type ToolChoice = 'auto' | 'required' | 'none' | { name: string };
 
 /** @deprecated use {@link ModelOptions} */
 export type OpenAIChatOptions = ModelOptions;
@@ -100,6 +122,13 @@ export declare class Model {
   readonly maxRetries: number | undefined;
   readonly maxToolNameBytes: number | undefined;
   readonly contextWindow: number | undefined;
+  readonly maxOutputTokens: number | undefined;
+  readonly temperature: number | undefined;
+  readonly topP: number | undefined;
+  readonly stop: string[] | undefined;
+  readonly seed: number | undefined;
+  readonly toolChoice: ToolChoice | undefined;
+  readonly parallelToolCalls: boolean | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -294,6 +323,13 @@ export interface AgentOptions {
   subagents?: boolean | SubagentOptions;
   /** The work ledger's four tools bound to one run of a routine: `ledger.forRoutine(scope, {runId, routineId})`. */
   ledger?: RoutineLedger;
+  /**
+   * A memory store (`await Memory.open(url)`), given with `agentName`: the agent's namespace in it. The
+   * agent gets the memory_* tools and its baseline (pinned, then highest salience) after the instructions.
+   */
+  memory?: Memory;
+  /** The agent's name in its memory store; required with `memory`. */
+  agentName?: string;
 }
 
 /** Sub-agent settings. */
@@ -456,19 +492,27 @@ export interface RunResult {
   messages: Message[];
 }
 
+/** How one run may be cancelled. */
+export interface RunOptions {
+  /** Aborting it cancels the run, its HTTP request and its tools. */
+  signal?: AbortSignal;
+}
+
 /** An agent: a model, instructions and tools. Throws a ConfigError (or TypeError) on bad options. */
 export declare class Agent {
   constructor(options: AgentOptions);
   /**
    * Runs the agent from one user message to the final answer. Rejects with a ModelError,
-   * MaxTurnsError or CancelledError (all AmbitError).
+   * MaxTurnsError or CancelledError (all AmbitError); aborting `options.signal` cancels the run, its
+   * HTTP request and its tools (CancelledError).
    */
-  run(input: string): Promise<RunResult>;
+  run(input: string, options?: RunOptions): Promise<RunResult>;
   /**
    * Runs the agent, yielding its events as they happen; the last is `run_finished`. A failed run throws
-   * its error after the events before it; leaving the loop early cancels the run.
+   * its error after the events before it; leaving the loop early cancels the run, and so does aborting
+   * `options.signal`, even while no event comes (the iteration throws a CancelledError).
    */
-  stream(input: string): AsyncGenerator<AgentEvent, void, undefined>;
+  stream(input: string, options?: RunOptions): AsyncGenerator<AgentEvent, void, undefined>;
   /** Every tool (host tools, then built-ins) with its effective level and status. */
   listTools(): ToolListing[];
   /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */
@@ -680,4 +724,73 @@ export declare class Sessions {
   search(sessionId: string, query: string, options?: { isRegex?: boolean; limit?: number }): Promise<string>;
   read(sessionId: string, start: number, limit?: number): Promise<string>;
   entries(sessionId: string): Promise<SessionEntry[]>;
+}
+
+// ---- Memory (memory.js). Times are milliseconds since the Unix epoch. ----
+
+export type MemoryKind = 'fact' | 'preference' | 'lesson' | 'instruction';
+
+/** One stored memory. `salience` runs from 1 (trivia) to 10 (essential). */
+export interface MemoryRecord {
+  id: number;
+  agent: string;
+  key: string | null;
+  subject: string | null;
+  kind: MemoryKind;
+  title: string;
+  body: string;
+  tags: string[];
+  salience: number;
+  pinned: boolean;
+  source: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A memory to save; with a `key` already saved, the fields given update it in place. */
+export interface RememberOptions {
+  body?: string;
+  title?: string;
+  kind?: MemoryKind;
+  tags?: string[] | string;
+  salience?: number;
+  pinned?: boolean;
+  key?: string;
+  subject?: string;
+}
+
+/** A recall: with `query`, by relevance; without, pinned then highest salience. */
+export interface RecallOptions {
+  query?: string;
+  /** Memories carrying all of these tags. */
+  tags?: string[] | string;
+  kind?: MemoryKind;
+  /** Memories about one of these callers. */
+  subjects?: string[] | string;
+  /** 1 to 50 (default 10). */
+  limit?: number;
+}
+
+/** A memory call refused or failed (code "memory_store" unless a subclass says otherwise). */
+export declare class MemoryError extends AmbitError {}
+/** An argument out of bounds or malformed (code "memory_invalid_argument"); `field` names it. */
+export declare class InvalidMemoryArgumentError extends MemoryError {
+  field: string;
+}
+/** No memory with that id or key for this agent (code "memory_not_found"). */
+export declare class MemoryNotFoundError extends MemoryError {}
+/** A write through read-only access, a sub-agent's grant (code "memory_read_only"). */
+export declare class MemoryReadOnlyError extends MemoryError {}
+
+/** A memory store on SQLite or PostgreSQL, one namespace per agent name. */
+export declare class Memory {
+  /** Opens `sqlite:///path` or `postgres://…`, applying migrations. */
+  static open(url: string): Promise<Memory>;
+  readonly url: string;
+  remember(agent: string, memory: RememberOptions): Promise<{ memory: MemoryRecord; created: boolean }>;
+  recall(agent: string, options?: RecallOptions): Promise<MemoryRecord[]>;
+  forget(agent: string, target: { id?: number; key?: string }): Promise<boolean>;
+  list(agent: string): Promise<MemoryRecord[]>;
+  /** `{"version": 1, "memories": [...]}` as JSON text. */
+  export(agent?: string): Promise<string>;
 }

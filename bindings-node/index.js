@@ -196,7 +196,7 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger',
+  'subagents', 'ledger', 'memory', 'agentName',
 ];
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
@@ -243,6 +243,8 @@ class Agent {
       deferral,
       subagents,
       ledger,
+      memory,
+      agentName,
     } = options;
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
@@ -279,7 +281,12 @@ class Agent {
           background,
           heartbeat,
           scratchpad,
-        }, { ...toNativeTooling(mcpServers, deferral), ...toNativeSubagents(subagents) }),
+        }, {
+          ...toNativeTooling(mcpServers, deferral),
+          ...toNativeSubagents(subagents),
+          // memory.js loads after this module's exports exist (it takes AmbitError from them).
+          ...require('./memory.js').toNativeMemory(memory, agentName),
+        }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
       },
@@ -330,38 +337,74 @@ class Agent {
   /**
    * Runs the agent like {@link Agent#run}, yielding its events as they happen; the last is
    * `{type: "run_finished", usage, result}`. A failed run throws its error after the events before it.
-   * Leaving the loop early cancels the run.
+   * Leaving the loop early cancels the run; so does aborting `options.signal` (an AbortSignal), even
+   * while no event comes (a model request in flight): the iteration then throws a CancelledError.
    * @param {string} input
+   * @param {{signal?: AbortSignal}} [options]
    */
-  async *stream(input) {
+  async *stream(input, options = {}) {
     if (typeof input !== 'string') {
       throw new TypeError(`Agent.stream: input must be a string, got ${describe(input)}`);
     }
+    const signal = cancelSignal('Agent.stream', options);
     const feed = this.#native.stream(input);
+    const abort = () => feed.cancel();
+    signal?.addEventListener('abort', abort, { once: true });
     try {
       for (;;) {
+        if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
         const envelope = JSON.parse(await feed.next());
+        // A cancelled feed ends: the abort, not the run, ended it.
+        if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
         if (!envelope.ok) throw toError(envelope.error);
         if (envelope.done) return;
         yield toEvent(envelope.event);
       }
     } finally {
+      signal?.removeEventListener('abort', abort);
       feed.cancel();
     }
   }
 
   /**
-   * Runs the agent from one user message to the final answer.
+   * Runs the agent from one user message to the final answer. Aborting `options.signal` (an
+   * AbortSignal) cancels the run, its HTTP request and its tools; the promise rejects with a
+   * CancelledError.
    * @param {string} input
+   * @param {{signal?: AbortSignal}} [options]
    */
-  async run(input) {
+  async run(input, options = {}) {
     if (typeof input !== 'string') {
       throw new TypeError(`Agent.run: input must be a string, got ${describe(input)}`);
+    }
+    if (cancelSignal('Agent.run', options)) {
+      // A cancellable run is the stream's run, to its result. Iterated to its end, not left at
+      // run_finished: leaving would cancel what the run still winds down (its background tasks'
+      // cooperative cancellation).
+      let result;
+      for await (const event of this.stream(input, options)) {
+        if (event.type === 'run_finished') result = event.result;
+      }
+      if (result === undefined) throw new CancelledError('the run ended without a result');
+      return result;
     }
     const envelope = JSON.parse(await this.#native.run(input));
     if (!envelope.ok) throw toError(envelope.error);
     return toRunResult(envelope.result);
   }
+}
+
+/** `options.signal` of run/stream: an AbortSignal, or undefined; anything else is a TypeError. */
+function cancelSignal(where, options) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
+  }
+  const { signal } = options;
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) {
+    throw new TypeError(`${where}: options.signal must be an AbortSignal, got ${describe(signal)}`);
+  }
+  return signal;
 }
 
 /** The loop's settings as the core's AgentOptions (snake_case JSON), or undefined when none is set. */
@@ -502,6 +545,11 @@ module.exports = {
 };
 // The work ledger (after the exports above: ledger.js takes AmbitError from them).
 Object.assign(module.exports, require('./ledger.js'));
+// Memory (after the exports above, for the same reason).
+{
+  const { toNativeMemory: _, ...memory } = require('./memory.js');
+  Object.assign(module.exports, memory);
+}
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
 Object.defineProperty(module.exports, '_toError', { value: toError });

@@ -10,17 +10,33 @@ function describe(value) {
 
 /** What every wire takes. Use {@link OpenAIChat}, {@link Anthropic} or {@link OpenAIResponses}. */
 const { refuseUnknown } = require('./options.js');
+const { ConfigError } = require('./errors.js');
 
-/** Every key a model's options object may have. */
-const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxTokens', 'maxToolNameBytes', 'contextWindow'];
+/**
+ * The model settings every request carries, by option name and the core's name (the core checks them,
+ * in one place, and names them the core's way).
+ */
+const SETTINGS = {
+  maxOutputTokens: 'max_output_tokens',
+  temperature: 'temperature',
+  topP: 'top_p',
+  stop: 'stop',
+  seed: 'seed',
+  toolChoice: 'tool_choice',
+  parallelToolCalls: 'parallel_tool_calls',
+};
+
+/** Every key every model's options object may have (Anthropic adds `maxTokens`). */
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxToolNameBytes', 'contextWindow', ...Object.keys(SETTINGS)];
 
 class Model {
   /**
    * @param {string} wire
    * @param {string} model
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxTokens?: number, maxToolNameBytes?: number, contextWindow?: number}} options
+   * @param {Record<string, unknown>} options see `ModelOptions` in index.d.ts
+   * @param {string[]} [extra] the options this wire takes beyond every wire's
    */
-  constructor(wire, model, options) {
+  constructor(wire, model, options, extra = []) {
     const cls = this.constructor.name;
     if (typeof model !== 'string') {
       throw new TypeError(`${cls}: the model name must be a string, got ${describe(model)}`);
@@ -28,7 +44,10 @@ class Model {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`${cls}: options must be an object, got ${describe(options)}`);
     }
-    refuseUnknown(cls, options, MODEL_OPTIONS);
+    if (!extra.includes('maxTokens') && options.maxTokens !== undefined) {
+      throw new ConfigError(`${cls}: unknown option 'maxTokens' (an Anthropic option); use maxOutputTokens`);
+    }
+    refuseUnknown(cls, options, [...MODEL_OPTIONS, ...extra]);
     for (const key of ['baseUrl', 'apiKey']) {
       if (options[key] != null && typeof options[key] !== 'string') {
         throw new TypeError(`${cls}: options.${key} must be a string, got ${describe(options[key])}`);
@@ -53,6 +72,13 @@ class Model {
     // others): longer names reach the endpoint cut to fit; above the wire's limit the core refuses it.
     this.maxToolNameBytes = options.maxToolNameBytes ?? undefined;
     this.contextWindow = options.contextWindow ?? undefined;
+    for (const key of Object.keys(SETTINGS)) {
+      // JSON has no NaN or Infinity (they would reach the core as null, that is, as absent).
+      if (typeof options[key] === 'number' && !Number.isFinite(options[key])) {
+        throw new ConfigError(`${cls}: options.${key} must be a finite number, got ${options[key]}`);
+      }
+      this[key] = options[key] ?? undefined;
+    }
   }
 
   toNative() {
@@ -67,6 +93,7 @@ class Model {
       max_tokens: this.maxTokens,
       max_tool_name_bytes: this.maxToolNameBytes,
       context_window: this.contextWindow,
+      settings: Object.fromEntries(Object.entries(SETTINGS).map(([key, name]) => [name, this[key]])),
     };
     return { config: JSON.stringify(config) };
   }
@@ -76,9 +103,9 @@ class Model {
 class OpenAIChat extends Model {
   /**
    * @param {string} model the model name, e.g. "gpt-4.1"
-   * @param {{baseUrl?: string, apiKey?: string, stream?: boolean, timeout?: number, maxRetries?: number, maxToolNameBytes?: number}} [options]
-   *   baseUrl and apiKey default to OPENAI_BASE_URL / OPENAI_API_KEY; maxToolNameBytes a limit on tool
-   *   names below the wire's 64 bytes
+   * @param {Record<string, unknown>} [options] see `ModelOptions` in index.d.ts; baseUrl and apiKey
+   *   default to OPENAI_BASE_URL / OPENAI_API_KEY; maxToolNameBytes a limit on tool names below the
+   *   wire's 64 bytes; `maxTokens` is refused pointing to maxOutputTokens
    */
   constructor(model, options = {}) {
     super('openai_chat', model, options);
@@ -92,10 +119,13 @@ class OpenAIResponses extends Model {
   }
 }
 
-/** A model on the Anthropic Messages wire; `baseUrl` ends in `/v1`; `maxTokens` bounds one answer (default 4096). */
+/**
+ * A model on the Anthropic Messages wire; `baseUrl` ends in `/v1`; `maxTokens` bounds one answer (default
+ * 4096): the wire's own name for `maxOutputTokens` (both with different values are refused).
+ */
 class Anthropic extends Model {
   constructor(model, options = {}) {
-    super('anthropic', model, options);
+    super('anthropic', model, options, ['maxTokens']);
     this.maxTokens = options && options.maxTokens != null ? options.maxTokens : undefined;
   }
 }

@@ -67,6 +67,22 @@ grep -q "$mcp_port" "$mcp_log" || { echo "test-swift: server-everything did not 
 mkdir -p "$art/mcp"
 echo "http://127.0.0.1:$mcp_port/mcp" >"$art/mcp/everything.url"
 
+# tests/mcp/dynamic_server.py (adds a tool at run time) over streamable HTTP for the scenarios that name
+# `dynamic`; --per-session: each run's MCP session sees only the tools it added. Its URL goes in
+# .artifacts/mcp/dynamic.url; stopped at exit.
+dyn_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$mcp_dir/venv/bin/python" "$repo/tests/mcp/dynamic_server.py" http "$dyn_port" --per-session \
+  >/dev/null 2>"$gen/dynamic.log" </dev/null &
+dyn_pid=$!
+trap 'kill "$mcp_pid" "$dyn_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 200); do
+  python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$dyn_port" 2>/dev/null && break
+  sleep 0.05
+done
+python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$dyn_port" 2>/dev/null \
+  || { echo "test-swift: dynamic_server.py did not start: $(cat "$gen/dynamic.log")" >&2; exit 1; }
+echo "http://127.0.0.1:$dyn_port/mcp" >"$art/mcp/dynamic.url"
+
 # The PostgreSQL server scripts/test.sh started, for the session scenarios (`swift test` runs under `env -i`,
 # so its URL goes in a file; the root shares the host's network). No server: no file, and they run on SQLite.
 if [ -n "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
@@ -95,7 +111,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'kill "$mcp_pid" "$xl_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'kill "$mcp_pid" "$dyn_pid" "$xl_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 pub mod ledger;
 mod mcp;
+pub mod memory;
 mod policy;
 pub mod session;
 

@@ -229,3 +229,35 @@ describe('maxToolNameBytes', () => {
       /max_tool_name_bytes must be a whole number, 0 or more; got 10.5/);
   });
 });
+
+// Issue 14, item 1: model settings as options; a bad value, a setting the wire lacks and an unknown
+// option are refused naming them, never dropped.
+describe('model settings', () => {
+  const refused = (build, words) => assert.throws(build, (e) => {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.match(e.message, words);
+    return true;
+  });
+  test('a bad value or a setting the wire lacks is a ConfigError naming it', () => {
+    refused(() => new Agent({ model: new OpenAIChat('m', { temperature: 2.5 }) }), /temperature must be between 0 and 2, got 2.5/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { topP: 1.5 }) }), /top_p must be between 0 and 1, got 1.5/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { maxOutputTokens: 0 }) }), /max_output_tokens must be at least 1/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { stop: ['a', 'b', 'c', 'd', 'e'] }) }), /stop takes 1 to 4 texts, got 5/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { toolChoice: 'any' }) }), /tool_choice must be "auto", "required", "none"/);
+    refused(() => new OpenAIChat('m', { temperature: NaN }), /options.temperature must be a finite number, got NaN/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { seed: 7 }) }), /seed is not a setting of the anthropic wire/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { temperature: 0.5 }) }), /temperature is not a setting of the anthropic wire/);
+    refused(() => new Agent({ model: new ambit.OpenAIResponses('m', { stop: ['END'] }) }), /stop is not a setting of the openai_responses wire/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { maxTokens: 10, maxOutputTokens: 20 }) }),
+      /max_tokens \(10\) and max_output_tokens \(20\) are the same setting/);
+  });
+  test('an unknown option is refused naming it; maxTokens off Anthropic points to maxOutputTokens', () => {
+    refused(() => new OpenAIChat('m', { temprature: 1 }), /unknown option 'temprature'/);
+    refused(() => new OpenAIChat('m', { maxTokens: 10 }), /OpenAIChat: unknown option 'maxTokens' \(an Anthropic option\); use maxOutputTokens/);
+    refused(() => new ambit.OpenAIResponses('m', { maxTokens: 10 }), /use maxOutputTokens/);
+    // Negative control: the same settings in range, on wires that have them, build.
+    new Agent({ model: new OpenAIChat('m', { temperature: 2, topP: 0, maxOutputTokens: 1, stop: ['a'], seed: 7,
+      toolChoice: { name: 'f' }, parallelToolCalls: false }) });
+    new Agent({ model: new ambit.Anthropic('m', { maxTokens: 10, maxOutputTokens: 10, stop: ['x'], toolChoice: 'none' }) });
+  });
+});

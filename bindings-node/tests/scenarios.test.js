@@ -7,6 +7,7 @@
 
 const { test, describe } = require('node:test');
 const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -28,6 +29,7 @@ const {
   CancelledError,
   McpServer,
   Ledger,
+  Memory,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -54,8 +56,10 @@ function providerPath() {
 }
 
 /** Starts the provider on a scenario file; resolves to {baseUrl, stop, stderr()}. */
-function startProvider(file) {
-  const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'pipe'] });
+function startProvider(file, vars = {}) {
+  // `vars`: values for `{{name}}` in the scenario's expectations.
+  const args = Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}=${v}`]);
+  const child = spawn(providerPath(), ['--exit-on-eof', ...args, file], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => {
     stderr += d;
@@ -64,7 +68,7 @@ function startProvider(file) {
     child.stdin.end();
     if (child.exitCode === null) child.kill();
   };
-  return new Promise((resolve, reject) => {
+  const base = new Promise((resolve, reject) => {
     const lines = readline.createInterface({ input: child.stdout });
     const timer = setTimeout(() => {
       stop();
@@ -84,6 +88,64 @@ function startProvider(file) {
       resolve({ baseUrl: line.trim(), stop, stderr: () => stderr });
     });
   });
+  return base.then((p) => ({
+    ...p,
+    /** `GET /__ambit/state`: what the provider served, its mismatches, the requests abandoned. */
+    state: async () => (await fetch(p.baseUrl.replace(/\/v1$/, '/__ambit/state'))).json(),
+  }));
+}
+
+/**
+ * Every scripted exchange was used and none mismatched; `expect.abandoned`: the requests whose client
+ * hung up before the answer (polled for a while: the hang-up may reach the provider after the run ends).
+ */
+async function checkProvider(scenario, provider) {
+  const want = scenario.expect.abandoned;
+  let state = await provider.state();
+  for (let i = 0; i < 1000 && want && state.abandoned.length < want.length; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    state = await provider.state();
+  }
+  if (want) assert.deepEqual(state.abandoned, want, 'abandoned requests');
+  assert.deepEqual(state.mismatches, [], 'provider mismatches');
+  assert.equal(state.remaining, 0, `scripted exchanges left unused (served ${state.served})`);
+}
+
+/**
+ * `cancel`: the run (mode `run`: `agent.run`; `stream`: iterating `agent.stream`) gets an AbortSignal,
+ * aborted once the provider has received request `at_request` (which it holds with its `delay_ms`); it
+ * must end with a CancelledError.
+ */
+async function cancelWhenReached(scenario, provider, agent, input, mode) {
+  const controller = new AbortController();
+  const options = { signal: controller.signal };
+  const run =
+    mode === 'stream'
+      ? (async () => {
+          for await (const e of agent.stream(input, options)) if (e.type === 'run_finished') return e.result;
+          return undefined;
+        })()
+      : agent.run(input, options);
+  let ended = false;
+  const outcome = run.then(
+    (result) => {
+      ended = true;
+      return { result };
+    },
+    (error) => {
+      ended = true;
+      return { error };
+    },
+  );
+  // Bounded polling on a real condition: the provider has the request.
+  for (let i = 0; i < 1000 && !ended && (await provider.state()).served < scenario.cancel.at_request; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  if (ended) assert.fail(`the run ended before it was cancelled: ${JSON.stringify(await outcome)}`);
+  controller.abort();
+  const { result, error } = await outcome;
+  assert.ok(error instanceof CancelledError, `expected a CancelledError, got ${error ? error.stack : JSON.stringify(result)}`);
+  assert.equal(error.code, 'cancelled');
 }
 
 /** Replaces every `{arg}` with that argument's value (a string as it is, anything else as JSON). */
@@ -213,16 +275,25 @@ function scriptedApprovals(scenario) {
 }
 
 /** The scenario's `policy` as the JS options: camelCase keys, `approvals: true` → the host handler. */
-/** Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory). */
+/**
+ * Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws (the
+ * working directory), `fixture.outside` into T/outside (beyond the session's reach).
+ */
 function writeFixture(scenario) {
-  const files = scenario.fixture && scenario.fixture.files;
-  if (!files) return null;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-fixture-'));
-  for (const [name, spec] of Object.entries(files)) {
-    const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
-    fs.writeFileSync(path.join(dir, name), text);
+  const { fixture } = scenario;
+  if (!fixture) return null;
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-fixture-'));
+  for (const [key, sub] of [
+    ['files', 'ws'],
+    ['outside', 'outside'],
+  ]) {
+    fs.mkdirSync(path.join(root, sub));
+    for (const [name, spec] of Object.entries(fixture[key] || {})) {
+      const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+      fs.writeFileSync(path.join(root, sub, name), text);
+    }
   }
-  return dir;
+  return path.join(root, 'ws');
 }
 
 function scenarioPolicy(scenario, approvals) {
@@ -307,9 +378,16 @@ function scenarioTooling(scenario) {
   const out = {};
   if (scenario.mcp_servers) {
     out.mcpServers = scenario.mcp_servers.map(({ name, server, ...settings }) => {
+      const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
+      if (server === 'dynamic') {
+        // tests/mcp/dynamic_server.py: adds a tool at run time.
+        const script = path.join(REPO, 'tests', 'mcp', 'dynamic_server.py');
+        return McpServer.stdio(name, path.join(mcpDir(), 'venv', 'bin', 'python'), [script], options);
+      }
+      // A server whose command does not exist.
+      if (server === 'unavailable') return McpServer.stdio(name, '/nonexistent/ambit-mcp-server', [], options);
       assert.equal(server, 'everything', `unknown MCP server in scenario: ${server}`);
       const js = path.join(mcpDir(), 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-      const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
       return McpServer.stdio(name, 'node', [js, 'stdio'], options);
     });
   }
@@ -346,17 +424,65 @@ async function viaStream(agent, scenario, input) {
   return finished.result;
 }
 
-/** `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine. */
-async function scenarioLedger(scenario) {
+/**
+ * A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
+ * scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL).
+ */
+function ledgerAt(store) {
+  if (store === 'sqlite') {
+    return { url: `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`, suffix: '' };
+  }
+  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}` };
+}
+
+/** `{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them. */
+function ledgerVars(scenario, at) {
+  const cfg = scenario.ledger || {};
+  return Object.fromEntries(['scope', 'routine_id'].filter((k) => cfg[k] != null).map((k) => [k, cfg[k] + at.suffix]));
+}
+
+/** `ledger`: the work ledger's four tools at `at`, bound to one run of a routine. */
+async function scenarioLedger(scenario, at) {
   const cfg = scenario.ledger;
   if (!cfg) return undefined;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-'));
-  const ledger = await Ledger.open(`sqlite://${path.join(dir, 'ledger.db')}`);
-  return ledger.forRoutine(cfg.scope, { runId: cfg.run_id, routineId: cfg.routine_id, limit: cfg.limit });
+  const ledger = await Ledger.open(at.url);
+  const sfx = at.suffix;
+  return ledger.forRoutine(cfg.scope + sfx, {
+    runId: cfg.run_id + sfx,
+    routineId: cfg.routine_id == null ? undefined : cfg.routine_id + sfx,
+    limit: cfg.limit,
+  });
+}
+
+/**
+ * `expect.drain_decision`: what `Ledger.drainDecision` answers for the routine's run once it finished
+ * (the default limits): `stop` (null, or why) and `start_runs`.
+ */
+async function checkDrain(scenario, at) {
+  const want = scenario.expect.drain_decision;
+  if (!want) return;
+  const ledger = await Ledger.open(at.url);
+  const got = await ledger.drainDecision(scenario.ledger.routine_id + at.suffix, scenario.ledger.run_id + at.suffix);
+  for (const [key, value] of Object.entries(want)) {
+    assert.deepEqual(got[camelCase(key)], value, `drainDecision().${camelCase(key)}`);
+  }
+}
+
+/** A scenario's model settings (snake_case) as the model's camelCase options. */
+function modelSettings(settings) {
+  const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+  return Object.fromEntries(Object.entries(settings).map(([k, v]) => [camel(k), v]));
+}
+
+/** `memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name. */
+async function scenarioMemory(scenario) {
+  if (!scenario.memory) return {};
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-memory-'));
+  return { memory: await Memory.open(`sqlite://${path.join(dir, 'memory.db')}`), agentName: scenario.memory.agent };
 }
 
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
-async function buildAgent(scenario, baseUrl, approvals) {
+async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const cfg = scenario.agent;
@@ -365,12 +491,16 @@ async function buildAgent(scenario, baseUrl, approvals) {
       baseUrl,
       apiKey: cfg.api_key,
       stream: scenario.stream ?? false,
-      maxRetries: 0,
+      // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
+      maxRetries: cfg.max_retries ?? 0,
+      timeout: cfg.timeout_secs,
+      ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
-    ledger: await scenarioLedger(scenario),
+    ledger: await scenarioLedger(scenario, at),
+    ...(await scenarioMemory(scenario)),
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,
@@ -398,15 +528,21 @@ async function buildAgent(scenario, baseUrl, approvals) {
   });
 }
 
-async function runScenario(file, mode = 'run') {
+async function runScenario(file, mode = 'run', store = 'sqlite') {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
-  const provider = await startProvider(file);
+  const at = ledgerAt(store);
+  const provider = await startProvider(file, ledgerVars(scenario, at));
   const approvals = scriptedApprovals(scenario);
   try {
-    const first = await buildAgent(scenario, provider.baseUrl, approvals);
+    const first = await buildAgent(scenario, provider.baseUrl, approvals, at);
     const { expect } = scenario;
     if (expect.tool_list) checkToolList(first.listTools(), expect.tool_list);
     const { agent, input } = await runSteps(scenario, first, approvals);
+    if (scenario.cancel) {
+      await cancelWhenReached(scenario, provider, agent, input, mode);
+      await checkProvider(scenario, provider);
+      return;
+    }
     const go = () => (mode === 'stream' ? viaStream(agent, scenario, input) : agent.run(input));
     if (expect.error) {
       await assert.rejects(go(), (e) => {
@@ -427,6 +563,7 @@ async function runScenario(file, mode = 'run') {
         if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
         return true;
       });
+      await checkProvider(scenario, provider);
     } else {
       let result;
       try {
@@ -442,6 +579,8 @@ async function runScenario(file, mode = 'run') {
       }
       if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
       if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
+      await checkDrain(scenario, at);
+      await checkProvider(scenario, provider);
     }
   } finally {
     provider.stop();
@@ -539,6 +678,11 @@ describe('scenarios', () => {
     }
     test(name, () => runScenario(file));
     test(`${name} (stream)`, () => runScenario(file, 'stream'));
+    // A file with a `ledger` also runs on PostgreSQL when scripts/test.sh started one.
+    if ('ledger' in JSON.parse(fs.readFileSync(file, 'utf8')) && process.env.AMBIT_TEST_POSTGRES_URL) {
+      test(`${name} (ledger on postgres)`, () => runScenario(file, 'run', 'postgres'));
+      test(`${name} (stream, ledger on postgres)`, () => runScenario(file, 'stream', 'postgres'));
+    }
   }
 });
 

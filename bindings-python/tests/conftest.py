@@ -27,8 +27,10 @@ def provider_bin() -> str:
 class Provider:
     """A running `ambit-provider` serving one scenario file."""
 
-    def __init__(self, scenario: Path) -> None:
-        self.proc = subprocess.Popen([provider_bin(), "--exit-on-eof", str(scenario)], stdin=subprocess.PIPE,
+    def __init__(self, scenario: Path, vars: dict[str, str] | None = None) -> None:
+        # `vars`: values for `{{name}}` in the scenario's expectations.
+        args = [a for k, v in (vars or {}).items() for a in ("--var", f"{k}={v}")]
+        self.proc = subprocess.Popen([provider_bin(), "--exit-on-eof", *args, str(scenario)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
@@ -59,8 +61,8 @@ def close_stdin_and_wait(proc: subprocess.Popen[str], timeout: float) -> None:
 def start_provider() -> Iterator[Any]:
     started: list[Provider] = []
 
-    def start(scenario: Path) -> Provider:
-        p = Provider(scenario)
+    def start(scenario: Path, vars: dict[str, str] | None = None) -> Provider:
+        p = Provider(scenario, vars)
         started.append(p)
         return p
 

@@ -127,7 +127,7 @@ def test_a_text_answer_cut_by_the_servers_token_limit_is_marked_length(llama: Ll
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_tool_call_cut_by_the_servers_token_limit_never_runs(llama: LlamaServer, stream: bool) -> None:
-    # The only city the schema allows is longer than the server's 96-token limit leaves room for: the
+    # The only city the schema allows is longer than the output token limit leaves room for: the
     # server's grammar writes the call until the limit cuts it (finish_reason "length", arguments
     # '{"city":"Llanfair…'). The call must not run, and the run ends with output_truncated.
     calls: list[str] = []
@@ -140,10 +140,14 @@ def test_a_tool_call_cut_by_the_servers_token_limit_never_runs(llama: LlamaServe
     weather = ambit.Tool(get_weather, description="Current weather for a city.",
                          parameters={"type": "object", "properties": {"city": {"type": "string", "enum": [long_city]}},
                                      "required": ["city"]})
-    agent = ambit.Agent(model=ambit.OpenAIChat("tiny", base_url=llama.base_url, api_key="none", stream=stream),
+    # The limit is this request's own (max_output_tokens, sent as max_completion_tokens), below the server's
+    # 96: 40 tokens end inside the arguments (at 20 the server cut the call while its name was still text,
+    # and the answer came back as text with stop reason length).
+    agent = ambit.Agent(model=ambit.OpenAIChat("tiny", base_url=llama.base_url, api_key="none", stream=stream,
+                                               max_output_tokens=40),
                         tools=[weather], max_turns=4)
     with pytest.raises(ambit.OutputTruncated) as info:
         agent.run_sync("Weather in Paris?")
     assert calls == []
     assert info.value.code == "output_truncated" and info.value.tools == ["get_weather"]
-    assert info.value.usage["requests"] == 1 and info.value.usage["output_tokens"] == 96
+    assert info.value.usage["requests"] == 1 and info.value.usage["output_tokens"] == 40

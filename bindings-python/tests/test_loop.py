@@ -93,3 +93,32 @@ def test_a_bad_count_in_the_model_settings_is_refused_by_name() -> None:
         ambit.Agent(model=ambit.OpenAIChat("m", max_retries=-1))
     with pytest.raises(ambit.ConfigError, match="max_tokens must be a whole number, 0 or more; got -2"):
         ambit.Agent(model=ambit.Anthropic("m", max_tokens=-2))
+
+
+def test_model_settings_refused_by_name() -> None:
+    """Issue 14: a bad value, a setting the wire lacks and an unknown option are refused naming them."""
+    for model, words in [
+        (ambit.OpenAIChat("m", temperature=2.5), "temperature must be between 0 and 2, got 2.5"),
+        (ambit.OpenAIChat("m", top_p=-0.1), "top_p must be between 0 and 1, got -0.1"),
+        (ambit.OpenAIChat("m", temperature=float("nan")), "temperature must be a finite number, got nan"),
+        (ambit.OpenAIChat("m", max_output_tokens=0), "max_output_tokens must be at least 1"),
+        (ambit.OpenAIChat("m", stop=["a", "b", "c", "d", "e"]), "stop takes 1 to 4 texts, got 5"),
+        (ambit.OpenAIChat("m", stop="END"), "stop must be a list of texts"),
+        (ambit.OpenAIChat("m", tool_choice="any"), 'tool_choice must be "auto", "required", "none"'),
+        (ambit.Anthropic("m", seed=7), "seed is not a setting of the anthropic wire"),
+        (ambit.Anthropic("m", temperature=0.5), "temperature is not a setting of the anthropic wire"),
+        (ambit.Anthropic("m", top_p=0.5), "top_p is not a setting of the anthropic wire"),
+        (ambit.OpenAIResponses("m", stop=["END"]), "stop is not a setting of the openai_responses wire"),
+        (ambit.Anthropic("m", max_tokens=10, max_output_tokens=20),
+         r"max_tokens \(10\) and max_output_tokens \(20\) are the same setting"),
+    ]:
+        with pytest.raises(ambit.ConfigError, match=words):
+            ambit.Agent(model=model)
+    with pytest.raises(TypeError, match="temprature"):
+        ambit.OpenAIChat("m", temprature=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="max_tokens"):
+        ambit.OpenAIChat("m", max_tokens=10)  # type: ignore[call-arg]
+    # Negative control: the same settings in range, on wires that have them, build.
+    ambit.Agent(model=ambit.OpenAIChat("m", temperature=2, top_p=0, max_output_tokens=1, stop=("a",), seed=7,
+                                       tool_choice={"name": "f"}, parallel_tool_calls=False))
+    ambit.Agent(model=ambit.Anthropic("m", max_tokens=10, max_output_tokens=10, stop=["x"], tool_choice="none"))

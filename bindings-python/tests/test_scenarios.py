@@ -108,16 +108,19 @@ def decision(a: dict[str, Any]) -> ambit.policy.Decision:
 
 
 def write_fixture(scenario: dict[str, Any]) -> str | None:
-    """Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory)."""
-    files = scenario.get("fixture", {}).get("files")
-    if not files:
+    """Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws (the
+    working directory), `fixture.outside` into T/outside (beyond the session's reach)."""
+    fixture = scenario.get("fixture")
+    if fixture is None:
         return None
     import tempfile
-    d = tempfile.mkdtemp(prefix="ambit-fixture-")
-    for name, spec in files.items():
-        text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
-        Path(d, name).write_text(text)
-    return d
+    root = Path(tempfile.mkdtemp(prefix="ambit-fixture-"))
+    for key, sub in (("files", "ws"), ("outside", "outside")):
+        (root / sub).mkdir()
+        for name, spec in fixture.get(key, {}).items():
+            text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+            (root / sub / name).write_text(text)
+    return str(root / "ws")
 
 
 def scenario_policy(scenario: dict[str, Any], approvals: ScriptedApprovals, use_async: bool) -> ambit.Policy | None:
@@ -191,9 +194,15 @@ def scenario_mcp(scenario: dict[str, Any]) -> list[ambit.McpServer]:
     for s in scenario.get("mcp_servers", []):
         s = dict(s)
         kind = s.pop("server")
-        assert kind == "everything", kind
-        js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-        servers.append(ambit.McpServer.stdio(s.pop("name"), "node", [str(js), "stdio"], **s))
+        if kind == "everything":
+            js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            command, args = "node", [str(js), "stdio"]
+        elif kind == "dynamic":  # tests/mcp/dynamic_server.py: adds a tool at run time
+            command, args = str(mcp_dir() / "venv/bin/python"), [str(REPO / "tests/mcp/dynamic_server.py")]
+        else:  # "unavailable": a server whose command does not exist
+            assert kind == "unavailable", kind
+            command, args = "/nonexistent/ambit-mcp-server", []
+        servers.append(ambit.McpServer.stdio(s.pop("name"), command, args, **s))
     return servers
 
 
@@ -208,25 +217,75 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
     """The scenario's model on its wire, streamed or not."""
     cfg = scenario["agent"]
     return MODELS[scenario.get("wire", "openai_chat")](cfg["model"], base_url=base_url, api_key=cfg.get("api_key"),
-                                                       stream=scenario.get("stream", False), max_retries=0)
+                                                       stream=scenario.get("stream", False),
+                                                       max_retries=cfg.get("max_retries", 0),
+                                                       timeout=cfg.get("timeout_secs"),
+                                                       **cfg.get("settings", {}))
 
 
-def scenario_ledger(scenario: dict[str, Any]) -> ambit.ledger.RoutineLedger | None:
-    """`ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine."""
+#: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database,
+#: and a ledger's scope, routine id and run id there get a suffix of their own).
+STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
+
+
+def ledger_at(store: str) -> tuple[str, str]:
+    """A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
+    scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL)."""
+    import tempfile
+    import uuid
+    if store == "sqlite":
+        return f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db", ""
+    return os.environ["AMBIT_TEST_POSTGRES_URL"], "-" + uuid.uuid4().hex[:16]
+
+
+def ledger_vars(scenario: dict[str, Any], at: tuple[str, str]) -> dict[str, str]:
+    """`{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them."""
+    cfg = scenario.get("ledger", {})
+    return {k: cfg[k] + at[1] for k in ("scope", "routine_id") if cfg.get(k) is not None}
+
+
+def check_drain(scenario: dict[str, Any], at: tuple[str, str]) -> None:
+    """`expect.drain_decision`: what ``Ledger.drain_decision`` answers for the routine's run once it
+    finished (the default limits)."""
+    want = scenario["expect"].get("drain_decision")
+    if want is None:
+        return
+    cfg, sfx = scenario["ledger"], at[1]
+
+    async def decide() -> Any:
+        ledger = await ambit.Ledger.open(at[0])
+        return await ledger.drain_decision(cfg["routine_id"] + sfx, cfg["run_id"] + sfx)
+
+    subset(want, vars(asyncio.run(decide())), "drain_decision")
+
+
+def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledger.RoutineLedger | None:
+    """`ledger`: the work ledger's four tools at `at` (URL, suffix), bound to one run of a routine."""
     cfg = scenario.get("ledger")
     if cfg is None:
         return None
-    import tempfile
-    url = f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db"
+    url, sfx = at
     ledger = asyncio.run(ambit.Ledger.open(url))
-    return ledger.for_routine(cfg["scope"], run_id=cfg["run_id"], routine_id=cfg.get("routine_id"),
-                              limit=cfg.get("limit", 5))
+    routine = cfg.get("routine_id")
+    return ledger.for_routine(cfg["scope"] + sfx, run_id=cfg["run_id"] + sfx,
+                              routine_id=None if routine is None else routine + sfx, limit=cfg.get("limit", 5))
+
+
+def scenario_memory(scenario: dict[str, Any]) -> tuple[ambit.Memory | None, str | None]:
+    """`memory`: a fresh SQLite memory store (one per agent built: one per run of the file) and the name."""
+    cfg = scenario.get("memory")
+    if cfg is None:
+        return None, None
+    import tempfile
+    url = f"sqlite://{tempfile.mkdtemp(prefix='ambit-memory-')}/memory.db"
+    return asyncio.run(ambit.Memory.open(url)), cfg["agent"]
 
 
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
-                approvals: ScriptedApprovals | None = None) -> ambit.Agent:
+                approvals: ScriptedApprovals | None = None, ledger: tuple[str, str] | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
     approvals = approvals or ScriptedApprovals(scenario)
+    memory, agent_name = scenario_memory(scenario)
     return ambit.Agent(
         policy=scenario_policy(scenario, approvals, use_async),
         model=scenario_model(scenario, base_url),
@@ -245,7 +304,9 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         mcp=scenario_mcp(scenario),
         deferral=scenario_deferral(scenario),
         builtins=scenario.get("builtins", ()),
-        ledger=scenario_ledger(scenario),
+        ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
+        memory=memory,
+        agent_name=agent_name,
     )
 
 
@@ -295,25 +356,67 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         subset(expect["approval_requests"], [vars(r) for r in approvals.requests], "approval_requests")
 
 
+def check_provider(scenario: dict[str, Any], provider: Any) -> dict[str, Any]:
+    """Every scripted exchange was used and none mismatched; `expect.abandoned`: the requests whose
+    client hung up before the answer (polled for a while: the hang-up may reach the provider after the run
+    ends). Returns the provider's state."""
+    want = scenario["expect"].get("abandoned")
+    state = provider.state()
+    for _ in range(1000):
+        if want is None or len(state["abandoned"]) >= len(want):
+            break
+        time.sleep(0.01)
+        state = provider.state()
+    if want is not None:
+        assert state["abandoned"] == want, ("abandoned", state["abandoned"])
+    assert state["mismatches"] == [] and state["remaining"] == 0, state
+    return state
+
+
+async def cancel_when_reached(scenario: dict[str, Any], provider: Any, run: Any) -> None:
+    """`cancel`: `run()` (a coroutine) runs as a task, cancelled once the provider has received request
+    `at_request` (which it holds with its `delay_ms`); the task must end cancelled."""
+    task = asyncio.ensure_future(run())
+    at = scenario["cancel"]["at_request"]
+    for _ in range(1000):  # bounded polling on a real condition: the provider has the request
+        if task.done() or provider.state()["served"] >= at:
+            break
+        await asyncio.sleep(0.01)
+    assert not task.done(), f"the run ended before it was cancelled: {task.result()!r}"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 #: A scenario with `session` runs through ``ambit.Sessions`` (which does not stream), once per store, in
-#: test_scenario_session; the rest run three ways.
+#: test_scenario_session; the rest run three ways (a `cancel` one two: `run_sync` cannot be cancelled).
 SESSIONS = [p for p in SCENARIOS if "session" in json.loads(p.read_text())]
 RUNS = [p for p in SCENARIOS if p not in SESSIONS]
-#: PostgreSQL when scripts/test.sh started one (each run makes its own session in the shared database).
-STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
+SYNC_RUNS = [p for p in RUNS if "cancel" not in json.loads(p.read_text())]
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
-def test_scenario_async(path: Path, start_provider: Any) -> None:
+def on_stores(paths: list[Path]) -> Any:
+    """Each file once, and a file with a `ledger` once per store."""
+    cases = [(p, s) for p in paths for s in (STORES if "ledger" in json.loads(p.read_text()) else ["sqlite"])]
+    return pytest.mark.parametrize(("path", "store"), cases,
+                                   ids=[p.stem if s == "sqlite" else f"{p.stem}-{s}" for p, s in cases])
+
+
+@on_stores(RUNS)
+def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, True, run_async)
-    check(scenario, lambda: run_async(last, text), agent, approvals, last)
-    state = provider.state()
-    assert state["mismatches"] == [] and state["remaining"] == 0, state
+    if "cancel" in scenario:
+        asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
+    else:
+        check(scenario, lambda: run_async(last, text), agent, approvals, last)
+        check_drain(scenario, at)
+    state = check_provider(scenario, provider)
     # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
     assert validate_exchanges(state) == len(scenario["exchanges"])
 
@@ -327,17 +430,23 @@ async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]
     return seen[:-1], seen[-1]
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
-def test_scenario_stream(path: Path, start_provider: Any) -> None:
+@on_stores(RUNS)
+def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     """The same scenarios through `async for event in agent.stream(...)`: typed events in order, text
     deltas adding up to the output, the same result (or error) as `run`."""
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     # Earlier `steps` run to their result; the last one streams.
     last, last_input = run_steps(scenario, agent, approvals, True, run_async)
+    if "cancel" in scenario:
+        # Cancelling the task that iterates the stream closes the stream (and so the run) at its await.
+        asyncio.run(cancel_when_reached(scenario, provider, lambda: collect_events(last, last_input)))
+        check_provider(scenario, provider)
+        return
     seen: list[Any] = []
 
     def run() -> Any:
@@ -352,25 +461,29 @@ def test_scenario_stream(path: Path, start_provider: Any) -> None:
     if "error" not in scenario["expect"]:
         assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
-        at = 0
+        i = 0
         for want in scenario["expect"].get("events", []):
-            assert want in types[at:], (want, types)
-            at += types[at:].index(want) + 1
+            assert want in types[i:], (want, types)
+            i += types[i:].index(want) + 1
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got
+        check_drain(scenario, at)
+    check_provider(scenario, provider)
 
 
-@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
-def test_scenario_sync(path: Path, start_provider: Any) -> None:
+@on_stores(SYNC_RUNS)
+def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    provider = start_provider(path)
+    at = ledger_at(store)
+    provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
-    agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals)
+    agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
     check(scenario, lambda: last.run_sync(text), agent, approvals, last)
-    assert provider.state()["remaining"] == 0
+    check_drain(scenario, at)
+    check_provider(scenario, provider)
 
 
 async def run_session(scenario: dict[str, Any], url: str, base_url: str,

@@ -14,6 +14,7 @@ uniffi::setup_scaffolding!();
 
 mod ledger;
 mod mcp;
+mod memory;
 mod policy;
 mod run;
 mod session;
@@ -243,6 +244,12 @@ pub struct AgentConfig {
     /// The work ledger's four tools, bound to one run of a routine (`Ledger.tools(...)`).
     #[uniffi(default = None)]
     pub ledger: Option<Arc<ledger::CoreLedgerTools>>,
+    /// A memory store (`Memory.open`), given with `agent_name`: the memory tools and the baseline block.
+    #[uniffi(default = None)]
+    pub memory: Option<Arc<memory::CoreMemory>>,
+    /// The agent's name in its memory store; required with `memory`.
+    #[uniffi(default = None)]
+    pub agent_name: Option<String>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -436,6 +443,26 @@ impl CoreAgent {
         }
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);
+        }
+        match (config.memory, config.agent_name) {
+            (None, None) => {}
+            (Some(m), Some(name)) => {
+                let memory = ambit::memory::MemoryConfig::new(m.memory.clone(), name)
+                    .map_err(|e| ambit::Error::Config(e.to_string()))?;
+                builder = builder.memory(memory);
+            }
+            (Some(_), None) => {
+                return Err(ambit::Error::Config(
+                    "memory needs agent_name: the agent's name in its memory store".into(),
+                )
+                .into());
+            }
+            (None, Some(_)) => {
+                return Err(ambit::Error::Config(
+                    "agent_name is the agent's name in a memory store: give memory too".into(),
+                )
+                .into());
+            }
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }

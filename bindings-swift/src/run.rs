@@ -45,6 +45,54 @@ pub struct ModelSettings {
     /// negative, a configuration error naming `context_window`.
     #[uniffi(default = None)]
     pub context_window: Option<i64>,
+    /// The most tokens one answer may have (at least 1): Chat Completions `max_completion_tokens`,
+    /// Responses `max_output_tokens`, Anthropic `max_tokens` (the same number as `max_tokens` there).
+    #[uniffi(default = None)]
+    pub max_output_tokens: Option<i64>,
+    /// Sampling temperature, 0 to 2. Not on Anthropic.
+    #[uniffi(default = None)]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1. Not on Anthropic.
+    #[uniffi(default = None)]
+    pub top_p: Option<f64>,
+    /// Texts that end the answer when written: 1 to 4, none empty. Not on Responses.
+    #[uniffi(default = None)]
+    pub stop: Option<Vec<String>>,
+    /// A seed for repeatable sampling. Chat Completions only.
+    #[uniffi(default = None)]
+    pub seed: Option<i64>,
+    /// Which tool use the model is asked for.
+    #[uniffi(default = None)]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may ask for several tool calls in one answer.
+    #[uniffi(default = None)]
+    pub parallel_tool_calls: Option<bool>,
+}
+
+/// Which tool use the model is asked for. `NoTool` is the wires' `none` (a Swift case named `none`
+/// would be taken for `Optional.none`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must not call a tool.
+    NoTool,
+    /// The model must call this tool.
+    Tool { name: String },
+}
+
+impl ToolChoice {
+    /// The core's plain-data form.
+    fn to_json(&self) -> serde_json::Value {
+        match self {
+            ToolChoice::Auto => "auto".into(),
+            ToolChoice::Required => "required".into(),
+            ToolChoice::NoTool => "none".into(),
+            ToolChoice::Tool { name } => serde_json::json!({"name": name}),
+        }
+    }
 }
 
 impl ModelSettings {
@@ -60,8 +108,16 @@ impl ModelSettings {
             "stream": self.stream, "timeout_secs": self.timeout_secs, "max_retries": self.max_retries,
             "max_tokens": self.max_tokens, "max_tool_name_bytes": self.max_tool_name_bytes,
             "context_window": self.context_window,
+            "settings": {
+                "max_output_tokens": self.max_output_tokens, "stop": self.stop, "seed": self.seed, "tool_choice": self.tool_choice.as_ref().map(ToolChoice::to_json),
+                "parallel_tool_calls": self.parallel_tool_calls,
+            },
         });
-        ambit::ModelConfig::from_json(&config.to_string())?.build()
+        let mut config = ambit::ModelConfig::from_json(&config.to_string())?;
+        // Set directly, not through JSON, where a NaN would become null (absent); the core refuses it.
+        config.settings.temperature = self.temperature;
+        config.settings.top_p = self.top_p;
+        config.build()
     }
 }
 

@@ -32,6 +32,7 @@ pub mod deferral;
 pub mod error;
 pub mod ledger;
 pub mod mcp;
+pub mod memory;
 pub mod model;
 pub mod permission;
 pub mod runtime;
@@ -47,11 +48,12 @@ pub use agent::{
 pub use agent::{ToolListing, ToolingOptions};
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};
+pub use memory::{Memory, MemoryConfig, MemoryError};
 pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-pub use model::{ModelConfig, Price, PriceTable, Wire};
+pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{
     ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
     Scope, ToolStatus,

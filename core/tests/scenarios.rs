@@ -84,27 +84,31 @@ impl ambit::ApprovalHandler for ScriptedApprovals {
     }
 }
 
-/// Writes the scenario's `fixture.files` into a fresh temporary directory, which becomes the working
-/// directory.
+/// Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws, which
+/// becomes the working directory, and `fixture.outside` into T/outside (beyond the session's reach,
+/// `../outside/…` from the working directory).
 fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
-    let Some(files) = scenario.pointer("/fixture/files").and_then(Value::as_object) else { return Ok(None) };
+    let Some(fixture) = scenario.get("fixture") else { return Ok(None) };
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
+    let root = std::env::temp_dir().join(format!(
         "ambit-fixture-{}-{}",
         std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    for (name, spec) in files {
-        let text = match (spec.get("text").and_then(Value::as_str), spec.get("line").and_then(Value::as_str)) {
-            (Some(t), _) => t.to_string(),
-            (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
-            _ => return Err(format!("fixture file {name}: give text, or line and count")),
-        };
-        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&root);
+    for (key, sub) in [("files", "ws"), ("outside", "outside")] {
+        let dir = root.join(sub);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        for (name, spec) in fixture.get(key).and_then(Value::as_object).into_iter().flatten() {
+            let text = match (spec.get("text").and_then(Value::as_str), spec.get("line").and_then(Value::as_str)) {
+                (Some(t), _) => t.to_string(),
+                (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
+                _ => return Err(format!("fixture file {name}: give text, or line and count")),
+            };
+            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+        }
     }
-    Ok(Some(dir))
+    Ok(Some(root.join("ws")))
 }
 
 fn scenario_files() -> Vec<PathBuf> {
@@ -128,7 +132,10 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "base_url": base_url,
         "api_key": cfg["api_key"],
         "stream": scenario.get("stream").cloned().unwrap_or(Value::Bool(false)),
-        "max_retries": 0,
+        // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
+        "max_retries": cfg.get("max_retries").cloned().unwrap_or(Value::from(0)),
+        "timeout_secs": cfg.get("timeout_secs"),
+        "settings": cfg.get("settings").cloned().unwrap_or_else(|| serde_json::json!({})),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }
@@ -141,12 +148,12 @@ enum Mode {
 }
 
 /// The scenario's agent at the provider's URL, its approval handler `approvals` (shared by every agent
-/// a session scenario builds); a `ledger` lives in `ledger_dir`.
+/// a session scenario builds); a `ledger` lives at `ledger`.
 async fn build_agent(
     scenario: &Value,
     base_url: String,
     approvals: &ScriptedApprovals,
-    ledger_dir: &Path,
+    ledger: &LedgerAt,
 ) -> Result<Agent, String> {
     let cfg = &scenario["agent"];
     let model = scenario_model(scenario, base_url)?.build().map_err(|e| e.to_string())?;
@@ -187,21 +194,30 @@ async fn build_agent(
         let name = name.as_str().unwrap_or_default();
         builder = builder.tool_arc(ambit::tools::builtin::by_name(name).ok_or(format!("no built-in {name}"))?);
     }
-    // `ledger`: the work ledger's four tools on a fresh SQLite file, bound to one run of a routine.
+    // `ledger`: the work ledger's four tools, bound to one run of a routine (on PostgreSQL with the
+    // scope, routine id and run id made unique by the store's suffix).
     if let Some(l) = scenario.get("ledger") {
-        let url = format!("sqlite://{}", ledger_dir.join("ledger.db").display());
-        let ledger = ambit::ledger::Ledger::open(&url).await.map_err(|e| e.to_string())?;
+        let store = ambit::ledger::Ledger::open(&ledger.url).await.map_err(|e| e.to_string())?;
+        let sfx = &ledger.suffix;
         let mut run = ambit::ledger::tools::RoutineRun::new(
-            l["scope"].as_str().ok_or("ledger.scope")?,
-            l["run_id"].as_str().ok_or("ledger.run_id")?,
+            format!("{}{sfx}", l["scope"].as_str().ok_or("ledger.scope")?),
+            format!("{}{sfx}", l["run_id"].as_str().ok_or("ledger.run_id")?),
         );
-        run.routine_id = l["routine_id"].as_str().map(str::to_string);
+        run.routine_id = l["routine_id"].as_str().map(|r| format!("{r}{sfx}"));
         if let Some(n) = l["limit"].as_u64() {
             run = run.limit(n as usize);
         }
-        for tool in ambit::ledger::tools::ledger_tools(ledger, run) {
+        for tool in ambit::ledger::tools::ledger_tools(store, run) {
             builder = builder.tool_arc(tool);
         }
+    }
+    // `memory`: a fresh SQLite memory store beside the ledger (one per run of the file, shared by its
+    // steps) and the agent's name in it.
+    if let Some(m) = scenario.get("memory") {
+        let url = format!("sqlite://{}", ledger.dir.path().join("memory.db").display());
+        let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
+        let name = m["agent"].as_str().ok_or("memory.agent")?;
+        builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
     }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
@@ -261,23 +277,86 @@ async fn run_steps(
     Ok((agent, input))
 }
 
+/// Where a scenario's `ledger` lives: a store, and the suffix its scope, routine id and run id get there
+/// (none on a fresh SQLite file; a unique one on the shared PostgreSQL database, so runs never meet).
+struct LedgerAt {
+    url: String,
+    suffix: String,
+    /// A directory of the run's own, for its SQLite files (the ledger there on SQLite, the memory store).
+    dir: tempfile::TempDir,
+}
+
+impl LedgerAt {
+    fn sqlite() -> Result<LedgerAt, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        Ok(LedgerAt { url, suffix: String::new(), dir })
+    }
+
+    /// The scenario's provider, with `{{scope}}` and `{{routine_id}}` (the ledger's, as this store has
+    /// them) for its expectations.
+    async fn provider(&self, path: &Path, scenario: &Value) -> Result<Provider, String> {
+        let mut script = Script::load(path)?;
+        for key in ["scope", "routine_id"] {
+            if let Some(v) = scenario.get("ledger").and_then(|l| l.get(key)).and_then(Value::as_str) {
+                script.vars.insert(key.into(), format!("{v}{}", self.suffix));
+            }
+        }
+        Provider::start(script).await.map_err(|e| e.to_string())
+    }
+}
+
+/// The stores a scenario runs on: a fresh SQLite file; with a `ledger`, also the PostgreSQL server
+/// scripts/test.sh starts (`AMBIT_TEST_POSTGRES_URL`).
+fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, LedgerAt)>, String> {
+    let mut stores = vec![("sqlite", LedgerAt::sqlite()?)];
+    if scenario.get("ledger").is_some() {
+        match std::env::var("AMBIT_TEST_POSTGRES_URL") {
+            Ok(url) => {
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                let suffix = format!("-{:x}-{nanos:x}", std::process::id());
+                let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+                stores.push(("postgres", LedgerAt { url, suffix, dir }));
+            }
+            Err(_) => {
+                println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display())
+            }
+        }
+    }
+    Ok(stores)
+}
+
 async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let scenario: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     if scenario.get("session").is_some() {
         return run_session_scenario(path, &scenario).await;
     }
-    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    let with_ledger = scenario.get("ledger").is_some();
+    for (store, ledger) in ledger_stores(path, &scenario)? {
+        run_scenario_on(path, &scenario, mode, &ledger)
+            .await
+            .map_err(|e| if with_ledger { format!("ledger on {store}: {e}") } else { e })?;
+    }
+    Ok(())
+}
+
+async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &LedgerAt) -> Result<(), String> {
+    let scenario = scenario.clone();
+    let provider = ledger.provider(path, &scenario).await?;
     let expect = &scenario["expect"];
     let approvals = ScriptedApprovals::new(&scenario);
-    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let agent = build_agent(&scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+    let agent = build_agent(&scenario, provider.base_url(), &approvals, ledger).await?;
     if let Some(want) = expect.get("tool_list").and_then(Value::as_array) {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
     }
     let (agent, input) = run_steps(agent, &scenario, &approvals).await?;
     let input = input.as_str();
+    if let Some(cancel) = scenario.get("cancel") {
+        return run_cancelled(&agent, input, mode, cancel, &provider, &scenario).await;
+    }
     let outcome = match mode {
         Mode::Run => agent.run(input).await,
         Mode::Stream => {
@@ -326,11 +405,73 @@ async fn run_scenario(path: &Path, mode: Mode) -> Result<(), String> {
                 }
             }
         }
-        return Ok(());
+        return check_provider(&provider, &scenario).await;
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
     check_result(expect, &result, &approvals, &agent)?;
-    check_provider(&provider, &scenario)
+    check_drain(&scenario, ledger).await?;
+    check_provider(&provider, &scenario).await
+}
+
+/// `expect.drain_decision`: what the ledger's `drain_decision` answers for the routine's run once it
+/// finished (the default limits): `stop` (null, or why) and `start_runs`.
+async fn check_drain(scenario: &Value, at: &LedgerAt) -> Result<(), String> {
+    let Some(want) = scenario["expect"].get("drain_decision") else { return Ok(()) };
+    let l = &scenario["ledger"];
+    let (routine, run) =
+        (l["routine_id"].as_str().ok_or("ledger.routine_id")?, l["run_id"].as_str().ok_or("ledger.run_id")?);
+    let ledger = ambit::ledger::Ledger::open(&at.url).await.map_err(|e| e.to_string())?;
+    let got = ledger
+        .drain_decision(&format!("{routine}{}", at.suffix), &format!("{run}{}", at.suffix), &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    ambit_test_provider::subset(want, &serde_json::to_value(got).map_err(|e| e.to_string())?, "drain_decision")
+}
+
+/// `cancel`: the run (or its stream) is dropped, which is how Rust code cancels, once the provider has
+/// received request `at_request` (which it holds with its `delay_ms`); then `expect.abandoned`: the
+/// provider saw the client hang up on those requests, and no other request came.
+async fn run_cancelled(
+    agent: &Agent,
+    input: &str,
+    mode: Mode,
+    cancel: &Value,
+    provider: &Provider,
+    scenario: &Value,
+) -> Result<(), String> {
+    let at = cancel["at_request"].as_u64().ok_or("cancel.at_request")? as usize;
+    let run = async {
+        match mode {
+            Mode::Run => agent.run(input).await.map(|r| r.output).map_err(|e| e.to_string()),
+            Mode::Stream => {
+                let mut stream = agent.stream(input);
+                let mut last = Err("the stream ended without run_finished".to_string());
+                while let Some(item) = stream.next().await {
+                    last = match item {
+                        Ok(Event::RunFinished { result, .. }) => Ok(result.output),
+                        Ok(_) => continue,
+                        Err(e) => Err(e.to_string()),
+                    };
+                }
+                last
+            }
+        }
+    };
+    let reached = async {
+        // Bounded polling on a real condition: the provider has the request.
+        for _ in 0..1000 {
+            if provider.report().0 >= at {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        ended = run => return Err(format!("the run ended before it was cancelled: {ended:?}")),
+        () = reached => {}
+    }
+    // The run's future is dropped here: cancelled.
+    check_provider(provider, scenario).await
 }
 
 /// `expect` against a finished run's result.
@@ -390,8 +531,23 @@ fn check_result(
     Ok(())
 }
 
-/// Every scripted exchange was used, and none mismatched.
-fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
+/// Every scripted exchange was used, and none mismatched; `expect.abandoned`: the requests whose client
+/// hung up before the answer (polled for a while: the hang-up may reach the provider after the run ends).
+async fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
+    if let Some(want) = scenario["expect"].get("abandoned") {
+        let want: Vec<usize> = serde_json::from_value(want.clone()).map_err(|e| format!("expect.abandoned: {e}"))?;
+        let mut got = provider.abandoned();
+        for _ in 0..1000 {
+            if got.len() >= want.len() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            got = provider.abandoned();
+        }
+        if got != want {
+            return Err(format!("abandoned requests: expected {want:?}, got {got:?}"));
+        }
+    }
     let (served, mismatches) = provider.report();
     if !mismatches.is_empty() {
         return Err(format!("provider saw mismatches: {mismatches:?}"));
@@ -424,9 +580,9 @@ async fn run_session_scenario(path: &Path, scenario: &Value) -> Result<(), Strin
 
 async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), String> {
     use ambit::session::{SessionConfig, SessionError, Sessions};
-    let provider = Provider::start(Script::load(path)?).await.map_err(|e| e.to_string())?;
+    let ledger = LedgerAt::sqlite()?;
+    let provider = ledger.provider(path, scenario).await?;
     let approvals = ScriptedApprovals::new(scenario);
-    let ledger_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let session = &scenario["session"];
     let config: SessionConfig =
         serde_json::from_value(session.get("config").cloned().unwrap_or_else(|| serde_json::json!({})))
@@ -436,7 +592,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         async move { Sessions::open(url).await.and_then(|s| s.with_config(config)).map_err(|e| e.to_string()) }
     };
     let mut sessions = open().await?;
-    let mut agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+    let mut agent = build_agent(scenario, provider.base_url(), &approvals, &ledger).await?;
     let sid = sessions.create().await.map_err(|e| e.to_string())?;
     let steps = session["steps"].as_array().ok_or("session.steps is missing")?;
     let mut last = None;
@@ -447,7 +603,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         } else if let Some(answer) = step.get("resume") {
             // As another process would: a new store handle, a new agent.
             sessions = open().await?;
-            agent = build_agent(scenario, provider.base_url(), &approvals, ledger_dir.path()).await?;
+            agent = build_agent(scenario, provider.base_url(), &approvals, &ledger).await?;
             let answer = serde_json::from_value(answer.clone()).map_err(|e| format!("{at}: resume: {e}"))?;
             sessions.resume(&agent, &sid, answer).await
         } else {
@@ -511,7 +667,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
             return Err(format!("session_log: expected {want}, got {got:?}"));
         }
     }
-    check_provider(&provider, scenario)
+    check_provider(&provider, scenario).await
 }
 
 /// Where scripts/mcp-servers.sh installed the MCP servers (it runs once per test binary; idempotent).
@@ -540,6 +696,14 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
                 let js = mcp_dir()?.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
                 serde_json::json!({"type": "stdio", "command": "node", "args": [js, "stdio"]})
             }
+            // tests/mcp/dynamic_server.py, which adds a tool at run time (in the MCP servers' venv).
+            Some("dynamic") => {
+                let python = mcp_dir()?.join("venv/bin/python");
+                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/dynamic_server.py");
+                serde_json::json!({"type": "stdio", "command": python, "args": [script]})
+            }
+            // A server that cannot start: its command does not exist.
+            Some("unavailable") => serde_json::json!({"type": "stdio", "command": "/nonexistent/ambit-mcp-server"}),
             other => return Err(format!("unknown MCP server {other:?} in the scenario")),
         };
         s["transport"] = transport;

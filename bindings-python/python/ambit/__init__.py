@@ -26,13 +26,15 @@ from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
                      ModelError, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
-from .models import Anthropic, Model, OpenAIChat, OpenAIResponses
+from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
 from .session import SESSION_TOOLS, Sessions
 from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
+from . import memory
+from .memory import Memory
 
 __all__ = [
     "Agent",
@@ -46,6 +48,8 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "ledger",
+    "Memory",
+    "memory",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -75,6 +79,7 @@ __all__ = [
     "TaskContext",
     "Tool",
     "ToolCall",
+    "ToolChoice",
     "Usage",
     "tool",
     "wire_name",
@@ -335,7 +340,8 @@ class Agent:
                  checklist: bool = False, checklist_nudge_cap: int | None = None, background: bool = False,
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
-                 ledger: RoutineLedger | None = None) -> None:
+                 ledger: RoutineLedger | None = None, memory: Memory | None = None,
+                 agent_name: str | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -349,7 +355,9 @@ class Agent:
         ``deferral`` (:class:`Deferral`) says which tools wait in the catalog for ``tool_load``;
         ``subagents`` (``True`` or :class:`Subagents`) adds the five agent tools; ``ledger``
         (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
-        bound to that run of a routine."""
+        bound to that run of a routine. ``memory`` (an opened :class:`Memory`) with ``agent_name`` (the
+        agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
+        instructions on every request."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -390,6 +398,12 @@ class Agent:
             if not isinstance(deferral, Deferral):
                 raise TypeError(f"deferral must be an ambit.Deferral, got {type(deferral).__name__}")
             options["deferral"] = deferral._config()
+        if memory is not None or agent_name is not None:
+            if not isinstance(memory, Memory):
+                raise ConfigError(f"memory must be an ambit.Memory (with agent_name), got {type(memory).__name__}")
+            if not isinstance(agent_name, str):
+                raise ConfigError(f"agent_name must name the agent in its memory store, got {agent_name!r}")
+            options["memory"] = {"url": memory.url, "agent": agent_name}
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Union
 
 from .errors import ConfigError
 
-__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses"]
+__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses", "ToolChoice"]
+
+#: Which tool use the model is asked for: ``"auto"``, ``"required"``, ``"none"``, or ``{"name": tool}``.
+ToolChoice = Union[Literal["auto", "required", "none"], Mapping[str, str]]
+
+#: The model settings every request carries, as the core names them (the core checks them, in one place).
+_SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls")
 
 
 @dataclass(frozen=True, init=False)
@@ -21,7 +29,15 @@ class Model:
     than the wire's own (64 bytes on Chat Completions, 128 on the others), for an endpoint that holds names
     shorter: longer names reach it cut to fit. A value above the wire's limit is refused (``ConfigError``
     naming it); ``context_window`` the tokens the model's window holds (default: the model family's, or
-    32,768 for a model the core does not know), the window a session's auto-compaction fires at a share of."""
+    32,768 for a model the core does not know), the window a session's auto-compaction fires at a share of.
+
+    The model settings every request carries (absent ones are the server's): ``max_output_tokens`` (at
+    least 1), ``temperature`` (0 to 2) and ``top_p`` (0 to 1) (neither on Anthropic, whose API has
+    none), ``stop`` (1 to 4 non-empty texts; not on Responses), ``seed`` (Chat Completions only),
+    ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or ``{"name": tool}``) and
+    ``parallel_tool_calls``. A value out of range, or
+    a setting the wire lacks, is refused when the agent is built (``ConfigError`` naming it and the
+    wire)."""
 
     wire = ""
     model: str
@@ -32,10 +48,21 @@ class Model:
     max_retries: int | None = None
     max_tool_name_bytes: int | None = None
     context_window: int | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: Sequence[str] | None = None
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
-                 max_tool_name_bytes: int | None = None, context_window: int | None = None) -> None:
+                 max_tool_name_bytes: int | None = None, context_window: int | None = None,
+                 max_output_tokens: int | None = None,
+                 temperature: float | None = None, top_p: float | None = None, stop: Sequence[str] | None = None,
+                 seed: int | None = None, tool_choice: ToolChoice | None = None,
+                 parallel_tool_calls: bool | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -48,6 +75,15 @@ class Model:
         object.__setattr__(self, "max_retries", max_retries)
         object.__setattr__(self, "max_tool_name_bytes", max_tool_name_bytes)
         object.__setattr__(self, "context_window", context_window)
+        object.__setattr__(self, "max_output_tokens", max_output_tokens)
+        object.__setattr__(self, "temperature", temperature)
+        object.__setattr__(self, "top_p", top_p)
+        # A list or tuple is kept as a tuple (the model is frozen); a lone text reaches the core, which
+        # refuses it by name (`stop must be a list of texts`).
+        object.__setattr__(self, "stop", tuple(stop) if isinstance(stop, (list, tuple)) else stop)
+        object.__setattr__(self, "seed", seed)
+        object.__setattr__(self, "tool_choice", dict(tool_choice) if isinstance(tool_choice, Mapping) else tool_choice)
+        object.__setattr__(self, "parallel_tool_calls", parallel_tool_calls)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}
@@ -56,6 +92,13 @@ class Model:
                 config[key] = getattr(self, key)
         if self.timeout is not None:
             config["timeout_secs"] = self.timeout
+        settings = {key: getattr(self, key) for key in _SETTINGS if getattr(self, key) is not None}
+        for key, value in settings.items():
+            # JSON has no NaN or infinity: the core could not name the setting it cannot read.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{key} must be a finite number, got {value}")
+        if settings:
+            config["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
         return config
 
     def _config_json(self) -> str:
@@ -82,7 +125,8 @@ class OpenAIResponses(Model):
 @dataclass(frozen=True, init=False)
 class Anthropic(Model):
     """A model on the Anthropic Messages wire. ``base_url`` (ending in ``/v1``) and ``api_key`` default
-    to ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``; ``max_tokens`` bounds one answer (default 4096)."""
+    to ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``; ``max_tokens`` bounds one answer (default 4096):
+    the wire's own name for ``max_output_tokens``, so giving both with different values is refused."""
 
     wire = "anthropic"
     max_tokens: int | None = None
@@ -90,9 +134,13 @@ class Anthropic(Model):
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
                  max_tokens: int | None = None, max_tool_name_bytes: int | None = None,
-                 context_window: int | None = None) -> None:
+                 max_output_tokens: int | None = None, temperature: float | None = None, top_p: float | None = None,
+                 stop: Sequence[str] | None = None, seed: int | None = None, tool_choice: ToolChoice | None = None,
+                 parallel_tool_calls: bool | None = None, context_window: int | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
                          max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes,
+                         max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p, stop=stop,
+                         seed=seed, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                          context_window=context_window)
         object.__setattr__(self, "max_tokens", max_tokens)
 

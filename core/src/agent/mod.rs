@@ -106,6 +106,8 @@ struct Inner {
     tooling: Arc<crate::deferral::Tooling>,
     /// The sub-agent tree this agent's agent tools act on (agent/subagent.rs).
     subagents: Option<Arc<subagent::Frame>>,
+    /// The agent's memory store and whether it may write it (crate::memory); `None`: no memory tools.
+    memory: Option<Arc<crate::memory::Access>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -137,6 +139,7 @@ pub struct AgentBuilder {
     deferral: crate::deferral::DeferralConfig,
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
+    memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
 }
 
 impl AgentBuilder {
@@ -146,6 +149,13 @@ impl AgentBuilder {
 
     pub fn model_arc(mut self, model: Arc<dyn Model>) -> Self {
         self.model = Some(model);
+        self
+    }
+
+    /// Gives the agent a memory store (SPEC §14): the memory tools, and its baseline in a bounded block
+    /// after the instructions on every request.
+    pub fn memory(mut self, config: crate::memory::MemoryConfig) -> Self {
+        self.memory = Some(Ok(config));
         self
     }
 
@@ -269,6 +279,14 @@ impl AgentBuilder {
             }
         }
         let frame = subagent::install(&mut tools, self.subagents.as_ref(), self.policy.as_ref())?;
+        let memory = match self.memory {
+            None => None,
+            Some(Err(e)) => return Err(Error::Config(e.to_string())),
+            Some(Ok(config)) => Some(Arc::new(crate::memory::Access { config, writable: true })),
+        };
+        for t in memory.iter().flat_map(crate::memory::tools::tools) {
+            tools.register(t)?;
+        }
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
@@ -294,6 +312,7 @@ impl AgentBuilder {
                 scratchpad: self.scratchpad,
                 tooling,
                 subagents: frame.clone(),
+                memory,
             }),
         };
         subagent::bind(frame, &agent);

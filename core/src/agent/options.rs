@@ -43,6 +43,9 @@ pub struct AgentOptions {
     /// The agent tools and their depth (SPEC §7).
     #[serde(default)]
     pub subagents: Option<super::subagent::SubagentConfig>,
+    /// A memory store by URL and the agent's name in it (SPEC §14).
+    #[serde(default)]
+    pub memory: Option<crate::memory::MemorySettings>,
 }
 
 impl AgentOptions {
@@ -52,6 +55,9 @@ impl AgentOptions {
             serde_json::from_str(text).map_err(|e| Error::Config(format!("agent options: {e}")))?;
         for s in options.mcp_servers.iter().flatten() {
             s.validate().map_err(Error::Config)?;
+        }
+        if let Some(m) = &options.memory {
+            crate::memory::MemoryConfig::from_settings(m).map_err(|e| Error::Config(e.to_string()))?;
         }
         Ok(options)
     }
@@ -88,6 +94,9 @@ impl AgentBuilder {
         }
         if let Some(on) = options.scratchpad {
             self = self.scratchpad(on);
+        }
+        if let Some(m) = options.memory {
+            self.memory = Some(crate::memory::MemoryConfig::from_settings(&m));
         }
         if let Some(s) = options.subagents {
             self = self.subagents(s);

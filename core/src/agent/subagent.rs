@@ -416,7 +416,9 @@ fn root_grant(inner: &Inner, max_depth: u32, memory: MemoryGrant) -> Grant {
         },
         depth_left: max_depth,
         depth: 0,
-        memory,
+        // An agent with a memory store holds read access to it, to grant; the host's flag adds nothing
+        // to an agent without one but is kept as it was.
+        memory: if inner.memory.is_some() { memory.max(MemoryGrant::Read) } else { memory },
         instructions: inner.instructions.clone(),
     }
 }
@@ -544,6 +546,9 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
     let session = super::gate::Session { policy, scope: Arc::new(grant.scope.clone()) };
     let tools =
         rebind(&p.tools, (grant.depth_left > 0).then_some(frame)).map_err(|e| ToolError::Failed(e.to_string()))?;
+    // Memory is granted, never inherited: read-only recall of the parent's store, or nothing.
+    let (tools, memory) = crate::memory::narrowed(tools, p.memory.as_ref(), grant.memory)
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     // Its own tooling over its own registry and filters, with the parent's MCP tools handed down
     // through the parent's connections. The parent's model already maps every name the parent has
     // (a superset of the sub-agent's) to the wire.
@@ -560,6 +565,7 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             instructions: grant.instructions.clone(),
             subagents: Some(frame.clone()),
             tooling,
+            memory,
             model: p.model.clone(),
             budget: remaining_budget(p),
             ..(**p).clone()

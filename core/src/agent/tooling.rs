@@ -83,7 +83,17 @@ impl Agent {
     /// Before each model request: re-list MCP servers that changed, then set the request's tools (eager,
     /// tool_search and tool_load while anything is deferred, the loaded ones) and the catalog.
     pub(super) async fn prepare_request(&self, request: &mut ModelRequest, state: &RunState) {
-        self.inner.tooling.prepare(request, self.inner.instructions.as_deref(), &state.deferral).await;
+        let memory = match &self.inner.memory {
+            // Boxed: the run's future, which nests sub-agents' runs, stays the size it was.
+            Some(access) => Box::pin(crate::memory::baseline_block(access)).await,
+            None => None,
+        };
+        let instructions = match (self.inner.instructions.as_deref(), memory) {
+            (Some(i), Some(m)) => Some(format!("{i}\n\n{m}")),
+            (None, Some(m)) => Some(m),
+            (i, None) => i.map(str::to_string),
+        };
+        self.inner.tooling.prepare(request, instructions.as_deref(), &state.deferral).await;
     }
 
     /// What a request of a new run carries besides the conversation, as the loop builds it: the

@@ -137,15 +137,13 @@ impl ServerConn {
         }
         let live = st.live.as_ref().ok_or("not connected")?;
         let peer = live.service.peer().clone();
-        let listen_dirty = live.listener.as_ref().map(|_| self.dirty.clone());
         // Every page, by its opaque cursor.
         let tools = peer.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
         let mut entries = Vec::new();
         let mut hidden = Vec::new();
         for t in &tools {
             let eager_listed = self.config.eager_load_tools.contains(t.name.as_ref());
-            let tool: Arc<dyn Tool> =
-                Arc::new(McpTool::new(&self.config, t, peer.clone(), listen_dirty.clone(), self.dirty.clone()));
+            let tool: Arc<dyn Tool> = Arc::new(McpTool::new(&self.config, t, peer.clone(), self.dirty.clone()));
             match resolve(self.setting, eager_listed) {
                 Some(deferred) => entries.push(Entry { tool, group: self.config.name.clone(), deferred }),
                 None => hidden.push(Entry { tool, group: self.config.name.clone(), deferred: false }),

@@ -2,9 +2,9 @@
 //! revision (with `initialize`) and the stateless 2026-07-28 one (`server/discover`, notifications
 //! through `subscriptions/listen`). Tools are named `mcp__<server>__<tool>`; each tool keeps its server
 //! and its own name, so a name is never split. A server that changes its list is marked dirty and
-//! re-listed before the next model request (on a 2026-07-28 connection the change rides the
-//! `subscriptions/listen` stream, unordered with the call's answer, so a call waits up to
-//! `tool::LISTEN_SETTLE` for it); one that fails is reported unavailable, with the reason,
+//! re-listed before the next model request; so is a server whose tool was just called (a list_changed
+//! the call caused rides another stream than its answer over HTTP, unordered with it, so the answer
+//! itself marks the server dirty); one that fails is reported unavailable, with the reason,
 //! until it answers again (rmcp's response cache is off, so no stale list hides it).
 
 mod client;

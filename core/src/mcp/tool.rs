@@ -39,28 +39,16 @@ pub struct McpTool {
     tool: String,
     server: String,
     peer: Peer<RoleClient>,
-    /// On a 2026-07-28 connection with a `subscriptions/listen` stream: the server's dirty flag. A
-    /// list_changed the server published before answering rides that other stream and can arrive just
-    /// after the answer; the call waits briefly for it (see [`LISTEN_SETTLE`]).
-    listen_dirty: Option<Arc<AtomicBool>>,
-    /// The server's dirty flag: a call that finds the connection gone sets it, so the server is
-    /// re-listed before the next request and, failing that, reported unavailable (SPEC §3: a failed
-    /// server never hides behind a stale cached list).
-    server_dirty: Arc<AtomicBool>,
+    /// The server's dirty flag, set once the call has its answer (see [`McpTool::call`]).
+    dirty: Arc<AtomicBool>,
 }
-
-/// How long a call on a connection whose list changes arrive through `subscriptions/listen` waits,
-/// after the answer, for a list_changed published before it (there is no ordering between the two
-/// streams). Ends as soon as the server is marked dirty.
-pub const LISTEN_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl McpTool {
     pub(super) fn new(
         config: &McpServer,
         tool: &rmcp::model::Tool,
         peer: Peer<RoleClient>,
-        listen_dirty: Option<Arc<AtomicBool>>,
-        server_dirty: Arc<AtomicBool>,
+        dirty: Arc<AtomicBool>,
     ) -> McpTool {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
         let mut schema = (*tool.input_schema).clone();
@@ -69,7 +57,7 @@ impl McpTool {
         let description = tool.description.as_deref().unwrap_or_default().to_string();
         let spec = ToolSpec::new(exposed_name(&config.name, &tool.name), description, parameters)
             .with_level(tool_level(config, &tool.name, read_only));
-        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer, listen_dirty, server_dirty }
+        McpTool { spec, tool: tool.name.to_string(), server: config.name.clone(), peer, dirty }
     }
 
     /// The server's name and the server's name for the tool.
@@ -124,25 +112,16 @@ impl Tool for McpTool {
         if let Value::Object(map) = arguments {
             params.arguments = Some(map);
         }
-        let result = self.peer.call_tool(params).await.map_err(|e| {
-            if matches!(e, rmcp::service::ServiceError::TransportClosed | rmcp::service::ServiceError::TransportSend(_))
-            {
-                // The connection is gone: re-list (and, failing, report unavailable) before the next request.
-                self.server_dirty.store(true, Ordering::SeqCst);
-            }
-            ToolError::Failed(format!("MCP server '{}': {e}", self.server))
-        })?;
-        // A list_changed the server sent before this answer is handled on a task of its own: let it
-        // run, so the next request is prepared from the changed list.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        if let Some(dirty) = &self.listen_dirty {
-            let until = tokio::time::Instant::now() + LISTEN_SETTLE;
-            while !dirty.load(Ordering::SeqCst) && tokio::time::Instant::now() < until {
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            }
-        }
+        let result = self.peer.call_tool(params).await;
+        // A call may change the server's tool list (a tool that adds a tool), and the server's
+        // list_changed for it need not arrive before the answer: over streamable HTTP it rides another
+        // stream (the GET stream on 2025-11-25, `subscriptions/listen` on 2026-07-28), and a server may
+        // not send one at all. So every answer marks the server dirty: the list the next model request
+        // is built from is read after this answer, whatever the notifications' timing.
+        // A call that finds the connection gone sets it too: the server is re-listed and, failing that,
+        // reported unavailable (SPEC §3: a failed server never hides behind a stale cached list).
+        self.dirty.store(true, Ordering::SeqCst);
+        let result = result.map_err(|e| ToolError::Failed(format!("MCP server '{}': {e}", self.server)))?;
         let text = result_text(&result);
         if result.is_error == Some(true) {
             return Err(ToolError::Failed(text));

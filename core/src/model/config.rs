@@ -9,6 +9,7 @@ use super::Model;
 use super::anthropic::Anthropic;
 use super::openai_chat::OpenAiChat;
 use super::openai_responses::OpenAiResponses;
+use super::settings::ModelSettings;
 use crate::error::Error;
 
 /// The three wires.
@@ -60,11 +61,15 @@ pub struct ModelConfig {
     /// The context window in tokens (default: the model family's, [`super::window`]).
     #[serde(default, deserialize_with = "window_count")]
     pub context_window: Option<u64>,
+    /// Sampling and tool-use settings every request carries (see [`ModelSettings`]); an unknown setting,
+    /// a value out of range, or one the wire lacks is refused naming it.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    pub settings: ModelSettings,
 }
 
 /// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
 /// naming the field (serde's own message names only the type).
-fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
+pub(crate) fn count<T: TryFrom<u64>>(field: &str, v: &serde_json::Value) -> Result<T, String> {
     let n = v.as_u64().ok_or_else(|| format!("{field} must be a whole number, 0 or more; got {v}"))?;
     T::try_from(n).map_err(|_| format!("{field} is too large: {n}"))
 }
@@ -97,6 +102,7 @@ impl ModelConfig {
             max_tokens: None,
             max_tool_name_bytes: None,
             context_window: None,
+            settings: ModelSettings::default(),
         }
     }
 
@@ -123,6 +129,20 @@ impl ModelConfig {
         if self.max_tokens == Some(0) {
             return Err(Error::Config("model: max_tokens must be at least 1".into()));
         }
+        // `max_tokens` is the Anthropic wire's own name for `max_output_tokens` (see `settings`).
+        if self.max_tokens.is_some() && self.wire != Wire::Anthropic {
+            return Err(Error::Config(format!(
+                "model: max_tokens is an Anthropic setting; on the {} wire use max_output_tokens",
+                self.wire.as_str()
+            )));
+        }
+        if let (Some(a), Some(b)) = (self.max_tokens, self.settings.max_output_tokens)
+            && a != b
+        {
+            return Err(Error::Config(format!(
+                "model: max_tokens ({a}) and max_output_tokens ({b}) are the same setting on the anthropic wire; give one"
+            )));
+        }
         macro_rules! common {
             ($m:expr) => {{
                 let mut m = $m.stream(self.stream);
@@ -146,7 +166,7 @@ impl ModelConfig {
                 if let Some(n) = self.context_window {
                     m = m.context_window(n);
                 }
-                m
+                m.settings(self.settings.clone())?
             }};
         }
         Ok(match self.wire {
@@ -206,5 +226,28 @@ mod tests {
             ModelConfig::from_json(r#"{"wire": "openai_chat", "model": "m", "max_retries": 0, "max_tokens": null}"#)
                 .unwrap();
         assert_eq!((c.max_retries, c.max_tokens), (Some(0), None));
+    }
+
+    /// The settings block is read by name and checked for the wire when the model is built.
+    #[test]
+    fn settings_are_refused_by_name_and_wire() {
+        let read = |extra: &str| ModelConfig::from_json(&format!(r#"{{"wire": "anthropic", "model": "m", {extra}}}"#));
+        let e = read(r#""settings": {"temprature": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown setting `temprature`"), "{e}");
+        let e = read(r#""settings": {"top_p": 3}"#).unwrap_err();
+        assert!(e.to_string().contains("top_p must be between 0 and 1, got 3"), "{e}");
+        let e = read(r#""settings": {"seed": 1}"#).unwrap().build().err().unwrap();
+        assert_eq!(e.to_string(), "invalid configuration: model: seed is not a setting of the anthropic wire");
+        let e = read(r#""max_tokens": 10, "settings": {"max_output_tokens": 20}"#).unwrap().build().err().unwrap();
+        assert!(e.to_string().contains("max_tokens (10) and max_output_tokens (20) are the same setting"), "{e}");
+        assert!(read(r#""max_tokens": 10, "settings": {"max_output_tokens": 10}"#).unwrap().build().is_ok());
+        let chat = ModelConfig { max_tokens: Some(5), ..ModelConfig::new(Wire::OpenaiChat, "m") };
+        let e = chat.build().err().unwrap();
+        assert!(
+            e.to_string().contains("max_tokens is an Anthropic setting; on the openai_chat wire use max_output_tokens")
+        );
+        // Negative control: the same seed on Chat Completions is built.
+        let c = ModelConfig::from_json(r#"{"wire": "openai_chat", "model": "m", "settings": {"seed": 1}}"#).unwrap();
+        assert!(c.build().is_ok());
     }
 }

@@ -29,6 +29,8 @@ pub(crate) struct Endpoint {
     pub max_tool_name_bytes: Option<usize>,
     /// The context window, when set; else the model family's default.
     pub context_window: Option<u64>,
+    /// The settings every request carries (checked for the wire when they are set).
+    pub settings: super::settings::ModelSettings,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
@@ -47,6 +49,7 @@ impl Endpoint {
             limits: WireLimits::default(),
             max_tool_name_bytes: None,
             context_window: None,
+            settings: Default::default(),
             client: Arc::new(OnceLock::new()),
         }
     }
@@ -103,7 +106,15 @@ impl Endpoint {
                     let err = ModelError::Http { status, message };
                     (err, retry_after)
                 }
-                Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
+                // reqwest's own text for a timeout does not say so: the message names it.
+                Err(e) if e.is_timeout() => (
+                    ModelError::Transport(format!(
+                        "no answer within the per-request timeout of {} s ({url})",
+                        self.timeout.as_secs_f64()
+                    )),
+                    None,
+                ),
+                Err(e) if e.is_connect() || e.is_request() => {
                     // reqwest names the URL itself when it has it.
                     let message = if e.url().is_some() { e.to_string() } else { format!("{e} ({url})") };
                     (ModelError::Transport(message), None)

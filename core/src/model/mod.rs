@@ -10,12 +10,14 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod pricing;
 pub mod retry;
+pub mod settings;
 pub mod sse;
 pub mod window;
 
 pub use config::{ModelConfig, Wire};
 pub use limits::WireLimits;
 pub use pricing::{Price, PriceTable};
+pub use settings::{ModelSettings, ToolChoice};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

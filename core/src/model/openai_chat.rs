@@ -67,6 +67,16 @@ impl OpenAiChat {
         self
     }
 
+    /// The sampling and tool-use settings every request carries ([`ModelSettings`]); a value out of range,
+    /// or a setting this wire lacks, is a configuration error naming it and the wire.
+    ///
+    /// [`ModelSettings`]: crate::model::ModelSettings
+    pub fn settings(mut self, settings: crate::model::ModelSettings) -> Result<Self, crate::Error> {
+        settings.check(Some(crate::model::Wire::OpenaiChat)).map_err(crate::model::settings::config_error)?;
+        self.endpoint.settings = settings;
+        Ok(self)
+    }
+
     /// A limit on tool names smaller than the wire's own ([`CHAT_COMPLETIONS_LIMIT`] bytes), for an endpoint that
     /// holds names shorter (SPEC §3): longer names reach it cut to fit. A value above the wire's limit, or
     /// below [`MIN_TOOL_NAME_BYTES`], is a configuration error naming `max_tool_name_bytes`.
@@ -351,7 +361,12 @@ impl Model for OpenAiChat {
         sink: &TextSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let ep = &self.endpoint;
-        let body = self::request(&ep.model, request, ep.stream);
+        let mut body = self::request(&ep.model, request, ep.stream);
+        let limit = self.max_tool_name_bytes();
+        let has_tools = !body.tools.is_empty();
+        ep.settings.apply(super::Wire::OpenaiChat, &mut body.fields, has_tools, &|n| {
+            crate::tools::wire_name::wire_name(n, limit)
+        });
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));

@@ -95,6 +95,16 @@ impl OpenAiResponses {
         self
     }
 
+    /// The sampling and tool-use settings every request carries ([`ModelSettings`]); a value out of range,
+    /// or a setting this wire lacks, is a configuration error naming it and the wire.
+    ///
+    /// [`ModelSettings`]: crate::model::ModelSettings
+    pub fn settings(mut self, settings: crate::model::ModelSettings) -> Result<Self, crate::Error> {
+        settings.check(Some(crate::model::Wire::OpenaiResponses)).map_err(crate::model::settings::config_error)?;
+        self.endpoint.settings = settings;
+        Ok(self)
+    }
+
     /// A limit on tool names smaller than the wire's own ([`LONG_WIRE_LIMIT`] bytes), for an endpoint that
     /// holds names shorter (SPEC §3): longer names reach it cut to fit. A value above the wire's limit, or
     /// below [`MIN_TOOL_NAME_BYTES`], is a configuration error naming `max_tool_name_bytes`.
@@ -348,7 +358,12 @@ impl Model for OpenAiResponses {
         let noop = |_: &str| {};
         let sink: &TextSink<'_> = sink.unwrap_or(&noop);
         let ep = &self.endpoint;
-        let body = self::request(&ep.model, request, ep.stream);
+        let mut body = self::request(&ep.model, request, ep.stream);
+        let limit = self.max_tool_name_bytes();
+        let has_tools = !body.tools.is_empty();
+        ep.settings.apply(super::Wire::OpenaiResponses, &mut body.fields, has_tools, &|n| {
+            crate::tools::wire_name::wire_name(n, limit)
+        });
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));

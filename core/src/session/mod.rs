@@ -32,6 +32,11 @@ pub(crate) use run::{park, parked_at};
 pub use store::SessionStore;
 pub use tools::tools;
 
+/// The id of the session the current run belongs to, if it runs in one.
+pub(crate) fn current_session_id() -> Option<String> {
+    run::current().map(|c| c.session_id.clone())
+}
+
 /// A built-in of this module by name: the four session tools and `escalate_to_human`.
 pub fn builtin(name: &str) -> Option<Arc<dyn crate::tools::Tool>> {
     if name == "escalate_to_human" {

@@ -32,6 +32,27 @@ pub struct Script {
     #[serde(default)]
     pub stream: bool,
     pub exchanges: Vec<Exchange>,
+    /// Values for `{{name}}` in the exchanges' `expect` strings, given when the provider starts
+    /// (`--var name=value`), not by the file: what a suite makes unique per run (a ledger scope on a
+    /// shared PostgreSQL database).
+    #[serde(skip)]
+    pub vars: std::collections::BTreeMap<String, String>,
+}
+
+/// `want` with every `{{name}}` in its strings replaced by that var's value.
+pub fn with_vars(want: &Value, vars: &std::collections::BTreeMap<String, String>) -> Value {
+    match want {
+        Value::String(t) if t.contains("{{") => {
+            let mut t = t.clone();
+            for (k, v) in vars {
+                t = t.replace(&format!("{{{{{k}}}}}"), v);
+            }
+            Value::String(t)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|w| with_vars(w, vars)).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, w)| (k.clone(), with_vars(w, vars))).collect()),
+        other => other.clone(),
+    }
 }
 
 fn default_wire() -> String {
@@ -64,6 +85,28 @@ struct State {
     requests: Vec<Value>,
     /// Every answer: `{status, body}` or, streamed, `{status, events: [{event, data}]}`.
     responses: Vec<Value>,
+    /// The requests (1-based) whose client hung up before their answer was sent.
+    abandoned: Vec<usize>,
+    /// When the last answer was sent (for `expect.waited_ms`).
+    last_answer: Option<std::time::Instant>,
+}
+
+/// Records a request as abandoned when its handler is dropped (the client hung up) before it answered.
+struct Pending {
+    request: usize,
+    state: Arc<Mutex<State>>,
+    answered: bool,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.answered {
+            s.last_answer = Some(std::time::Instant::now());
+        } else {
+            s.abandoned.push(self.request);
+        }
+    }
 }
 
 /// A running provider.
@@ -103,6 +146,11 @@ impl Provider {
     pub fn report(&self) -> (usize, Vec<String>) {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         (s.served, s.mismatches.clone())
+    }
+
+    /// The requests (1-based) whose client hung up before their answer was sent.
+    pub fn abandoned(&self) -> Vec<usize> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).abandoned.clone()
     }
 }
 
@@ -145,7 +193,8 @@ async fn handle(
         let body = json!({
             "scenario": script.name, "wire": script.wire, "stream": script.stream, "served": s.served,
             "remaining": script.exchanges.len() - s.served.min(script.exchanges.len()),
-            "mismatches": s.mismatches, "requests": s.requests, "responses": s.responses
+            "mismatches": s.mismatches, "requests": s.requests, "responses": s.responses,
+            "abandoned": s.abandoned
         });
         return Ok(json_response(wire, 200, &body, None));
     }
@@ -158,12 +207,12 @@ async fn handle(
         Ok(v) => v,
         Err(e) => return Ok(error_response(wire, 400, &format!("the body is not JSON: {e}"), None)),
     };
-    let index = {
+    let (index, since_answer) = {
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         s.requests.push(json!({"path": path, "body": body}));
         let i = s.served;
         s.served += 1;
-        i
+        (i, s.last_answer.map(|t| t.elapsed()))
     };
     let record = |answer: Value| state.lock().unwrap_or_else(|p| p.into_inner()).responses.push(answer);
     let mismatch = |msg: String| {
@@ -183,15 +232,20 @@ async fn handle(
     let checked = if streamed != script.stream {
         Err(format!("expected stream {}, got {}", script.stream, streamed))
     } else {
-        check_request(wire, &exchange.expect, &body, &headers)
+        let expect = with_vars(&exchange.expect, &script.vars);
+        check_request(wire, &expect, &body, &headers).and_then(|()| check_wait(&expect, since_answer))
     };
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
         return Ok(error_response(wire, 400, &msg, None));
     }
+    // Dropped with this handler: when the client hangs up first (hyper drops the handler of a closed
+    // connection), the request is recorded abandoned; otherwise the time of the answer is kept.
+    let mut pending = Pending { request: index + 1, state: state.clone(), answered: false };
     if exchange.delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(exchange.delay_ms)).await;
     }
+    pending.answered = true;
     if let Some(err) = exchange.respond.get("error") {
         let status = err.get("status").and_then(Value::as_u64).unwrap_or(500) as u16;
         let message = err.get("message").and_then(Value::as_str).unwrap_or("scripted error");
@@ -246,6 +300,19 @@ fn conversation<'a>(wire: &str, body: &'a Value) -> &'a [Value] {
     body.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
 }
 
+/// `expect.waited_ms`: the request came at least that many milliseconds after the previous answer was
+/// sent (a client honouring `retry-after`); the first request has no previous answer to wait after.
+fn check_wait(expect: &Value, since_answer: Option<std::time::Duration>) -> Result<(), String> {
+    let Some(want) = expect.get("waited_ms").and_then(Value::as_u64) else { return Ok(()) };
+    match since_answer {
+        None => Err(format!("expected a wait of {want} ms after the previous answer, but there was none")),
+        Some(d) if d.as_millis() < u128::from(want) => {
+            Err(format!("expected a wait of at least {want} ms after the previous answer, got {} ms", d.as_millis()))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// Checks one Chat Completions request against an exchange's `expect`.
 pub fn check_chat_request(expect: &Value, body: &Value, headers: &Map<String, Value>) -> Result<(), String> {
     check_request("openai_chat", expect, body, headers)
@@ -293,8 +360,21 @@ pub fn check_request(wire: &str, expect: &Value, body: &Value, headers: &Map<Str
 
 /// `want` matches `got`: objects by the keys `want` names, arrays item by item, the rest by equality.
 ///
-/// `{"$contains": text}` (or a list of texts) matches a string holding each text.
+/// `{"$contains": text}` (or a list of texts) matches a string holding each text; `{"$one_of": [wants]}`
+/// matches what any of them matches (an outcome that depends on the machine, e.g. whether the shell's
+/// sandbox is available).
 pub fn subset(want: &Value, got: &Value, path: &str) -> Result<(), String> {
+    if let Some(options) = want.as_object().filter(|w| w.len() == 1).and_then(|w| w.get("$one_of")) {
+        let options = options.as_array().ok_or_else(|| format!("{path}: $one_of takes a list, got {options}"))?;
+        let mut misses = Vec::new();
+        for o in options {
+            match subset(o, got, path) {
+                Ok(()) => return Ok(()),
+                Err(e) => misses.push(e),
+            }
+        }
+        return Err(format!("{path}: matches none of $one_of: {}", misses.join("; ")));
+    }
     if let Some(needles) = want.as_object().filter(|w| w.len() == 1).and_then(|w| w.get("$contains")) {
         let hay = got.as_str().ok_or_else(|| format!("{path}: expected a string, got {got}"))?;
         let needles = match needles {
@@ -423,5 +503,7 @@ mod tests {
         assert!(subset(&json!({"d": {"$contains": "x"}}), &got, "$").is_ok());
         assert!(subset(&json!({"d": {"$contains": ["x", "y"]}}), &got, "$").is_err());
         assert!(subset(&json!({"a": {"$contains": "x"}}), &got, "$").is_err());
+        assert!(subset(&json!({"d": {"$one_of": ["y", {"$contains": "x"}]}}), &got, "$").is_ok());
+        assert!(subset(&json!({"d": {"$one_of": ["y", "z"]}}), &got, "$").is_err());
     }
 }

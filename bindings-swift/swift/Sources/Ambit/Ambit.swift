@@ -101,9 +101,27 @@ public struct Model: Sendable, Equatable {
     /// the core does not know); a session's auto-compaction fires at a share of it.
     public var contextWindow: Int?
 
+    // The model settings every request carries (absent ones are the server's). A value out of range, or
+    // a setting the wire lacks, is `AmbitError.config` naming it (the core's snake_case name) and the wire.
+    /// The most tokens one answer may have (at least 1); on Anthropic the same number as `maxTokens`.
+    public var maxOutputTokens: Int?
+    /// Sampling temperature, 0 to 2. Not on Anthropic (its API has none).
+    public var temperature: Double?
+    /// Nucleus sampling, 0 to 1. Not on Anthropic.
+    public var topP: Double?
+    /// Texts that end the answer when written: 1 to 4, none empty. Not on Responses.
+    public var stop: [String]?
+    /// A seed for repeatable sampling. Chat Completions only.
+    public var seed: Int?
+    /// Which tool use the model is asked for (sent only with a request that offers tools).
+    public var toolChoice: ToolChoice?
+    /// Whether the model may ask for several tool calls in one answer.
+    public var parallelToolCalls: Bool?
+
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
                 timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
-                contextWindow: Int? = nil) {
+                contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
+                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -114,6 +132,13 @@ public struct Model: Sendable, Equatable {
         self.maxTokens = maxTokens
         self.maxToolNameBytes = maxToolNameBytes
         self.contextWindow = contextWindow
+        self.maxOutputTokens = maxOutputTokens
+        self.temperature = temperature
+        self.topP = topP
+        self.stop = stop
+        self.seed = seed
+        self.toolChoice = toolChoice
+        self.parallelToolCalls = parallelToolCalls
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -149,7 +174,10 @@ public struct Model: Sendable, Equatable {
         ModelSettings(
             wire: wire, model: name, baseUrl: baseURL, apiKey: apiKey, stream: stream, timeoutSecs: timeout,
             maxRetries: maxRetries.map { Int64($0) }, maxTokens: maxTokens.map { Int64($0) },
-            maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) })
+            maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) },
+            maxOutputTokens: maxOutputTokens.map { Int64($0) },
+            temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
+            parallelToolCalls: parallelToolCalls)
     }
 }
 
@@ -259,14 +287,16 @@ public final class Agent: Sendable {
     /// `deferral`: which tools wait in the catalog until the model loads them (MCP tools by default).
     /// `subagents`: the five agent tools (`SubagentSettings(maxDepth:memory:)`); a sub-agent is never
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
-    /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`).
+    /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
+    /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
+    /// baseline after the instructions on every request.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
-        ledger: LedgerTools? = nil
+        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -306,7 +336,9 @@ public final class Agent: Sendable {
             builtins: builtins,
             toolingJson: try toolingJSON(mcpServers, deferral),
             subagents: subagents,
-            ledger: ledger?.core
+            ledger: ledger?.core,
+            memory: memory?.core,
+            agentName: agentName
         )
         do {
             core = try CoreAgent(config: config)
@@ -389,13 +421,23 @@ public final class Agent: Sendable {
         }
     }
 
-    /// Runs the agent from one user message to the final answer.
+    /// Runs the agent from one user message to the final answer. Cancelling the Swift `Task` that awaits
+    /// it cancels the run, its HTTP request and its tools, and throws `AmbitError.cancelled`.
     public func run(_ input: String) async throws -> RunResult {
+        // The stream's run, to its result: ending its iteration (as a cancelled Task does) cancels it.
+        // Iterated to its end, not left at `.runFinished`: leaving would cancel what the run still winds
+        // down (its background tasks' cooperative cancellation).
+        var finished: RunResult?
         do {
-            return try await core.run(input: input)
+            for try await event in stream(input) {
+                if case let .runFinished(_, result) = event { finished = result }
+            }
         } catch {
             throw AmbitError(error)
         }
+        if let finished { return finished }
+        throw AmbitError.cancelled(
+            message: Task.isCancelled ? "the run was cancelled (its Task was cancelled)" : "the run ended without a result")
     }
 }
 

@@ -71,6 +71,35 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         _ = try Agent(model: .openAIResponses("m", maxToolNameBytes: 20))
     }
 
+    /// Issue 14: a model setting out of range, or one the wire lacks, is a config error naming it.
+    @Test func badModelSettingsAreAConfigErrorNamingThem() throws {
+        let url = "http://127.0.0.1:9/v1"
+        for (m, words) in [
+            (Model(wire: .openAiChat, name: "m", baseURL: url, temperature: 2.5), "temperature must be between 0 and 2, got 2.5"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, temperature: .nan), "temperature must be between 0 and 2, got NaN"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, topP: 1.5), "top_p must be between 0 and 1, got 1.5"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: 0), "max_output_tokens must be at least 1"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: -1), "max_output_tokens must be a whole number, 0 or more; got -1"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, stop: ["a", "b", "c", "d", "e"]), "stop takes 1 to 4 texts, got 5"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, toolChoice: .tool(name: " ")), "tool_choice names a tool"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, seed: 7), "seed is not a setting of the anthropic wire"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, temperature: 0.5), "temperature is not a setting of the anthropic wire"),
+            (Model(wire: .openAiResponses, name: "m", baseURL: url, stop: ["END"]), "stop is not a setting of the openai_responses wire"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, maxTokens: 10, maxOutputTokens: 20),
+             "max_tokens (10) and max_output_tokens (20) are the same setting"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, maxTokens: 10), "max_tokens is an Anthropic setting; on the openai_chat wire use max_output_tokens"),
+        ] {
+            let error = try #require(configError { try Agent(model: m) }, "\(words)")
+            #expect(error.code == "config")
+            #expect(error.message.contains(words), "\(error)")
+        }
+        // Negative control: the same settings in range, on wires that have them, build.
+        _ = try Agent(model: Model(wire: .openAiChat, name: "m", baseURL: url, maxOutputTokens: 1, temperature: 2, topP: 0,
+                                   stop: ["a"], seed: 7, toolChoice: .tool(name: "f"), parallelToolCalls: false))
+        _ = try Agent(model: Model(wire: .anthropic, name: "m", baseURL: url, maxTokens: 10, maxOutputTokens: 10,
+                                   stop: ["x"], toolChoice: .noTool))
+    }
+
     @Test func emptyToolNameIsAConfigError() throws {
         let error = try #require(configError { try Agent(model: model, tools: [NamedTool(name: " ")]) })
         #expect(error.code == "config")

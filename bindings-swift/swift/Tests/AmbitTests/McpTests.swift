@@ -47,7 +47,7 @@ import Testing
         let agent = try Agent(
             model: model,
             mcpServers: [
-                .http("everything", url: try Paths.everythingURL(), levels: ["echo": .read], eagerLoadTools: ["get-sum"]),
+                .http("everything", url: try Paths.mcpURL("everything"), levels: ["echo": .read], eagerLoadTools: ["get-sum"]),
                 .stdio("gone", command: "/nonexistent/server"),
             ])
         // Before: only the seven resource and prompt meta-tools; the servers' tools once they are listed.

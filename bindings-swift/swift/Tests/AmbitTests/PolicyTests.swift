@@ -11,6 +11,8 @@ import Testing
 /// The host's approval handler in a scenario (an actor, so its `decide` is async): answers from
 /// `approvals`, in order, and records every request it gets.
 actor ScriptedApprovals: ApprovalHandler {
+    /// This run's own mark, for what its tools record (tests run in parallel).
+    nonisolated let tag = UUID().uuidString
     private var answers: [ApprovalDecision]
     private(set) var requests: [ApprovalRequest] = []
 
@@ -222,19 +224,24 @@ struct Flagged: AmbitTool {
     }
 }
 
-/// Writes the scenario's `fixture.files` into a fresh temporary directory (the working directory).
+/// Writes the scenario's fixture into a fresh temporary directory T: `fixture.files` into T/ws (the
+/// working directory), `fixture.outside` into T/outside (beyond the session's reach).
 func writeFixture(_ scenario: [String: Any]) throws -> String? {
-    guard let files = (scenario["fixture"] as? [String: Any])?["files"] as? [String: [String: Any]] else { return nil }
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-fixture-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    for (name, spec) in files {
-        let text: String
-        if let t = spec["text"] as? String {
-            text = t
-        } else {
-            text = String(repeating: "\(spec["line"] as? String ?? "")\n", count: (spec["count"] as? NSNumber)?.intValue ?? 1)
+    guard let fixture = scenario["fixture"] as? [String: Any] else { return nil }
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-fixture-\(UUID().uuidString)")
+    for (key, sub) in [("files", "ws"), ("outside", "outside")] {
+        let dir = root.appendingPathComponent(sub)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for (name, spec) in fixture[key] as? [String: [String: Any]] ?? [:] {
+            let text: String
+            if let t = spec["text"] as? String {
+                text = t
+            } else {
+                text = String(
+                    repeating: "\(spec["line"] as? String ?? "")\n", count: (spec["count"] as? NSNumber)?.intValue ?? 1)
+            }
+            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
-        try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
     }
-    return dir.path
+    return root.appendingPathComponent("ws").path
 }

@@ -1,0 +1,169 @@
+"""Memory: what an agent keeps between sessions (SPEC §14).
+
+    memory = await ambit.Memory.open("sqlite:///var/lib/app/memory.db")   # or postgres://...
+    saved = await memory.remember("support-bot", "Refunds over 500 EUR need a second approver.",
+                                  title="Refund limit", kind="instruction", tags=["billing"], salience=8)
+    hits = await memory.recall("support-bot", "who approves a large refund")
+    agent = ambit.Agent(model=model, memory=memory, agent_name="support-bot")   # memory_* tools
+
+Every rule lives in the Rust core; this module turns its JSON into dataclasses, and its errors into
+exceptions with the same ``code`` as every other language. Times are milliseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, Optional
+
+from . import _native, _options
+from .errors import AmbitError
+
+__all__ = [
+    "Memory", "MemoryRecord", "Saved", "AgentMemoryError", "InvalidMemoryArgument", "MemoryNotFound",
+    "MemoryReadOnly", "MemoryStoreError", "Kind",
+]
+
+Kind = Literal["fact", "preference", "lesson", "instruction"]
+
+
+class AgentMemoryError(AmbitError):
+    """A memory call refused or failed. (Not Python's built-in ``MemoryError``.)"""
+
+    code = "memory_store"
+
+
+class InvalidMemoryArgument(AgentMemoryError, ValueError):
+    """An argument out of bounds or malformed; ``field`` names it and the message gives the limit."""
+
+    code = "memory_invalid_argument"
+    field: str = ""
+
+
+class MemoryNotFound(AgentMemoryError, KeyError):
+    """No memory with that id or key for this agent."""
+
+    code = "memory_not_found"
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class MemoryReadOnly(AgentMemoryError):
+    """A write through read-only access (a sub-agent's grant)."""
+
+    code = "memory_read_only"
+
+
+class MemoryStoreError(AgentMemoryError):
+    """The store failed: unreachable, I/O, a migration that does not apply."""
+
+    code = "memory_store"
+
+
+_BY_CODE: dict[str, type[AgentMemoryError]] = {
+    c.code: c for c in (InvalidMemoryArgument, MemoryNotFound, MemoryReadOnly, MemoryStoreError)
+}
+
+
+def _from_core(code: str, message: str, details: Mapping[str, Any]) -> AgentMemoryError:
+    """Called by the native module to turn a memory error into its exception."""
+    exc = _BY_CODE.get(code, AgentMemoryError)(message, code=code)
+    for key, value in details.items():
+        setattr(exc, key, value)
+    return exc
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One stored memory. ``salience`` runs from 1 (trivia) to 10 (essential)."""
+
+    id: int
+    agent: str
+    kind: Kind
+    title: str
+    body: str
+    tags: list[str]
+    salience: int
+    pinned: bool
+    created_at: int
+    updated_at: int
+    key: Optional[str] = None
+    subject: Optional[str] = None
+    source: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a remember did: the memory, and ``created`` (``False`` when a key updated one in place)."""
+
+    memory: MemoryRecord
+    created: bool
+
+
+def _record(d: Mapping[str, Any]) -> MemoryRecord:
+    return MemoryRecord(**d)
+
+
+def _optional_str(name: str, value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise InvalidMemoryArgument(f"invalid memory argument '{name}': must be a string, got {type(value).__name__}",
+                                    code="memory_invalid_argument")
+    return value
+
+
+class Memory:
+    """A memory store on SQLite (``sqlite:///path``) or PostgreSQL (``postgres://…``), one namespace per
+    agent name."""
+
+    def __init__(self, native: _native.NativeMemory, url: str) -> None:
+        self._native = native
+        self.url = url
+
+    @classmethod
+    async def open(cls, url: str) -> "Memory":
+        """Opens the store, applying its migrations."""
+        return cls(await _native.NativeMemory.open(url), url)
+
+    async def remember(self, agent: str, body: Optional[str] = None, *, title: Optional[str] = None,
+                       kind: Optional[Kind] = None, tags: Iterable[str] | str | None = None,
+                       salience: Optional[int] = None, pinned: Optional[bool] = None, key: Optional[str] = None,
+                       subject: Optional[str] = None) -> Saved:
+        """Saves a memory in ``agent``'s namespace; with a ``key`` already saved, updates that memory in
+        place (arguments left ``None`` keep their values)."""
+        memory: dict[str, Any] = {}
+        for name, value in (("body", body), ("title", title), ("kind", kind), ("key", key), ("subject", subject)):
+            if _optional_str(name, value) is not None:
+                memory[name] = value
+        if tags is not None:
+            memory["tags"] = _options.strings("tags", tags)
+        if salience is not None:
+            memory["salience"] = salience
+        if pinned is not None:
+            memory["pinned"] = pinned
+        saved = json.loads(await self._native.remember(agent, json.dumps(memory)))
+        return Saved(memory=_record(saved["memory"]), created=saved["created"])
+
+    async def recall(self, agent: str, query: Optional[str] = None, *, tags: Iterable[str] | str = (),
+                     kind: Optional[Kind] = None, subjects: Iterable[str] | str = (), limit: int = 10) -> list[MemoryRecord]:
+        """With a query, ranked by relevance over title, body and tags; without one, pinned and highest
+        salience first. ``tags`` keeps memories carrying all of them; at most ``limit`` (1 to 50)."""
+        recall: dict[str, Any] = {"tags": _options.strings("tags", tags),
+                                  "subjects": _options.strings("subjects", subjects), "limit": limit}
+        if _optional_str("query", query) is not None:
+            recall["query"] = query
+        if kind is not None:
+            recall["kind"] = kind
+        return [_record(m) for m in json.loads(await self._native.recall(agent, json.dumps(recall)))]
+
+    async def forget(self, agent: str, *, id: Optional[int] = None, key: Optional[str] = None) -> bool:
+        """Forgets one memory by ``id`` or ``key``; whether it existed."""
+        return await self._native.forget(agent, id=id, key=key)
+
+    async def list(self, agent: str) -> list[MemoryRecord]:
+        """Every memory of ``agent``, oldest first."""
+        return [_record(m) for m in json.loads(await self._native.list(agent))]
+
+    async def export(self, agent: Optional[str] = None) -> str:
+        """The memories of ``agent`` (or of every agent) as JSON: ``{"version": 1, "memories": [...]}``."""
+        return await self._native.export(agent)
