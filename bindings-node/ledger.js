@@ -6,7 +6,7 @@
 
 const native = require('./native.js');
 const { AmbitError } = require('./index.js');
-const { InternalError } = require('./errors.js');
+const { envelopeReader, camel } = require('./envelope.js');
 
 /** A ledger call refused or failed; a refused batch wrote nothing. */
 class LedgerError extends AmbitError {
@@ -56,19 +56,7 @@ const BY_CODE = {
   ledger_scope_pinned: ScopePinnedError,
 };
 
-function toError(error) {
-  if (error.code === 'internal') return new InternalError(error.message);
-  const Cls = BY_CODE[error.code];
-  return Cls ? new Cls(error.message, error.details || {}) : new LedgerError(error.message, error.code, error.details || {});
-}
-
-function unwrap(text) {
-  const envelope = JSON.parse(text);
-  if (!envelope.ok) throw toError(envelope.error);
-  return envelope.value;
-}
-
-const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+const { toError, unwrap } = envelopeReader(LedgerError, BY_CODE);
 const snake = (s) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /** snake_case keys to camelCase, deeply; values (reasons, states) stay as the core's strings. */

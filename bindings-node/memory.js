@@ -6,7 +6,7 @@
 
 const native = require('./native.js');
 const { AmbitError } = require('./index.js');
-const { InternalError } = require('./errors.js');
+const { envelopeReader, camel } = require('./envelope.js');
 
 /** A memory call refused or failed (code "memory_store" unless a subclass says otherwise). */
 class MemoryError extends AmbitError {
@@ -47,19 +47,7 @@ const BY_CODE = {
   memory_read_only: MemoryReadOnlyError,
 };
 
-function toError(error) {
-  if (error.code === 'internal') return new InternalError(error.message);
-  const Cls = BY_CODE[error.code];
-  return Cls ? new Cls(error.message, error.details || {}) : new MemoryError(error.message, error.code, error.details || {});
-}
-
-function unwrap(text) {
-  const envelope = JSON.parse(text);
-  if (!envelope.ok) throw toError(envelope.error);
-  return envelope.value;
-}
-
-const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+const { toError, unwrap } = envelopeReader(MemoryError, BY_CODE);
 
 /** One memory with camelCase keys. */
 function toRecord(m) {

@@ -1,0 +1,29 @@
+'use strict';
+// One reader for the core's JSON envelopes (`{"ok": true, "value": …}` or `{"ok": false, "error": {code,
+// message, details}}`), shared by the ledger and memory modules: the error code picks the class, `internal`
+// is always `InternalError`, anything else the module's base class.
+
+const { InternalError } = require('./errors.js');
+
+/**
+ * `toError` and `unwrap` for a module whose errors are `Base` (the fallback, given the code) and the
+ * subclasses of `byCode` (constructed with the message and the error's details).
+ */
+function envelopeReader(Base, byCode) {
+  function toError(error) {
+    if (error.code === 'internal') return new InternalError(error.message);
+    const Cls = byCode[error.code];
+    return Cls ? new Cls(error.message, error.details || {}) : new Base(error.message, error.code, error.details || {});
+  }
+  function unwrap(text) {
+    const envelope = JSON.parse(text);
+    if (!envelope.ok) throw toError(envelope.error);
+    return envelope.value;
+  }
+  return { toError, unwrap };
+}
+
+/** snake_case to camelCase. */
+const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+module.exports = { envelopeReader, camel };
