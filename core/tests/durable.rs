@@ -7,20 +7,22 @@
 //! AMBIT_DURABLE_TRIALS (default 20) sets the racing trials per store and AMBIT_DURABLE_KILLS (default
 //! 25) the kills per store; `bash scripts/durable-full.sh` runs the full counts (200 and 250).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ambit::ApprovalDecision;
 use ambit::ledger::ManualClock;
 use ambit::session::{Item, SessionError, Sessions};
-use ambit_test_provider::{Provider, Script};
+use ambit_test_provider::Provider;
 use serde_json::{Value, json};
 
 #[path = "support/durable_agent.rs"]
 mod durable_agent;
 use durable_agent::agent;
+
+#[path = "support/durable_worker.rs"]
+mod durable_worker;
+use durable_worker::{Worker, effects_of, provider};
 
 #[path = "support/session_stores.rs"]
 mod session_stores;
@@ -28,11 +30,6 @@ use session_stores::{Store, stores};
 
 fn count(var: &str, default: usize) -> usize {
     std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-async fn provider(exchanges: Value) -> Provider {
-    let script: Script = serde_json::from_value(json!({"name": "durable", "exchanges": exchanges})).unwrap();
-    Provider::start(script).await.unwrap()
 }
 
 /// The model asks for `send_email {to: sid}` (the run parks on it), then answers.
@@ -56,10 +53,6 @@ async fn parked(sessions: &Sessions, effects: &str, extra_answers: usize) -> (St
 }
 
 /// The side effects for `sid` so far.
-fn effects_of(effects: &str, line: &str) -> usize {
-    std::fs::read_to_string(effects).unwrap_or_default().lines().filter(|l| *l == line).count()
-}
-
 /// The log's messages, each as JSON text: a message twice in the log shows as a repeat.
 async fn log_messages(sessions: &Sessions, sid: &str) -> Vec<String> {
     sessions
@@ -80,55 +73,6 @@ fn tool_results(messages: &[String], call: &str) -> Vec<Value> {
         .map(|m| serde_json::from_str::<Value>(m).unwrap())
         .filter(|m| m["role"] == "tool" && m["call_id"] == call)
         .collect()
-}
-
-struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Worker {
-    fn start(url: &str, effects: &str, flags: &[&str]) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ambit-durable-child"))
-            .arg(url)
-            .arg(effects)
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the child");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "the child did not start");
-        Worker { child, stdin, stdout }
-    }
-
-    fn send(&mut self, command: &str) {
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn answer(&mut self) -> String {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        line.split_whitespace().next().unwrap_or("(the child died)").to_string()
-    }
-
-    fn kill(mut self) {
-        // SIGKILL: no destructor, no lease let go, no outcome recorded.
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The same store read an hour later: every lease a dead process held has run out.
