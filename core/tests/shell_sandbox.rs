@@ -61,7 +61,12 @@ fn dirs(name: &str, user: User) -> Dirs {
     }
     // A copy the other user can run, whatever the permissions of the target directory.
     let bin = root.join("child");
-    std::fs::copy(env!("CARGO_BIN_EXE_ambit-shell-sandbox-child"), &bin).unwrap();
+    // Copied by `cp`, not `std::fs::copy`: a process another test thread forks while this one holds the
+    // copy open for writing inherits that descriptor until it execs, and executing the copy then fails
+    // with ETXTBSY ("Text file busy"). `cp` opens the file after its own exec, in a process that forks
+    // nothing, so no other process ever holds it open for writing.
+    let copied = Command::new("cp").arg(env!("CARGO_BIN_EXE_ambit-shell-sandbox-child")).arg(&bin).status().unwrap();
+    assert!(copied.success(), "cp of the child binary failed: {copied}");
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     Dirs { root, ws, outside, bin, user }
 }
