@@ -37,8 +37,8 @@ pub fn check_text(field: &str, value: &str, limit: usize) -> Result<(), MemoryEr
         return Err(MemoryError::invalid(field, format!("is {} bytes; the limit is {limit} bytes", value.len())));
     }
     let multiline = field == "body";
-    if value.chars().any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t' || c == '\r'))) {
-        return Err(MemoryError::invalid(field, "must not hold control characters"));
+    if value.chars().any(|c| (c.is_control() || is_line_break(c)) && !(multiline && c.is_whitespace())) {
+        return Err(MemoryError::invalid(field, "must not hold control characters or line breaks"));
     }
     Ok(())
 }
@@ -50,6 +50,8 @@ pub fn check_agent(agent: &str) -> Result<(), MemoryError> {
 
 /// Tags as stored: trimmed, lower case, deduplicated in order, each checked; at most [`MAX_TAGS`].
 pub fn normalise_tags(tags: &[String]) -> Result<Vec<String>, MemoryError> {
+    let too_many =
+        || MemoryError::invalid("tags", format!("more than {MAX_TAGS} distinct tags; the limit is {MAX_TAGS}"));
     let mut out: Vec<String> = Vec::new();
     for t in tags {
         let t = t.trim().to_lowercase();
@@ -61,11 +63,13 @@ pub fn normalise_tags(tags: &[String]) -> Result<Vec<String>, MemoryError> {
             return Err(MemoryError::invalid("tags", format!("tag '{t}' holds '|'")));
         }
         if !out.contains(&t) {
+            // Refused as soon as one tag too many is seen: the work stays bounded by the limit, not by
+            // the length of the list a caller (or the model) sent.
+            if out.len() == MAX_TAGS {
+                return Err(too_many());
+            }
             out.push(t);
         }
-    }
-    if out.len() > MAX_TAGS {
-        return Err(MemoryError::invalid("tags", format!("{} tags; the limit is {MAX_TAGS}", out.len())));
     }
     Ok(out)
 }
@@ -100,8 +104,20 @@ pub fn validate_remember(mut m: Remember) -> Result<Remember, MemoryError> {
 
 /// A title for a memory saved without one: the body's first non-blank line, clipped.
 pub fn derived_title(body: &str) -> String {
-    let line = body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    clip(line, DERIVED_TITLE_CHARS)
+    // The first line by every line break a reader may honour (`\r`, U+2028, U+2029, …), its whitespace
+    // collapsed: a title is one line, in the block and in results.
+    let line = body.split(is_line_break).map(one_line).find(|l| !l.is_empty()).unwrap_or_default();
+    clip(&line, DERIVED_TITLE_CHARS)
+}
+
+/// A character that ends a line for some reader: `\n`, `\r`, vertical tab, form feed, NEL, U+2028, U+2029.
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// `text` on one line: every run of whitespace (line breaks included) one space, trimmed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `text` clipped to `max` characters; a clipped text ends in `…`.
@@ -217,8 +233,9 @@ pub fn render_line(m: &MemoryRecord, body_chars: usize) -> String {
     if !m.tags.is_empty() {
         facets.push(format!("tags: {}", m.tags.join(", ")));
     }
-    let body = clip(&m.body.split_whitespace().collect::<Vec<_>>().join(" "), body_chars);
-    format!("- #{} [{}] {}: {}", m.id, facets.join(", "), m.title, body)
+    let body = clip(&one_line(&m.body), body_chars);
+    // One line, whatever a stored field holds (a row written before a check, or by another program).
+    one_line(&format!("- #{} [{}] {}: {}", m.id, facets.join(", "), m.title, body))
 }
 
 /// The per-turn block: the baseline memories in the order given (pinned, then salience), bounded by

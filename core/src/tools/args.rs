@@ -134,8 +134,13 @@ fn check_enum(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
     if allowed.contains(value) {
         return Ok(());
     }
-    let list: Vec<String> =
-        allowed.iter().map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect();
+    // At most this many allowed values are named: a refusal stays short whatever the schema holds.
+    const NAMED: usize = 20;
+    let mut list: Vec<String> =
+        allowed.iter().take(NAMED).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect();
+    if allowed.len() > NAMED {
+        list.push(format!("… ({} more)", allowed.len() - NAMED));
+    }
     Err(format!("argument '{name}' must be one of {}, got {}", list.join(", "), show(value)))
 }
 
