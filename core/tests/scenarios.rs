@@ -14,6 +14,8 @@ use serde_json::Value;
 struct ScenarioTool {
     spec: ToolSpec,
     behavior: Value,
+    /// Opened by a session step's `release`: what a `waits_for_release` tool waits on.
+    release: tokio::sync::watch::Receiver<bool>,
 }
 
 fn fill(template: &str, args: &Value) -> String {
@@ -47,6 +49,17 @@ impl Tool for ScenarioTool {
                 _ = tokio::time::sleep(std::time::Duration::from_secs(20)) => {}
             }
         }
+        if self.behavior.get("waits_for_release") == Some(&Value::Bool(true)) {
+            // Progress through the task handle, then hold until the suite releases it (after its run
+            // ended: work that outlives the run).
+            if let (Some(task), Some(note)) =
+                (ambit::agent::background::TaskHandle::current(), self.behavior.get("progress").and_then(Value::as_str))
+            {
+                task.progress(fill(note, &arguments));
+            }
+            let mut release = self.release.clone();
+            release.wait_for(|open| *open).await.map_err(|e| ToolError::Failed(e.to_string()))?;
+        }
         if let Some(ms) = self.behavior.get("sleeps_ms").and_then(Value::as_u64) {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
@@ -66,12 +79,18 @@ impl Tool for ScenarioTool {
 struct ScriptedApprovals {
     answers: Arc<std::sync::Mutex<std::collections::VecDeque<Value>>>,
     requests: Arc<std::sync::Mutex<Vec<ambit::ApprovalRequest>>>,
+    /// The latch the `waits_for_release` tools of every agent the scenario builds wait on.
+    release: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl ScriptedApprovals {
     fn new(scenario: &Value) -> Self {
         let answers = scenario.get("approvals").and_then(Value::as_array).cloned().unwrap_or_default();
-        ScriptedApprovals { answers: Arc::new(std::sync::Mutex::new(answers.into())), requests: Arc::default() }
+        ScriptedApprovals {
+            answers: Arc::new(std::sync::Mutex::new(answers.into())),
+            requests: Arc::default(),
+            release: Arc::new(tokio::sync::watch::channel(false).0),
+        }
     }
 }
 
@@ -188,7 +207,8 @@ async fn build_agent(
         // The scenario's tool object is a ToolSpec (name, description, parameters, level,
         // requires_approval, allow_blank) plus the behavior.
         let spec: ToolSpec = serde_json::from_value(t.clone()).map_err(|e| format!("tool spec: {e}"))?;
-        builder = builder.tool(ScenarioTool { spec, behavior: t["behavior"].clone() });
+        let release = approvals.release.subscribe();
+        builder = builder.tool(ScenarioTool { spec, behavior: t["behavior"].clone(), release });
     }
     for name in scenario.get("builtins").and_then(Value::as_array).into_iter().flatten() {
         let name = name.as_str().unwrap_or_default();
@@ -596,8 +616,15 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
     let sid = sessions.create().await.map_err(|e| e.to_string())?;
     let steps = session["steps"].as_array().ok_or("session.steps is missing")?;
     let mut last = None;
+    let mut deliveries = sessions.deliveries();
     for (n, step) in steps.iter().enumerate() {
         let at = format!("step {}", n + 1);
+        if step.get("release") == Some(&Value::Bool(true)) {
+            // The held tools finish; their results land in the session after the run that started them.
+            approvals.release.send_replace(true);
+            check_task_step(&sessions, &mut deliveries, &sid, &step["expect"], &at).await?;
+            continue;
+        }
         let outcome = if let Some(input) = step["input"].as_str() {
             sessions.run(&agent, &sid, input).await
         } else if let Some(answer) = step.get("resume") {
@@ -653,6 +680,7 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
                 {
                     return Err(format!("{at}: output: expected {out}, got {:?}", result.output));
                 }
+                check_task_step(&sessions, &mut deliveries, &sid, want, &at).await?;
                 Some(result)
             }
         };
@@ -668,6 +696,31 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         }
     }
     check_provider(&provider, scenario).await
+}
+
+/// A session step's `delivery` (the next one the store handle announces, within 60 s) and `task` (what
+/// `task_result` reads for its `task_id`), each matched as a subset.
+async fn check_task_step(
+    sessions: &ambit::session::Sessions,
+    deliveries: &mut ambit::session::Deliveries,
+    sid: &str,
+    want: &Value,
+    at: &str,
+) -> Result<(), String> {
+    if let Some(d) = want.get("delivery") {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(60), deliveries.next()).await;
+        let got = next.map_err(|_| format!("{at}: no delivery within 60 s"))?.ok_or("the deliveries ended")?;
+        if got.session_id != sid {
+            return Err(format!("{at}: a delivery for session {}, not {sid}", got.session_id));
+        }
+        ambit_test_provider::subset(d, &serde_json::to_value(&got).unwrap(), &format!("{at}: delivery"))?;
+    }
+    if let Some(t) = want.get("task") {
+        let id = t["task_id"].as_str().ok_or(format!("{at}: task.task_id is missing"))?;
+        let got = sessions.task_result(sid, id).await.map_err(|e| format!("{at}: task_result: {e}"))?;
+        ambit_test_provider::subset(t, &serde_json::to_value(&got).unwrap(), &format!("{at}: task"))?;
+    }
+    Ok(())
 }
 
 /// Where scripts/mcp-servers.sh installed the MCP servers (it runs once per test binary; idempotent).
@@ -789,7 +842,11 @@ async fn every_scenario_file_passes() {
 }
 
 fn object_tool(name: &str) -> ScenarioTool {
-    ScenarioTool { spec: ToolSpec::new(name, "d", serde_json::json!({"type": "object"})), behavior: Value::Null }
+    ScenarioTool {
+        spec: ToolSpec::new(name, "d", serde_json::json!({"type": "object"})),
+        behavior: Value::Null,
+        release: tokio::sync::watch::channel(false).1,
+    }
 }
 
 #[tokio::test]
@@ -804,7 +861,11 @@ async fn duplicate_tool_names_are_a_config_error() {
 async fn a_schema_that_is_not_an_object_is_refused() {
     let err = Agent::builder()
         .model(OpenAiChat::new("m"))
-        .tool(ScenarioTool { spec: ToolSpec::new("t", "d", serde_json::json!("string")), behavior: Value::Null })
+        .tool(ScenarioTool {
+            spec: ToolSpec::new("t", "d", serde_json::json!("string")),
+            behavior: Value::Null,
+            release: tokio::sync::watch::channel(false).1,
+        })
         .build()
         .unwrap_err();
     assert_eq!(err.code(), "config");

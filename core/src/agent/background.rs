@@ -23,6 +23,10 @@ use crate::tools::{Tool, ToolSpec};
 /// How long a background task may stay silent (no progress note, no result) before it is failed as dead.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(300);
 
+/// How long a cancelled task has to unwind at its next checkpoint (SPEC §5: the token first, a grace
+/// period, then abort).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
 tokio::task_local! {
     static CURRENT: TaskHandle;
 }
@@ -84,6 +88,41 @@ impl TaskHandle {
     }
 }
 
+/// How a task ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Running,
+    /// It returned its result.
+    Finished,
+    /// It returned an error, or was failed as dead (silent past its heartbeat window).
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+    /// The process running it stopped before it reported (a session's task, read from the store).
+    Lost,
+}
+
+impl TaskStatus {
+    /// The status as stored and shown: `running`, `finished`, `failed`, `cancelled`, `lost`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Finished => "finished",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Lost => "lost",
+        }
+    }
+
+    /// The status stored as `s`.
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        [TaskStatus::Running, TaskStatus::Finished, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::Lost]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
 /// A finished task, as the loop delivers it.
 #[derive(Debug, Clone)]
 pub(crate) struct Report {
@@ -91,14 +130,44 @@ pub(crate) struct Report {
     pub name: String,
     pub result: String,
     pub is_error: bool,
+    pub status: TaskStatus,
 }
 
 impl Report {
+    fn new(id: String, name: String, result: String, is_error: bool) -> Report {
+        let status = if is_error { TaskStatus::Failed } else { TaskStatus::Finished };
+        Report { id, name, result, is_error, status }
+    }
+
     /// The turn that carries the result to the model.
     pub fn message(&self) -> String {
         let how = if self.is_error { "failed" } else { "finished" };
         format!("[background task {} ({}) {how}]\n{}", self.id, self.name, self.result)
     }
+}
+
+/// The message that tells the model a task was lost with the process that ran it.
+pub(crate) fn lost_message(id: &str, name: &str) -> String {
+    format!(
+        "[background task {id} ({name}) was lost]\nThe process running it stopped before it reported: its outcome is unknown, it may or may not have taken effect, and it was not run again."
+    )
+}
+
+/// Where the background tasks of a session run are kept (crate::session): the store numbers and
+/// records each task, the process renews the running ones, and a result that lands after its run
+/// ended goes into the session and to the host.
+#[async_trait]
+pub(crate) trait TaskSink: Send + Sync {
+    /// Records a new task of tool `name` as running; its id (`task_N`, counting in the session).
+    async fn started(&self, name: &str) -> Result<String, String>;
+    /// The process is alive and runs these tasks (id, latest note).
+    async fn beat(&self, running: Vec<(String, Option<String>)>);
+    /// How often [`TaskSink::beat`] is due.
+    fn beat_every(&self) -> Duration;
+    /// A task's result reached the run's model, as its own turn.
+    async fn reported(&self, report: &Report, note: Option<String>);
+    /// A task's result landed after its run ended: into the session, and the host is told.
+    async fn landed(&self, report: Report, note: Option<String>);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +198,10 @@ pub(crate) struct Tasks {
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Report>>,
     work_tx: mpsc::UnboundedSender<Work>,
     work_rx: Mutex<Option<mpsc::UnboundedReceiver<Work>>>,
+    /// The session the tasks are kept in, when the run is a session's.
+    sink: std::sync::OnceLock<Arc<dyn TaskSink>>,
+    /// How long a cancelled task has to unwind before it is aborted.
+    grace: Duration,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -148,6 +221,8 @@ impl Default for Tasks {
             rx: tokio::sync::Mutex::new(rx),
             work_tx,
             work_rx: Mutex::new(Some(work_rx)),
+            sink: std::sync::OnceLock::new(),
+            grace: CANCEL_GRACE,
         }
     }
 }
@@ -161,33 +236,95 @@ impl Drop for Tasks {
 }
 
 impl Tasks {
+    /// Keeps the tasks in a session (set before the first task starts, once).
+    pub fn keep_in(&self, sink: Arc<dyn TaskSink>) {
+        let _ = self.sink.set(sink);
+    }
+
+    /// Whether the tasks are a session's: they may outlive the run ([`Tasks::outlive`]).
+    pub fn kept(&self) -> bool {
+        self.sink.get().is_some()
+    }
+
     /// Polls the background tasks until dropped (never finishes); the run selects it beside the loop.
-    pub fn driver(&self) -> impl Future<Output = ()> + Send + 'static {
+    /// Tasks kept in a session have their heartbeat renewed in the store from here.
+    pub fn driver(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
         let incoming = self.work_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let (tasks, sink) = (Arc::downgrade(self), self.sink.get().cloned());
         async move {
             use futures::StreamExt;
             let Some(mut incoming) = incoming else { return std::future::pending().await };
             let mut running = futures::stream::FuturesUnordered::new();
+            let every = sink.as_ref().map_or(Duration::from_secs(3600), |s| s.beat_every());
+            let mut beat = tokio::time::interval(every);
+            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     Some(w) = incoming.recv() => running.push(w),
                     Some(()) = running.next(), if !running.is_empty() => {}
+                    _ = beat.tick(), if sink.is_some() => {
+                        let (Some(sink), Some(tasks)) = (sink.clone(), tasks.upgrade()) else { continue };
+                        let live = tasks.running();
+                        if !live.is_empty() {
+                            running.push(Box::pin(async move { sink.beat(live).await }));
+                        }
+                    }
                     else => std::future::pending::<()>().await,
                 }
             }
         }
     }
 
+    /// The running tasks with their latest notes.
+    fn running(&self) -> Vec<(String, Option<String>)> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.state == State::Running)
+            .map(|(id, e)| (id.clone(), e.handle.shared.note.lock().unwrap_or_else(|p| p.into_inner()).clone()))
+            .collect()
+    }
+
+    fn note_of(&self, id: &str) -> Option<String> {
+        self.lock().get(id).and_then(|e| e.handle.shared.note.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// A report reached the run's model: the session keeps it too.
+    pub async fn delivered(&self, report: &Report) {
+        if let Some(sink) = self.sink.get() {
+            sink.reported(report, self.note_of(&report.id)).await;
+        }
+    }
+
+    /// The tasks of a run that ended with some outstanding, kept in a session: `driver` (this run's,
+    /// taken from its select) goes on polling them and each result lands in the session as it comes.
+    /// Resolves when none is outstanding.
+    pub async fn outlive(self: Arc<Self>, driver: impl Future<Output = ()>, heartbeat: Duration) {
+        let Some(sink) = self.sink.get().cloned() else { return };
+        let landing = async {
+            while let Some(r) = self.next_report(heartbeat).await {
+                let note = self.note_of(&r.id);
+                sink.landed(r, note).await;
+            }
+        };
+        futures::pin_mut!(driver, landing);
+        futures::future::select(driver, landing).await;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts `work` (a tool call: its result text and whether it is an error) as task `task_N`.
-    pub fn spawn<F>(self: &Arc<Self>, name: &str, events: &Emitter, work: F) -> String
+    /// Starts `work` (a tool call: its result text and whether it is an error) as task `task_N` (N
+    /// counting in the run, or in the session that keeps the tasks). Fails when the session could not
+    /// record it: the work does not start.
+    pub async fn spawn<F>(self: &Arc<Self>, name: &str, events: &Emitter, work: F) -> Result<String, String>
     where
         F: Future<Output = (String, bool)> + Send + 'static,
     {
-        let id = format!("task_{}", self.next.fetch_add(1, Ordering::SeqCst) + 1);
+        let id = match self.sink.get() {
+            Some(sink) => sink.started(name).await?,
+            None => format!("task_{}", self.next.fetch_add(1, Ordering::SeqCst) + 1),
+        };
         let handle = TaskHandle {
             shared: Arc::new(Shared {
                 id: id.clone(),
@@ -204,14 +341,14 @@ impl Tasks {
         let (work, abort) = futures::future::abortable(async move {
             let (result, is_error) = CURRENT.scope(scoped, work).await;
             if let Some(tasks) = tasks.upgrade() {
-                tasks.report(Report { id: task_id, name: task_name, result, is_error });
+                tasks.report(Report::new(task_id, task_name, result, is_error));
             }
         });
         self.lock().insert(id.clone(), Entry { name: name.to_string(), handle, abort, state: State::Running });
         let _ = self.work_tx.send(Box::pin(async move {
             let _ = work.await;
         }));
-        id
+        Ok(id)
     }
 
     /// Sends a task's report once: the first of finishing, being cancelled or being failed as dead wins.
@@ -234,10 +371,21 @@ impl Tasks {
     /// when nothing is outstanding. The report is marked delivered.
     pub async fn next_report(&self, heartbeat: Duration) -> Option<Report> {
         let r = self.wait_report(heartbeat).await?;
+        self.mark_delivered(&r);
+        Some(r)
+    }
+
+    /// The next report if one is ready now, marked delivered; never waits.
+    pub fn ready_report(&self) -> Option<Report> {
+        let r = self.rx.try_lock().ok()?.try_recv().ok()?;
+        self.mark_delivered(&r);
+        Some(r)
+    }
+
+    fn mark_delivered(&self, r: &Report) {
         if let Some(e) = self.lock().get_mut(&r.id) {
             e.state = State::Delivered;
         }
-        Some(r)
     }
 
     async fn wait_report(&self, heartbeat: Duration) -> Option<Report> {
@@ -273,19 +421,25 @@ impl Tasks {
                             "Error: background task {id} ({name}) was failed as dead: no progress note or result for more than {} s",
                             heartbeat.as_secs_f64()
                         );
-                        self.report(Report { id, name, result, is_error: true });
+                        self.report(Report::new(id, name, result, true));
                     }
                 }
             }
         }
     }
 
-    /// Signals the token, then stops the task at its next checkpoint.
+    /// Stops a task cooperatively (SPEC §5): the token first, which a tool sees at its next
+    /// checkpoint and unwinds; then, after the grace period [`CANCEL_GRACE`], the task is aborted if it
+    /// is still running.
     fn stop(&self, id: &str) {
         if let Some(e) = self.lock().get(id) {
             e.handle.shared.cancelled.store(true, Ordering::SeqCst);
             e.handle.shared.notify.notify_waiters();
-            e.abort.abort();
+            let (abort, grace) = (e.abort.clone(), self.grace);
+            let _ = self.work_tx.send(Box::pin(async move {
+                tokio::time::sleep(grace).await;
+                abort.abort();
+            }));
         }
     }
 
@@ -302,7 +456,9 @@ impl Tasks {
         self.stop(id);
         let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
         let result = format!("Error: background task {id} ({name}) was cancelled{why}");
-        self.report(Report { id: id.to_string(), name: name.clone(), result, is_error: true });
+        let mut report = Report::new(id.to_string(), name.clone(), result, true);
+        report.status = TaskStatus::Cancelled;
+        self.report(report);
         Ok(format!("Cancelled background task {id} ({name}){why}."))
     }
 
@@ -409,21 +565,27 @@ mod tests {
         let tasks = Arc::new(Tasks::default());
         tokio::spawn(tasks.driver());
         let events = Emitter::default();
-        let id = tasks.spawn("sleepy", &events, async {
-            std::future::pending::<()>().await;
-            (String::new(), false)
-        });
+        let id = tasks
+            .spawn("sleepy", &events, async {
+                std::future::pending::<()>().await;
+                (String::new(), false)
+            })
+            .await
+            .unwrap();
         let r = tasks.next_report(Duration::from_millis(20)).await.unwrap();
         assert_eq!(r.id, id);
         assert!(r.is_error && r.result.contains("failed as dead"), "{r:?}");
         assert!(tasks.cancel(&id, None).unwrap_err().contains("already reported"));
 
-        let id = tasks.spawn("waits", &events, async {
-            let me = TaskHandle::current().unwrap();
-            me.progress("started");
-            me.cancelled().await;
-            ("unwound".to_string(), false)
-        });
+        let id = tasks
+            .spawn("waits", &events, async {
+                let me = TaskHandle::current().unwrap();
+                me.progress("started");
+                me.cancelled().await;
+                ("unwound".to_string(), false)
+            })
+            .await
+            .unwrap();
         assert!(tasks.list().contains("running"));
         assert_eq!(
             tasks.cancel(&id, Some("not needed")).unwrap(),
@@ -431,8 +593,71 @@ mod tests {
         );
         let r = tasks.next_report(Duration::from_secs(60)).await.unwrap();
         assert!(r.result.contains("was cancelled: not needed"), "{r:?}");
+        assert_eq!(r.status, TaskStatus::Cancelled);
         assert_eq!(tasks.outstanding(), 0);
         assert!(tasks.next_report(Duration::from_secs(60)).await.is_none());
+    }
+
+    /// Sets its flag when dropped: a task's future was dropped (aborted, or finished).
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    async fn until(what: &str, flag: &AtomicBool) {
+        let started = std::time::Instant::now();
+        while !flag.load(Ordering::SeqCst) {
+            assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_gives_the_token_first_and_aborts_only_after_the_grace_period() {
+        let mut tasks = Tasks::default();
+        tasks.grace = Duration::from_millis(200);
+        let tasks = Arc::new(tasks);
+        tokio::spawn(tasks.driver());
+        let events = Emitter::default();
+        // A cooperative task: it sees the token and unwinds with async steps of its own, which a cancel
+        // that aborted at once would cut (the negative control of the grace).
+        let unwound = Arc::new(AtomicBool::new(false));
+        let flag = unwound.clone();
+        let id = tasks
+            .spawn("cooperative", &events, async move {
+                let me = TaskHandle::current().unwrap();
+                me.cancelled().await;
+                for _ in 0..3 {
+                    tokio::task::yield_now().await;
+                }
+                flag.store(true, Ordering::SeqCst);
+                ("unwound".to_string(), false)
+            })
+            .await
+            .unwrap();
+        tokio::task::yield_now().await;
+        tasks.cancel(&id, None).unwrap();
+        assert_eq!(tasks.next_report(Duration::from_secs(60)).await.unwrap().status, TaskStatus::Cancelled);
+        until("the cooperative task could not finish unwinding", &unwound).await;
+
+        // A task that ignores the token is not aborted at the cancel; it is once the grace period is over.
+        let dropped = Arc::new(AtomicBool::new(false));
+        let guard = Dropped(dropped.clone());
+        let id = tasks
+            .spawn("stubborn", &events, async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                (String::new(), false)
+            })
+            .await
+            .unwrap();
+        tokio::task::yield_now().await;
+        tasks.cancel(&id, None).unwrap();
+        tokio::task::yield_now().await;
+        assert!(!dropped.load(Ordering::SeqCst), "aborted at the cancel, before any grace");
+        until("not aborted after the grace period", &dropped).await;
     }
 }
 

@@ -108,11 +108,18 @@ impl Agent {
             ToolCall { id: call.id.clone(), name: call.name.clone(), arguments: Value::Object(args).to_string() };
         if background {
             let (agent, ev, st, c, save) = (self.clone(), events.clone(), state.clone(), call.clone(), save_as.clone());
-            let id = state.tasks.spawn(&call.name, events, async move {
+            let started = state.tasks.spawn(&call.name, events, async move {
                 let (_, result, is_error) =
                     st.clone().scope(scratchpad::with_saving(save.is_some(), agent.dispatch(&c, &ev))).await;
                 finish(&st, save.as_deref(), result, is_error)
             });
+            let id = match started.await {
+                Ok(id) => id,
+                Err(why) => {
+                    let reason = format!("the call to '{}' was not started in the background: {why}", call.name);
+                    return refuse(args_of(&call), reason);
+                }
+            };
             events.emit(Event::BackgroundTaskStarted {
                 task_id: id.clone(),
                 call_id: call.id.clone(),
@@ -132,6 +139,13 @@ impl Agent {
             scratchpad::with_saving(save_as.is_some(), self.dispatch_observed(&call, events)).await;
         let (result, is_error) = finish(state, save_as.as_deref(), result, is_error);
         (arguments, result, is_error)
+    }
+}
+
+fn args_of(call: &ToolCall) -> Map<String, Value> {
+    match serde_json::from_str(&call.arguments) {
+        Ok(Value::Object(o)) => o,
+        _ => Map::new(),
     }
 }
 

@@ -368,12 +368,19 @@ impl Agent {
 
     async fn run_inner(&self, input: String, events: Emitter) -> Result<RunResult, Error> {
         let state = Arc::new(RunState::default());
-        // Background tasks are polled beside the loop, in the run's own task; they stop with the run.
-        let background = state.tasks.driver();
-        let run = self.run_loop(input, events, state.clone());
-        let outcome = state.scope(async move {
-            futures::pin_mut!(run, background);
-            match futures::future::select(run, background).await {
+        // A session watching the run (crate::session): it may compact the conversation between rounds,
+        // and it keeps the run's background tasks.
+        let rounds = run_state::take_rounds();
+        if let Some(sink) = rounds.as_ref().and_then(|r| r.tasks()) {
+            state.tasks.keep_in(sink);
+        }
+        // Background tasks are polled beside the loop, in the run's own task; they stop with the run,
+        // unless a session keeps them: then those still running outlive it.
+        let mut background = Box::pin(state.tasks.driver());
+        let run = self.run_loop(input, events, state.clone(), rounds);
+        let outcome = state.clone().scope(async {
+            futures::pin_mut!(run);
+            match futures::future::select(run, background.as_mut()).await {
                 futures::future::Either::Left((outcome, _)) => outcome,
                 futures::future::Either::Right(((), run)) => run.await,
             }
@@ -381,10 +388,22 @@ impl Agent {
         // A panic anywhere in the run (a wire, a tool, the loop) ends this run with the typed internal
         // error instead of unwinding into the caller's task.
         use futures::FutureExt;
-        std::panic::AssertUnwindSafe(outcome).catch_unwind().await.unwrap_or_else(|p| Err(Error::from_panic(&*p)))
+        let outcome =
+            std::panic::AssertUnwindSafe(outcome).catch_unwind().await.unwrap_or_else(|p| Err(Error::from_panic(&*p)));
+        if state.tasks.kept() && state.tasks.outstanding() > 0 {
+            let heartbeat = self.inner.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT);
+            crate::runtime::detach(Box::pin(state.tasks.clone().outlive(background, heartbeat)));
+        }
+        outcome
     }
 
-    async fn run_loop(&self, input: String, events: Emitter, state: Arc<RunState>) -> Result<RunResult, Error> {
+    async fn run_loop(
+        &self,
+        input: String,
+        events: Emitter,
+        state: Arc<RunState>,
+        rounds: Option<Arc<dyn run_state::Rounds>>,
+    ) -> Result<RunResult, Error> {
         let inner = &self.inner;
         let mut nudges = 0;
         events.emit(Event::RunStarted { input: input.clone() });
@@ -396,8 +415,6 @@ impl Agent {
         let mut usage = Usage::default();
         let mut records = Vec::new();
         let model_name = inner.model.name().to_string();
-        // A session watching the run (crate::session): it may compact the conversation between rounds.
-        let rounds = run_state::take_rounds();
         let mut first = 1;
         if let Some(r) = &rounds {
             // A resumed run goes on from the state its park kept: turns, budget spent, checklist,
@@ -450,9 +467,14 @@ impl Agent {
             }
             if calls.is_empty() && state.tasks.outstanding() > 0 {
                 // Background results arrive as their own turns, one per turn, once the model has ended
-                // its turn: the next one that is ready, or the next to finish.
+                // its turn: the next one that is ready, or the next to finish. In a session that keeps
+                // the tasks, only one that is ready: the run ends without waiting, and the others land in
+                // the session when they come.
                 let window = inner.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT);
-                if let Some(r) = state.tasks.next_report(window).await {
+                let report =
+                    if state.tasks.kept() { state.tasks.ready_report() } else { state.tasks.next_report(window).await };
+                if let Some(r) = report {
+                    state.tasks.delivered(&r).await;
                     deliver(&mut request, &events, r);
                     continue;
                 }

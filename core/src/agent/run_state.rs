@@ -35,6 +35,11 @@ pub(crate) trait Rounds: Send + Sync {
     /// At a round boundary, before the next model request; what its own requests used. An error stops
     /// the run with it.
     async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, Error>;
+    /// Where the run's background tasks are kept: with one, the run may end while tasks are still
+    /// running, and their results land in the session when they come (SPEC §8b).
+    fn tasks(&self) -> Option<Arc<dyn super::background::TaskSink>> {
+        None
+    }
 }
 
 /// Runs `fut` (an agent's run) with `rounds` watching it. The run that starts first takes it, so a

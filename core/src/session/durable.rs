@@ -309,9 +309,11 @@ impl Journal {
     }
 }
 
-/// The journal of the session run this code runs in (never a sub-agent's: it does not park).
+/// The journal of the session run this code runs in (never a sub-agent's: it does not park; never a
+/// background task's: it may outlive the run and its lease, and a task whose process died is never run
+/// again but read `lost`, session/tasks.rs).
 pub(crate) fn current() -> Option<Arc<Journal>> {
-    if crate::agent::subagent::in_subagent() {
+    if crate::agent::subagent::in_subagent() || crate::agent::background::TaskHandle::current().is_some() {
         return None;
     }
     JOURNAL.try_with(Arc::clone).ok()

@@ -16,6 +16,7 @@ mod escalate;
 pub mod rules;
 mod run;
 pub mod store;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -23,13 +24,15 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::agent::background::TaskStatus;
 pub use crate::agent::run_state::RunSnapshot;
 pub use durable::{DEFAULT_LEASE, Take};
 pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
 pub(crate) use run::{park, parked_at};
-pub use store::SessionStore;
+pub use store::{SessionStore, TaskSnapshot};
+pub use tasks::{DELIVERY_BUFFER, Deliveries, Delivery};
 pub use tools::tools;
 
 /// The id of the session the current run belongs to, if it runs in one.
@@ -136,6 +139,8 @@ pub struct Sessions {
     clock: Arc<dyn crate::ledger::Clock>,
     /// False only for the negative control of the exactly-once tests.
     guarded: bool,
+    /// Where background-task results that land after their run are announced (tasks.rs).
+    deliveries: Arc<tokio::sync::broadcast::Sender<Delivery>>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -166,6 +171,7 @@ impl Sessions {
             lease: DEFAULT_LEASE,
             clock: Arc::new(crate::ledger::SystemClock),
             guarded: true,
+            deliveries: tasks::channel(),
         })
     }
 

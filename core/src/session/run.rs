@@ -228,6 +228,12 @@ impl Rounds for Current {
         lock(&self.restored).take()
     }
 
+    fn tasks(&self) -> Option<Arc<dyn crate::agent::background::TaskSink>> {
+        let keeper =
+            super::tasks::SessionTasks { sessions: self.sessions.clone(), session_id: self.session_id.clone() };
+        Some(Arc::new(keeper))
+    }
+
     async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, crate::Error> {
         // Before each model request: a run taken over (its lease ran out while it was paused) stops here.
         if let Err(e) = self.lease.check().await {

@@ -75,6 +75,52 @@ pub trait SessionStore: Send + Sync {
     async fn call(&self, session_id: &str, key: &str) -> Result<Option<CallRecord>, SessionError>;
     /// Records a call's outcome (JSON) once it ran.
     async fn call_finished(&self, session_id: &str, key: &str, outcome: &Value, now: i64) -> Result<(), SessionError>;
+    /// Records a new background task of tool `name`, running, its heartbeat by the store's clock; its id
+    /// (`task_N`, N counting from 1 in the session).
+    async fn task_started(&self, session_id: &str, name: &str, now: i64) -> Result<String, SessionError>;
+    /// Renews the heartbeat of running tasks (id, latest note), by the store's clock.
+    async fn task_beat(
+        &self,
+        session_id: &str,
+        running: &[(String, Option<String>)],
+        now: i64,
+    ) -> Result<(), SessionError>;
+    /// Records how a task ended (its status, result and latest note) and, in the same transaction, appends
+    /// `item` (its result as a turn of the session) when one is given. A task read `lost` meanwhile still
+    /// takes its result. False when the task is not in the store.
+    async fn task_landed(
+        &self,
+        session_id: &str,
+        task: &TaskSnapshot,
+        item: Option<&Item>,
+        now: i64,
+    ) -> Result<bool, SessionError>;
+    /// A task as the store has it. One still `running` whose heartbeat is older than `window_ms` by the
+    /// store's clock ran in a process that died: it is marked `lost` here, and `item_if_lost` gives the
+    /// turn appended to the session, in the same transaction.
+    async fn task(
+        &self,
+        session_id: &str,
+        task_id: &str,
+        window_ms: i64,
+        item_if_lost: &(dyn for<'n> Fn(&'n str) -> Item + Send + Sync),
+        now: i64,
+    ) -> Result<Option<TaskSnapshot>, SessionError>;
+}
+
+/// A session's background task as the store has it (`task_result`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TaskSnapshot {
+    pub session_id: String,
+    pub task_id: String,
+    /// The tool the task runs.
+    pub name: String,
+    /// `running`, `finished`, `failed`, `cancelled` or `lost`.
+    pub status: crate::agent::background::TaskStatus,
+    /// The latest progress note.
+    pub note: Option<String>,
+    /// The result text, once it landed.
+    pub result: Option<String>,
 }
 
 /// What taking a session found.
@@ -131,10 +177,12 @@ fn lost_lease(session_id: &str) -> SessionError {
 const SQLITE: &[(i64, &str, &str)] = &[
     (1, "sessions", include_str!("../../migrations/sqlite/sessions_0001.sql")),
     (2, "durable runs", include_str!("../../migrations/sqlite/sessions_0002.sql")),
+    (3, "session tasks", include_str!("../../migrations/sqlite/sessions_0003.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "sessions", include_str!("../../migrations/postgres/sessions_0001.sql")),
     (2, "durable runs", include_str!("../../migrations/postgres/sessions_0002.sql")),
+    (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
 ];
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS ambit_session_migrations (
     version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
@@ -488,6 +536,149 @@ macro_rules! session_store_impl {
                     if done.rows_affected() > 0 { None } else { Self::call_in(&mut tx, session_id, key).await? };
                 tx.commit().await.map_err(store_err)?;
                 Ok(record)
+            }
+
+            async fn task_started(&self, session_id: &str, name: &str, now: i64) -> Result<String, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let exists: Option<String> =
+                    sqlx::query_scalar(concat!("SELECT session_id FROM ambit_sessions WHERE session_id = $1", $lock))
+                        .bind(session_id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_err)?;
+                if exists.is_none() {
+                    return Err(SessionError::NotFound(session_id.to_string()));
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(MAX(seq), 0) + 1 AS BIGINT) FROM ambit_session_tasks WHERE session_id = $1",
+                )
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let clock = Self::store_clock(&mut tx).await?;
+                let task_id = format!("task_{seq}");
+                sqlx::query(
+                    "INSERT INTO ambit_session_tasks \
+                     (session_id, task_id, seq, name, status, heartbeat_at, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, 'running', $5, $6, $7)",
+                )
+                .bind(session_id)
+                .bind(&task_id)
+                .bind(seq)
+                .bind(name)
+                .bind(clock)
+                .bind(now)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                tx.commit().await.map_err(store_err)?;
+                Ok(task_id)
+            }
+
+            async fn task_beat(
+                &self,
+                session_id: &str,
+                running: &[(String, Option<String>)],
+                now: i64,
+            ) -> Result<(), SessionError> {
+                let mut tx = self.begin_write().await?;
+                let clock = Self::store_clock(&mut tx).await?;
+                for (task_id, note) in running {
+                    sqlx::query(
+                        "UPDATE ambit_session_tasks SET heartbeat_at = $1, note = COALESCE($2, note), updated_at = $3 \
+                         WHERE session_id = $4 AND task_id = $5 AND status = 'running'",
+                    )
+                    .bind(clock)
+                    .bind(note.as_deref())
+                    .bind(now)
+                    .bind(session_id)
+                    .bind(task_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
+                }
+                tx.commit().await.map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn task_landed(
+                &self,
+                session_id: &str,
+                task: &TaskSnapshot,
+                item: Option<&Item>,
+                now: i64,
+            ) -> Result<bool, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let done = sqlx::query(
+                    "UPDATE ambit_session_tasks SET status = $1, result = $2, note = COALESCE($3, note), \
+                     updated_at = $4 WHERE session_id = $5 AND task_id = $6 AND status IN ('running', 'lost')",
+                )
+                .bind(task.status.as_str())
+                .bind(task.result.as_deref())
+                .bind(task.note.as_deref())
+                .bind(now)
+                .bind(session_id)
+                .bind(&task.task_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let landed = done.rows_affected() > 0;
+                if landed && let Some(item) = item {
+                    Self::append_in(&mut tx, session_id, std::slice::from_ref(item), now).await?;
+                }
+                tx.commit().await.map_err(store_err)?;
+                Ok(landed)
+            }
+
+            async fn task(
+                &self,
+                session_id: &str,
+                task_id: &str,
+                window_ms: i64,
+                item_if_lost: &(dyn for<'n> Fn(&'n str) -> Item + Send + Sync),
+                now: i64,
+            ) -> Result<Option<TaskSnapshot>, SessionError> {
+                let mut tx = self.begin_write().await?;
+                let clock = Self::store_clock(&mut tx).await?;
+                let lost = sqlx::query(
+                    "UPDATE ambit_session_tasks SET status = 'lost', updated_at = $1 \
+                     WHERE session_id = $2 AND task_id = $3 AND status = 'running' AND heartbeat_at < $4",
+                )
+                .bind(now)
+                .bind(session_id)
+                .bind(task_id)
+                .bind(clock.saturating_sub(window_ms))
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let row = sqlx::query(
+                    "SELECT name, status, note, result FROM ambit_session_tasks WHERE session_id = $1 AND task_id = $2",
+                )
+                .bind(session_id)
+                .bind(task_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let Some(row) = row else { return Ok(None) };
+                let name: String = row.try_get(0).map_err(store_err)?;
+                let status: String = row.try_get(1).map_err(store_err)?;
+                let status = crate::agent::background::TaskStatus::parse(&status)
+                    .ok_or_else(|| SessionError::Store(format!("task {task_id} has an unknown status '{status}'")))?;
+                if lost.rows_affected() > 0 {
+                    Self::append_in(&mut tx, session_id, &[item_if_lost(&name)], now).await?;
+                }
+                let snapshot = TaskSnapshot {
+                    session_id: session_id.to_string(),
+                    task_id: task_id.to_string(),
+                    name,
+                    status,
+                    note: row.try_get(2).map_err(store_err)?,
+                    result: row.try_get(3).map_err(store_err)?,
+                };
+                tx.commit().await.map_err(store_err)?;
+                Ok(Some(snapshot))
             }
 
             async fn call(&self, session_id: &str, key: &str) -> Result<Option<CallRecord>, SessionError> {

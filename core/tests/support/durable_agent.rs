@@ -29,11 +29,19 @@ fn effect(effects: &str, line: &str) -> Result<(), String> {
 /// The agent, on the loopback provider at `base_url`.
 #[allow(dead_code)] // the child process uses `agent_with`
 pub fn agent(base_url: &str, effects: &str, block: bool, idempotent: bool) -> Agent {
-    agent_with(base_url, effects, block, idempotent, false)
+    agent_with(base_url, effects, block, idempotent, false, false)
 }
 
-/// The agent, with the session tools (`context_compact` ...) when `session_tools`.
-pub fn agent_with(base_url: &str, effects: &str, block: bool, idempotent: bool, session_tools: bool) -> Agent {
+/// The agent, with the session tools (`context_compact` ...) when `session_tools`, and background calls
+/// when `background` (a background `hold` reports the progress note `holding {to}` first).
+pub fn agent_with(
+    base_url: &str,
+    effects: &str,
+    block: bool,
+    idempotent: bool,
+    session_tools: bool,
+    background: bool,
+) -> Agent {
     let schema = json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]});
     let file = effects.to_string();
     let mut send = tool_fn("send_email", "Send the drafted email.", schema.clone(), move |e: To| {
@@ -56,6 +64,9 @@ pub fn agent_with(base_url: &str, effects: &str, block: bool, idempotent: bool, 
         let file = file.clone();
         async move {
             effect(&file, &format!("held:{}", e.to))?;
+            if let Some(task) = ambit::agent::background::TaskHandle::current() {
+                task.progress(format!("holding {}", e.to));
+            }
             std::future::pending::<()>().await;
             Ok::<_, String>(String::new())
         }
@@ -94,6 +105,7 @@ pub fn agent_with(base_url: &str, effects: &str, block: bool, idempotent: bool, 
         .tool(gate)
         .tool(record)
         .policy(Policy::level(Level::Read).approvals(later))
+        .background(background)
         .build()
         .expect("the test agent builds")
 }

@@ -13,6 +13,7 @@
 //!   --lease-ms N    the lease length
 //!   --session-tools the agent has the session tools (context_compact ...)
 //!   --clock-ahead-ms N  the process's clock runs N ms ahead (negative: behind)
+//!   --background    the agent has background calls (a background `hold` outlives its run)
 //!
 //! The agent and its tools: durable_agent.rs. The child prints `ready` once the store is open.
 
@@ -60,6 +61,7 @@ async fn main() {
     }
     say("ready");
     let (block, idempotent, session_tools) = (flag("--block"), flag("--idempotent"), flag("--session-tools"));
+    let background = flag("--background");
     // Commands come one at a time from a parent that waits for each answer; read them as they come.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {
@@ -72,7 +74,7 @@ async fn main() {
     while let Some(line) = rx.recv().await {
         let words: Vec<&str> = line.split_whitespace().collect();
         let [verb, sid, provider] = words[..] else { panic!("bad command: {line}") };
-        let agent = agent_with(provider, effects, block, idempotent, session_tools);
+        let agent = agent_with(provider, effects, block, idempotent, session_tools, background);
         if verb == "runcancel" {
             // A host that gives up on a run (a timeout, a Ctrl-C) and exits normally: the run's future is
             // dropped once its `gate` call has started, then main returns.
