@@ -724,6 +724,35 @@ export declare class Sessions {
   search(sessionId: string, query: string, options?: { isRegex?: boolean; limit?: number }): Promise<string>;
   read(sessionId: string, start: number, limit?: number): Promise<string>;
   entries(sessionId: string): Promise<SessionEntry[]>;
+  /**
+   * The background-task results that land in this store's sessions from now on (a run in a session ends
+   * without waiting for its background tasks; each result lands in the session as its own turn).
+   */
+  deliveries(): AsyncIterableIterator<Delivery>;
+  /** A session's background task from any process; `lost` when its process died. */
+  taskResult(sessionId: string, taskId: string): Promise<TaskSnapshot>;
+}
+
+/** A background task's result that landed in a session after the run that started it ended. */
+export interface Delivery {
+  sessionId: string;
+  taskId: string;
+  /** The tool the task ran. */
+  name: string;
+  status: 'finished' | 'failed' | 'cancelled';
+  result: string;
+}
+
+/** A session's background task as the store has it. */
+export interface TaskSnapshot {
+  sessionId: string;
+  taskId: string;
+  name: string;
+  status: 'running' | 'finished' | 'failed' | 'cancelled' | 'lost';
+  /** The latest progress note. */
+  note: string | null;
+  /** The result text, once it landed. */
+  result: string | null;
 }
 
 // ---- Memory (memory.js). Times are milliseconds since the Unix epoch. ----

@@ -122,6 +122,35 @@ class Sessions {
   async entries(sessionId) {
     return unwrap(await this._native.entries(sessionId));
   }
+
+  /**
+   * Work that outlives the run (SPEC §8b): a run in a session ends without waiting for its background
+   * tasks; each result lands in the session as its own turn when it comes and is announced here, from
+   * now on (as this process runs the task). An async iterator: `for await (const d of sessions.deliveries())`.
+   */
+  deliveries() {
+    const rx = this._native.deliveries();
+    return {
+      async next() {
+        const d = unwrap(await rx.next());
+        return d == null ? { value: undefined, done: true } : { value: toDelivery(d), done: false };
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+
+  /** A session's background task from any process: status (`running`, `finished`, `failed`,
+   *  `cancelled`, or `lost` when its process died), latest progress note and result. */
+  async taskResult(sessionId, taskId) {
+    const t = unwrap(await this._native.taskResult(sessionId, taskId));
+    return { sessionId: t.session_id, taskId: t.task_id, name: t.name, status: t.status, note: t.note, result: t.result };
+  }
+}
+
+function toDelivery(d) {
+  return { sessionId: d.session_id, taskId: d.task_id, name: d.name, status: d.status, result: d.result };
 }
 
 module.exports = { Sessions, AwaitingApprovalError, SESSION_TOOLS };

@@ -156,4 +156,33 @@ impl NativeSessions {
         let s = self.sessions.clone();
         envelope(async move { value!(s.entries(&session_id).await?) }).await
     }
+
+    /// The background-task results that land in this store's sessions from now on.
+    #[napi]
+    pub fn deliveries(&self) -> NativeDeliveries {
+        NativeDeliveries { rx: std::sync::Arc::new(tokio::sync::Mutex::new(self.sessions.deliveries())) }
+    }
+
+    /// A session's background task: `{session_id, task_id, name, status, note, result}`.
+    #[napi]
+    pub async fn task_result(&self, session_id: String, task_id: String) -> String {
+        let s = self.sessions.clone();
+        envelope(async move { value!(s.task_result(&session_id, &task_id).await?) }).await
+    }
+}
+
+/// The deliveries of a store handle, one `next()` at a time.
+#[napi]
+pub struct NativeDeliveries {
+    rx: std::sync::Arc<tokio::sync::Mutex<ambit::session::Deliveries>>,
+}
+
+#[napi]
+impl NativeDeliveries {
+    /// The next delivery (null once the store handle is gone).
+    #[napi]
+    pub async fn next(&self) -> String {
+        let rx = self.rx.clone();
+        envelope(async move { value!(rx.lock().await.next().await) }).await
+    }
 }

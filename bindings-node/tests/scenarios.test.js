@@ -160,10 +160,21 @@ function substitute(text, args) {
 /** Names of `until_cancelled` tools that saw their task's cancellation token. */
 const sawCancel = [];
 
+/** What `waits_for_release` tools wait on: opened by a session step's `release`. */
+let release = null;
+
 function scenarioTool(spec) {
   const { behavior } = spec;
   let run;
-  if (behavior.until_cancelled) {
+  if (behavior.waits_for_release) {
+    // Progress through the task context, then hold until the suite releases it (after the run that
+    // started it ended: work that outlives the run).
+    run = async (args, ctx) => {
+      if (behavior.progress) ctx.progress(substitute(behavior.progress, args));
+      await release.opened;
+      return substitute(behavior.returns, args);
+    };
+  } else if (behavior.until_cancelled) {
     // Progress through the task context (run's second argument), then wait on the cancellation token
     // and unwind. The timers do not keep the process alive.
     run = async (args, ctx) => {
@@ -595,6 +606,30 @@ function sessionStores() {
   return out;
 }
 
+/** `want` (snake_case keys) matched against `got` (camelCase keys): each wanted key equal. */
+function matchCamel(want, got, at) {
+  for (const [k, v] of Object.entries(want)) {
+    const key = k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+    assert.deepEqual(got[key], v, `${at}.${key}`);
+  }
+}
+
+/** A session step's `delivery` (the next one announced, within 60 s) and `task` (`taskResult` of its
+ *  `task_id`), each matched key by key. */
+async function checkTaskStep(sessions, deliveries, sid, want, at) {
+  if (want.delivery) {
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${at}: no delivery within 60 s`)), 60000);
+    });
+    const next = await Promise.race([deliveries.next(), late]).finally(() => clearTimeout(timer));
+    assert.ok(!next.done, `${at}: the deliveries ended`);
+    assert.equal(next.value.sessionId, sid, `${at}: delivery.sessionId`);
+    matchCamel(want.delivery, next.value, `${at}: delivery`);
+  }
+  if (want.task) matchCamel(want.task, await sessions.taskResult(sid, want.task.task_id), `${at}: task`);
+}
+
 /** A `session` scenario: its steps (runs and resumes) in one session through `Sessions`, on the store at `url`. */
 async function runSessionScenario(file, url) {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -608,9 +643,18 @@ async function runSessionScenario(file, url) {
     let agent = await buildAgent(scenario, provider.baseUrl, approvals);
     const sid = await sessions.create();
     let result = null;
+    let open_;
+    release = { opened: new Promise((resolve) => (open_ = resolve)) };
+    const deliveries = sessions.deliveries();
     for (const [i, step] of scenario.session.steps.entries()) {
       const at = `step ${i + 1}`;
       const want = step.expect || {};
+      if (step.release) {
+        // The held tools finish; their results land in the session after the run that started them.
+        open_();
+        await checkTaskStep(sessions, deliveries, sid, want, at);
+        continue;
+      }
       result = null;
       try {
         if (step.resume) {
@@ -639,6 +683,7 @@ async function runSessionScenario(file, url) {
       }
       assert.ok(!want.parked && !want.error, `${at}: expected ${JSON.stringify(want)}, got output ${JSON.stringify(result.output)}`);
       if ('output' in want) assert.equal(result.output, want.output, `${at}: output`);
+      await checkTaskStep(sessions, deliveries, sid, want, at);
     }
     assert.ok(result, 'the last step did not finish a run');
     const { expect } = scenario;

@@ -403,6 +403,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::NativeLedger>()?;
     m.add_class::<ledger::NativeLedgerTools>()?;
     m.add_class::<session::NativeSessions>()?;
+    m.add_class::<session::NativeDeliveries>()?;
     m.add_class::<memory::NativeMemory>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

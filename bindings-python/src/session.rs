@@ -32,6 +32,34 @@ fn json_err(e: serde_json::Error) -> PyErr {
     session_err(SessionError::InvalidArgument(e.to_string()))
 }
 
+/// What the run leaves running after it returns (a session's background tasks) runs on the same event
+/// loop the run did, so the async Python tools it calls still have theirs.
+fn carrier(locals: &pyo3_async_runtimes::TaskLocals) -> ambit::runtime::Carrier {
+    let locals = locals.clone();
+    std::sync::Arc::new(move |fut| Box::pin(pyo3_async_runtimes::tokio::scope(locals.clone(), fut)))
+}
+
+/// The deliveries of a store handle (`ambit.Sessions.deliveries`), one `next()` at a time.
+#[pyclass(name = "NativeDeliveries", module = "ambit._native", frozen)]
+pub struct NativeDeliveries {
+    rx: std::sync::Arc<tokio::sync::Mutex<ambit::session::Deliveries>>,
+}
+
+#[pymethods]
+impl NativeDeliveries {
+    /// The next delivery as JSON (`null` once the store handle is gone).
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::guard(|| {
+            let rx = self.rx.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let next = rx.lock().await.next().await;
+                serde_json::to_string(&next).map_err(json_err)
+            })
+        })
+    }
+}
+
 /// The native store; `ambit.Sessions` wraps it.
 #[pyclass(name = "NativeSessions", module = "ambit._native", frozen)]
 pub struct NativeSessions {
@@ -74,8 +102,10 @@ impl NativeSessions {
         crate::guard(|| {
             let (s, agent) = (self.sessions.clone(), agent.agent.clone());
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let carrier = carrier(&locals);
             awaitable::into_awaitable(py, locals, async move {
-                let result = s.run(&agent, &session_id, &input).await.map_err(session_err)?;
+                let run = s.run(&agent, &session_id, &input);
+                let result = ambit::runtime::with_carrier(carrier, run).await.map_err(session_err)?;
                 serde_json::to_string(&result).map_err(json_err)
             })
         })
@@ -93,8 +123,10 @@ impl NativeSessions {
             let decision: ambit::ApprovalDecision = serde_json::from_str(&decision).map_err(json_err)?;
             let (s, agent) = (self.sessions.clone(), agent.agent.clone());
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            let carrier = carrier(&locals);
             awaitable::into_awaitable(py, locals, async move {
-                let result = s.resume(&agent, &session_id, decision).await.map_err(session_err)?;
+                let resumed = s.resume(&agent, &session_id, decision);
+                let result = ambit::runtime::with_carrier(carrier, resumed).await.map_err(session_err)?;
                 serde_json::to_string(&result).map_err(json_err)
             })
         })
@@ -149,6 +181,23 @@ impl NativeSessions {
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             awaitable::into_awaitable(py, locals, async move {
                 s.read(&session_id, start, limit).await.map_err(session_err)
+            })
+        })
+    }
+
+    /// The background-task results that land in this store's sessions from now on.
+    fn deliveries(&self) -> NativeDeliveries {
+        NativeDeliveries { rx: std::sync::Arc::new(tokio::sync::Mutex::new(self.sessions.deliveries())) }
+    }
+
+    /// A session's background task as JSON: `{session_id, task_id, name, status, note, result}`.
+    fn task_result<'py>(&self, py: Python<'py>, session_id: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
+        crate::guard(|| {
+            let s = self.sessions.clone();
+            let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+            awaitable::into_awaitable(py, locals, async move {
+                let task = s.task_result(&session_id, &task_id).await.map_err(session_err)?;
+                serde_json::to_string(&task).map_err(json_err)
             })
         })
     }

@@ -29,8 +29,22 @@ def fill(template: str, args: dict[str, Any]) -> str:
 SAW_CANCEL: list[str] = []
 
 
+#: What `waits_for_release` tools wait on: set by a session step's `release` (one per session run).
+RELEASE: dict[str, asyncio.Event] = {}
+
+
 def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
     behavior = spec["behavior"]
+    if behavior.get("waits_for_release"):
+        # Progress through the task context, then hold until the suite releases it (after the run that
+        # started it ended: work that outlives the run).
+        async def held(task: ambit.TaskContext, **kwargs: Any) -> str:
+            if "progress" in behavior:
+                task.progress(fill(behavior["progress"], kwargs))
+            await RELEASE["event"].wait()
+            return fill(behavior["returns"], kwargs)
+
+        return ambit.tool(held, name=spec["name"], description=spec["description"], parameters=spec["parameters"])
     if behavior.get("until_cancelled"):
         # Progress through the task context, then wait on the cancellation token and unwind: a thread
         # (plain function) in the sync runs, a coroutine in the async ones.
@@ -494,8 +508,15 @@ async def run_session(scenario: dict[str, Any], url: str, base_url: str,
     agent = build_agent(scenario, base_url, use_async=True, approvals=approvals)
     sid = await sessions.create()
     result = None
+    RELEASE["event"] = asyncio.Event()
+    deliveries = sessions.deliveries()
     for n, step in enumerate(scenario["session"]["steps"], 1):
         want = step.get("expect", {})
+        if step.get("release"):
+            # The held tools finish; their results land in the session after the run that started them.
+            RELEASE["event"].set()
+            await check_task_step(sessions, deliveries, sid, want, n)
+            continue
         result = None
         try:
             if "resume" in step:
@@ -520,10 +541,24 @@ async def run_session(scenario: dict[str, Any], url: str, base_url: str,
         assert "parked" not in want and "error" not in want, (n, want, result.output)
         if "output" in want:
             assert result.output == want["output"], (n, result.output)
+        await check_task_step(sessions, deliveries, sid, want, n)
     assert result is not None, "the last step did not finish a run"
     if "session_log" in scenario["expect"]:
         assert [e["kind"] for e in await sessions.entries(sid)] == scenario["expect"]["session_log"]
     return agent, result
+
+
+async def check_task_step(sessions: ambit.Sessions, deliveries: ambit.Deliveries, sid: str,
+                          want: dict[str, Any], n: int) -> None:
+    """A session step's `delivery` (the next one announced, within 60 s) and `task` (``task_result``
+    of its `task_id`), each matched as a subset."""
+    if "delivery" in want:
+        got = await asyncio.wait_for(anext(deliveries), 60)
+        assert got.session_id == sid, (n, got)
+        subset(want["delivery"], vars(got), f"step {n}: delivery")
+    if "task" in want:
+        task = await sessions.task_result(sid, want["task"]["task_id"])
+        subset(want["task"], vars(task), f"step {n}: task")
 
 
 @pytest.mark.parametrize("store", STORES)

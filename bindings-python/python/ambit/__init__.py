@@ -30,7 +30,7 @@ from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
-from .session import SESSION_TOOLS, Sessions
+from .session import SESSION_TOOLS, Deliveries, Delivery, Sessions, TaskSnapshot
 from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
@@ -44,6 +44,9 @@ __all__ = [
     "SessionBusy",
     "SessionNotParked",
     "Sessions",
+    "Deliveries",
+    "Delivery",
+    "TaskSnapshot",
     "SESSION_TOOLS",
     "Ledger",
     "LedgerError",

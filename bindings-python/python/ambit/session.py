@@ -11,6 +11,7 @@ Give the agent the session tools with ``builtins=ambit.SESSION_TOOLS``."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _native
@@ -19,10 +20,61 @@ if TYPE_CHECKING:
     from . import Agent, RunResult
     from .policy import ApprovalRequest, Decision
 
-__all__ = ["Sessions", "SESSION_TOOLS"]
+__all__ = ["Sessions", "SESSION_TOOLS", "Delivery", "Deliveries", "TaskSnapshot"]
 
 #: The session tools, by built-in name.
 SESSION_TOOLS = ("conversation_search", "conversation_read", "context_check", "context_compact")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A background task's result that landed in a session after the run that started it ended. Its
+    result is now the session's last turn: continue the session with :meth:`Sessions.run`."""
+
+    session_id: str
+    task_id: str
+    #: The tool the task ran.
+    name: str
+    #: ``finished``, ``failed`` or ``cancelled``.
+    status: str
+    result: str
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    """A session's background task as the store has it (:meth:`Sessions.task_result`)."""
+
+    session_id: str
+    task_id: str
+    #: The tool the task runs.
+    name: str
+    #: ``running``, ``finished``, ``failed``, ``cancelled``, or ``lost`` (its process died).
+    status: str
+    #: The latest progress note.
+    note: str | None
+    #: The result text, once it landed.
+    result: str | None
+
+
+class Deliveries:
+    """The results that land in a store's sessions from the moment :meth:`Sessions.deliveries` was
+    called, as an async iterator::
+
+        async for d in sessions.deliveries():
+            await sessions.run(agent, d.session_id, "The report is in.")
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def __aiter__(self) -> "Deliveries":
+        return self
+
+    async def __anext__(self) -> Delivery:
+        raw = json.loads(await self._native.next())
+        if raw is None:
+            raise StopAsyncIteration
+        return Delivery(**raw)
 
 
 class Sessions:
@@ -77,6 +129,18 @@ class Sessions:
         from .policy import ApprovalRequest
         raw = json.loads(await self._native.pending(session_id))
         return None if raw is None else ApprovalRequest(**raw)
+
+    def deliveries(self) -> Deliveries:
+        """Work that outlives the run (SPEC §8b): a run in a session ends without waiting for its
+        background tasks; each result lands in the session as its own turn when it comes, and is
+        announced here (as this process runs the task)."""
+        return Deliveries(self._native.deliveries())
+
+    async def task_result(self, session_id: str, task_id: str) -> TaskSnapshot:
+        """A session's background task from any process: its status, latest progress note and result. A
+        task whose process died is ``lost``. An unknown id raises :class:`AmbitError` (code
+        ``invalid_argument``) naming it."""
+        return TaskSnapshot(**json.loads(await self._native.task_result(session_id, task_id)))
 
     async def entries(self, session_id: str) -> list[dict[str, Any]]:
         """The whole log: ``{"index", "kind", ...}`` per entry, boundaries and summaries included."""

@@ -377,9 +377,8 @@ impl Agent {
         // Background tasks are polled beside the loop, in the run's own task; they stop with the run,
         // unless a session keeps them: then those still running outlive it.
         let mut background = Box::pin(state.tasks.driver());
-        let run = self.run_loop(input, events, state.clone(), rounds);
+        let run = Box::pin(self.run_loop(input, events, state.clone(), rounds));
         let outcome = state.clone().scope(async {
-            futures::pin_mut!(run);
             match futures::future::select(run, background.as_mut()).await {
                 futures::future::Either::Left((outcome, _)) => outcome,
                 futures::future::Either::Right(((), run)) => run.await,
