@@ -105,3 +105,35 @@ async fn a_task_whose_process_was_killed_is_lost_never_left_running() {
         assert!(e.to_string().contains("task_9"), "{e}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_in_the_background_reports_its_rounds_as_progress() {
+    use futures::StreamExt;
+    // The root starts a sub-agent in the background and ends its turn; the sub-agent answers (its request
+    // and the root's second may come in either order: both answers are plain text, so either way works);
+    // the root then gets the task's report as its own turn.
+    let p = provider(json!([
+        {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "count the files", "background": true}}]}},
+        {"respond": {"content": "one of two"}},
+        {"respond": {"content": "two of two"}},
+        {"respond": {"content": "Done."}}
+    ]))
+    .await;
+    let agent = ambit::Agent::builder()
+        .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .subagents(ambit::SubagentConfig::default())
+        .background(true)
+        .build()
+        .unwrap();
+    let events: Vec<ambit::Event> = agent.stream("go").filter_map(|e| async move { e.ok() }).collect().await;
+    let notes: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ambit::Event::BackgroundTaskProgress { note, .. } => Some(note.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with("sub-agent ") && notes[0].ends_with(": round 1 answered"), "{notes:?}");
+    assert!(matches!(events.last(), Some(ambit::Event::RunFinished { .. })), "{:?}", events.last());
+}

@@ -438,6 +438,7 @@ impl Agent {
             // In a sub-agent, raced against an interrupting steer (agent/subagent.rs).
             let reply = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn)).await?;
             let response = reply.response;
+            subagent::round_progress(turn);
             subagent::account(&state, &mut usage, &response.usage);
             let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
             events.emit(Event::ModelResponse {

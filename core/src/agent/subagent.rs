@@ -153,6 +153,15 @@ pub(crate) fn in_subagent() -> bool {
     RUNNING.try_with(|_| ()).is_ok()
 }
 
+/// In a sub-agent started by a background call, each of its rounds is the task's progress note (and
+/// heartbeat): a long sub-agent run is not failed as dead.
+pub(crate) fn round_progress(turn: u32) {
+    let Some(task) = super::background::TaskHandle::current() else { return };
+    if let Ok(id) = RUNNING.try_with(|r| r.child.id.clone()) {
+        task.progress(format!("sub-agent {id}: round {turn} answered"));
+    }
+}
+
 impl Agent {
     /// Runs a call that waited for an answer, with the answer given now, and words its result the way
     /// the loop words a live one (agent/mod.rs `dispatch`).

@@ -384,7 +384,8 @@ impl Sessions {
         });
         // Boxed: a run's future is large, and the stack of the thread polling it (a binding's worker)
         // is not.
-        let run = Box::pin(crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or(""))));
+        let run =
+            Box::pin(crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or(""))));
         let run = run_state::with_rounds(current.clone(), run);
         let run = CURRENT.scope(current.clone(), journal.scope(run));
         // A run whose lease is lost (taken over while it was paused) is cancelled: it runs no more tools

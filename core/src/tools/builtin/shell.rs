@@ -203,14 +203,31 @@ fn render(code: &str, out: Kept, err: Kept) -> String {
     format!("{head}\n[… {} characters of output not shown …]\n{tail}", n - OUTPUT_CAP)
 }
 
-/// Reads a stream to its end into a [`Kept`], through a fixed buffer.
+/// The most of an output line a progress note carries.
+const NOTE_CAP: usize = 200;
+
+/// The progress note for a chunk of output: its last non-blank line, cut to [`NOTE_CAP`] characters.
+fn progress_note(chunk: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(chunk);
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    let cut: String = line.chars().take(NOTE_CAP).collect();
+    Some(if cut.len() < line.len() { format!("{cut}…") } else { cut })
+}
+
+/// Reads a stream to its end into a [`Kept`], through a fixed buffer. In a background call, each chunk's
+/// last line is the task's progress note as it comes (SPEC §5), which is also its heartbeat: a long
+/// command that writes output is not failed as dead.
 async fn keep(mut r: impl AsyncRead + Unpin) -> std::io::Result<Kept> {
     let mut kept = Kept::default();
     let mut buf = vec![0u8; 64 * 1024];
+    let task = crate::agent::background::TaskHandle::current();
     loop {
         let n = r.read(&mut buf).await?;
         if n == 0 {
             return Ok(kept);
+        }
+        if let (Some(task), Some(note)) = (&task, progress_note(&buf[..n])) {
+            task.progress(note);
         }
         kept.push(&buf[..n]);
     }
@@ -317,6 +334,34 @@ impl Tool for ShellExecute {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn in_a_background_call_each_chunk_of_output_is_a_progress_note() {
+        use crate::agent::background::Tasks;
+        use tokio::io::AsyncWriteExt;
+        let tasks = std::sync::Arc::new(Tasks::default());
+        tokio::spawn(tasks.driver());
+        let events = crate::agent::events::Emitter::default();
+        let long = "x".repeat(500);
+        let id = tasks
+            .spawn("shell_execute", &events, async move {
+                let (mut w, r) = tokio::io::duplex(4096);
+                w.write_all(format!("step 1\n{long}\n\n").as_bytes()).await.unwrap();
+                drop(w);
+                let kept = keep(r).await.unwrap();
+                (format!("{}", !kept.is_empty()), false)
+            })
+            .await
+            .unwrap();
+        let report = tasks.next_report(Duration::from_secs(60)).await.unwrap();
+        assert_eq!((report.id.as_str(), report.result.as_str()), (id.as_str(), "true"));
+        // The last non-blank line, cut to the cap.
+        let listed = tasks.list();
+        assert!(listed.contains(&format!("latest note: {}…", "x".repeat(NOTE_CAP))), "{listed}");
+        // Blank output is no note (the negative control: the note is the output's, not a constant).
+        assert_eq!(progress_note(b"\n  \n"), None);
+        assert_eq!(progress_note(b"done\n"), Some("done".to_string()));
+    }
 
     /// The text the tool returned before output was streamed: everything buffered, then cut.
     fn whole(code: &str, out: &str, err: &str) -> String {
