@@ -247,3 +247,35 @@ async fn with_policy_keeps_the_mcp_servers_under_the_new_policy() {
     assert_eq!(status("mcp__everything__get-sum"), Some(ambit::ToolStatus::AboveLevel));
     assert_eq!(status("mcp__everything__echo"), Some(ambit::ToolStatus::Offered));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_call_forwards_the_servers_progress_notifications_as_its_notes() {
+    use futures::StreamExt;
+    // server-everything's long-running operation sends notifications/progress at each step when its
+    // request carries a progress token: a background call asks for them, and each is the task's note.
+    let dir = servers_dir();
+    let tool = "mcp__everything__trigger-long-running-operation";
+    let (model, _seen) = scripted(vec![
+        call("c1", tool, serde_json::json!({"duration": 0.3, "steps": 3, "background": true})),
+        text("started"),
+        text("done"),
+    ]);
+    let server = McpServer::stdio("everything", ["node".to_string(), everything_js(&dir), "stdio".to_string()]);
+    let agent = Agent::builder().model(model).mcp(server.trusted(true)).background(true).build().unwrap();
+    let events: Vec<ambit::Event> = agent.stream("go").filter_map(|e| async move { e.ok() }).collect().await;
+    let notes: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ambit::Event::BackgroundTaskProgress { note, .. } => Some(note.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes, ["1/3", "2/3", "3/3"], "{events:#?}");
+    // Negative control: the same call inline (not in the background) asks for no progress.
+    let (model, _seen) =
+        scripted(vec![call("c1", tool, serde_json::json!({"duration": 0.3, "steps": 3})), text("done")]);
+    let server = McpServer::stdio("everything", ["node".to_string(), everything_js(&dir), "stdio".to_string()]);
+    let agent = Agent::builder().model(model).mcp(server.trusted(true)).background(true).build().unwrap();
+    let events: Vec<ambit::Event> = agent.stream("go").filter_map(|e| async move { e.ok() }).collect().await;
+    assert!(!events.iter().any(|e| matches!(e, ambit::Event::BackgroundTaskProgress { .. })), "{events:#?}");
+}

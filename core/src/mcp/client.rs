@@ -28,6 +28,14 @@ impl rmcp::ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.dirty.store(true, Ordering::SeqCst);
     }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        super::tool::forward_progress(&params);
+    }
 }
 
 struct Live {

@@ -9,6 +9,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 
+use crate::agent::background::TaskHandle;
 use crate::error::ToolError;
 use crate::permission::Level;
 use crate::tools::{Tool, ToolSpec};
@@ -30,6 +31,68 @@ pub fn tool_level(config: &McpServer, tool: &str, read_only_hint: Option<bool>) 
         return Level::Read;
     }
     Level::Unrestricted
+}
+
+/// The background tasks of MCP calls under way, by the progress token their request carries: the
+/// server's `notifications/progress` for a call is that task's progress note (and heartbeat).
+type ProgressTasks = std::sync::Mutex<std::collections::HashMap<rmcp::model::ProgressToken, TaskHandle>>;
+
+fn progress_tasks() -> &'static ProgressTasks {
+    static TASKS: std::sync::OnceLock<ProgressTasks> = std::sync::OnceLock::new();
+    TASKS.get_or_init(Default::default)
+}
+
+/// A call's progress token (the one the MCP client gives its request), registered for the length of the
+/// call with the background task it runs in.
+struct Registered(rmcp::model::ProgressToken);
+
+impl Registered {
+    fn new(token: rmcp::model::ProgressToken, task: TaskHandle) -> Registered {
+        progress_tasks().lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), task);
+        Registered(token)
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        progress_tasks().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
+    }
+}
+
+/// A request that is cancelled at the server (`notifications/cancelled`) if dropped before its answer
+/// came: a background call cancelled past its grace period.
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let why = Some("the call was cancelled".to_string());
+                let _ = peer.notify_cancelled(rmcp::model::CancelledNotificationParam::new(Some(id), why)).await;
+            });
+        }
+    }
+}
+
+/// A server's progress notification, forwarded to the task of the call whose token it names: its
+/// message, else `progress/total` (or `progress`). A token of no call under way is ignored.
+pub(super) fn forward_progress(params: &rmcp::model::ProgressNotificationParam) {
+    let tasks = progress_tasks().lock().unwrap_or_else(|p| p.into_inner());
+    let Some(task) = tasks.get(&params.progress_token).cloned() else {
+        return;
+    };
+    let note = match (&params.message, params.total) {
+        (Some(m), _) if !m.trim().is_empty() => m.chars().take(200).collect(),
+        (_, Some(total)) => format!("{}/{total}", params.progress),
+        _ => params.progress.to_string(),
+    };
+    drop(tasks);
+    task.progress(note);
 }
 
 /// A tool of an MCP server.
@@ -101,6 +164,28 @@ fn block_text(block: &ContentBlock) -> String {
     }
 }
 
+impl McpTool {
+    /// A call in a background task: the server's progress notifications for it are the task's notes
+    /// (SPEC §5), so a long call that reports progress is not failed as dead.
+    async fn call_in_background(
+        &self,
+        params: CallToolRequestParams,
+        task: TaskHandle,
+    ) -> Result<CallToolResult, rmcp::ServiceError> {
+        let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let options = rmcp::service::PeerRequestOptions::no_options();
+        let handle = self.peer.send_cancellable_request(request, options).await?;
+        let _registered = Registered::new(handle.progress_token.clone(), task);
+        let mut abandoned = Abandoned { peer: self.peer.clone(), id: Some(handle.id.clone()) };
+        let answer = handle.await_response().await;
+        abandoned.id = None;
+        match answer? {
+            rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        }
+    }
+}
+
 #[async_trait]
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
@@ -112,7 +197,10 @@ impl Tool for McpTool {
         if let Value::Object(map) = arguments {
             params.arguments = Some(map);
         }
-        let result = self.peer.call_tool(params).await;
+        let result = match TaskHandle::current() {
+            Some(task) => self.call_in_background(params, task).await,
+            None => self.peer.call_tool(params).await,
+        };
         // A call may change the server's tool list (a tool that adds a tool), and the server's
         // list_changed for it need not arrive before the answer: over streamable HTTP it rides another
         // stream (the GET stream on 2025-11-25, `subscriptions/listen` on 2026-07-28), and a server may
