@@ -703,9 +703,14 @@ export type SessionEntry =
 export declare class Sessions {
   /**
    * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
-   * `contextWindow` names one for this store.
+   * `contextWindow` names one for this store. `leaseMs`: how long a run holds the session unless its
+   * heartbeat renews it (default 30000). `busyWaitMs`: how long a run on a busy session waits for it
+   * before it is refused with `session_busy` (default: refused at once; at most one hour).
    */
-  static open(url: string, options?: { contextWindow?: number; compactAt?: number; keepRecent?: number }): Promise<Sessions>;
+  static open(
+    url: string,
+    options?: { contextWindow?: number; compactAt?: number; keepRecent?: number; leaseMs?: number; busyWaitMs?: number },
+  ): Promise<Sessions>;
   create(): Promise<string>;
   /**
    * Runs the agent in the session, continuing its conversation; a parked run rejects with

@@ -64,10 +64,19 @@ class Sessions {
    * Opens the store, applying its migrations. Auto-compaction fires when a run would start past
    * `compactAt` of the context window: the model's (its `contextWindow` option, else its family's
    * default) unless `contextWindow` names one for this store; a compaction keeps the latest
-   * `keepRecent` rounds verbatim.
+   * `keepRecent` rounds verbatim. `leaseMs`: how long a run holds the session unless its heartbeat
+   * renews it (default 30000; also how long a background task's process may stay silent before the
+   * task is `lost`). `busyWaitMs`: how long a run on a session another run holds waits for it before it
+   * is refused with `session_busy` (default: refused at once; at most one hour).
    */
-  static async open(url, { contextWindow, compactAt = 0.85, keepRecent = 2 } = {}) {
-    const config = JSON.stringify({ context_window: contextWindow, compact_at: compactAt, keep_recent: keepRecent });
+  static async open(url, { contextWindow, compactAt = 0.85, keepRecent = 2, leaseMs, busyWaitMs } = {}) {
+    const config = JSON.stringify({
+      context_window: contextWindow,
+      compact_at: compactAt,
+      keep_recent: keepRecent,
+      lease_ms: leaseMs,
+      busy_wait_ms: busyWaitMs,
+    });
     try {
       return new Sessions(await native.openSessions(url, config));
     } catch (e) {

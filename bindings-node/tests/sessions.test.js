@@ -216,11 +216,31 @@ describe('durable runs', () => {
           assert.equal(e.code, 'session_busy', String(e));
           return true;
         });
+        // Asked to wait (busyWaitMs), a run waits for the session up to its bound, then is refused saying so.
+        const hasty = await Sessions.open(url, { busyWaitMs: 200, leaseMs: 2000 });
+        await assert.rejects(hasty.run(agent, sid, 'two'), (e) => {
+          assert.equal(e.code, 'session_busy', String(e));
+          assert.match(e.message, /waited/);
+          return true;
+        });
+        // With room to wait, it gets the session once the first run lets it go.
+        const patient = await Sessions.open(url, { busyWaitMs: 60000 });
+        const second = patient.run(agent, sid, 'two');
         release();
         assert.equal((await first).output, 'first');
-        assert.equal((await sessions.run(agent, sid, 'two')).output, 'second');
+        assert.equal((await second).output, 'second');
       } finally {
         p.stop();
+      }
+    });
+
+    test(`the lease and the busy wait are checked by the core (${kind})`, async () => {
+      for (const [options, named] of [[{ leaseMs: 1 }, 'lease_ms'], [{ busyWaitMs: 3600001 }, 'busy_wait_ms']]) {
+        await assert.rejects(Sessions.open(url, options), (e) => {
+          assert.equal(e.code, 'invalid_argument', String(e));
+          assert.ok(e.message.includes(named), e.message);
+          return true;
+        });
       }
     });
 

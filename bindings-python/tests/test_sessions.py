@@ -105,9 +105,26 @@ async def one_run_at_a_time(kind: str, tmp_path: Path, base_url: str) -> None:
     with pytest.raises(ambit.SessionBusy) as info:
         await sessions.run(agent, sid, "two")
     assert info.value.code == "session_busy"
+    # Asked to wait (busy_wait_ms), a run waits for the session up to its bound, then is refused saying so.
+    patient = await ambit.Sessions.open(store_url(kind, tmp_path), busy_wait_ms=200, lease_ms=2000)
+    with pytest.raises(ambit.SessionBusy) as info:
+        await patient.run(agent, sid, "two")
+    assert "waited" in str(info.value)
+    # With room to wait, it gets the session once the first run lets it go.
+    patient = await ambit.Sessions.open(store_url(kind, tmp_path), busy_wait_ms=60_000)
+    second = asyncio.create_task(patient.run(agent, sid, "two"))
     release.set()
     assert (await first).output == "first"
-    assert (await sessions.run(agent, sid, "two")).output == "second"
+    assert (await second).output == "second"
+
+
+def test_lease_and_busy_wait_are_checked_by_the_core(tmp_path: Path) -> None:
+    async def bad() -> None:
+        for kwargs, named in [({"lease_ms": 1}, "lease_ms"), ({"busy_wait_ms": 3_600_001}, "busy_wait_ms")]:
+            with pytest.raises(ambit.AmbitError) as info:
+                await ambit.Sessions.open(f"sqlite://{tmp_path}/s.db", **kwargs)
+            assert info.value.code == "invalid_argument" and named in str(info.value), info.value
+    asyncio.run(bad())
 
 
 @pytest.mark.parametrize("kind", STORES)

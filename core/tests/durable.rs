@@ -366,6 +366,55 @@ async fn two_runs_in_one_process_are_one_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_wait_for_a_busy_session_waits_within_its_bound() {
+    // SPEC §8b: a second run is refused or waits, as asked (busy_wait_ms). Bounded: refused once the
+    // bound is spent, saying so; unbounded enough: it takes the session once the first run lets it go.
+    use ambit::session::SessionConfig;
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let (wait, entered, gate) = waiting_tool();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+            {"respond": {"content": "first"}},
+            {"respond": {"content": "second"}}
+        ]))
+        .await;
+        let waiting = |ms| {
+            let url = store.url.clone();
+            async move {
+                let config = SessionConfig { busy_wait_ms: Some(ms), ..SessionConfig::default() };
+                Sessions::open(&url).await.unwrap().with_config(config).unwrap()
+            }
+        };
+        let (a, first) = run_in_the_background(&sessions, &sid, &p, wait);
+        entered.notified().await;
+        // The first run is blocked in its tool until the gate opens: a 300 ms wait runs out.
+        let started = Instant::now();
+        let err = waiting(300).await.run(&a, &sid, "two").await.unwrap_err();
+        assert_eq!(err.code(), "session_busy", "{}: {err}", store.name);
+        assert!(err.to_string().contains("waited") && started.elapsed() >= Duration::from_millis(300), "{err}");
+        // Negative control: not asked to wait, it is refused at once, and says nothing of waiting.
+        let err = sessions.run(&a, &sid, "two").await.unwrap_err();
+        assert!(err.code() == "session_busy" && !err.to_string().contains("waited"), "{err}");
+        // A run that may wait a minute gets the session once the first run ends.
+        let patient = waiting(60_000).await;
+        let (agent, id) = (a.clone(), sid.clone());
+        let second = tokio::spawn(async move { patient.run(&agent, &id, "two").await });
+        gate.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().output, "first");
+        assert_eq!(second.await.unwrap().unwrap().output, "second", "{}", store.name);
+        // The bound is checked: more than an hour is refused, naming the setting.
+        let too_long = SessionConfig { busy_wait_ms: Some(3_600_001), ..SessionConfig::default() };
+        let err = Sessions::open(&store.url).await.unwrap().with_config(too_long).unwrap_err();
+        assert!(err.code() == "invalid_argument" && err.to_string().contains("busy_wait_ms"), "{err}");
+        let short = SessionConfig { lease_ms: Some(1), ..SessionConfig::default() };
+        let err = Sessions::open(&store.url).await.unwrap().with_config(short).unwrap_err();
+        assert!(err.code() == "invalid_argument" && err.to_string().contains("lease_ms"), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_state_round_trips_park_and_resume_field_by_field() {
     // SPEC §8b: turns, budget spent, checklist, scratchpad and loaded deferred tools are one value
     // the park keeps and the resume restores. The run parks, is resumed by another store handle and

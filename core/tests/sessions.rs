@@ -72,7 +72,12 @@ async fn runs_continue_the_log_and_compaction_summarises_without_deleting() {
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: Some(100_000), compact_at: 0.85, keep_recent: 1 })
+            .with_config(SessionConfig {
+                context_window: Some(100_000),
+                compact_at: 0.85,
+                keep_recent: 1,
+                ..SessionConfig::default()
+            })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -135,7 +140,12 @@ async fn auto_compaction_fires_at_the_ceiling_and_context_compact_asks_for_one()
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: Some(60), compact_at: 0.85, keep_recent: 0 })
+            .with_config(SessionConfig {
+                context_window: Some(60),
+                compact_at: 0.85,
+                keep_recent: 0,
+                ..SessionConfig::default()
+            })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -203,7 +213,12 @@ async fn a_run_compacts_between_rounds_once_the_reported_usage_crosses_the_ceili
         let sessions = Sessions::open(&s.url)
             .await
             .unwrap()
-            .with_config(SessionConfig { context_window: Some(10_000), compact_at: 0.5, keep_recent: 1 })
+            .with_config(SessionConfig {
+                context_window: Some(10_000),
+                compact_at: 0.5,
+                keep_recent: 1,
+                ..SessionConfig::default()
+            })
             .unwrap();
         let agent = Agent::builder()
             .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
@@ -379,7 +394,12 @@ async fn compactions_requests_are_the_runs_in_usage_cost_and_budget() {
         sessions.run(&agent(ambit::Budget::default()), &id, &long).await.unwrap();
         let small = sessions
             .clone()
-            .with_config(SessionConfig { context_window: Some(100), compact_at: 0.5, keep_recent: 0 })
+            .with_config(SessionConfig {
+                context_window: Some(100),
+                compact_at: 0.5,
+                keep_recent: 0,
+                ..SessionConfig::default()
+            })
             .unwrap();
         let r = small.run(&agent(ambit::Budget::default()), &id, "next").await.unwrap();
         assert_eq!(r.output, "Done.", "{}", s.name);

@@ -85,15 +85,20 @@ class Sessions:
 
     @classmethod
     async def open(cls, url: str, *, context_window: int | None = None, compact_at: float = 0.85,
-                   keep_recent: int = 2) -> "Sessions":
+                   keep_recent: int = 2, lease_ms: int | None = None,
+                   busy_wait_ms: int | None = None) -> "Sessions":
         """Opens ``sqlite:///path`` (created if missing) or ``postgres://…``, applying the migrations.
         Auto-compaction fires when a run would start past ``compact_at`` of the context window: the
         model's (its ``context_window`` setting, else its family's default) unless ``context_window``
         names one for this store; a compaction keeps the latest ``keep_recent`` rounds verbatim.
 
         One run at a time per session, across processes: a second raises :class:`SessionBusy`; a
-        resume is exactly once: one that finds no approval waiting raises :class:`SessionNotParked`."""
-        config = {"context_window": context_window, "compact_at": compact_at, "keep_recent": keep_recent}
+        resume is exactly once: one that finds no approval waiting raises :class:`SessionNotParked`.
+        ``busy_wait_ms`` makes a run on a busy session wait up to that long for it instead (at most one
+        hour). ``lease_ms`` is how long a run holds the session unless its heartbeat renews it (default
+        30 000; also how long a background task's process may stay silent before the task is ``lost``)."""
+        config = {"context_window": context_window, "compact_at": compact_at, "keep_recent": keep_recent,
+                  "lease_ms": lease_ms, "busy_wait_ms": busy_wait_ms}
         return cls(await _native.NativeSessions.open(url, json.dumps(config)))
 
     async def create(self) -> str:

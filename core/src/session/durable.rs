@@ -19,6 +19,9 @@ use crate::tools::Tool;
 /// lease, so a live run keeps it; a dead one's runs out and the session is taken over.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// The longest a run may be asked to wait for a busy session (`busy_wait_ms`): one hour.
+pub const MAX_BUSY_WAIT_MS: u64 = 3_600_000;
+
 /// How a run takes its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Take {
@@ -124,7 +127,7 @@ impl Lease {
         let owner = fresh_id();
         let lease_ms = sessions.lease.as_millis() as i64;
         let store = sessions.store.clone();
-        let taken = store.take(session_id, &owner, take, sessions.clock.now_ms(), lease_ms).await?;
+        let taken = Self::take_waiting(sessions, session_id, &owner, take, lease_ms).await?;
         let lost = Arc::new(tokio::sync::watch::channel(false).0);
         let beat = (store.clone(), sessions.clock.clone(), session_id.to_string(), owner.clone(), lost.clone());
         let every = (sessions.lease / 3).max(Duration::from_millis(1));
@@ -156,6 +159,37 @@ impl Lease {
             lease_ms,
         };
         Ok((lease, taken))
+    }
+
+    /// Takes the session, or, while another run holds it, waits for it up to the store's `busy_wait_ms`
+    /// (polling the store: from 10 ms, doubling to 500 ms between tries), then refuses with
+    /// `session_busy` saying how long it waited.
+    async fn take_waiting(
+        sessions: &Sessions,
+        session_id: &str,
+        owner: &str,
+        take: Take,
+        lease_ms: i64,
+    ) -> Result<Taken, SessionError> {
+        let bound = Duration::from_millis(sessions.config.busy_wait_ms.unwrap_or(0));
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match sessions.store.take(session_id, owner, take, sessions.clock.now_ms(), lease_ms).await {
+                Err(SessionError::Busy(why)) if !bound.is_zero() => {
+                    let waited = started.elapsed();
+                    if waited >= bound {
+                        return Err(SessionError::Busy(format!(
+                            "{why} (waited {} ms for it, the most busy_wait_ms allows)",
+                            waited.as_millis()
+                        )));
+                    }
+                    tokio::time::sleep(pause.min(bound - waited)).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The lease's owner id.

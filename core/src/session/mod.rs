@@ -26,7 +26,7 @@ use serde_json::Value;
 
 pub use crate::agent::background::TaskStatus;
 pub use crate::agent::run_state::RunSnapshot;
-pub use durable::{DEFAULT_LEASE, Take};
+pub use durable::{DEFAULT_LEASE, MAX_BUSY_WAIT_MS, Take};
 pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
@@ -114,6 +114,14 @@ pub struct SessionConfig {
     /// or with a model turn after tool results; a compaction inside a run also keeps the round in flight.
     #[serde(default = "default_keep_recent")]
     pub keep_recent: usize,
+    /// How long a run's lease lasts unless its heartbeat renews it, in ms (`None`: [`DEFAULT_LEASE`]);
+    /// also how long a background task's process may stay silent before the task is read `lost`.
+    #[serde(default)]
+    pub lease_ms: Option<u64>,
+    /// How long a run (or resume) on a session another run holds waits for it to be let go before it is
+    /// refused with `session_busy`, in ms (`None` or 0: refused at once; SPEC §8b "or waits, as asked").
+    #[serde(default)]
+    pub busy_wait_ms: Option<u64>,
 }
 
 fn default_compact_at() -> f64 {
@@ -125,7 +133,13 @@ fn default_keep_recent() -> usize {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { context_window: None, compact_at: default_compact_at(), keep_recent: default_keep_recent() }
+        SessionConfig {
+            context_window: None,
+            compact_at: default_compact_at(),
+            keep_recent: default_keep_recent(),
+            lease_ms: None,
+            busy_wait_ms: None,
+        }
     }
 }
 
@@ -180,7 +194,10 @@ impl Sessions {
     /// renews its lease three times per length.
     pub fn with_lease(mut self, lease: std::time::Duration) -> Result<Sessions, SessionError> {
         if lease.as_millis() < 3 {
-            return Err(SessionError::InvalidArgument("the lease must be at least 3 ms".into()));
+            return Err(SessionError::InvalidArgument(format!(
+                "the lease (lease_ms) must be at least 3 ms, got {} ms",
+                lease.as_millis()
+            )));
         }
         self.lease = lease;
         Ok(self)
@@ -200,12 +217,22 @@ impl Sessions {
         self
     }
 
-    /// The same store with other window settings.
+    /// The same store with other settings: the window's, the lease length, the wait on a busy session.
     pub fn with_config(mut self, config: SessionConfig) -> Result<Sessions, SessionError> {
         if config.context_window == Some(0) || !(config.compact_at > 0.0 && config.compact_at <= 1.0) {
             return Err(SessionError::InvalidArgument(
                 "context_window must be above 0 and compact_at in (0, 1]".into(),
             ));
+        }
+        if let Some(ms) = config.lease_ms {
+            self = self.with_lease(std::time::Duration::from_millis(ms))?;
+        }
+        if config.busy_wait_ms.is_some_and(|ms| ms > durable::MAX_BUSY_WAIT_MS) {
+            return Err(SessionError::InvalidArgument(format!(
+                "busy_wait_ms must be at most {} (one hour), got {}",
+                durable::MAX_BUSY_WAIT_MS,
+                config.busy_wait_ms.unwrap_or_default()
+            )));
         }
         self.config = config;
         Ok(self)
