@@ -576,3 +576,104 @@ async fn a_live_runs_heartbeat_keeps_its_session_past_the_lease_length() {
         assert_eq!(lease_expires(&store.url, &sid).await, None, "{}", store.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subagent_tree_and_outstanding_tasks_round_trip_park_and_resume() {
+    // SPEC §8b: the sub-agent tree (each sub-agent's spawn terms, what it holds, its conversation) and
+    // the background tasks still outstanding are part of the one run-state value. The run spawns a
+    // sub-agent, starts a background task and parks; another store handle and another agent (as another
+    // process would) resume it, list and follow up the sub-agent, and park again: the two kept states
+    // differ only by what the resumed turn did.
+    for store in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Where is the report?", "permission": "read"}}]}},
+            {"expect": {"messages_count": 1}, "respond": {"content": "In /srv/report."}},
+            {"respond": {"tool_calls": [
+                {"id": "h", "name": "hold", "arguments": {"to": "x", "background": true}},
+                {"id": "a", "name": "send_email", "arguments": {"to": "ops"}}
+            ]}},
+            {"respond": {"tool_calls": [
+                {"id": "l", "name": "agent_list", "arguments": {}},
+                {"id": "t", "name": "task_list", "arguments": {}},
+                {"id": "f", "name": "agent_followup", "arguments": {"id": "4cf40c4e8395", "prompt": "And the draft?"}},
+                {"id": "b", "name": "send_email", "arguments": {"to": "second"}}
+            ]}},
+            {"expect": {"messages_count": 3}, "respond": {"content": "In /srv/draft."}},
+            {"respond": {"content": "Done."}}
+        ]))
+        .await;
+        let agent = || {
+            let send = ambit::tool_fn(
+                "send_email",
+                "Send the drafted email.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}),
+                |_: Value| async { Ok::<_, String>("sent".to_string()) },
+            )
+            .level(ambit::Level::Read)
+            .requires_approval();
+            let hold = ambit::tool_fn(
+                "hold",
+                "Hold on.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}}}),
+                |_: Value| async {
+                    std::future::pending::<()>().await;
+                    Ok::<_, String>(String::new())
+                },
+            )
+            .level(ambit::Level::Read);
+            let later = ambit::permission::approval::FnApproval(|_| async { ApprovalDecision::Later });
+            ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tool(send)
+                .tool(hold)
+                .subagents(ambit::SubagentConfig::default())
+                .background(true)
+                .policy(ambit::Policy::level(ambit::Level::Read).approvals(later))
+                .build()
+                .unwrap()
+        };
+        let kept = |sessions: Sessions, sid: String| async move {
+            let state = sessions.store().state(&sid).await.unwrap();
+            assert_eq!(state.state, "awaiting_approval");
+            serde_json::from_value::<ambit::session::RunSnapshot>(state.parked.unwrap()["run"].clone()).unwrap()
+        };
+        let here = Sessions::open(&store.url).await.unwrap();
+        let sid = here.create().await.unwrap();
+        let err = here.run(&agent(), &sid, "Find the report and mail ops.").await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let first = kept(here.clone(), sid.clone()).await;
+        assert_eq!(first.subagents_spawned, 1, "{}", store.name);
+        let [sub] = first.subagents.as_slice() else { panic!("{}: {:?}", store.name, first.subagents) };
+        assert_eq!(sub.id, "4cf40c4e8395");
+        assert_eq!(sub.terms.permission, Some(ambit::Level::Read));
+        assert_eq!((sub.messages.len(), sub.turns), (2, 1), "{}", store.name);
+        assert_eq!(first.tasks, [ambit::session::OutstandingTask { task_id: "task_1".into(), name: "hold".into() }]);
+
+        let there = Sessions::open(&store.url).await.unwrap();
+        let err = there.resume(&agent(), &sid, ApprovalDecision::Approve).await.unwrap_err();
+        assert_eq!(err.code(), "awaiting_approval", "{}: {err}", store.name);
+        let second = kept(there.clone(), sid.clone()).await;
+        // Field by field: only the turn, the usage and the followed-up sub-agent's conversation moved.
+        let mut expected = first.clone();
+        expected.turns = second.turns;
+        expected.usage = second.usage;
+        expected.subagents[0].messages = second.subagents[0].messages.clone();
+        expected.subagents[0].turns = 2;
+        expected.subagents[0].last_active = second.subagents[0].last_active.clone();
+        assert_eq!(second, expected, "{}", store.name);
+        assert_eq!(second.subagents[0].messages.len(), 4, "{}", store.name);
+        // The resumed run knew the sub-agent and the task (agent_list, task_list, agent_followup).
+        let done = here.resume(&agent(), &sid, ApprovalDecision::Approve).await.unwrap();
+        assert_eq!(done.output, "Done.", "{}", store.name);
+        let messages = log_messages(&here, &sid).await;
+        let listed = &tool_results(&messages, "l")[0]["content"];
+        assert!(listed.as_str().unwrap().starts_with("4cf40c4e8395\t"), "{}: {listed}", store.name);
+        let tasks = &tool_results(&messages, "t")[0]["content"];
+        assert!(tasks.as_str().unwrap().starts_with("task_1 (hold): started before this run parked"), "{tasks}");
+        let followed = &tool_results(&messages, "f")[0];
+        assert_eq!(followed["is_error"], false, "{}: {followed}", store.name);
+        assert!(followed["content"].as_str().unwrap().ends_with("In /srv/draft."), "{followed}");
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 6, "{}: {served} {mismatches:?}", store.name);
+    }
+}

@@ -202,6 +202,8 @@ pub(crate) struct Tasks {
     sink: std::sync::OnceLock<Arc<dyn TaskSink>>,
     /// How long a cancelled task has to unwind before it is aborted.
     grace: Duration,
+    /// Tasks a parked part of the run started (id, tool): [`Tasks::keep_elsewhere`].
+    elsewhere: Mutex<Vec<(String, String)>>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -223,6 +225,7 @@ impl Default for Tasks {
             work_rx: Mutex::new(Some(work_rx)),
             sink: std::sync::OnceLock::new(),
             grace: CANCEL_GRACE,
+            elsewhere: Mutex::default(),
         }
     }
 }
@@ -362,6 +365,22 @@ impl Tasks {
         }
     }
 
+    /// The tasks whose result has not reached the run (id, tool): its own, and those a parked part of
+    /// the run started ([`Tasks::keep_elsewhere`]).
+    pub fn outstanding_list(&self) -> Vec<(String, String)> {
+        let mut out = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        out.extend(
+            self.lock().iter().filter(|(_, e)| e.state != State::Delivered).map(|(id, e)| (id.clone(), e.name.clone())),
+        );
+        out
+    }
+
+    /// Tasks a parked part of this run started, still outstanding when it parked: they run on in the
+    /// process that started them and land in the session. `task_list` shows them.
+    pub fn keep_elsewhere(&self, tasks: impl IntoIterator<Item = (String, String)>) {
+        self.elsewhere.lock().unwrap_or_else(|p| p.into_inner()).extend(tasks);
+    }
+
     /// Tasks whose result has not reached the model yet.
     pub fn outstanding(&self) -> usize {
         self.lock().values().filter(|e| e.state != State::Delivered).count()
@@ -465,19 +484,22 @@ impl Tasks {
     /// `task_list`: every task with its tool, status and latest progress note.
     pub fn list(&self) -> String {
         let entries = self.lock();
-        if entries.is_empty() {
+        let elsewhere = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if entries.is_empty() && elsewhere.is_empty() {
             return "No background tasks.".to_string();
         }
-        let lines: Vec<String> = entries
-            .iter()
-            .map(|(id, e)| {
+        let earlier = elsewhere.iter().map(|(id, name)| {
+            format!("{id} ({name}): started before this run parked; its result lands in the session as its own turn")
+        });
+        let lines: Vec<String> = earlier
+            .chain(entries.iter().map(|(id, e)| {
                 let status = if e.state == State::Running { "running" } else { "reported" };
                 let note = e.handle.shared.note.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 match note {
                     Some(n) => format!("{id} ({}): {status}; latest note: {n}", e.name),
                     None => format!("{id} ({}): {status}", e.name),
                 }
-            })
+            }))
             .collect();
         lines.join("\n")
     }

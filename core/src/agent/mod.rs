@@ -420,6 +420,7 @@ impl Agent {
             // scratchpad, loaded tools.
             if let Some(s) = r.restored() {
                 state.restore(&s);
+                self.restore_subagents(&s.subagents, s.subagents_spawned);
                 (usage, nudges, first) = (s.usage, s.nudges, s.turns.saturating_add(1));
             }
             self.account_aside(&state, &events, &mut usage, 0, r.carried())?;
@@ -539,12 +540,20 @@ impl Agent {
                 inner.budget.check(&usage, budget::cost_of(&inner.prices, &model_name, &usage))?;
             }
             subagent::steer_into(&mut request.messages);
-            if crate::session::parked_at(&request.messages, || state.snapshot(turn, usage, nudges)) {
+            if crate::session::parked_at(&request.messages, || self.run_snapshot(&state, turn, usage, nudges)) {
                 // A call waits on an answer given later (crate::session): the run stops here, persisted.
                 return Err(Error::Cancelled);
             }
         }
         Err(Error::MaxTurns { max_turns: inner.max_turns, usage })
+    }
+
+    /// The run's state as one value: the run's own ([`RunState::snapshot`]) and this agent's sub-agent
+    /// tree.
+    fn run_snapshot(&self, state: &RunState, turns: u32, usage: Usage, nudges: u32) -> run_state::RunSnapshot {
+        let mut s = state.snapshot(turns, usage, nudges);
+        (s.subagents, s.subagents_spawned) = self.subagent_tree();
+        s
     }
 
     /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):

@@ -54,7 +54,7 @@ pub(crate) fn take_rounds() -> Option<Arc<dyn Rounds>> {
 }
 
 /// A run's state as one value (SPEC §8b): what a parked run keeps in the store and its resume
-/// restores, in any process. Background tasks and sub-agents are not in it yet.
+/// restores, in any process.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSnapshot {
     /// Model requests made so far: the resumed run's turns go on from here, under the same `max_turns`.
@@ -75,6 +75,24 @@ pub struct RunSnapshot {
     /// Tools whose undocumented-parameter note was given.
     #[serde(default)]
     pub noted_tools: std::collections::BTreeSet<String>,
+    /// Background tasks started by the run and not yet reported to it: they go on (in the process that
+    /// started them) and their results land in the session.
+    #[serde(default)]
+    pub tasks: Vec<OutstandingTask>,
+    /// The sub-agent tree: each sub-agent with its spawn terms, what it holds and its conversation.
+    #[serde(default)]
+    pub subagents: Vec<super::subagent::SubagentRecord>,
+    /// How many sub-agents the agent has spawned (the next id follows).
+    #[serde(default)]
+    pub subagents_spawned: u64,
+}
+
+/// A background task the run started whose result has not reached it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutstandingTask {
+    pub task_id: String,
+    /// The tool it runs.
+    pub name: String,
 }
 
 /// The state of one run.
@@ -102,10 +120,15 @@ impl RunState {
         CURRENT.scope(self, fut).await
     }
 
-    /// This run's state as one value, at `turns` requests, `usage` and `nudges`.
+    /// This run's state as one value, at `turns` requests, `usage` and `nudges` (the sub-agent tree is
+    /// the agent's, which the loop adds).
     pub fn snapshot(&self, turns: u32, usage: Usage, nudges: u32) -> RunSnapshot {
         let loads = self.deferral.lock().unwrap_or_else(|p| p.into_inner());
+        let tasks = self.tasks.outstanding_list().into_iter().map(|(task_id, name)| OutstandingTask { task_id, name });
         RunSnapshot {
+            tasks: tasks.collect(),
+            subagents: Vec::new(),
+            subagents_spawned: 0,
             turns,
             usage,
             nudges,
@@ -124,6 +147,7 @@ impl RunState {
         loads.loaded = s.loaded_tools.clone();
         loads.noted = s.noted_tools.clone();
         *self.subagents.spent.lock().unwrap_or_else(|p| p.into_inner()) = s.usage;
+        self.tasks.keep_elsewhere(s.tasks.iter().map(|t| (t.task_id.clone(), t.name.clone())));
     }
 
     /// Whether a checklist item may wait on the background task `id`.

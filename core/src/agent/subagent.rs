@@ -196,6 +196,109 @@ impl Agent {
     }
 }
 
+/// A sub-agent as a run's state keeps it (SPEC §8b): its spawn terms, what it holds, its conversation,
+/// and the sub-agents it spawned, so a resumed run (in any process) can follow it up, steer, list and
+/// delete it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SubagentRecord {
+    pub id: String,
+    /// The `agent_spawn` call's terms, replayed (and re-admitted) on every follow-up.
+    pub terms: SpawnTerms,
+    /// What it holds now.
+    pub held: Grant,
+    /// Where a sub-agent spawned with no scope of its own was spawned.
+    #[serde(default)]
+    pub spawned_in: Option<PathBuf>,
+    /// Its conversation, the next follow-up's history.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub turns: u32,
+    #[serde(default)]
+    pub last_active: String,
+    /// Steering messages left for it and not yet read.
+    #[serde(default)]
+    pub inbox: Vec<String>,
+    /// How many sub-agents it has spawned (its next id follows).
+    #[serde(default)]
+    pub spawned: u64,
+    /// The sub-agents it spawned.
+    #[serde(default)]
+    pub children: Vec<SubagentRecord>,
+}
+
+/// The sub-agent tree below `frame`, and how many it spawned: what a run's state keeps.
+fn tree_of(frame: &Frame) -> Vec<SubagentRecord> {
+    lock(&frame.children)
+        .values()
+        .map(|c| SubagentRecord {
+            id: c.id.clone(),
+            terms: c.terms.clone(),
+            held: lock(&c.held).clone(),
+            spawned_in: c.spawned_in.clone(),
+            messages: lock(&c.messages).clone(),
+            turns: c.turns.load(Ordering::SeqCst),
+            last_active: lock(&c.last_active).clone(),
+            inbox: lock(&c.inbox).messages.clone(),
+            spawned: c.frame.spawned.load(Ordering::SeqCst),
+            children: tree_of(&c.frame),
+        })
+        .collect()
+}
+
+impl Agent {
+    /// This agent's sub-agent tree and how many sub-agents it has spawned (none without the agent tools).
+    pub(crate) fn subagent_tree(&self) -> (Vec<SubagentRecord>, u64) {
+        match &self.inner.subagents {
+            Some(frame) => (tree_of(frame), frame.spawned.load(Ordering::SeqCst)),
+            None => (Vec::new(), 0),
+        }
+    }
+
+    /// Restores a sub-agent tree a run's state kept: each sub-agent this agent does not have yet is made
+    /// again from its record (its agent from what it held), so it can be followed up, steered, listed
+    /// and deleted as before. One that cannot be made again is left out, with a warning.
+    pub(crate) fn restore_subagents(&self, tree: &[SubagentRecord], spawned: u64) {
+        let Some(frame) = &self.inner.subagents else { return };
+        frame.spawned.fetch_max(spawned, Ordering::SeqCst);
+        restore_into(self, frame, tree);
+    }
+}
+
+fn restore_into(parent: &Agent, frame: &Arc<Frame>, tree: &[SubagentRecord]) {
+    for r in tree {
+        if lock(&frame.children).contains_key(&r.id) {
+            continue;
+        }
+        let own = Arc::new(Frame::new(r.id.clone(), &SubagentConfig::default()));
+        own.spawned.store(r.spawned, Ordering::SeqCst);
+        let agent = match child_agent(parent, &r.held, &own) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(subagent = %r.id, error = %e, "a kept sub-agent could not be made again");
+                continue;
+            }
+        };
+        restore_into(&agent, &own, &r.children);
+        let child = Arc::new(Child {
+            id: r.id.clone(),
+            terms: r.terms.clone(),
+            spawned_in: r.spawned_in.clone(),
+            prompt_cwd: Mutex::new(r.held.scope.working_dir.clone()),
+            held: Mutex::new(r.held.clone()),
+            agent: Mutex::new(agent),
+            frame: own,
+            messages: Mutex::new(r.messages.clone()),
+            turns: AtomicU32::new(r.turns),
+            last_active: Mutex::new(r.last_active.clone()),
+            busy: AtomicBool::new(false),
+            inbox: Mutex::new(Inbox { messages: r.inbox.clone(), interrupt: false }),
+            steered: tokio::sync::Notify::new(),
+        });
+        lock(&frame.children).insert(r.id.clone(), child);
+    }
+}
+
 /// The messages a run opens with: the conversation a follow-up continues, then the input.
 pub(crate) fn opening(input: String) -> Vec<Message> {
     let (mut messages, resume) = RUNNING

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::agent::background::TaskStatus;
-pub use crate::agent::run_state::RunSnapshot;
+pub use crate::agent::run_state::{OutstandingTask, RunSnapshot};
+pub use crate::agent::subagent::SubagentRecord;
 pub use durable::{DEFAULT_LEASE, MAX_BUSY_WAIT_MS, Take};
 pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
