@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ambit::session::{SessionConfig, SessionError, Sessions};
 
 use crate::policy::ApprovalDecision;
-use crate::{CaughtPanic, CoreAgent, RunResult, guard_async};
+use crate::{CaughtPanic, CoreAgent, RunResult, guard, guard_async};
 
 /// A session failure, one case per code; `message` is the core's text.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
@@ -86,9 +86,12 @@ impl CoreSessions {
         context_window: Option<u64>,
         compact_at: f64,
         keep_recent: u32,
+        lease_ms: Option<u64>,
+        busy_wait_ms: Option<u64>,
     ) -> Result<Arc<Self>, SessionCoreError> {
         guard_async(async move {
-            let config = SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
+            let config =
+                SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize, lease_ms, busy_wait_ms };
             let sessions = Sessions::open(&url).await?.with_config(config)?;
             Ok(Arc::new(CoreSessions { sessions }))
         })
@@ -160,5 +163,36 @@ impl CoreSessions {
     /// The whole log as JSON.
     pub async fn entries_json(&self, session_id: String) -> Result<String, SessionCoreError> {
         guard_async(async move { json!(&self.sessions.entries(&session_id).await?) }).await
+    }
+
+    /// The background-task results that land in this store's sessions from now on.
+    pub fn deliveries(&self) -> Result<Arc<CoreDeliveries>, SessionCoreError> {
+        guard(|| Ok(Arc::new(CoreDeliveries { rx: tokio::sync::Mutex::new(self.sessions.deliveries()) })))
+    }
+
+    /// A session's background task as JSON: `{session_id, task_id, name, status, note, result}`.
+    pub async fn task_result_json(&self, session_id: String, task_id: String) -> Result<String, SessionCoreError> {
+        guard_async(async move { json!(&self.sessions.task_result(&session_id, &task_id).await?) }).await
+    }
+}
+
+/// The deliveries of a store handle, one `next` at a time (the facade's `Sessions.deliveries()` stream).
+#[derive(uniffi::Object)]
+pub struct CoreDeliveries {
+    rx: tokio::sync::Mutex<ambit::session::Deliveries>,
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl CoreDeliveries {
+    /// The next delivery as JSON: `{session_id, task_id, name, status, result}`; nil once the store
+    /// handle is gone.
+    pub async fn next_json(&self) -> Result<Option<String>, SessionCoreError> {
+        guard_async(async move {
+            match self.rx.lock().await.next().await {
+                Some(d) => Ok(Some(json!(&d)?)),
+                None => Ok(None),
+            }
+        })
+        .await
     }
 }

@@ -677,3 +677,72 @@ async fn the_subagent_tree_and_outstanding_tasks_round_trip_park_and_resume() {
         assert!(mismatches.is_empty() && served == 6, "{}: {served} {mismatches:?}", store.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
+    // SPEC §8b: sub-agents are child sessions in the store (parent, spawn terms, title). A run spawns a
+    // sub-agent; a later run through another store handle and another agent (as after a restart, or in
+    // another process) lists it (agent_list, session_list), reads its conversation by its id
+    // (conversation_read), follows it up on that conversation, and deletes it.
+    for store in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Where is the report?\nLook in /srv.", "permission": "read"}}]}},
+            {"expect": {"messages_count": 1}, "respond": {"content": "In /srv/report."}},
+            {"respond": {"content": "Found it."}},
+            {"respond": {"tool_calls": [
+                {"id": "l", "name": "agent_list", "arguments": {}},
+                {"id": "sl", "name": "session_list", "arguments": {}},
+                {"id": "r", "name": "conversation_read", "arguments": {"id": "4cf4", "start": 2}},
+                {"id": "x", "name": "conversation_read", "arguments": {"id": "ffff", "start": 1}},
+                {"id": "f", "name": "agent_followup", "arguments": {"id": "4cf40c4e8395", "prompt": "And the draft?"}}
+            ]}},
+            {"expect": {"messages_count": 3}, "respond": {"content": "In /srv/draft."}},
+            {"respond": {"content": "Done."}},
+            {"respond": {"tool_calls": [{"id": "d", "name": "agent_delete", "arguments": {"id": "4cf40c4e8395"}}]}},
+            {"respond": {"tool_calls": [{"id": "l2", "name": "session_list", "arguments": {}}]}},
+            {"respond": {"content": "Deleted."}}
+        ]))
+        .await;
+        let agent = || {
+            ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tools(ambit::session::tools())
+                .subagents(ambit::SubagentConfig::default())
+                .policy(ambit::Policy::level(ambit::Level::Read))
+                .build()
+                .unwrap()
+        };
+        let here = Sessions::open(&store.url).await.unwrap();
+        let sid = here.create().await.unwrap();
+        assert_eq!(here.run(&agent(), &sid, "Find the report.").await.unwrap().output, "Found it.");
+        let kept = here.store().children(&sid).await.unwrap();
+        let [child] = kept.as_slice() else { panic!("{}: {kept:?}", store.name) };
+        assert_eq!((child.agent_id.as_str(), child.title.as_str()), ("4cf40c4e8395", "Where is the report?"));
+        assert_eq!(child.spawn["terms"]["permission"], "read", "{}: {}", store.name, child.spawn);
+        assert_eq!(here.entries(&child.session_id).await.unwrap().len(), 2, "{}", store.name);
+
+        let there = Sessions::open(&store.url).await.unwrap();
+        assert_eq!(there.run(&agent(), &sid, "And the draft?").await.unwrap().output, "Done.", "{}", store.name);
+        let messages = log_messages(&there, &sid).await;
+        let result = |id: &str| tool_results(&messages, id)[0]["content"].as_str().unwrap().to_string();
+        assert!(result("l").starts_with("4cf40c4e8395\t"), "{}: {}", store.name, result("l"));
+        let listed = result("sl");
+        assert!(listed.contains("\nthis session\t") || listed.contains("4cf40c4e8395\t"), "{listed}");
+        assert!(listed.contains("\tthis session\tWhere is the report?"), "{}: {listed}", store.name);
+        assert!(listed.ends_with(&format!("This session: {sid}")), "{listed}");
+        assert_eq!(result("r"), "#2 assistant:\nIn /srv/report.", "{}", store.name);
+        assert!(result("x").contains("'ffff' is not a sub-agent of this session"), "{}", result("x"));
+        assert!(result("f").ends_with("In /srv/draft."), "{}: {}", store.name, result("f"));
+        // The follow-up grew the child session's log.
+        assert_eq!(there.entries(&child.session_id).await.unwrap().len(), 4, "{}", store.name);
+
+        let third = Sessions::open(&store.url).await.unwrap();
+        assert_eq!(third.run(&agent(), &sid, "Delete it.").await.unwrap().output, "Deleted.");
+        assert!(third.store().children(&sid).await.unwrap().is_empty(), "{}", store.name);
+        let messages = log_messages(&third, &sid).await;
+        let listed = tool_results(&messages, "l2")[0]["content"].as_str().unwrap().to_string();
+        assert!(!listed.contains("4cf40c4e8395"), "{}: {listed}", store.name);
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 9, "{}: {served} {mismatches:?}", store.name);
+    }
+}

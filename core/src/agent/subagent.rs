@@ -90,6 +90,10 @@ impl std::fmt::Debug for Frame {
 /// A sub-agent as its parent keeps it.
 struct Child {
     id: String,
+    /// The id of the agent that spawned it ("root" for the agent the host built).
+    parent: String,
+    /// The spawn's prompt, first line: its session's title.
+    title: String,
     /// The spawn's terms, replayed on every follow-up.
     terms: SpawnTerms,
     /// Where a sub-agent spawned with no scope of its own was spawned.
@@ -225,25 +229,32 @@ pub struct SubagentRecord {
     /// The sub-agents it spawned.
     #[serde(default)]
     pub children: Vec<SubagentRecord>,
+    /// Its session's title: the spawn's prompt, first line.
+    #[serde(default)]
+    pub title: String,
+}
+
+/// The record of one sub-agent, without its sub-agents (`deep`: with them).
+fn record_of(c: &Child, deep: bool) -> SubagentRecord {
+    SubagentRecord {
+        id: c.id.clone(),
+        terms: c.terms.clone(),
+        held: lock(&c.held).clone(),
+        spawned_in: c.spawned_in.clone(),
+        messages: lock(&c.messages).clone(),
+        turns: c.turns.load(Ordering::SeqCst),
+        last_active: lock(&c.last_active).clone(),
+        inbox: lock(&c.inbox).messages.clone(),
+        spawned: c.frame.spawned.load(Ordering::SeqCst),
+        children: if deep { tree_of(&c.frame) } else { Vec::new() },
+        title: c.title.clone(),
+    }
 }
 
 /// The sub-agent tree below `frame`, and how many it spawned: what a run's state keeps.
 fn tree_of(frame: &Frame) -> Vec<SubagentRecord> {
-    lock(&frame.children)
-        .values()
-        .map(|c| SubagentRecord {
-            id: c.id.clone(),
-            terms: c.terms.clone(),
-            held: lock(&c.held).clone(),
-            spawned_in: c.spawned_in.clone(),
-            messages: lock(&c.messages).clone(),
-            turns: c.turns.load(Ordering::SeqCst),
-            last_active: lock(&c.last_active).clone(),
-            inbox: lock(&c.inbox).messages.clone(),
-            spawned: c.frame.spawned.load(Ordering::SeqCst),
-            children: tree_of(&c.frame),
-        })
-        .collect()
+    let children: Vec<Arc<Child>> = lock(&frame.children).values().cloned().collect();
+    children.iter().map(|c| record_of(c, true)).collect()
 }
 
 impl Agent {
@@ -282,6 +293,8 @@ fn restore_into(parent: &Agent, frame: &Arc<Frame>, tree: &[SubagentRecord]) {
         restore_into(&agent, &own, &r.children);
         let child = Arc::new(Child {
             id: r.id.clone(),
+            parent: frame.id.clone(),
+            title: r.title.clone(),
             terms: r.terms.clone(),
             spawned_in: r.spawned_in.clone(),
             prompt_cwd: Mutex::new(r.held.scope.working_dir.clone()),
@@ -432,6 +445,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Now, as the report lines show it (UTC, RFC 3339, seconds).
 fn timestamp() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    timestamp_at(i64::try_from(secs).unwrap_or(0))
+}
+
+/// `secs` since the epoch as an RFC 3339 UTC time, to the second.
+pub(crate) fn timestamp_at(secs: i64) -> String {
+    let secs = u64::try_from(secs).unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -781,10 +800,19 @@ async fn run_child(child: Arc<Child>, input: String, history: Vec<Message>) -> R
         Ok(result) => {
             child.turns.fetch_add(result.turns, Ordering::SeqCst);
             *lock(&child.messages) = result.messages;
+            // In a session, the sub-agent's conversation and terms are its own session in the store.
+            crate::session::keep_subagent(&child.parent, record_of(&child, false)).await;
             Ok(result.output)
         }
         Err(e) => Err(ToolError::Failed(format!("sub-agent {} failed: {e}", child.id))),
     }
+}
+
+/// A session title from a prompt: its first non-blank line, cut to 80 characters.
+pub(crate) fn title_of(prompt: &str) -> String {
+    let line = prompt.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    let cut: String = line.chars().take(80).collect();
+    if cut.len() < line.len() { format!("{cut}…") } else { cut }
 }
 
 fn report(id: &str, admitted: &Admitted, body: &str) -> String {
@@ -923,6 +951,8 @@ impl Tool for SpawnTool {
         let agent = child_agent(&parent, &admitted.grant, &frame)?;
         let child = Arc::new(Child {
             id: id.clone(),
+            parent: self.frame.id.clone(),
+            title: title_of(&prompt),
             spawned_in: (!admitted.stated_scope).then(|| admitted.grant.scope.working_dir.clone()),
             prompt_cwd: Mutex::new(admitted.grant.scope.working_dir.clone()),
             terms,
@@ -1095,6 +1125,7 @@ impl Tool for DeleteTool {
             )));
         }
         lock(&self.frame.children).remove(&child.id);
+        crate::session::forget_subagent(&child.id).await;
         let nested = count(&child.frame);
         let tail = if nested == 0 { String::new() } else { format!(" and the {nested} sub-agent(s) it spawned") };
         Ok(Value::String(format!("Deleted sub-agent {}{tail}.", child.id)))

@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+mod children;
 mod durable;
 mod escalate;
 pub mod rules;
@@ -27,12 +28,13 @@ use serde_json::Value;
 pub use crate::agent::background::TaskStatus;
 pub use crate::agent::run_state::{OutstandingTask, RunSnapshot};
 pub use crate::agent::subagent::SubagentRecord;
+pub(crate) use children::{forget_subagent, keep_subagent};
 pub use durable::{DEFAULT_LEASE, MAX_BUSY_WAIT_MS, Take};
 pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
 pub(crate) use run::{park, parked_at};
-pub use store::{SessionStore, TaskSnapshot};
+pub use store::{ChildSession, SessionRow, SessionStore, TaskSnapshot};
 pub use tasks::{DELIVERY_BUFFER, Deliveries, Delivery};
 pub use tools::tools;
 

@@ -326,6 +326,13 @@ impl Sessions {
     pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
         // One run at a time (SPEC §8b): the lease, or session_busy.
         let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
+        // A root session's title: its first input's first line.
+        let title = crate::agent::subagent::title_of(input);
+        if !title.is_empty()
+            && let Err(e) = self.store.title(session_id, &title).await
+        {
+            return Err(idle_after(&lease, e).await);
+        }
         if taken.taken_over {
             // The run this one takes over from died: the model is told what it started and never finished.
             let note = Message::User { content: durable::interrupted_note(&taken.interrupted) };
@@ -361,6 +368,10 @@ impl Sessions {
             Ok(entries) => entries,
             Err(e) => return Err(idle_after(&lease, e).await),
         };
+        // The sub-agents the session keeps (spawned by runs in any process) are this agent's too.
+        if let Err(e) = self.restore_subagents(agent, session_id).await {
+            return Err(idle_after(&lease, e).await);
+        }
         let lease = Arc::new(lease);
         let journal = Journal::new(self, session_id, &lease, durable::fresh_id(), 0);
         let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();

@@ -75,6 +75,24 @@ pub trait SessionStore: Send + Sync {
     async fn call(&self, session_id: &str, key: &str) -> Result<Option<CallRecord>, SessionError>;
     /// Records a call's outcome (JSON) once it ran.
     async fn call_finished(&self, session_id: &str, key: &str, outcome: &Value, now: i64) -> Result<(), SessionError>;
+    /// Keeps a sub-agent's session: created under its parent if new, its spawn record replaced, and the
+    /// messages of `messages` past those the log holds appended (its conversation only grows).
+    async fn keep_child(
+        &self,
+        child: &ChildSession,
+        messages: &[crate::model::Message],
+        now: i64,
+    ) -> Result<(), SessionError>;
+    /// The sub-agent sessions of `parent_id` not deleted, oldest first.
+    async fn children(&self, parent_id: &str) -> Result<Vec<ChildSession>, SessionError>;
+    /// How many sub-agent sessions `parent_id` ever had, deleted ones included.
+    async fn spawned(&self, parent_id: &str) -> Result<u64, SessionError>;
+    /// Marks a sub-agent's session (and the sessions below it) deleted.
+    async fn delete_child(&self, session_id: &str, now: i64) -> Result<(), SessionError>;
+    /// Gives a session its title, unless it has one.
+    async fn title(&self, session_id: &str, title: &str) -> Result<(), SessionError>;
+    /// The `limit` most recently updated root sessions, and whether there were more.
+    async fn recent_roots(&self, limit: usize) -> Result<(Vec<SessionRow>, bool), SessionError>;
     /// Records a new background task of tool `name`, running, its heartbeat by the store's clock; its id
     /// (`task_N`, N counting from 1 in the session).
     async fn task_started(&self, session_id: &str, name: &str, now: i64) -> Result<String, SessionError>;
@@ -106,6 +124,29 @@ pub trait SessionStore: Send + Sync {
         item_if_lost: &(dyn for<'n> Fn(&'n str) -> Item + Send + Sync),
         now: i64,
     ) -> Result<Option<TaskSnapshot>, SessionError>;
+}
+
+/// A sub-agent's session as its parent keeps it (SPEC §8b: sub-agents are child sessions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildSession {
+    pub session_id: String,
+    /// The session (root or sub-agent) that spawned it.
+    pub parent_id: String,
+    /// Its id among its siblings, as the agent tools take it.
+    pub agent_id: String,
+    pub title: String,
+    /// What a follow-up replays: its spawn terms, holdings and counts (JSON).
+    pub spawn: Value,
+    /// When it was last written, ms since the epoch.
+    pub updated_at: i64,
+}
+
+/// A root session as `session_list` shows it at `unrestricted`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub session_id: String,
+    pub title: Option<String>,
+    pub updated_at: i64,
 }
 
 /// A session's background task as the store has it (`task_result`).
@@ -178,11 +219,13 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (1, "sessions", include_str!("../../migrations/sqlite/sessions_0001.sql")),
     (2, "durable runs", include_str!("../../migrations/sqlite/sessions_0002.sql")),
     (3, "session tasks", include_str!("../../migrations/sqlite/sessions_0003.sql")),
+    (4, "child sessions", include_str!("../../migrations/sqlite/sessions_0004.sql")),
 ];
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "sessions", include_str!("../../migrations/postgres/sessions_0001.sql")),
     (2, "durable runs", include_str!("../../migrations/postgres/sessions_0002.sql")),
     (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
+    (4, "child sessions", include_str!("../../migrations/postgres/sessions_0004.sql")),
 ];
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS ambit_session_migrations (
     version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
@@ -536,6 +579,140 @@ macro_rules! session_store_impl {
                     if done.rows_affected() > 0 { None } else { Self::call_in(&mut tx, session_id, key).await? };
                 tx.commit().await.map_err(store_err)?;
                 Ok(record)
+            }
+
+            async fn keep_child(
+                &self,
+                child: &ChildSession,
+                messages: &[crate::model::Message],
+                now: i64,
+            ) -> Result<(), SessionError> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query(
+                    "INSERT INTO ambit_sessions (session_id, parent_id, created_at, updated_at, title, agent_id, spawn) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                     ON CONFLICT (session_id) DO UPDATE SET spawn = $8, updated_at = $9",
+                )
+                .bind(&child.session_id)
+                .bind(&child.parent_id)
+                .bind(now)
+                .bind(now)
+                .bind(&child.title)
+                .bind(&child.agent_id)
+                .bind(child.spawn.to_string())
+                .bind(child.spawn.to_string())
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let held: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COUNT(*) AS BIGINT) FROM ambit_session_entries WHERE session_id = $1 AND kind = 'message'",
+                )
+                .bind(&child.session_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                let items: Vec<Item> = messages
+                    .iter()
+                    .skip(usize::try_from(held).unwrap_or(0))
+                    .map(|m| Item::Message { message: m.clone() })
+                    .collect();
+                Self::append_in(&mut tx, &child.session_id, &items, now).await?;
+                tx.commit().await.map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn children(&self, parent_id: &str) -> Result<Vec<ChildSession>, SessionError> {
+                let rows = sqlx::query(
+                    "SELECT session_id, agent_id, title, spawn, updated_at FROM ambit_sessions \
+                     WHERE parent_id = $1 AND state <> 'deleted' AND agent_id IS NOT NULL ORDER BY created_at, session_id",
+                )
+                .bind(parent_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_err)?;
+                rows.iter()
+                    .map(|r| {
+                        let spawn: Option<String> = r.try_get(3).map_err(store_err)?;
+                        let spawn = serde_json::from_str(spawn.as_deref().unwrap_or("null"))
+                            .map_err(|e| SessionError::Store(e.to_string()))?;
+                        Ok(ChildSession {
+                            session_id: r.try_get(0).map_err(store_err)?,
+                            parent_id: parent_id.to_string(),
+                            agent_id: r.try_get::<Option<String>, _>(1).map_err(store_err)?.unwrap_or_default(),
+                            title: r.try_get::<Option<String>, _>(2).map_err(store_err)?.unwrap_or_default(),
+                            spawn,
+                            updated_at: r.try_get(4).map_err(store_err)?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn spawned(&self, parent_id: &str) -> Result<u64, SessionError> {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COUNT(*) AS BIGINT) FROM ambit_sessions WHERE parent_id = $1 AND agent_id IS NOT NULL",
+                )
+                .bind(parent_id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(store_err)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
+            async fn delete_child(&self, session_id: &str, now: i64) -> Result<(), SessionError> {
+                let mut tx = self.begin_write().await?;
+                let mut pending = vec![session_id.to_string()];
+                while let Some(id) = pending.pop() {
+                    sqlx::query("UPDATE ambit_sessions SET state = 'deleted', updated_at = $1 WHERE session_id = $2")
+                        .bind(now)
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_err)?;
+                    let below: Vec<String> =
+                        sqlx::query_scalar("SELECT session_id FROM ambit_sessions WHERE parent_id = $1 AND state <> 'deleted'")
+                            .bind(&id)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_err)?;
+                    pending.extend(below);
+                }
+                tx.commit().await.map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn title(&self, session_id: &str, title: &str) -> Result<(), SessionError> {
+                sqlx::query("UPDATE ambit_sessions SET title = $1 WHERE session_id = $2 AND title IS NULL")
+                    .bind(title)
+                    .bind(session_id)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_err)?;
+                Ok(())
+            }
+
+            async fn recent_roots(&self, limit: usize) -> Result<(Vec<SessionRow>, bool), SessionError> {
+                let rows = sqlx::query(
+                    "SELECT session_id, title, updated_at FROM ambit_sessions WHERE parent_id IS NULL \
+                     ORDER BY updated_at DESC, session_id LIMIT $1",
+                )
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_err)?;
+                let more = rows.len() > limit;
+                let rows = rows
+                    .iter()
+                    .take(limit)
+                    .map(|r| {
+                        Ok(SessionRow {
+                            session_id: r.try_get(0).map_err(store_err)?,
+                            title: r.try_get(1).map_err(store_err)?,
+                            updated_at: r.try_get(2).map_err(store_err)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, SessionError>>()?;
+                Ok((rows, more))
             }
 
             async fn task_started(&self, session_id: &str, name: &str, now: i64) -> Result<String, SessionError> {

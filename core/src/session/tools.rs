@@ -13,7 +13,7 @@ use crate::error::ToolError;
 use crate::permission::Level;
 use crate::tools::{Tool, ToolSpec};
 
-/// The four session tools, at `read`.
+/// The session tools, at `read`.
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(Search(
@@ -23,6 +23,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                  matching lines tagged #N and role.",
                 json!({"type": "object", "properties": {
                     "query": {"type": "string", "description": "A literal (case-insensitive) unless is_regex."},
+                    "id": {"type": "string", "description": "A sub-agent's id (or a unique prefix; session_list shows them): search its conversation instead."},
                     "is_regex": {"type": "boolean", "description": "A case-sensitive regular expression. Default false."},
                     "limit": {"type": "integer", "minimum": 1, "description": "Most matches (default 20, at most 100)."}
                 }, "required": ["query"]}),
@@ -35,8 +36,18 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 "Read this session's conversation from message #N (as conversation_search shows it).",
                 json!({"type": "object", "properties": {
                     "start": {"type": "integer", "minimum": 1, "description": "1-based message index."},
+                    "id": {"type": "string", "description": "A sub-agent's id (or a unique prefix; session_list shows them): read its conversation instead."},
                     "limit": {"type": "integer", "minimum": 1, "description": "Messages to read (default 1, at most 20)."}
                 }, "required": ["start"]}),
+            )
+            .with_level(Level::Read),
+        )),
+        Arc::new(List(
+            ToolSpec::new(
+                "session_list",
+                "The sessions this one may read: itself first, then its sub-agents (at unrestricted: the store's most \
+                 recent root sessions), each with its id, last update, parent and title; then this session's id.",
+                json!({"type": "object", "properties": {}}),
             )
             .with_level(Level::Read),
         )),
@@ -70,6 +81,37 @@ fn failed(e: impl std::fmt::Display) -> ToolError {
 
 struct Search(ToolSpec);
 struct Read(ToolSpec);
+struct List(ToolSpec);
+
+/// The most root sessions `session_list` shows at `unrestricted`.
+pub const SESSION_LIST_LIMIT: usize = 50;
+
+/// The session a `conversation_*` call reads: this one, or (with `id`) one of its sub-agents by full id
+/// or a prefix unique among them. Any other id gets the same refusal whether or not it exists.
+async fn reach(s: &super::run::Current, args: &Value) -> Result<String, ToolError> {
+    let Some(given) = args.get("id").and_then(Value::as_str).map(str::trim).filter(|g| !g.is_empty()) else {
+        return Ok(s.session_id.clone());
+    };
+    let children = s.sessions.store().children(&s.session_id).await.map_err(failed)?;
+    let matches: Vec<&super::store::ChildSession> =
+        children.iter().filter(|c| c.agent_id == given || c.agent_id.starts_with(given)).collect();
+    match matches.as_slice() {
+        [one] => Ok(one.session_id.clone()),
+        [] => Err(failed(format!("'{given}' is not a sub-agent of this session (session_list shows them)"))),
+        many if many.iter().any(|c| c.agent_id == given) => {
+            Ok(many.iter().find(|c| c.agent_id == given).map(|c| c.session_id.clone()).unwrap_or_default())
+        }
+        many => Err(failed(format!(
+            "'{given}' is a prefix of more than one sub-agent: {}",
+            many.iter().map(|c| c.agent_id.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// A time in ms since the epoch, as session_list shows it (UTC, to the second).
+fn when(ms: i64) -> String {
+    crate::agent::subagent::timestamp_at(ms / 1000)
+}
 struct Check(ToolSpec);
 struct Compact(ToolSpec);
 
@@ -83,7 +125,7 @@ impl Tool for Search {
         let query = args["query"].as_str().unwrap_or_default();
         let is_regex = args["is_regex"].as_bool().unwrap_or(false);
         let limit = args["limit"].as_u64().unwrap_or(20) as usize;
-        let entries = s.sessions.store().entries(&s.session_id).await.map_err(failed)?;
+        let entries = s.sessions.store().entries(&reach(&s, &args).await?).await.map_err(failed)?;
         rules::search(&entries, query, is_regex, limit).map(Value::String).map_err(failed)
     }
 }
@@ -97,8 +139,45 @@ impl Tool for Read {
         let s = session()?;
         let start = args["start"].as_i64().ok_or_else(|| failed("start must be an integer"))?;
         let limit = args["limit"].as_u64().unwrap_or(1) as usize;
-        let entries = s.sessions.store().entries(&s.session_id).await.map_err(failed)?;
+        let entries = s.sessions.store().entries(&reach(&s, &args).await?).await.map_err(failed)?;
         rules::read(&entries, start, limit).map(Value::String).map_err(failed)
+    }
+}
+
+#[async_trait]
+impl Tool for List {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value) -> Result<Value, ToolError> {
+        Err(failed("session_list runs only inside an agent's loop"))
+    }
+    async fn call_in(&self, _args: Value, ctx: &crate::tools::ToolContext) -> Result<Value, ToolError> {
+        let s = session()?;
+        let store = s.sessions.store();
+        let mut lines = Vec::new();
+        if ctx.level == Level::Unrestricted {
+            // At unrestricted (where the shell reaches the store anyway): the store's recent root sessions.
+            let (rows, more) = store.recent_roots(SESSION_LIST_LIMIT).await.map_err(failed)?;
+            for r in rows {
+                lines.push(format!("{}\t{}\t-\t{}", r.session_id, when(r.updated_at), r.title.unwrap_or_default()));
+            }
+            if more {
+                lines.push(format!("(the {SESSION_LIST_LIMIT} most recent root sessions; there are more)"));
+            }
+        } else {
+            lines.push(format!("{}\t-\t-\t(this session)", s.session_id));
+            let mut pending = vec![s.session_id.clone()];
+            while let Some(parent) = pending.pop() {
+                for c in store.children(&parent).await.map_err(failed)? {
+                    let by = if parent == s.session_id { "this session".to_string() } else { parent.clone() };
+                    lines.push(format!("{}\t{}\t{by}\t{}", c.agent_id, when(c.updated_at), c.title));
+                    pending.push(c.session_id);
+                }
+            }
+        }
+        lines.push(format!("This session: {}", s.session_id));
+        Ok(Value::String(lines.join("\n")))
     }
 }
 

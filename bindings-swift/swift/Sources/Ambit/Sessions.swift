@@ -69,6 +69,32 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     }
 }
 
+/// A background task's result that landed in a session after the run that started it ended; the result
+/// is now the session's last turn.
+public struct Delivery: Sendable, Equatable, Decodable {
+    public let sessionId: String
+    public let taskId: String
+    /// The tool the task ran.
+    public let name: String
+    /// `finished`, `failed` or `cancelled`.
+    public let status: String
+    public let result: String
+}
+
+/// A session's background task as the store has it (`Sessions.taskResult`).
+public struct TaskSnapshot: Sendable, Equatable, Decodable {
+    public let sessionId: String
+    public let taskId: String
+    /// The tool the task runs.
+    public let name: String
+    /// `running`, `finished`, `failed`, `cancelled`, or `lost` (its process died).
+    public let status: String
+    /// The latest progress note.
+    public let note: String?
+    /// The result text, once it landed.
+    public let result: String?
+}
+
 /// The session tools, by built-in name: `Agent(..., builtins: sessionTools)`.
 public let sessionTools = ["conversation_search", "conversation_read", "context_check", "context_compact"]
 
@@ -84,12 +110,18 @@ public final class Sessions: @unchecked Sendable {
     /// `compactAt` of the context window: the model's (`Model.contextWindow`, else its family's
     /// default) unless `contextWindow` names one for this store; a compaction keeps the latest
     /// `keepRecent` rounds verbatim.
+    ///
+    /// `leaseMs`: how long a run holds the session unless its heartbeat renews it (default 30 000; also
+    /// how long a background task's process may stay silent before the task is read `lost`).
+    /// `busyWaitMs`: how long a run on a session another run holds waits for it before it is refused with
+    /// `SessionError.busy` (default: refused at once; at most one hour).
     public static func open(_ url: String, contextWindow: Int? = nil, compactAt: Double = 0.85,
-                            keepRecent: Int = 2) async throws -> Sessions {
+                            keepRecent: Int = 2, leaseMs: Int? = nil, busyWaitMs: Int? = nil) async throws -> Sessions {
         try await wrap {
             Sessions(core: try await CoreSessions.open(
                 url: url, contextWindow: contextWindow.map { UInt64(clamping: max($0, 0)) }, compactAt: compactAt,
-                keepRecent: UInt32(clamping: max(keepRecent, 0))))
+                keepRecent: UInt32(clamping: max(keepRecent, 0)), leaseMs: leaseMs.map { UInt64(clamping: max($0, 0)) },
+                busyWaitMs: busyWaitMs.map { UInt64(clamping: max($0, 0)) }))
         }
     }
 
@@ -139,6 +171,44 @@ public final class Sessions: @unchecked Sendable {
     /// The whole log as JSON text, boundaries and summaries included.
     public func entriesJSON(_ sessionId: String) async throws -> String {
         try await Sessions.wrap { try await self.core.entriesJson(sessionId: sessionId) }
+    }
+
+    /// Work that outlives the run (SPEC §8b): a run in a session ends without waiting for its background
+    /// tasks; each result lands in the session as its own turn when it comes and is announced here, from
+    /// the moment this is called (as this process runs the task). Continue the session with `run`.
+    public func deliveries() throws -> AsyncStream<Delivery> {
+        let next: CoreDeliveries
+        do {
+            next = try core.deliveries()
+        } catch let error as SessionCoreError {
+            throw SessionError(error)
+        }
+        return AsyncStream { continuation in
+            let task = Task {
+                while !Task.isCancelled, let text = try? await next.nextJson() {
+                    if let delivery = try? Sessions.decode(Delivery.self, text) { continuation.yield(delivery) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// A session's background task from any process: its status (`lost` when its process died), latest
+    /// progress note and result. An unknown id is `SessionError.invalidArgument` naming it.
+    public func taskResult(_ sessionId: String, taskId: String) async throws -> TaskSnapshot {
+        let text = try await Sessions.wrap { try await self.core.taskResultJson(sessionId: sessionId, taskId: taskId) }
+        do {
+            return try Sessions.decode(TaskSnapshot.self, text)
+        } catch {
+            throw SessionError.internal(message: "the core's task snapshot did not decode: \(error)")
+        }
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return try decoder.decode(type, from: Data(text.utf8))
     }
 
     private static func wrap<T>(_ body: () async throws -> T) async throws -> T {

@@ -155,7 +155,8 @@ private struct Blank: AmbitTool {
         let agent = try Agent(model: model, ledger: LedgerTools(core: try panicSwitch.tools()))
         try panicSwitch.arm()
         // The generated layer: the typed case.
-        let core = try await CoreSessions.open(url: url, contextWindow: 200_000, compactAt: 0.85, keepRecent: 2)
+        let core = try await CoreSessions.open(
+            url: url, contextWindow: 200_000, compactAt: 0.85, keepRecent: 2, leaseMs: nil, busyWaitMs: nil)
         let first = try await core.create()
         do {
             _ = try await core.run(agent: agent.core, sessionId: first, input: "go")

@@ -187,6 +187,23 @@ final class SawCancel: @unchecked Sendable {
     }
 }
 
+/// What `waits_for_release` tools wait on, by the tag of their run: opened by a session step's `release`.
+actor Releases {
+    static let shared = Releases()
+    private var opened: Set<String> = []
+    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    func wait(_ tag: String) async {
+        if opened.contains(tag) { return }
+        await withCheckedContinuation { waiting[tag, default: []].append($0) }
+    }
+
+    func open(_ tag: String) {
+        opened.insert(tag)
+        for c in waiting.removeValue(forKey: tag) ?? [] { c.resume() }
+    }
+}
+
 /// A scenario tool: `returns` (with `{arg}` substitution) or `raises`.
 struct ScenarioTool: AmbitTool {
     let name: String
@@ -203,8 +220,15 @@ struct ScenarioTool: AmbitTool {
     var untilCancelled: String? = nil
     /// The tag of the run the tool belongs to (what it records in `SawCancel`).
     var tag = ""
+    /// `waits_for_release`: report this progress note (if any), then hold until the suite releases the
+    /// run's tools (after the run that started it ended).
+    var waitsForRelease: String? = nil
 
     func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        if let note = waitsForRelease {
+            if !note.isEmpty { context.progress(substitute(note, arguments)) }
+            await Releases.shared.wait(tag)
+        }
         if let note = untilCancelled {
             context.progress(substitute(note, arguments))
             for _ in 0..<2000 {
@@ -414,7 +438,8 @@ func int(_ value: Any?) -> Int? {
                 allowBlank: t["allow_blank"] as? [String] ?? [],
                 sleepsMs: int(behavior["sleeps_ms"]),
                 untilCancelled: (behavior["until_cancelled"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil,
-                tag: approvals.tag
+                tag: approvals.tag,
+                waitsForRelease: (behavior["waits_for_release"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil
             )
         }
         let policy = try scenarioPolicy(scenario, approvals)
@@ -731,9 +756,17 @@ func int(_ value: Any?) -> Int? {
         var agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, place)
         let sid = try await sessions.create()
         var last: RunResult? = nil
+        let deliveries = try sessions.deliveries()
+        var delivered = deliveries.makeAsyncIterator()
         for (index, step) in (session["steps"] as? [[String: Any]] ?? []).enumerated() {
             let at = "\(place): step \(index + 1)"
             let want = step["expect"] as? [String: Any] ?? [:]
+            if step["release"] as? Bool == true {
+                // The held tools finish; their results land in the session after the run that started them.
+                await Releases.shared.open(approvals.tag)
+                try await checkTaskStep(sessions, &delivered, sid, want, at)
+                continue
+            }
             last = nil
             do {
                 let result: RunResult
@@ -748,6 +781,7 @@ func int(_ value: Any?) -> Int? {
                 #expect(want["parked"] == nil && want["error"] == nil,
                         "\(at): expected \(want), got output \(result.output.debugDescription)")
                 if let output = want["output"] as? String { #expect(result.output == output, "\(at): output") }
+                try await checkTaskStep(sessions, &delivered, sid, want, at)
                 last = result
             } catch let SessionError.awaitingApproval(parkedId, request, _) {
                 let parked = try #require(want["parked"] as? [String: Any], "\(at): parked on \(request)")
@@ -772,6 +806,31 @@ func int(_ value: Any?) -> Int? {
             let text = try await sessions.entriesJSON(sid)
             let entries = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
             #expect(entries.map { $0["kind"] as? String ?? "" } == log, "\(place): session_log")
+        }
+    }
+
+    /// A session step's `delivery` (the next one announced) and `task` (`taskResult` of its `task_id`),
+    /// each matched key by key (snake_case, as the file has them).
+    func checkTaskStep(
+        _ sessions: Sessions, _ delivered: inout AsyncStream<Delivery>.Iterator, _ sid: String,
+        _ want: [String: Any], _ at: String
+    ) async throws {
+        if let wanted = want["delivery"] as? [String: Any] {
+            let got = try #require(await delivered.next(), "\(at): the deliveries ended")
+            #expect(got.sessionId == sid, "\(at): delivery.session_id")
+            let row: [String: Any] = [
+                "session_id": got.sessionId, "task_id": got.taskId, "name": got.name, "status": got.status,
+                "result": got.result,
+            ]
+            try checkEntries([row], [wanted], "\(at): delivery")
+        }
+        if let wanted = want["task"] as? [String: Any] {
+            let got = try await sessions.taskResult(sid, taskId: wanted["task_id"] as? String ?? "")
+            let row: [String: Any] = [
+                "session_id": got.sessionId, "task_id": got.taskId, "name": got.name, "status": got.status,
+                "note": got.note ?? NSNull(), "result": got.result ?? NSNull(),
+            ]
+            try checkEntries([row], [wanted], "\(at): task")
         }
     }
 

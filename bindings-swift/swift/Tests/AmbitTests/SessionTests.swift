@@ -29,7 +29,80 @@ private struct SendEmail: AmbitTool {
     func call(arguments: [String: Any]) async throws -> String { "sent to \(arguments["to"] as? String ?? "?")" }
 }
 
+/// Opened once: every `wait()` before and after returns.
+private actor Latch {
+    private var opened = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        if opened { return }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func open() {
+        opened = true
+        for c in waiting { c.resume() }
+        waiting = []
+    }
+}
+
+/// `wait`: says it was entered, then returns once the gate opens.
+private struct Wait: AmbitTool {
+    let name = "wait"
+    let description = "Wait until released."
+    let parameters = #"{"type":"object","properties":{}}"#
+    let entered: Latch
+    let gate: Latch
+    func call(arguments: [String: Any]) async throws -> String {
+        await entered.open()
+        await gate.wait()
+        return "done"
+    }
+}
+
 @Suite struct SessionTests {
+    /// A run on a busy session is refused at once, or waits as asked (`busyWaitMs`): refused once the
+    /// bound is spent, saying so; with room, it takes the session once the first run lets it go.
+    @Test func aRunAskedToWaitForABusySessionWaitsWithinItsBound() async throws {
+        let p = try provider("swift_busy_wait", [
+            ["respond": ["tool_calls": [["id": "w", "name": "wait", "arguments": [String: Any]()]]]],
+            ["respond": ["content": "first"]],
+            ["respond": ["content": "second"]],
+        ])
+        defer { p.stop() }
+        let url = sessionsURL()
+        let sessions = try await Sessions.open(url)
+        let (entered, gate) = (Latch(), Latch())
+        let agent = try Agent(model: .openAIChat("m", baseURL: p.baseURL), tools: [Wait(entered: entered, gate: gate)])
+        let sid = try await sessions.create()
+        let first = Task { try await sessions.run(agent, sessionId: sid, input: "one") }
+        await entered.wait()
+        do {
+            _ = try await sessions.run(agent, sessionId: sid, input: "two")
+            Issue.record("a second run was not refused")
+        } catch let SessionError.busy(message) {
+            #expect(!message.contains("waited"), "\(message)")
+        }
+        let hasty = try await Sessions.open(url, leaseMs: 2000, busyWaitMs: 200)
+        do {
+            _ = try await hasty.run(agent, sessionId: sid, input: "two")
+            Issue.record("a run that waited 200 ms was not refused")
+        } catch let SessionError.busy(message) {
+            #expect(message.contains("waited"), "\(message)")
+        }
+        let patient = try await Sessions.open(url, busyWaitMs: 60_000)
+        let second = Task { try await patient.run(agent, sessionId: sid, input: "two") }
+        await gate.open()
+        #expect(try await first.value.output == "first")
+        #expect(try await second.value.output == "second")
+        do {
+            _ = try await Sessions.open(url, leaseMs: 1)
+            Issue.record("a 1 ms lease was not refused")
+        } catch let SessionError.invalidArgument(message) {
+            #expect(message.contains("lease_ms"), "\(message)")
+        }
+    }
+
     @Test func aParkedRunIsResumedElsewhereAndTheLogIsSearchable() async throws {
         let p = try provider("swift_parks", [
             ["respond": ["tool_calls": [["id": "a", "name": "send_email", "arguments": ["to": "ops@example.com"]]]]],
