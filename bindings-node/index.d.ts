@@ -669,7 +669,14 @@ export declare class TaskContext {
 // ---- Sessions (sessions.js): an append-only conversation log; parked approvals. ----
 
 /** The session tools, by built-in name: `new Agent({ builtins: SESSION_TOOLS })`. */
-export declare const SESSION_TOOLS: readonly ['conversation_search', 'conversation_read', 'context_check', 'context_compact'];
+export declare const SESSION_TOOLS: readonly [
+  'conversation_search',
+  'conversation_read',
+  'session_list',
+  'session_search',
+  'context_check',
+  'context_compact',
+];
 
 /** What a parked run waits on. */
 export interface PendingApproval {

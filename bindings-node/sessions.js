@@ -19,7 +19,14 @@ class AwaitingApprovalError extends core.AmbitError {
 }
 
 /** The session tools, by built-in name: `new Agent({builtins: SESSION_TOOLS})`. */
-const SESSION_TOOLS = ['conversation_search', 'conversation_read', 'context_check', 'context_compact'];
+const SESSION_TOOLS = [
+  'conversation_search',
+  'conversation_read',
+  'session_list',
+  'session_search',
+  'context_check',
+  'context_compact',
+];
 
 function toRequest(r) {
   return {

@@ -694,6 +694,8 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
                 {"id": "sl", "name": "session_list", "arguments": {}},
                 {"id": "r", "name": "conversation_read", "arguments": {"id": "4cf4", "start": 2}},
                 {"id": "x", "name": "conversation_read", "arguments": {"id": "ffff", "start": 1}},
+                {"id": "q", "name": "session_search", "arguments": {"query": "Report"}},
+                {"id": "q0", "name": "session_search", "arguments": {"query": "zebra"}},
                 {"id": "f", "name": "agent_followup", "arguments": {"id": "4cf40c4e8395", "prompt": "And the draft?"}}
             ]}},
             {"expect": {"messages_count": 3}, "respond": {"content": "In /srv/draft."}},
@@ -733,6 +735,12 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
         assert_eq!(result("r"), "#2 assistant:\nIn /srv/report.", "{}", store.name);
         assert!(result("x").contains("'ffff' is not a sub-agent of this session"), "{}", result("x"));
         assert!(result("f").ends_with("In /srv/draft."), "{}: {}", store.name, result("f"));
+        // session_search: the sub-agent whose title holds the word first, then this session by its line.
+        let rows: Vec<String> = result("q").lines().map(str::to_string).collect();
+        assert_eq!(rows.len(), 2, "{}: {rows:?}", store.name);
+        assert!(rows[0].starts_with("4cf40c4e8395\t") && rows[0].contains("\tWhere is the report?\t"), "{rows:?}");
+        assert!(rows[1].starts_with(&format!("{sid}\t")) && rows[1].ends_with("\tFind the report."), "{rows:?}");
+        assert_eq!(result("q0"), "No session in reach matches 'zebra'.");
         // The follow-up grew the child session's log.
         assert_eq!(there.entries(&child.session_id).await.unwrap().len(), 4, "{}", store.name);
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["Sessions", "SESSION_TOOLS", "Delivery", "Deliveries", "TaskSnapshot"]
 
 #: The session tools, by built-in name.
-SESSION_TOOLS = ("conversation_search", "conversation_read", "context_check", "context_compact")
+SESSION_TOOLS = ("conversation_search", "conversation_read", "session_list", "session_search", "context_check",
+                 "context_compact")
 
 
 @dataclass(frozen=True)

@@ -382,6 +382,45 @@ pub fn conversation_tokens(window: &[(i64, Message)]) -> u64 {
     window.iter().map(|(_, m)| message_tokens(m)).sum()
 }
 
+/// The most sessions `session_search` returns.
+pub const SESSION_SEARCH_MAX: usize = 100;
+
+/// What `session_search` matches in a session's log: user and assistant text and compaction summaries,
+/// not tool calls, tool results or provider items.
+pub fn said(entries: &[Entry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.item {
+            Item::Message { message: Message::User { content } } => Some(content.clone()),
+            Item::Message { message: Message::Assistant { content: Some(c), .. } } => Some(c.clone()),
+            Item::Summary { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How a session matches a `session_search` query: `Some((title_has_every_word, words_in_best_line,
+/// best_line))`, or `None` when nothing matches. Words are compared case-insensitively.
+pub fn session_match(words: &[String], title: &str, said: &[String]) -> Option<(bool, usize, String)> {
+    let title_lower = title.to_lowercase();
+    let in_title = !words.is_empty() && words.iter().all(|w| title_lower.contains(w.as_str()));
+    let mut best: Option<(usize, String)> = None;
+    for text in said {
+        for line in text.lines() {
+            let lower = line.to_lowercase();
+            let n = words.iter().filter(|w| lower.contains(w.as_str())).count();
+            if n > 0 && best.as_ref().is_none_or(|(m, _)| n > *m) {
+                best = Some((n, line.trim().chars().take(200).collect()));
+            }
+        }
+    }
+    match (in_title, best) {
+        (true, best) => Some((true, best.as_ref().map_or(0, |b| b.0), best.map(|b| b.1).unwrap_or_default())),
+        (false, Some((n, line))) => Some((false, n, line)),
+        (false, None) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,21 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             )
             .with_level(Level::Read),
         )),
+        Arc::new(FindSessions(
+            ToolSpec::new(
+                "session_search",
+                "Find sessions this one may read by what was said in them (user and assistant text, summaries; \
+                 conversation_search covers tool calls and results within a session): this session and its \
+                 sub-agents (at unrestricted: the store's root sessions). A session whose title holds every word \
+                 comes first, the rest by their best-matching line.",
+                json!({"type": "object", "properties": {
+                    "query": {"type": "string", "description": "The words to find."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most sessions (default 10, at most 100)."},
+                    "include_children": {"type": "boolean", "description": "At unrestricted, sub-agent sessions too (within a tree they always are). Default false."}
+                }, "required": ["query"]}),
+            )
+            .with_level(Level::Read),
+        )),
         Arc::new(Check(
             ToolSpec::new("context_check", "Report the context window's use now.", json!({"type": "object", "properties": {}}))
                 .with_level(Level::Read),
@@ -82,6 +97,10 @@ fn failed(e: impl std::fmt::Display) -> ToolError {
 struct Search(ToolSpec);
 struct Read(ToolSpec);
 struct List(ToolSpec);
+struct FindSessions(ToolSpec);
+
+/// The most root sessions `session_search` looks through at `unrestricted`: the most recent ones.
+pub const SESSION_SEARCH_SCAN: usize = 500;
 
 /// The most root sessions `session_list` shows at `unrestricted`.
 pub const SESSION_LIST_LIMIT: usize = 50;
@@ -177,6 +196,68 @@ impl Tool for List {
             }
         }
         lines.push(format!("This session: {}", s.session_id));
+        Ok(Value::String(lines.join("\n")))
+    }
+}
+
+#[async_trait]
+impl Tool for FindSessions {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value) -> Result<Value, ToolError> {
+        Err(failed("session_search runs only inside an agent's loop"))
+    }
+    async fn call_in(&self, args: Value, ctx: &crate::tools::ToolContext) -> Result<Value, ToolError> {
+        let s = session()?;
+        let store = s.sessions.store();
+        let query = args["query"].as_str().unwrap_or_default();
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        if words.is_empty() {
+            return Err(failed("query is required: the words to find"));
+        }
+        let limit = (args["limit"].as_u64().unwrap_or(10) as usize).clamp(1, rules::SESSION_SEARCH_MAX);
+        let with_children = args["include_children"].as_bool().unwrap_or(false);
+        // The sessions in reach: (id as the tools take it, session id, title, last update).
+        let mut reach: Vec<(String, String, String, i64)> = Vec::new();
+        let mut trees: Vec<String> = Vec::new();
+        if ctx.level == Level::Unrestricted {
+            let (rows, _) = store.recent_roots(SESSION_SEARCH_SCAN).await.map_err(failed)?;
+            for r in rows {
+                if with_children {
+                    trees.push(r.session_id.clone());
+                }
+                reach.push((r.session_id.clone(), r.session_id, r.title.unwrap_or_default(), r.updated_at));
+            }
+        } else {
+            reach.push((s.session_id.clone(), s.session_id.clone(), String::new(), 0));
+            trees.push(s.session_id.clone());
+        }
+        while let Some(parent) = trees.pop() {
+            for c in store.children(&parent).await.map_err(failed)? {
+                trees.push(c.session_id.clone());
+                reach.push((c.agent_id, c.session_id, c.title, c.updated_at));
+            }
+        }
+        let mut found = Vec::new();
+        for (id, session_id, title, updated) in reach {
+            let entries = store.entries(&session_id).await.map_err(failed)?;
+            if let Some((in_title, n, line)) = rules::session_match(&words, &title, &rules::said(&entries)) {
+                found.push((in_title, n, updated, id, title, line));
+            }
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
+        if found.is_empty() {
+            return Ok(Value::String(format!("No session in reach matches '{query}'.")));
+        }
+        let lines: Vec<String> = found
+            .into_iter()
+            .take(limit)
+            .map(|(_, _, updated, id, title, line)| {
+                let when = if updated > 0 { when(updated) } else { "-".to_string() };
+                format!("{id}\t{when}\t{title}\t{line}")
+            })
+            .collect();
         Ok(Value::String(lines.join("\n")))
     }
 }

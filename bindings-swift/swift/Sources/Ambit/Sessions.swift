@@ -96,7 +96,9 @@ public struct TaskSnapshot: Sendable, Equatable, Decodable {
 }
 
 /// The session tools, by built-in name: `Agent(..., builtins: sessionTools)`.
-public let sessionTools = ["conversation_search", "conversation_read", "context_check", "context_compact"]
+public let sessionTools = [
+    "conversation_search", "conversation_read", "session_list", "session_search", "context_check", "context_compact",
+]
 
 /// An open session store.
 public final class Sessions: @unchecked Sendable {

@@ -32,7 +32,8 @@ pub fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "file_write" => Arc::new(FileWrite::new()),
         "web_fetch" => Arc::new(WebFetch::new()),
         "shell_execute" => Arc::new(ShellExecute::new()),
-        // The session tools (conversation_search, conversation_read, context_check, context_compact) and
+        // The session tools (conversation_search, conversation_read, session_list, session_search,
+        // context_check, context_compact) and
         // escalate_to_human.
         _ => return crate::session::builtin(name),
     })
