@@ -698,7 +698,9 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
                 {"id": "q0", "name": "session_search", "arguments": {"query": "zebra"}},
                 {"id": "f", "name": "agent_followup", "arguments": {"id": "4cf40c4e8395", "prompt": "And the draft?"}}
             ]}},
-            {"expect": {"messages_count": 3}, "respond": {"content": "In /srv/draft."}},
+            // The sub-agent searches "its" conversation: its own, never its parent's.
+            {"expect": {"messages_count": 3}, "respond": {"tool_calls": [{"id": "cs", "name": "conversation_search", "arguments": {"query": "report"}}]}},
+            {"respond": {"content": "In /srv/draft."}},
             {"respond": {"content": "Done."}},
             {"respond": {"tool_calls": [{"id": "d", "name": "agent_delete", "arguments": {"id": "4cf40c4e8395"}}]}},
             {"respond": {"tool_calls": [{"id": "l2", "name": "session_list", "arguments": {}}]}},
@@ -741,8 +743,11 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
         assert!(rows[0].starts_with("4cf40c4e8395\t") && rows[0].contains("\tWhere is the report?\t"), "{rows:?}");
         assert!(rows[1].starts_with(&format!("{sid}\t")) && rows[1].ends_with("\tFind the report."), "{rows:?}");
         assert_eq!(result("q0"), "No session in reach matches 'zebra'.");
-        // The follow-up grew the child session's log.
-        assert_eq!(there.entries(&child.session_id).await.unwrap().len(), 4, "{}", store.name);
+        // The follow-up grew the child session's log; the sub-agent's search read its own log only.
+        assert_eq!(there.entries(&child.session_id).await.unwrap().len(), 6, "{}", store.name);
+        let own = log_messages(&there, &child.session_id).await;
+        let searched = tool_results(&own, "cs")[0]["content"].as_str().unwrap().to_string();
+        assert!(searched.contains("Where is the report?") && !searched.contains("Find the report."), "{searched}");
 
         let third = Sessions::open(&store.url).await.unwrap();
         assert_eq!(third.run(&agent(), &sid, "Delete it.").await.unwrap().output, "Deleted.");
@@ -751,6 +756,6 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
         let listed = tool_results(&messages, "l2")[0]["content"].as_str().unwrap().to_string();
         assert!(!listed.contains("4cf40c4e8395"), "{}: {listed}", store.name);
         let (served, mismatches) = p.report();
-        assert!(mismatches.is_empty() && served == 9, "{}: {served} {mismatches:?}", store.name);
+        assert!(mismatches.is_empty() && served == 10, "{}: {served} {mismatches:?}", store.name);
     }
 }

@@ -157,6 +157,11 @@ pub(crate) fn in_subagent() -> bool {
     RUNNING.try_with(|_| ()).is_ok()
 }
 
+/// The id of the sub-agent this code runs in, if any.
+pub(crate) fn current_id() -> Option<String> {
+    RUNNING.try_with(|r| r.child.id.clone()).ok()
+}
+
 /// In a sub-agent started by a background call, each of its rounds is the task's progress note (and
 /// heartbeat): a long sub-agent run is not failed as dead.
 pub(crate) fn round_progress(turn: u32) {

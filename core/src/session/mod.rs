@@ -11,7 +11,7 @@
 //! # Ok(()) }
 //! ```
 
-mod children;
+pub(crate) mod children;
 mod durable;
 mod escalate;
 pub mod rules;

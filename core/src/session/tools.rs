@@ -105,13 +105,22 @@ pub const SESSION_SEARCH_SCAN: usize = 500;
 /// The most root sessions `session_list` shows at `unrestricted`.
 pub const SESSION_LIST_LIMIT: usize = 50;
 
+/// The session the calling agent is: the session run's, or, in a sub-agent, the sub-agent's own child
+/// session (the read is one way, parent to sub-agent: a sub-agent never reaches its parent's log).
+fn calling(s: &super::run::Current) -> String {
+    match crate::agent::subagent::current_id() {
+        Some(id) => super::children::child_session_id(&s.session_id, &id),
+        None => s.session_id.clone(),
+    }
+}
+
 /// The session a `conversation_*` call reads: this one, or (with `id`) one of its sub-agents by full id
 /// or a prefix unique among them. Any other id gets the same refusal whether or not it exists.
 async fn reach(s: &super::run::Current, args: &Value) -> Result<String, ToolError> {
     let Some(given) = args.get("id").and_then(Value::as_str).map(str::trim).filter(|g| !g.is_empty()) else {
-        return Ok(s.session_id.clone());
+        return Ok(calling(s));
     };
-    let children = s.sessions.store().children(&s.session_id).await.map_err(failed)?;
+    let children = s.sessions.store().children(&calling(s)).await.map_err(failed)?;
     let matches: Vec<&super::store::ChildSession> =
         children.iter().filter(|c| c.agent_id == given || c.agent_id.starts_with(given)).collect();
     match matches.as_slice() {
@@ -185,17 +194,18 @@ impl Tool for List {
                 lines.push(format!("(the {SESSION_LIST_LIMIT} most recent root sessions; there are more)"));
             }
         } else {
-            lines.push(format!("{}\t-\t-\t(this session)", s.session_id));
-            let mut pending = vec![s.session_id.clone()];
+            let me = calling(&s);
+            lines.push(format!("{me}\t-\t-\t(this session)"));
+            let mut pending = vec![me.clone()];
             while let Some(parent) = pending.pop() {
                 for c in store.children(&parent).await.map_err(failed)? {
-                    let by = if parent == s.session_id { "this session".to_string() } else { parent.clone() };
+                    let by = if parent == me { "this session".to_string() } else { parent.clone() };
                     lines.push(format!("{}\t{}\t{by}\t{}", c.agent_id, when(c.updated_at), c.title));
                     pending.push(c.session_id);
                 }
             }
         }
-        lines.push(format!("This session: {}", s.session_id));
+        lines.push(format!("This session: {}", calling(&s)));
         Ok(Value::String(lines.join("\n")))
     }
 }
@@ -230,8 +240,9 @@ impl Tool for FindSessions {
                 reach.push((r.session_id.clone(), r.session_id, r.title.unwrap_or_default(), r.updated_at));
             }
         } else {
-            reach.push((s.session_id.clone(), s.session_id.clone(), String::new(), 0));
-            trees.push(s.session_id.clone());
+            let me = calling(&s);
+            reach.push((me.clone(), me.clone(), String::new(), 0));
+            trees.push(me);
         }
         while let Some(parent) = trees.pop() {
             for c in store.children(&parent).await.map_err(failed)? {
