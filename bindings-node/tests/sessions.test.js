@@ -150,6 +150,67 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))`,
       }
     });
 
+    test(`a sub-agent tree parked by Python is followed up by Node (${kind})`, async () => {
+      // The run state carries the sub-agent tree (SPEC §8b): Python spawns a sub-agent and parks; Node
+      // resumes with an agent of its own, which follows the sub-agent up on its own conversation.
+      const p = await startProvider('py_tree_parks', [
+        { respond: { tool_calls: [{ id: 's', name: 'agent_spawn', arguments: { prompt: 'Where is the report?', permission: 'read' } }] } },
+        { expect: { messages_count: 1 }, respond: { content: 'In /srv/report.' } },
+        { respond: { tool_calls: [{ id: 'a', name: 'send_email', arguments: { to: 'ops@example.com' } }] } },
+        { respond: { tool_calls: [{ id: 'f', name: 'agent_followup', arguments: { id: '4cf40c4e8395', prompt: 'And the draft?' } }] } },
+        {
+          expect: {
+            messages_count: 3,
+            messages_tail: [
+              { role: 'user', content: 'Where is the report?' },
+              { role: 'assistant', content: 'In /srv/report.' },
+              { role: 'user', content: 'And the draft?' },
+            ],
+          },
+          respond: { content: 'In /srv/draft.' },
+        },
+        { respond: { content: 'Done.' } },
+      ]);
+      try {
+        const sid = python(
+          `
+import asyncio, sys, ambit
+
+@ambit.tool(level="read", requires_approval=True)
+def send_email(to: str) -> str:
+    """Send the drafted email."""
+    return f"sent to {to}"
+
+async def main(url, base_url):
+    sessions = await ambit.Sessions.open(url)
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[send_email],
+                        subagents=True, policy=ambit.Policy(level="read", approvals=lambda r: ambit.Later()))
+    sid = await sessions.create()
+    try:
+        await sessions.run(agent, sid, "Find the report, then mail ops.")
+    except ambit.AwaitingApproval:
+        print(sid)
+asyncio.run(main(sys.argv[1], sys.argv[2]))`,
+          [url, p.baseUrl],
+        );
+        assert.match(sid, /^[0-9a-f]{20}$/);
+        const sessions = await Sessions.open(url);
+        const agent = new Agent({
+          model: new OpenAIChat('m', { baseUrl: p.baseUrl, maxRetries: 0 }),
+          tools: [sendEmail],
+          subagents: true,
+          policy: { level: 'read', approvals: async () => ({ decision: 'deny', reason: 'unused' }) },
+        });
+        const r = await sessions.resume(agent, sid, { decision: 'approve' });
+        assert.equal(r.output, 'Done.');
+        const followed = (await sessions.entries(sid)).find((e) => e.message && e.message.call_id === 'f');
+        assert.ok(followed && !followed.message.is_error, JSON.stringify(followed));
+        assert.ok(followed.message.content.endsWith('In /srv/draft.'), followed.message.content);
+      } finally {
+        p.stop();
+      }
+    });
+
     test(`a run parked by Node is resumed by Python (${kind})`, async () => {
       const p = await startProvider('node_parks', PARK_EXCHANGES);
       try {
