@@ -759,3 +759,41 @@ async fn subagents_are_child_sessions_that_a_later_run_elsewhere_finds() {
         assert!(mismatches.is_empty() && served == 10, "{}: {served} {mismatches:?}", store.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_tool_calls_are_journalled_like_its_parents() {
+    // A sub-agent's call is recorded as started before it runs, under the sub-agent's id and turn: a run
+    // dropped while the sub-agent's tool runs leaves it started, and the run that takes the session over
+    // tells the model it was interrupted (without the journal the note names no call).
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let (wait, entered, _gate) = waiting_tool();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Wait for it."}}]}},
+            {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {"why": "sub"}}]}},
+            {"expect": {"messages_tail": [
+                {"role": "user", "content": {"$contains": ["interrupted", "\n- wait {\"why\":\"sub\"}"]}},
+                {"role": "user", "content": "again"}
+            ]}, "respond": {"content": "ok"}}
+        ]))
+        .await;
+        let agent = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tool(wait)
+            .subagents(ambit::SubagentConfig::default())
+            .build()
+            .unwrap();
+        let (s, a, id) = (sessions.clone(), agent.clone(), sid.clone());
+        let first = tokio::spawn(async move { s.run(&a, &id, "go").await });
+        let inside = tokio::time::timeout(Duration::from_secs(60), entered.notified()).await;
+        assert!(inside.is_ok(), "{}: the sub-agent's tool never ran: {:?}", store.name, p.report());
+        // The host gives up on the run while the sub-agent's tool runs (its lease is let go).
+        first.abort();
+        let _ = first.await;
+        let again = sessions.run(&agent, &sid, "again").await.unwrap();
+        assert_eq!(again.output, "ok", "{}", store.name);
+        let (served, mismatches) = p.report();
+        assert!(mismatches.is_empty() && served == 3, "{}: {served} {mismatches:?}", store.name);
+    }
+}

@@ -139,6 +139,10 @@ struct Running {
     history: Mutex<Option<Vec<Message>>>,
     /// The run that started this one (spawn or follow-up), which its tokens count towards.
     parent: Option<Arc<RunState>>,
+    /// The sub-agent's model turns before this run, and this run's turn now: where its calls are
+    /// recorded in the session's call journal.
+    turns_before: u32,
+    turn: AtomicU32,
 }
 
 tokio::task_local! {
@@ -165,10 +169,22 @@ pub(crate) fn current_id() -> Option<String> {
 /// In a sub-agent started by a background call, each of its rounds is the task's progress note (and
 /// heartbeat): a long sub-agent run is not failed as dead.
 pub(crate) fn round_progress(turn: u32) {
+    let _ = RUNNING.try_with(|r| r.turn.store(turn, Ordering::SeqCst));
     let Some(task) = super::background::TaskHandle::current() else { return };
     if let Ok(id) = RUNNING.try_with(|r| r.child.id.clone()) {
         task.progress(format!("sub-agent {id}: round {turn} answered"));
     }
+}
+
+/// In a sub-agent, where its calls go in the session's call journal: its id and its model turn (over all
+/// its runs), so no two of its calls share a key with each other or with its parent's.
+pub(crate) fn journal_position() -> Option<String> {
+    RUNNING
+        .try_with(|r| {
+            let turn = r.turns_before.saturating_add(r.turn.load(Ordering::SeqCst));
+            format!("{}/{turn}", r.child.id)
+        })
+        .ok()
 }
 
 impl Agent {
@@ -797,7 +813,14 @@ async fn run_child(child: Arc<Child>, input: String, history: Vec<Message>) -> R
     let agent = lock(&child.agent).clone();
     // Called in the parent's run (its agent_spawn or agent_followup), whose usage this run adds to.
     let parent = RunState::current();
-    let running = Arc::new(Running { child: child.clone(), history: Mutex::new(Some(history)), parent });
+    let turns_before = child.turns.load(Ordering::SeqCst);
+    let running = Arc::new(Running {
+        child: child.clone(),
+        history: Mutex::new(Some(history)),
+        parent,
+        turns_before,
+        turn: AtomicU32::new(0),
+    });
     let outcome = RUNNING.scope(running, agent.run(input)).await;
     *lock(&child.last_active) = timestamp();
     child.busy.store(false, Ordering::SeqCst);

@@ -343,14 +343,24 @@ impl Journal {
     }
 }
 
-/// The journal of the session run this code runs in (never a sub-agent's: it does not park; never a
-/// background task's: it may outlive the run and its lease, and a task whose process died is never run
-/// again but read `lost`, session/tasks.rs).
+/// The journal of the session run this code runs in, a sub-agent's calls included (never a background
+/// task's: it may outlive the run and its lease, and a task whose process died is never run again but
+/// read `lost`, session/tasks.rs).
 pub(crate) fn current() -> Option<Arc<Journal>> {
-    if crate::agent::subagent::in_subagent() || crate::agent::background::TaskHandle::current().is_some() {
+    if crate::agent::background::TaskHandle::current().is_some() {
         return None;
     }
     JOURNAL.try_with(Arc::clone).ok()
+}
+
+/// The journal key of call `call_id` made now: the run, its turn, and in a sub-agent the sub-agent's id
+/// and its own turn.
+fn key_of(journal: &Journal, call_id: &str) -> String {
+    let (run_id, turn) = journal.position();
+    match crate::agent::subagent::journal_position() {
+        Some(sub) => format!("{run_id}/{turn}/{sub}/{call_id}"),
+        None => format!("{run_id}/{turn}/{call_id}"),
+    }
 }
 
 /// What a call that a crash interrupted returns in place of running again.
@@ -395,8 +405,7 @@ where
 {
     let Some(journal) = current().filter(|j| j.guarded) else { return run.await };
     let name = &tool.spec().name;
-    let (run_id, turn) = journal.position();
-    let key = format!("{run_id}/{turn}/{call_id}");
+    let key = key_of(&journal, call_id);
     let (store, session_id) = (&journal.store, &journal.session_id);
     let owner = &journal.owner;
     match store.call_started(session_id, owner, &key, name, &arguments.to_string(), journal.clock.now_ms()).await {
@@ -427,8 +436,7 @@ where
 /// answer decides (nothing recorded, or a started idempotent call that `runs` again, or no session run).
 pub(crate) async fn recorded(call_id: &str, tool: &dyn Tool, runs: bool) -> Option<Result<Value, ToolError>> {
     let journal = current().filter(|j| j.guarded)?;
-    let (run_id, turn) = journal.position();
-    let key = format!("{run_id}/{turn}/{call_id}");
+    let key = key_of(&journal, call_id);
     let name = &tool.spec().name;
     match journal.store.call(&journal.session_id, &key).await {
         Ok(None) => None,
