@@ -133,7 +133,7 @@ impl NativeLedger {
     ) -> napi::Result<NativeLedgerTools> {
         crate::guard(|| {
             let limits =
-                parse!(RoutineLimits, &limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
+                RoutineLimits::from_json(&limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
             let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
             run.routine_id = routine_id;
             run.lease_ms = lease_ms;
@@ -147,19 +147,20 @@ impl NativeLedger {
         envelope(async move { value!(ledger.grant_reason_counts(&scope).await?) }).await
     }
 
-    /// `limits`: the JSON text of RoutineLimits.
+    /// `limits`: the JSON text of RoutineLimits; `batch_size` a whole number (the facade checks it is one).
     #[napi]
     pub async fn report_backlog(
         &self,
         routine_id: String,
         subject_keys: Vec<String>,
-        batch_size: u32,
+        batch_size: i64,
         limits: String,
         run_id: Option<String>,
     ) -> String {
         let ledger = self.ledger.clone();
         envelope(async move {
-            let limits = parse!(RoutineLimits, &limits)?;
+            let limits = RoutineLimits::from_json(&limits)?;
+            let batch_size = ambit::ledger::rules::batch_size(batch_size)?;
             value!(ledger.report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits).await?)
         })
         .await
@@ -169,7 +170,7 @@ impl NativeLedger {
     pub async fn drain_decision(&self, routine_id: String, run_id: String, limits: String) -> String {
         let ledger = self.ledger.clone();
         envelope(async move {
-            let limits = parse!(RoutineLimits, &limits)?;
+            let limits = RoutineLimits::from_json(&limits)?;
             value!(ledger.drain_decision(&routine_id, &run_id, &limits).await?)
         })
         .await

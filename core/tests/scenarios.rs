@@ -855,9 +855,11 @@ async fn a_ledger_timeline_fails_when_the_clock_moves_a_millisecond_too_little()
             std::fs::write(&path, short.to_string()).unwrap();
             // On each store (a failure on SQLite must not hide a pass on PostgreSQL).
             for (store, at) in ledger_stores(&path, &short).unwrap() {
-                let err = run_scenario_on(&path, &short, Mode::Run, &at)
-                    .await
-                    .expect_err(&format!("{name} on {store}: step {} moved {} ms", n + 1, ms - 1));
+                let err = run_scenario_on(&path, &short, Mode::Run, &at).await.expect_err(&format!(
+                    "{name} on {store}: step {} moved {} ms",
+                    n + 1,
+                    ms - 1
+                ));
                 println!("{name} on {store}, step {} a millisecond short: {err}", n + 1);
                 tried += 1;
             }

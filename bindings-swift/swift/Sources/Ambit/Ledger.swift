@@ -161,7 +161,7 @@ extension Ledger {
     {
         do {
             return try await core.reportBacklog(routineId: routineId, subjectKeys: subjectKeys,
-                                                batchSize: UInt32(clamping: max(batchSize, 0)), limits: limits,
+                                                batchSize: Int64(batchSize), limits: limits,
                                                 runId: runId)
         } catch {
             throw LedgerError(error)
