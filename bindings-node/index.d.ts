@@ -553,6 +553,8 @@ export declare class StaleTokenError extends LedgerError {
 export declare class NotClaimedError extends LedgerError {
   subjectKey: string;
 }
+/** An argument the ledger cannot use: an empty key, a batch size below 1, an unknown limit, a bad URL (code "ledger_invalid_argument"). */
+export declare class InvalidLedgerArgumentError extends LedgerError {}
 /** A routine claiming outside the scope its first claim pinned (code "ledger_scope_pinned"). */
 export declare class ScopePinnedError extends LedgerError {
   routineId: string;
@@ -614,6 +616,8 @@ export interface RoutineLimits {
 }
 
 export declare class Ledger {
+  /** Wraps a native ledger handle (as the test hooks open one); `Ledger.open` is the way to open one. */
+  constructor(handle: unknown);
   static open(url: string, options?: { durability?: 'full' | 'fast' }): Promise<Ledger>;
   claim(
     scope: string,

@@ -7,7 +7,7 @@ use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-fn error_value(e: &LedgerError) -> Value {
+pub(crate) fn error_value(e: &LedgerError) -> Value {
     let details = match e {
         LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
             json!({"subjectKey": subject_key})
@@ -64,13 +64,22 @@ impl NativeLedgerTools {
 /// An open ledger.
 #[napi]
 pub struct NativeLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 /// Opens `sqlite:///path` or `postgres://…`. Resolves to the ledger, or rejects with the JSON text of
 /// `{code, message}` as the message (the facade throws the typed error).
 #[napi]
 pub async fn open_ledger(url: String, durability: String) -> napi::Result<NativeLedger> {
+    open_on(url, durability, None).await
+}
+
+/// [`open_ledger`], on the test hook's manual clock when one is given (then always durable).
+pub(crate) async fn open_on(
+    url: String,
+    durability: String,
+    clock: Option<ambit::testing::ManualClock>,
+) -> napi::Result<NativeLedger> {
     let opened = ambit::runtime::runtime()
         .spawn(async move {
             let durability = match durability.as_str() {
@@ -80,7 +89,10 @@ pub async fn open_ledger(url: String, durability: String) -> napi::Result<Native
                     return Err(LedgerError::InvalidArgument(format!("durability is full or fast, got '{other}'")));
                 }
             };
-            Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await
+            match clock {
+                Some(clock) => ambit::testing::open_ledger(&url, &clock).await,
+                None => Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await,
+            }
         })
         .await;
     match opened {
