@@ -705,6 +705,8 @@ export type SessionEntry =
 
 /** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
 export declare class Sessions {
+  /** Wraps a native store handle (as the test hooks open one); `Sessions.open` is the way to open one. */
+  constructor(handle: unknown);
   /**
    * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
    * `contextWindow` names one for this store.

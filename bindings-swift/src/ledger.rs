@@ -230,7 +230,7 @@ impl CoreLedgerTools {
 /// The ledger object under the Swift facade's `Ledger`.
 #[derive(uniffi::Object)]
 pub struct CoreLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 #[uniffi::export(async_runtime = "tokio")]

@@ -162,6 +162,64 @@ impl TestingPanicSwitch {
     }
 }
 
+/// Test hook: a clock the test moves by hand (`ambit::testing`), for `testingOpenLedger` and
+/// `testingOpenSessions`; times are milliseconds since the Unix epoch. A bad time throws
+/// `LedgerCoreError.InvalidArgument`.
+#[derive(uniffi::Object)]
+pub struct TestingClock {
+    clock: ambit::testing::ManualClock,
+}
+
+#[uniffi::export]
+impl TestingClock {
+    /// A clock at `start_ms`.
+    #[uniffi::constructor]
+    pub fn new(start_ms: i64) -> Result<Arc<Self>, ledger::LedgerCoreError> {
+        guard(|| Ok(Arc::new(TestingClock { clock: ambit::testing::manual_clock(start_ms)? })))
+    }
+
+    /// The clock's time.
+    pub fn now_ms(&self) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::ledger::Clock::now_ms(&self.clock)))
+    }
+
+    /// Moves the clock forward by `ms` (never back); the new time.
+    pub fn advance(&self, ms: i64) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::testing::advance_clock(&self.clock, ms)?))
+    }
+}
+
+/// Test hook: opens the ledger at `url` on `clock` (for the facade's `Ledger(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_ledger(
+    url: String,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<ledger::CoreLedger>, ledger::LedgerCoreError> {
+    guard_async(async move {
+        let ledger = ambit::testing::open_ledger(&url, &clock.clock).await?;
+        Ok(Arc::new(ledger::CoreLedger { ledger }))
+    })
+    .await
+}
+
+/// Test hook: opens the session store at `url` on `clock`, with the window settings `CoreSessions.open`
+/// takes (for the facade's `Sessions(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_sessions(
+    url: String,
+    context_window: Option<u64>,
+    compact_at: f64,
+    keep_recent: u32,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<session::CoreSessions>, session::SessionCoreError> {
+    guard_async(async move {
+        let config = ambit::session::SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
+        let sessions = ambit::testing::open_sessions(&url, &clock.clock).await?.with_config(config)?;
+        Ok(Arc::new(session::CoreSessions { sessions }))
+    })
+    .await
+}
+
 impl From<uniffi::UnexpectedUniFFICallbackError> for CoreError {
     fn from(e: uniffi::UnexpectedUniFFICallbackError) -> Self {
         CoreError::Config { message: format!("unexpected error in a Swift callback: {}", e.reason) }
