@@ -363,7 +363,7 @@ func int(_ value: Any?) -> Int? {
                 let shortURL = dir.appendingPathComponent("\(n)-\(file)")
                 try JSONSerialization.data(withJSONObject: short).write(to: shortURL)
                 for at in try LedgerAt.stores(short) {
-                    await withKnownIssue("\(file) on \(at.store): step \(n + 1) a millisecond short") {
+                    try await withKnownIssue("\(file) on \(at.store): step \(n + 1) a millisecond short") {
                         try await runScenario("\(n)-\(file)", shortURL, short, streamed: false, at)
                     } matching: { issue in
                         let text = String(describing: issue)
