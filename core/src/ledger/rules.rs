@@ -335,8 +335,8 @@ impl RoutineLimits {
             if !FIELDS.contains(&key.as_str()) {
                 return Err(bad(format!("unknown routine limit '{key}' (the limits are {})", FIELDS.join(", "))));
             }
-            let whole = v.as_u64().is_some_and(|n| u32::try_from(n).is_ok());
-            if !whole && !(key == "daily_cap" && v.is_null()) {
+            let allowed = v.as_u64().is_some_and(|n| u32::try_from(n).is_ok()) || (key == "daily_cap" && v.is_null());
+            if !allowed {
                 let null = if key == "daily_cap" { " or null" } else { "" };
                 return Err(bad(format!("{key} must be a whole number from 0 to {}{null}, got {v}", u32::MAX)));
             }
@@ -527,6 +527,29 @@ pub fn validate_claim(req: &super::types::ClaimRequest) -> Result<(), LedgerErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_and_batch_sizes_from_a_binding_are_refused_by_name() {
+        let limits = RoutineLimits::from_json(r#"{"parallel_limit": 3, "daily_cap": null}"#).unwrap();
+        assert_eq!(limits, RoutineLimits { parallel_limit: 3, ..RoutineLimits::default() });
+        for (text, named) in [
+            (r#"{"parallel_limt": 3}"#, "unknown routine limit 'parallel_limt'"),
+            (r#"{"running": -1}"#, "running must be a whole number from 0 to 4294967295, got -1"),
+            (r#"{"started_today": 1.5}"#, "started_today must be a whole number"),
+            (r#"{"parallel_limit": 4294967296}"#, "parallel_limit must be a whole number"),
+            (r#"{"parallel_limit": null}"#, "parallel_limit must be a whole number from 0 to 4294967295, got null"),
+            (r#"{"daily_cap": "5"}"#, "daily_cap must be a whole number from 0 to 4294967295 or null"),
+            ("[1]", "limits must be an object"),
+            ("{", "limits are not JSON"),
+        ] {
+            let e = RoutineLimits::from_json(text).unwrap_err();
+            assert!(e.to_string().contains(named), "{text}: {e}");
+        }
+        assert_eq!(batch_size(1).unwrap(), 1);
+        for n in [0, -1, i64::from(u32::MAX) + 1] {
+            assert!(batch_size(n).unwrap_err().to_string().contains(&format!("got {n}")));
+        }
+    }
 
     #[test]
     fn ladder_is_6_12_24_48_96_hours_then_7_days() {
