@@ -73,8 +73,9 @@ pub struct NativeError {
     pub message: String,
     /// The HTTP status, for `model_http`.
     pub status: Option<u32>,
-    /// The JSON text of the error's details: `usage` (turn limit, budget, cut call), `budget`, `limit`,
-    /// `spent`, `cost` (budget), `tools` (cut call).
+    /// The JSON text of the error's details: `usage` (turn limit, budget, cut call, invalid output),
+    /// `budget`, `limit`, `spent`, `cost` (budget), `tools` (cut call), `attempt` and `retries` (invalid
+    /// output).
     pub details: Option<String>,
 }
 
@@ -90,6 +91,10 @@ impl NativeError {
         }
         if let Error::OutputTruncated { tools, .. } = e {
             details.insert("tools".into(), json!(tools));
+        }
+        if let Error::OutputInvalid { attempt, retries, .. } = e {
+            details.insert("attempt".into(), json!(attempt));
+            details.insert("retries".into(), json!(retries));
         }
         if let Error::Budget { budget, limit, spent, cost, .. } = e {
             details.insert("budget".into(), json!(budget));

@@ -36,6 +36,10 @@ fn core_err(e: Error) -> PyErr {
             Error::OutputTruncated { tools, .. } => {
                 let _ = details.set_item("tools", tools.clone());
             }
+            Error::OutputInvalid { attempt, retries, .. } => {
+                let _ = details.set_item("attempt", attempt);
+                let _ = details.set_item("retries", *retries);
+            }
             Error::Budget { budget, limit, spent, cost, .. } => {
                 let _ = details.set_item("budget", budget);
                 let _ = details.set_item("limit", *limit);

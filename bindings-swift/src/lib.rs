@@ -49,6 +49,10 @@ pub enum CoreError {
     /// `output_truncated`).
     #[error("{message}")]
     OutputTruncated { tools: Vec<String>, usage: Usage, message: String },
+    /// The final answer did not match the output type after `retries` retries; `attempt` is the last
+    /// answer's text (code `output_invalid`).
+    #[error("{message}")]
+    OutputInvalid { attempt: String, retries: u32, usage: Usage, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -76,6 +80,9 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::OutputTruncated { tools, usage } => {
                 CoreError::OutputTruncated { tools, usage: usage.into(), message }
+            }
+            ambit::Error::OutputInvalid { attempt, retries, usage, .. } => {
+                CoreError::OutputInvalid { attempt, retries, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },

@@ -184,6 +184,10 @@ async fn build_agent(
     if let Some(n) = cfg["max_turns"].as_u64() {
         builder = builder.max_turns(n as u32);
     }
+    if let Some(o) = cfg.get("output") {
+        // `agent.output`: the final answer's type (a JSON Schema, as a Rust program derives one).
+        builder = builder.output(serde_json::from_value(o.clone()).map_err(|e| format!("agent.output: {e}"))?);
+    }
     for t in scenario["tools"].as_array().into_iter().flatten() {
         // The scenario's tool object is a ToolSpec (name, description, parameters, level,
         // requires_approval, allow_blank) plus the behavior.
@@ -421,6 +425,15 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
         {
             return Err(format!("error message {e:?} does not contain {m:?}"));
         }
+        if let Some(want) = err.get("attempt") {
+            let got = match e {
+                ambit::Error::OutputInvalid { ref attempt, .. } => attempt.clone(),
+                _ => return Err(format!("the error carries no attempt: {e}")),
+            };
+            if want.as_str() != Some(got.as_str()) {
+                return Err(format!("error attempt: expected {want}, got {got:?}"));
+            }
+        }
         if let Some(want) = err.get("tools") {
             let got = match e {
                 ambit::Error::OutputTruncated { ref tools, .. } => serde_json::to_value(tools).unwrap(),
@@ -524,6 +537,11 @@ fn check_result(
         && out.as_str() != Some(result.output.as_str())
     {
         return Err(format!("output: expected {out}, got {:?}", result.output));
+    }
+    if let Some(want) = expect.get("structured_output")
+        && Some(want) != result.structured_output.as_ref()
+    {
+        return Err(format!("structured_output: expected {want}, got {:?}", result.structured_output));
     }
     if let Some(calls) = expect.get("tool_calls").and_then(Value::as_array) {
         if calls.len() != result.tool_calls.len() {
@@ -866,6 +884,22 @@ async fn a_ledger_timeline_fails_when_the_clock_moves_a_millisecond_too_little()
         }
     }
     assert!(tried >= 8, "{tried} shortened steps");
+}
+
+#[tokio::test]
+async fn an_output_type_a_wire_would_refuse_is_a_config_error() {
+    use ambit::agent::output::OutputType;
+    let build = |o: OutputType, tool: Option<&str>| {
+        let mut b = Agent::builder().model(OpenAiChat::new("m")).output(o);
+        if let Some(t) = tool {
+            b = b.tool(object_tool(t));
+        }
+        b.build().map(|_| ()).unwrap_err().to_string()
+    };
+    let object = serde_json::json!({"type": "object"});
+    assert!(build(OutputType::new("my answer", object.clone()), None).contains("'my answer'"));
+    assert!(build(OutputType::new("T", serde_json::json!({"type": "string"})), None).contains("\"type\": \"object\""));
+    assert!(build(OutputType::new("T", object), Some("final_answer")).contains("'final_answer'"));
 }
 
 fn object_tool(name: &str) -> ScenarioTool {
