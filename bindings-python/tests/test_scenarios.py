@@ -332,7 +332,16 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
         memory=memory,
         agent_name=agent_name,
+        **scenario_output(cfg),
     )
+
+
+def scenario_output(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`agent.output`: the final answer's type, given as a JSON Schema (`ambit.OutputSchema`)."""
+    out = cfg.get("output")
+    if out is None:
+        return {}
+    return {"output_type": ambit.OutputSchema(out["name"], out["schema"]), "output_retries": out.get("retries")}
 
 
 def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
@@ -350,6 +359,9 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
             assert expect["error"]["message_contains"] in str(info.value)
         for key, value in expect["error"].get("usage", {}).items():
             assert info.value.usage[key] == value, (key, info.value.usage)  # type: ignore[attr-defined]
+        if "attempt" in expect["error"]:
+            assert isinstance(info.value, ambit.OutputInvalid), info.value
+            assert info.value.attempt == expect["error"]["attempt"], info.value.attempt
         if "tools" in expect["error"]:
             assert isinstance(info.value, ambit.OutputTruncated), info.value
             assert info.value.tools == expect["error"]["tools"], info.value.tools
@@ -357,6 +369,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
     result = run()
     if "output" in expect:
         assert result.output == expect["output"]
+    if "structured_output" in expect:
+        assert result.structured_output == expect["structured_output"], result.structured_output
     if "tool_calls" in expect:
         assert len(result.tool_calls) == len(expect["tool_calls"]), result.tool_calls
         for want, got in zip(expect["tool_calls"], result.tool_calls):
