@@ -165,8 +165,21 @@ export declare class BudgetError extends AmbitError {
 }
 
 /**
- * The model's output token limit cut its answer in the middle of tool calls: their arguments are
- * incomplete, so none of them ran.
+ * The model's final answer did not match the agent's `outputType` after the wrong answers went back to
+ * it `retries` times.
+ */
+export declare class OutputInvalidError extends AmbitError {
+  readonly code: 'output_invalid';
+  /** The last answer's text, as the model gave it. */
+  readonly attempt: string;
+  /** How many times a wrong answer went back to the model. */
+  readonly retries: number;
+  /** What the run used. */
+  readonly usage: Usage;
+}
+/**
+ * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
+ * their arguments are incomplete, so none of them ran.
  */
 export declare class OutputTruncatedError extends AmbitError {
   readonly code: 'output_truncated';
@@ -330,6 +343,23 @@ export interface AgentOptions {
   memory?: Memory;
   /** The agent's name in its memory store; required with `memory`. */
   agentName?: string;
+  /**
+   * The final answer's type: the answer is JSON matching `schema` (an object's JSON Schema; for a zod
+   * schema, `z.toJSONSchema(Weather)`), asked of the provider natively where the wire has it (Chat
+   * Completions, Responses) and through a `final_answer` tool elsewhere; a wrong answer goes back to the
+   * model up to `retries` times (default 2), then the run throws `OutputInvalidError`. `parse` turns the
+   * checked JSON into your type (`result.structuredOutput`), e.g. `(v) => Weather.parse(v)`.
+   */
+  outputType?: OutputType;
+}
+
+/** The final answer's type (`new Agent({outputType})`). */
+export interface OutputType {
+  /** 1 to 64 letters, digits, `_` or `-`. */
+  name: string;
+  schema: Record<string, unknown>;
+  retries?: number;
+  parse?: (value: unknown) => unknown;
 }
 
 /** Sub-agent settings. */
@@ -488,6 +518,8 @@ export interface RunResult {
   cost: number | undefined;
   /** Checklist items still pending or in_progress when the run ended (past the nudge cap). */
   openItems: ChecklistItem[];
+  /** The final answer as the agent's `outputType` (its `parse` applied), when it has one. */
+  structuredOutput?: unknown;
   /** The whole conversation, the input first. */
   messages: Message[];
 }

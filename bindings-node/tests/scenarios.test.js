@@ -26,6 +26,7 @@ const {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  OutputInvalidError,
   CancelledError,
   McpServer,
   Ledger,
@@ -222,11 +223,13 @@ const CLASS_BY_CODE = {
   max_turns: MaxTurnsError,
   budget_exceeded: BudgetError,
   output_truncated: OutputTruncatedError,
+  output_invalid: OutputInvalidError,
   cancelled: CancelledError,
 };
 
 function checkResult(result, expect) {
   if ('output' in expect) assert.equal(result.output, expect.output, 'output');
+  if ('structured_output' in expect) assert.deepEqual(result.structuredOutput, expect.structured_output, 'structuredOutput');
   if ('tool_calls' in expect) {
     assert.equal(result.toolCalls.length, expect.tool_calls.length, 'number of tool calls');
     expect.tool_calls.forEach((want, i) => {
@@ -514,6 +517,8 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
+    // `agent.output`: the final answer's type, given as a JSON Schema.
+    outputType: cfg.output,
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
@@ -578,6 +583,7 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
           assert.equal(e.usage[CAMEL[key]], value, `error usage.${CAMEL[key]}`);
         }
         if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
+        if ('attempt' in expect.error) assert.equal(e.attempt, expect.error.attempt, 'OutputInvalidError.attempt');
         return true;
       });
       await checkProvider(scenario, provider);
