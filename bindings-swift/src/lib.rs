@@ -315,6 +315,10 @@ pub struct AgentConfig {
     /// The agent's name in its memory store; required with `memory`.
     #[uniffi(default = None)]
     pub agent_name: Option<String>,
+    /// The final answer's type: the JSON text of `{"name", "schema", "retries"}` (the core's
+    /// `OutputType`); the Swift facade writes it from `OutputSchema`.
+    #[uniffi(default = None)]
+    pub output_json: Option<String>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -390,6 +394,9 @@ pub struct RunResult {
     pub cost: Option<f64>,
     /// Checklist items still pending or in_progress when the run ended (past the nudge cap).
     pub open_items: Vec<ChecklistItem>,
+    /// The final answer read as the agent's output type, as JSON text, when it has one (the facade's
+    /// `decode(_:)` decodes it).
+    pub structured_output_json: Option<String>,
 }
 
 impl From<ambit::RunResult> for RunResult {
@@ -415,6 +422,7 @@ impl From<ambit::RunResult> for RunResult {
             stop_reason: r.stop_reason.into(),
             cost: r.cost,
             open_items: r.open_items.into_iter().map(Into::into).collect(),
+            structured_output_json: r.structured_output.map(|v| v.to_string()),
         }
     }
 }
@@ -508,6 +516,9 @@ impl CoreAgent {
         }
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);
+        }
+        if let Some(o) = config.output_json {
+            builder = builder.output(ambit::agent::output::OutputType::from_json(&o)?);
         }
         match (config.memory, config.agent_name) {
             (None, None) => {}

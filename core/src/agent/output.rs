@@ -45,6 +45,14 @@ impl OutputType {
         OutputType { name: name.into(), schema, retries: DEFAULT_OUTPUT_RETRIES }
     }
 
+    /// The JSON form a binding sends (`name`, `schema`, `retries`), refusing an unknown field by name.
+    pub fn from_json(text: &str) -> Result<OutputType, crate::Error> {
+        let o: OutputType =
+            serde_json::from_str(text).map_err(|e| crate::Error::Config(format!("output type: {e}")))?;
+        o.validate().map_err(crate::Error::Config)?;
+        Ok(o)
+    }
+
     /// The same with `retries` retries.
     pub fn retries(mut self, retries: u32) -> OutputType {
         self.retries = retries;

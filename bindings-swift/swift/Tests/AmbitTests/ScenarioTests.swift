@@ -531,7 +531,12 @@ func int(_ value: Any?) -> Int? {
             },
             ledger: ledgerTools,
             memory: memory,
-            agentName: agentName
+            agentName: agentName,
+            // `agent.output`: the final answer's type, given as a JSON Schema.
+            outputType: try (agentSettings["output"] as? [String: Any]).map { out in
+                try OutputSchema(name: out["name"] as? String ?? "", schema: out["schema"] as? [String: Any] ?? [:],
+                                 retries: int(out["retries"]))
+            }
         )
     }
 
@@ -588,6 +593,13 @@ func int(_ value: Any?) -> Int? {
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
                 }
+                if let attempt = expectedError["attempt"] as? String {
+                    if case let .outputInvalid(got, _, _, _) = ambit {
+                        #expect(got == attempt, "\(file): attempt \(got)")
+                    } else {
+                        Issue.record("\(file): the error carries no attempt: \(ambit)")
+                    }
+                }
                 if let tools = expectedError["tools"] as? [String] {
                     if case let .outputTruncated(got, _, _) = ambit {
                         #expect(got == tools, "\(file): tools \(got)")
@@ -598,7 +610,8 @@ func int(_ value: Any?) -> Int? {
                 if let usage = expectedError["usage"] as? [String: Any] {
                     let got: Usage
                     switch ambit {
-                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _), let .outputTruncated(_, u, _):
+                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _), let .outputTruncated(_, u, _),
+                        let .outputInvalid(_, _, u, _):
                         got = u
                     default:
                         Issue.record("\(file): the error carries no usage: \(ambit)")
@@ -720,6 +733,18 @@ func int(_ value: Any?) -> Int? {
     ) async throws {
         if let output = expect["output"] as? String {
             #expect(result.output == output, "\(file): output")
+        }
+        if let want = expect["structured_output"] {
+            let got = try result.structuredOutputJson.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) }
+            #expect(
+                got.map { NSDictionary(dictionary: $0 as? [String: Any] ?? [:]) }
+                    == NSDictionary(dictionary: want as? [String: Any] ?? [:]),
+                "\(file): structured_output \(String(describing: result.structuredOutputJson))")
+            // And decoded as a Codable of the caller's, as an app would (the output scenarios' weather).
+            struct Weather: Decodable, Equatable { let city: String; let temperature_c: Int; let sky: String }
+            if let city = (want as? [String: Any])?["city"] as? String {
+                #expect(try result.decode(Weather.self).city == city, "\(file): decode")
+            }
         }
         if let calls = expect["tool_calls"] as? [[String: Any]] {
             #expect(result.toolCalls.count == calls.count, "\(file): \(result.toolCalls)")
