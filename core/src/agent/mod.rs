@@ -502,6 +502,17 @@ impl Agent {
                     Ok(value) => {
                         let text = output::text_of(&value);
                         events.emit(Event::TextDelta { text: text.clone() });
+                        // Every call of the turn gets its result, so the conversation stays one a wire
+                        // takes back (a session's next run continues it).
+                        for c in &calls {
+                            let (content, is_error) = if c.id == answer.id {
+                                ("The final answer was recorded.".to_string(), false)
+                            } else {
+                                (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
+                            };
+                            let (call_id, name) = (c.id.clone(), c.name.clone());
+                            request.messages.push(Message::Tool { call_id, name, content, is_error });
+                        }
                         return Ok(RunResult {
                             output: text,
                             tool_calls: records,
