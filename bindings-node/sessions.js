@@ -78,13 +78,16 @@ class Sessions {
 
   /** Runs `agent` on `input` in the session, continuing its conversation. */
   async run(agent, sessionId, input) {
-    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)));
+    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)), agent._outputParser());
   }
 
   /** Answers the approval a parked session waits on (`{decision: "approve"}`, `"deny"` with a reason,
    *  `"revise"` with arguments) and continues the run as if the answer had come live. */
   async resume(agent, sessionId, decision) {
-    return core._toRunResult(unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))));
+    return core._toRunResult(
+      unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))),
+      agent._outputParser(),
+    );
   }
 
   /** The approval a parked session waits on, or null. */

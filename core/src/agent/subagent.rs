@@ -568,6 +568,8 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             memory,
             model: p.model.clone(),
             budget: remaining_budget(p),
+            // A sub-agent reports to its parent in text; the parent's answer is the typed one.
+            output: None,
             ..(**p).clone()
         }),
     };
