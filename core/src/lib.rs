@@ -37,6 +37,7 @@ pub mod model;
 pub mod permission;
 pub mod runtime;
 pub mod session;
+pub mod skills;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;

@@ -108,6 +108,8 @@ struct Inner {
     subagents: Option<Arc<subagent::Frame>>,
     /// The agent's memory store and whether it may write it (crate::memory); `None`: no memory tools.
     memory: Option<Arc<crate::memory::Access>>,
+    /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
+    skills: Option<Arc<crate::skills::SkillsAccess>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -140,6 +142,7 @@ pub struct AgentBuilder {
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
+    skills: Option<crate::skills::SkillsConfig>,
 }
 
 impl AgentBuilder {
@@ -156,6 +159,13 @@ impl AgentBuilder {
     /// after the instructions on every request.
     pub fn memory(mut self, config: crate::memory::MemoryConfig) -> Self {
         self.memory = Some(Ok(config));
+        self
+    }
+
+    /// Gives the agent skills directories (SPEC §14): `skill_read` and `skill_search`, the three writing
+    /// tools when the config is agent-managed, and a bounded index of the skills on every request.
+    pub fn skills(mut self, config: crate::skills::SkillsConfig) -> Self {
+        self.skills = Some(config);
         self
     }
 
@@ -287,6 +297,16 @@ impl AgentBuilder {
         for t in memory.iter().flat_map(crate::memory::tools::tools) {
             tools.register(t)?;
         }
+        let skills = match self.skills {
+            None => None,
+            Some(config) => {
+                config.validate().map_err(Error::Config)?;
+                Some(Arc::new(crate::skills::SkillsAccess::new(config)))
+            }
+        };
+        for t in skills.iter().flat_map(crate::skills::tools::tools) {
+            tools.register(t)?;
+        }
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
@@ -313,6 +333,7 @@ impl AgentBuilder {
                 tooling,
                 subagents: frame.clone(),
                 memory,
+                skills,
             }),
         };
         subagent::bind(frame, &agent);

@@ -46,6 +46,9 @@ pub struct AgentOptions {
     /// A memory store by URL and the agent's name in it (SPEC §14).
     #[serde(default)]
     pub memory: Option<crate::memory::MemorySettings>,
+    /// Skills directories, and whether the agent manages them (SPEC §14).
+    #[serde(default)]
+    pub skills: Option<crate::skills::SkillsConfig>,
 }
 
 impl AgentOptions {
@@ -58,6 +61,9 @@ impl AgentOptions {
         }
         if let Some(m) = &options.memory {
             crate::memory::MemoryConfig::from_settings(m).map_err(|e| Error::Config(e.to_string()))?;
+        }
+        if let Some(s) = &options.skills {
+            s.validate().map_err(Error::Config)?;
         }
         Ok(options)
     }
@@ -97,6 +103,9 @@ impl AgentBuilder {
         }
         if let Some(m) = options.memory {
             self.memory = Some(crate::memory::MemoryConfig::from_settings(&m));
+        }
+        if let Some(s) = options.skills {
+            self = self.skills(s);
         }
         if let Some(s) = options.subagents {
             self = self.subagents(s);
