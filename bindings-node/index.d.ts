@@ -330,6 +330,22 @@ export interface AgentOptions {
   memory?: Memory;
   /** The agent's name in its memory store; required with `memory`. */
   agentName?: string;
+  /**
+   * Skills directories (Agent Skills format: `<dir>/<name>/SKILL.md`): a bounded index of the skills
+   * after the instructions, skill_read and skill_search; with `agentManaged` also skill_write, skill_edit
+   * and skill_delete (never given to a sub-agent).
+   */
+  skills?: SkillsOptions;
+}
+
+/** An agent's skills directories. */
+export interface SkillsOptions {
+  /** Directories holding skill folders, absolute or relative to the policy's working directory; a new skill goes to the first. */
+  dirs: string | string[];
+  /** The agent may write, edit and delete skills (default false). */
+  agentManaged?: boolean;
+  /** The most skills the per-turn index lists (default 100, at most 1000; 0: no index). */
+  indexEntries?: number;
 }
 
 /** Sub-agent settings. */

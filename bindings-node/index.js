@@ -196,7 +196,7 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName',
+  'subagents', 'ledger', 'memory', 'agentName', 'skills',
 ];
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
@@ -245,6 +245,7 @@ class Agent {
       ledger,
       memory,
       agentName,
+      skills,
     } = options;
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
@@ -286,6 +287,7 @@ class Agent {
           ...toNativeSubagents(subagents),
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
+          ...require('./skills.js').toNativeSkills(skills),
         }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),

@@ -32,6 +32,7 @@ pub mod deferral;
 pub mod error;
 pub mod ledger;
 pub mod mcp;
+pub mod knowledge;
 pub mod memory;
 pub mod model;
 pub mod permission;

@@ -35,6 +35,8 @@ from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
 from .memory import Memory
+from . import skills
+from .skills import Skills
 
 __all__ = [
     "Agent",
@@ -50,6 +52,8 @@ __all__ = [
     "ledger",
     "Memory",
     "memory",
+    "Skills",
+    "skills",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -341,7 +345,7 @@ class Agent:
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
-                 agent_name: str | None = None) -> None:
+                 agent_name: str | None = None, skills: Skills | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -357,7 +361,9 @@ class Agent:
         (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
         bound to that run of a routine. ``memory`` (an opened :class:`Memory`) with ``agent_name`` (the
         agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
-        instructions on every request."""
+        instructions on every request. ``skills`` (:class:`Skills`) adds the skills index after the
+        instructions, ``skill_read`` and ``skill_search``, and when agent-managed ``skill_write``,
+        ``skill_edit`` and ``skill_delete``."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -404,6 +410,10 @@ class Agent:
             if not isinstance(agent_name, str):
                 raise ConfigError(f"agent_name must name the agent in its memory store, got {agent_name!r}")
             options["memory"] = {"url": memory.url, "agent": agent_name}
+        if skills is not None:
+            if not isinstance(skills, Skills):
+                raise TypeError(f"skills must be an ambit.Skills, got {type(skills).__name__}")
+            options["skills"] = skills._config()
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub

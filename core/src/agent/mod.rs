@@ -143,6 +143,7 @@ pub struct AgentBuilder {
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
     skills: Option<crate::skills::SkillsConfig>,
+    knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentBuilder {
@@ -166,6 +167,12 @@ impl AgentBuilder {
     /// tools when the config is agent-managed, and a bounded index of the skills on every request.
     pub fn skills(mut self, config: crate::skills::SkillsConfig) -> Self {
         self.skills = Some(config);
+        self
+    }
+
+    /// Gives the agent a knowledge directory (SPEC §14): `knowledge_list` and `knowledge_read`.
+    pub fn knowledge(mut self, config: crate::knowledge::KnowledgeConfig) -> Self {
+        self.knowledge = Some(config);
         self
     }
 
@@ -306,6 +313,12 @@ impl AgentBuilder {
         };
         for t in skills.iter().flat_map(crate::skills::tools::tools) {
             tools.register(t)?;
+        }
+        if let Some(k) = &self.knowledge {
+            k.validate().map_err(Error::Config)?;
+            for t in crate::knowledge::tools(k) {
+                tools.register(t)?;
+            }
         }
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {

@@ -49,6 +49,9 @@ pub struct AgentOptions {
     /// Skills directories, and whether the agent manages them (SPEC §14).
     #[serde(default)]
     pub skills: Option<crate::skills::SkillsConfig>,
+    /// A knowledge directory (SPEC §14).
+    #[serde(default)]
+    pub knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentOptions {
@@ -64,6 +67,9 @@ impl AgentOptions {
         }
         if let Some(s) = &options.skills {
             s.validate().map_err(Error::Config)?;
+        }
+        if let Some(k) = &options.knowledge {
+            k.validate().map_err(Error::Config)?;
         }
         Ok(options)
     }
@@ -106,6 +112,9 @@ impl AgentBuilder {
         }
         if let Some(s) = options.skills {
             self = self.skills(s);
+        }
+        if let Some(k) = options.knowledge {
+            self = self.knowledge(k);
         }
         if let Some(s) = options.subagents {
             self = self.subagents(s);

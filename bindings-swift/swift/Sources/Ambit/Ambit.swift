@@ -289,14 +289,16 @@ public final class Agent: Sendable {
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
     /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
     /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
-    /// baseline after the instructions on every request.
+    /// baseline after the instructions on every request. `skills` (`Skills(dirs:agentManaged:)`): the
+    /// skills index after the instructions, `skill_read` and `skill_search`, and when agent-managed
+    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent).
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
-        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil
+        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil, skills: Skills? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -338,7 +340,8 @@ public final class Agent: Sendable {
             subagents: subagents,
             ledger: ledger?.core,
             memory: memory?.core,
-            agentName: agentName
+            agentName: agentName,
+            skills: try skills?.settings()
         )
         do {
             core = try CoreAgent(config: config)

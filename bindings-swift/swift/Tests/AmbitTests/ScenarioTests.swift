@@ -483,7 +483,13 @@ func int(_ value: Any?) -> Int? {
             },
             ledger: ledgerTools,
             memory: memory,
-            agentName: agentName
+            agentName: agentName,
+            skills: (scenario["skills"] as? [String: Any]).map { s in
+                Skills(
+                    dirs: s["dirs"] as? [String] ?? [],
+                    agentManaged: s["agent_managed"] as? Bool ?? false,
+                    indexEntries: int(s["index_entries"]))
+            }
         )
     }
 
