@@ -48,8 +48,10 @@ pub const NAMES: [&str; 2] = ["knowledge_list", "knowledge_read"];
 
 /// Extensions whose documents are text (seed 004: "md, txt, csv, json, html…"); anything else is read as
 /// text only when its bytes are UTF-8 without a NUL byte.
-const TEXT_EXTENSIONS: [&str; 16] =
-    ["md", "markdown", "txt", "text", "csv", "tsv", "json", "jsonl", "html", "htm", "xml", "yaml", "yml", "toml", "rst", "log"];
+const TEXT_EXTENSIONS: [&str; 16] = [
+    "md", "markdown", "txt", "text", "csv", "tsv", "json", "jsonl", "html", "htm", "xml", "yaml", "yml", "toml", "rst",
+    "log",
+];
 /// Extensions that are never published (binaries go through the host's own upload).
 const BINARY_EXTENSIONS: [&str; 14] =
     ["pdf", "png", "jpg", "jpeg", "gif", "webp", "xlsx", "xls", "docx", "doc", "pptx", "zip", "gz", "bin"];
@@ -112,9 +114,9 @@ impl KnowledgeConfig {
     pub fn validate(&self) -> Result<(), String> {
         crate::permission::scope::validate(&self.dir).map_err(|e| format!("knowledge: dir: {e}"))?;
         match self.inline_max_bytes {
-            Some(n) if n == 0 || n > MAX_INLINE_MAX_BYTES => Err(format!(
-                "knowledge: inline_max_bytes must be from 1 to {MAX_INLINE_MAX_BYTES}, got {n}"
-            )),
+            Some(n) if n == 0 || n > MAX_INLINE_MAX_BYTES => {
+                Err(format!("knowledge: inline_max_bytes must be from 1 to {MAX_INLINE_MAX_BYTES}, got {n}"))
+            }
             _ => Ok(()),
         }
     }
@@ -184,10 +186,11 @@ pub fn publish(dir: &str, name: &str, content: &str, overwrite: bool) -> Result<
     // The directory is the one workspace root: the write lands beneath it by the scope's open path.
     let scope = Scope::new(dir, Vec::<PathBuf>::new(), Vec::<PathBuf>::new(), true).map_err(KnowledgeError::Io)?;
     let existed = scope.open_read(&name, WriteReach::WorkspaceRoots).is_ok();
-    let path = scope.write_atomic(&name, WriteReach::WorkspaceRoots, content.as_bytes(), overwrite).map_err(|e| match e {
-        ScopeError::Exists(_) => KnowledgeError::Exists(name.clone()),
-        other => KnowledgeError::Io(other.to_string()),
-    })?;
+    let path =
+        scope.write_atomic(&name, WriteReach::WorkspaceRoots, content.as_bytes(), overwrite).map_err(|e| match e {
+            ScopeError::Exists(_) => KnowledgeError::Exists(name.clone()),
+            other => KnowledgeError::Io(other.to_string()),
+        })?;
     Ok(Published { path: path.display().to_string(), bytes: content.len(), replaced: existed && overwrite, name })
 }
 
@@ -263,12 +266,15 @@ fn looks_like_text(name: &str, head: &[u8]) -> bool {
 
 /// Every regular file beneath the knowledge directory, in name order, with its type and size.
 fn list(scope: &Scope, dir: &str) -> Result<String, String> {
-    let found = scope.locate(dir, Access::Read, WriteReach::Nowhere).map_err(|e| format!("knowledge directory: {e}"))?;
+    let found =
+        scope.locate(dir, Access::Read, WriteReach::Nowhere).map_err(|e| format!("knowledge directory: {e}"))?;
     if found.kind() != Kind::Directory {
         return Err(format!("knowledge directory '{dir}' is not a directory"));
     }
-    let (mut names, more) =
-        found.beneath.list(&found.located, LIST_MAX_ENTRIES).map_err(|_| format!("knowledge directory '{dir}' could not be listed"))?;
+    let (mut names, more) = found
+        .beneath
+        .list(&found.located, LIST_MAX_ENTRIES)
+        .map_err(|_| format!("knowledge directory '{dir}' could not be listed"))?;
     names.sort();
     let mut lines = Vec::new();
     for name in names {

@@ -30,9 +30,9 @@
 pub mod agent;
 pub mod deferral;
 pub mod error;
+pub mod knowledge;
 pub mod ledger;
 pub mod mcp;
-pub mod knowledge;
 pub mod memory;
 pub mod model;
 pub mod permission;

@@ -32,7 +32,10 @@ fn publish_takes_text_up_to_200_kb_and_never_overwrites_unless_asked() {
     let dir = s(&root.join("kb"));
     let p = publish(&dir, "refund-policy", "# Refunds\nOver 500 EUR: a second approver.\n", false).unwrap();
     assert_eq!((p.name.as_str(), p.replaced), ("refund-policy.md", false), "a name without an extension gets .md");
-    assert_eq!(std::fs::read_to_string(root.join("kb/refund-policy.md")).unwrap(), "# Refunds\nOver 500 EUR: a second approver.\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("kb/refund-policy.md")).unwrap(),
+        "# Refunds\nOver 500 EUR: a second approver.\n"
+    );
     // Overwrite is off by default: refused, typed, and the document is unchanged.
     let e = publish(&dir, "refund-policy.md", "clobbered", false).unwrap_err();
     assert_eq!(e.code(), "knowledge_exists");
@@ -67,8 +70,10 @@ fn publish_takes_text_up_to_200_kb_and_never_overwrites_unless_asked() {
     assert_eq!(e.code(), "knowledge_io", "{e}");
     assert_eq!(std::fs::read_to_string(root.join("outside.md")).unwrap(), "precious");
     // No temporary file is left in the directory.
-    let names: Vec<String> =
-        std::fs::read_dir(root.join("kb")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = std::fs::read_dir(root.join("kb"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 }
 
@@ -122,14 +127,19 @@ async fn the_agent_lists_and_reads_inline_up_to_the_cap_and_gets_a_path_past_it(
         ],
     )
     .await;
-    assert_eq!(r[0], "faq.md (text, 30 bytes)\nlogo.png (binary, 12 bytes)\nlong.txt (text, 2600 bytes)");
+    assert_eq!(r[0], "faq.md (text, 31 bytes)\nlogo.png (binary, 12 bytes)\nlong.txt (text, 2600 bytes)");
     assert_eq!(r[1], "Q: Refunds?\nA: Within 30 days.\n");
     let long_path = s(&kb.join("long.txt"));
     assert_eq!(
         r[2],
-        format!("long.txt is 2600 bytes, more than the 1 KiB returned inline: open it with the file tools (file_read with offset and limit) at {long_path}")
+        format!(
+            "long.txt is 2600 bytes, more than the 1 KiB returned inline: open it with the file tools (file_read with offset and limit) at {long_path}"
+        )
     );
-    assert_eq!(r[3], format!("logo.png is a binary document (12 bytes): open it with the file tools at {}", s(&kb.join("logo.png"))));
+    assert_eq!(
+        r[3],
+        format!("logo.png is a binary document (12 bytes): open it with the file tools at {}", s(&kb.join("logo.png")))
+    );
     // The path it gave is one the file tools open under the agent's scope.
     assert_eq!(r[4], "line of text\n");
     assert!(r[5].contains("there is no knowledge document named 'missing.md'"), "{r:?}");
