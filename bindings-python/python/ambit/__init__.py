@@ -37,6 +37,8 @@ from . import memory
 from .memory import Memory
 from . import skills
 from .skills import Skills
+from . import knowledge
+from .knowledge import Knowledge
 
 __all__ = [
     "Agent",
@@ -54,6 +56,8 @@ __all__ = [
     "memory",
     "Skills",
     "skills",
+    "Knowledge",
+    "knowledge",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -345,7 +349,8 @@ class Agent:
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
-                 agent_name: str | None = None, skills: Skills | None = None) -> None:
+                 agent_name: str | None = None, skills: Skills | None = None,
+                 knowledge: Knowledge | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -363,7 +368,8 @@ class Agent:
         agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
         instructions on every request. ``skills`` (:class:`Skills`) adds the skills index after the
         instructions, ``skill_read`` and ``skill_search``, and when agent-managed ``skill_write``,
-        ``skill_edit`` and ``skill_delete``."""
+        ``skill_edit`` and ``skill_delete``. ``knowledge`` (:class:`Knowledge`) adds ``knowledge_list``
+        and ``knowledge_read`` over its directory."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -414,6 +420,10 @@ class Agent:
             if not isinstance(skills, Skills):
                 raise TypeError(f"skills must be an ambit.Skills, got {type(skills).__name__}")
             options["skills"] = skills._config()
+        if knowledge is not None:
+            if not isinstance(knowledge, Knowledge):
+                raise TypeError(f"knowledge must be an ambit.Knowledge, got {type(knowledge).__name__}")
+            options["knowledge"] = knowledge._config()
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub

@@ -119,10 +119,9 @@ def _optional_str(name: str, value: Any) -> Optional[str]:
         return None
     if not isinstance(value, str):
         raise _invalid(name, f"must be a string, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise _invalid(name, f"is not valid Unicode text (a lone surrogate at index {e.start})") from None
+    at = _options.lone_surrogate(value)
+    if at is not None:
+        raise _invalid(name, f"is not valid Unicode text (a lone surrogate at index {at})")
     return value
 
 
