@@ -30,6 +30,7 @@ const {
   McpServer,
   Ledger,
   Memory,
+  Knowledge,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -504,6 +505,9 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
     ...(await scenarioMemory(scenario)),
     skills: scenario.skills
       ? { dirs: scenario.skills.dirs, agentManaged: scenario.skills.agent_managed, indexEntries: scenario.skills.index_entries }
+      : undefined,
+    knowledge: scenario.knowledge
+      ? new Knowledge(scenario.knowledge.dir, { inlineMaxBytes: scenario.knowledge.inline_max_bytes })
       : undefined,
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,

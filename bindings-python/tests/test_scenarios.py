@@ -309,6 +309,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         memory=memory,
         agent_name=agent_name,
         skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
+        knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
     )
 
 

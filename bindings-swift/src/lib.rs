@@ -14,6 +14,7 @@ uniffi::setup_scaffolding!();
 
 mod ledger;
 mod mcp;
+mod knowledge;
 mod memory;
 mod policy;
 mod run;
@@ -254,6 +255,9 @@ pub struct AgentConfig {
     /// agent-managed.
     #[uniffi(default = None)]
     pub skills: Option<SkillsSettings>,
+    /// A knowledge directory (SPEC §14): knowledge_list and knowledge_read.
+    #[uniffi(default = None)]
+    pub knowledge: Option<knowledge::KnowledgeSettings>,
 }
 
 /// An agent's skills directories: the core's `SkillsConfig` as a record.
@@ -488,6 +492,9 @@ impl CoreAgent {
                 agent_managed: s.agent_managed,
                 index_entries: s.index_entries.map(|n| n as usize),
             });
+        }
+        if let Some(k) = config.knowledge {
+            builder = builder.knowledge(k.into_core());
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }

@@ -227,6 +227,9 @@ async fn build_agent(
     if let Some(s) = scenario.get("skills") {
         builder = builder.skills(serde_json::from_value(s.clone()).map_err(|e| format!("skills: {e}"))?);
     }
+    if let Some(k) = scenario.get("knowledge") {
+        builder = builder.knowledge(serde_json::from_value(k.clone()).map_err(|e| format!("knowledge: {e}"))?);
+    }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
     if let Some(dir) = &fixture {

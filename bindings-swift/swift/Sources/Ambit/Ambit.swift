@@ -291,14 +291,16 @@ public final class Agent: Sendable {
     /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
     /// baseline after the instructions on every request. `skills` (`Skills(dirs:agentManaged:)`): the
     /// skills index after the instructions, `skill_read` and `skill_search`, and when agent-managed
-    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent).
+    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent). `knowledge`
+    /// (`Knowledge(dir:)`): `knowledge_list` and `knowledge_read` over its directory.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
-        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil, skills: Skills? = nil
+        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil, skills: Skills? = nil,
+        knowledge: Knowledge? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -341,7 +343,8 @@ public final class Agent: Sendable {
             ledger: ledger?.core,
             memory: memory?.core,
             agentName: agentName,
-            skills: try skills?.settings()
+            skills: try skills?.settings(),
+            knowledge: try knowledge?.settings()
         )
         do {
             core = try CoreAgent(config: config)

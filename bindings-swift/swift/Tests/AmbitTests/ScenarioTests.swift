@@ -489,6 +489,9 @@ func int(_ value: Any?) -> Int? {
                     dirs: s["dirs"] as? [String] ?? [],
                     agentManaged: s["agent_managed"] as? Bool ?? false,
                     indexEntries: int(s["index_entries"]))
+            },
+            knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
+                Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
             }
         )
     }
