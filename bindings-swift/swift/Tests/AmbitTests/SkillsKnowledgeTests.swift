@@ -14,19 +14,19 @@ private func tempDir() -> String {
     return dir.path
 }
 
-private let model = Model.openAIChat("gpt-4.1", baseURL: "http://127.0.0.1:9/v1", apiKey: "k")
+private let kbModel = Model.openAIChat("gpt-4.1", baseURL: "http://127.0.0.1:9/v1", apiKey: "k")
 
 @Suite struct SkillsKnowledgeTests {
     @Test func skillsReadingToolsAlwaysWritingOnesOnlyWhenAgentManaged() throws {
         let dir = tempDir()
-        let reading = try Agent(model: model, skills: Skills(dirs: [dir]))
+        let reading = try Agent(model: kbModel, skills: Skills(dirs: [dir]))
         #expect(try reading.listTools().map(\.name) == ["skill_read", "skill_search"])
-        let managed = try Agent(model: model, skills: Skills(dirs: [dir], agentManaged: true))
+        let managed = try Agent(model: kbModel, skills: Skills(dirs: [dir], agentManaged: true))
         #expect(try managed.listTools().map(\.name)
             == ["skill_read", "skill_search", "skill_write", "skill_edit", "skill_delete"])
-        #expect(throws: AmbitError.self) { try Agent(model: model, skills: Skills(dirs: [dir], indexEntries: 5000)) }
-        #expect(throws: AmbitError.self) { try Agent(model: model, skills: Skills(dirs: [dir], indexEntries: -1)) }
-        #expect(throws: AmbitError.self) { try Agent(model: model, skills: Skills(dirs: [])) }
+        #expect(throws: AmbitError.self) { try Agent(model: kbModel, skills: Skills(dirs: [dir], indexEntries: 5000)) }
+        #expect(throws: AmbitError.self) { try Agent(model: kbModel, skills: Skills(dirs: [dir], indexEntries: -1)) }
+        #expect(throws: AmbitError.self) { try Agent(model: kbModel, skills: Skills(dirs: [])) }
     }
 
     @Test func knowledgePublishesTextUpTo200KBAndNeverOverwritesUnlessAsked() throws {
@@ -57,7 +57,7 @@ private let model = Model.openAIChat("gpt-4.1", baseURL: "http://127.0.0.1:9/v1"
             }
         }
         #expect(!FileManager.default.fileExists(atPath: dir + "/bigger.txt"))
-        #expect(try Agent(model: model, knowledge: kb).listTools().map(\.name) == ["knowledge_list", "knowledge_read"])
-        #expect(throws: AmbitError.self) { try Agent(model: model, knowledge: Knowledge(dir: dir, inlineMaxBytes: 0)) }
+        #expect(try Agent(model: kbModel, knowledge: kb).listTools().map(\.name) == ["knowledge_list", "knowledge_read"])
+        #expect(throws: AmbitError.self) { try Agent(model: kbModel, knowledge: Knowledge(dir: dir, inlineMaxBytes: 0)) }
     }
 }
