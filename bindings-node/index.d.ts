@@ -352,6 +352,14 @@ export interface AgentOptions {
    * checked JSON into your type (`result.structuredOutput`), e.g. `(v) => Weather.parse(v)`.
    */
   outputType?: OutputType;
+  /**
+   * Skills directories (Agent Skills format: `<dir>/<name>/SKILL.md`): a bounded index of the skills
+   * after the instructions, skill_read and skill_search; with `agentManaged` also skill_write, skill_edit
+   * and skill_delete (never given to a sub-agent).
+   */
+  skills?: SkillsOptions;
+  /** A knowledge directory (`new Knowledge(dir)`): knowledge_list and knowledge_read. */
+  knowledge?: Knowledge;
 }
 
 /** The final answer's type (`new Agent({outputType})`). */
@@ -361,6 +369,16 @@ export interface OutputType {
   schema: Record<string, unknown>;
   retries?: number;
   parse?: (value: unknown) => unknown;
+}
+
+/** An agent's skills directories. */
+export interface SkillsOptions {
+  /** Directories holding skill folders, absolute or relative to the policy's working directory; a new skill goes to the first. */
+  dirs: string | string[];
+  /** The agent may write, edit and delete skills (default false). */
+  agentManaged?: boolean;
+  /** The most skills the per-turn index lists (default 100, at most 1000; 0: no index). */
+  indexEntries?: number;
 }
 
 /** Sub-agent settings. */
@@ -832,4 +850,36 @@ export declare class Memory {
   list(agent: string): Promise<MemoryRecord[]>;
   /** `{"version": 1, "memories": [...]}` as JSON text. */
   export(agent?: string): Promise<string>;
+}
+
+/** A knowledge call refused or failed (code "knowledge_io" unless a subclass says otherwise). */
+export class KnowledgeError extends AmbitError {
+  field?: string;
+}
+/** An argument out of bounds or malformed (code "knowledge_invalid_argument"); `field` names it. */
+export class InvalidKnowledgeArgumentError extends KnowledgeError {}
+/** A document of that name exists and `overwrite` was off (code "knowledge_exists"). */
+export class KnowledgeExistsError extends KnowledgeError {}
+
+/** What `Knowledge.publish` wrote. */
+export interface PublishedDocument {
+  /** The document's name (`.md` added when it had no extension). */
+  name: string;
+  path: string;
+  bytes: number;
+  /** Whether an existing document was replaced. */
+  replaced: boolean;
+}
+
+/**
+ * A knowledge directory: the agent lists its documents and reads them (text inline up to a cap, a
+ * larger or binary document as a path under its scope); the host publishes text documents into it.
+ */
+export class Knowledge {
+  /** `dir`: absolute, or relative to the policy's working directory (for `publish`, to the process's). */
+  constructor(dir: string, options?: { inlineMaxBytes?: number });
+  readonly dir: string;
+  readonly inlineMaxBytes?: number;
+  /** Publishes a text document (at most 200 KB); an existing one is replaced only with `overwrite`. */
+  publish(name: string, content: string, options?: { overwrite?: boolean }): PublishedDocument;
 }

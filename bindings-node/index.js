@@ -212,7 +212,7 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName', 'outputType',
+  'subagents', 'ledger', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
 ];
 
 /**
@@ -294,6 +294,8 @@ class Agent {
       memory,
       agentName,
       outputType,
+      skills,
+      knowledge,
     } = options;
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
@@ -336,6 +338,8 @@ class Agent {
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
           ...toNativeOutput(outputType),
+          ...require('./skills.js').toNativeSkills(skills),
+          ...require('./knowledge.js').toNativeKnowledge(knowledge),
         }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
@@ -606,6 +610,11 @@ Object.assign(module.exports, require('./ledger.js'));
 {
   const { toNativeMemory: _, ...memory } = require('./memory.js');
   Object.assign(module.exports, memory);
+}
+// Knowledge (after the exports above, for the same reason).
+{
+  const { toNativeKnowledge: _, ...knowledge } = require('./knowledge.js');
+  Object.assign(module.exports, knowledge);
 }
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });

@@ -31,6 +31,7 @@ const {
   McpServer,
   Ledger,
   Memory,
+  Knowledge,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -294,6 +295,7 @@ function writeFixture(scenario) {
     fs.mkdirSync(path.join(root, sub));
     for (const [name, spec] of Object.entries(fixture[key] || {})) {
       const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+      fs.mkdirSync(path.dirname(path.join(root, sub, name)), { recursive: true });
       fs.writeFileSync(path.join(root, sub, name), text);
     }
   }
@@ -536,6 +538,12 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
     ...(await scenarioMemory(scenario)),
+    skills: scenario.skills
+      ? { dirs: scenario.skills.dirs, agentManaged: scenario.skills.agent_managed, indexEntries: scenario.skills.index_entries }
+      : undefined,
+    knowledge: scenario.knowledge
+      ? new Knowledge(scenario.knowledge.dir, { inlineMaxBytes: scenario.knowledge.inline_max_bytes })
+      : undefined,
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,

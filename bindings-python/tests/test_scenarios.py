@@ -121,6 +121,7 @@ def write_fixture(scenario: dict[str, Any]) -> str | None:
         (root / sub).mkdir()
         for name, spec in fixture.get(key, {}).items():
             text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+            (root / sub / name).parent.mkdir(parents=True, exist_ok=True)
             (root / sub / name).write_text(text)
     return str(root / "ws")
 
@@ -333,6 +334,8 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         memory=memory,
         agent_name=agent_name,
         **scenario_output(cfg),
+        skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
+        knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
     )
 
 

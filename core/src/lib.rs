@@ -30,6 +30,7 @@
 pub mod agent;
 pub mod deferral;
 pub mod error;
+pub mod knowledge;
 pub mod ledger;
 pub mod mcp;
 pub mod memory;
@@ -38,6 +39,7 @@ pub mod model;
 pub mod permission;
 pub mod runtime;
 pub mod session;
+pub mod skills;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;

@@ -105,7 +105,11 @@ fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
                 (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
                 _ => return Err(format!("fixture file {name}: give text, or line and count")),
             };
-            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+            let path = dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(path, text).map_err(|e| e.to_string())?;
         }
     }
     Ok(Some(root.join("ws")))
@@ -222,6 +226,13 @@ async fn build_agent(
         let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
         let name = m["agent"].as_str().ok_or("memory.agent")?;
         builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
+    }
+    // `skills`: the skills directories (relative to the fixture's working directory) as plain data.
+    if let Some(s) = scenario.get("skills") {
+        builder = builder.skills(serde_json::from_value(s.clone()).map_err(|e| format!("skills: {e}"))?);
+    }
+    if let Some(k) = scenario.get("knowledge") {
+        builder = builder.knowledge(serde_json::from_value(k.clone()).map_err(|e| format!("knowledge: {e}"))?);
     }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();

@@ -126,6 +126,8 @@ struct Inner {
     memory: Option<Arc<crate::memory::Access>>,
     /// The final answer's type (agent/output.rs); `None`: a free text answer.
     output: Option<output::OutputType>,
+    /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
+    skills: Option<Arc<crate::skills::SkillsAccess>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -159,6 +161,8 @@ pub struct AgentBuilder {
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
     output: Option<output::OutputType>,
+    skills: Option<crate::skills::SkillsConfig>,
+    knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentBuilder {
@@ -183,6 +187,19 @@ impl AgentBuilder {
     /// after the instructions on every request.
     pub fn memory(mut self, config: crate::memory::MemoryConfig) -> Self {
         self.memory = Some(Ok(config));
+        self
+    }
+
+    /// Gives the agent skills directories (SPEC §14): `skill_read` and `skill_search`, the three writing
+    /// tools when the config is agent-managed, and a bounded index of the skills on every request.
+    pub fn skills(mut self, config: crate::skills::SkillsConfig) -> Self {
+        self.skills = Some(config);
+        self
+    }
+
+    /// Gives the agent a knowledge directory (SPEC §14): `knowledge_list` and `knowledge_read`.
+    pub fn knowledge(mut self, config: crate::knowledge::KnowledgeConfig) -> Self {
+        self.knowledge = Some(config);
         self
     }
 
@@ -314,6 +331,22 @@ impl AgentBuilder {
         for t in memory.iter().flat_map(crate::memory::tools::tools) {
             tools.register(t)?;
         }
+        let skills = match self.skills {
+            None => None,
+            Some(config) => {
+                config.validate().map_err(Error::Config)?;
+                Some(Arc::new(crate::skills::SkillsAccess::new(config)))
+            }
+        };
+        for t in skills.iter().flat_map(crate::skills::tools::tools) {
+            tools.register(t)?;
+        }
+        if let Some(k) = &self.knowledge {
+            k.validate().map_err(Error::Config)?;
+            for t in crate::knowledge::tools(k) {
+                tools.register(t)?;
+            }
+        }
         if let Some(o) = &self.output {
             o.validate().map_err(Error::Config)?;
             if tools.iter().any(|t| t.spec().name == output::FINAL_ANSWER_TOOL) {
@@ -350,6 +383,7 @@ impl AgentBuilder {
                 subagents: frame.clone(),
                 memory,
                 output: self.output,
+                skills,
             }),
         };
         subagent::bind(frame, &agent);

@@ -351,8 +351,12 @@ public final class Agent: Sendable {
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
     /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
     /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
-    /// baseline after the instructions on every request. `outputType` (`OutputSchema`): the final answer
-    /// is JSON of that type, checked by the core; `result.decode(YourCodable.self)` decodes it.
+    /// baseline after the instructions on every request. `skills` (`Skills(dirs:agentManaged:)`): the
+    /// skills index after the instructions, `skill_read` and `skill_search`, and when agent-managed
+    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent). `knowledge`
+    /// (`Knowledge(dir:)`): `knowledge_list` and `knowledge_read` over its directory. `outputType`
+    /// (`OutputSchema`): the final answer is JSON of that type, checked by the core;
+    /// `result.decode(YourCodable.self)` decodes it.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
@@ -360,7 +364,7 @@ public final class Agent: Sendable {
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
-        outputType: OutputSchema? = nil
+        outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -403,7 +407,9 @@ public final class Agent: Sendable {
             ledger: ledger?.core,
             memory: memory?.core,
             agentName: agentName,
-            outputJson: try outputType?.json()
+            outputJson: try outputType?.json(),
+            skills: try skills?.settings(),
+            knowledge: try knowledge?.settings()
         )
         do {
             core = try CoreAgent(config: config)

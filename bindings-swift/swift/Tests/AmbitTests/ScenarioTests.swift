@@ -545,6 +545,15 @@ func int(_ value: Any?) -> Int? {
             outputType: try (agentSettings["output"] as? [String: Any]).map { out in
                 try OutputSchema(name: out["name"] as? String ?? "", schema: out["schema"] as? [String: Any] ?? [:],
                                  retries: int(out["retries"]))
+            },
+            skills: (scenario["skills"] as? [String: Any]).map { s in
+                Skills(
+                    dirs: s["dirs"] as? [String] ?? [],
+                    agentManaged: s["agent_managed"] as? Bool ?? false,
+                    indexEntries: int(s["index_entries"]))
+            },
+            knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
+                Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
             }
         )
     }
