@@ -468,6 +468,12 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got
+        if "from_text" in scenario["expect"]:
+            got = [e.name for e in seen if isinstance(e, ambit.events.ToolCallRequested) and e.from_text]
+            assert got == scenario["expect"]["from_text"], got
+        if "streamed_text" in scenario["expect"]:
+            got_text = "".join(e.text for e in seen if isinstance(e, ambit.events.TextDelta))
+            assert got_text == scenario["expect"]["streamed_text"], got_text
         check_drain(scenario, at)
     check_provider(scenario, provider)
 

@@ -714,7 +714,8 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
 }
 
 /// `expect.events`: event types that must appear in this order (others may come between),
-/// `expect.stop_reasons`: the stop reasons of the `model_response` events, and the streamed text, which
+/// `expect.stop_reasons`: the stop reasons of the `model_response` events, `expect.from_text`: the tools
+/// of the calls read from text, `expect.streamed_text`: all the text deltas, and the streamed text, which
 /// must add up to the output.
 fn check_events(
     expect: &Value,
@@ -746,6 +747,30 @@ fn check_events(
             .collect();
         if want != &serde_json::to_value(&got).unwrap() {
             return Err(format!("stop_reasons of the model_response events: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("from_text") {
+        let got: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolCallRequested { name, from_text: true, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("from_text: the calls read from text: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("streamed_text").and_then(Value::as_str) {
+        let got: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if got != want {
+            return Err(format!("streamed_text: expected {want:?}, got {got:?}"));
         }
     }
     if let Some(Ok(result)) = end {

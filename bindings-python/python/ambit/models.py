@@ -10,13 +10,17 @@ from typing import Any, Literal, Union
 
 from .errors import ConfigError
 
-__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses", "ToolChoice"]
+__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses", "TextToolCalls", "ToolChoice"]
 
 #: Which tool use the model is asked for: ``"auto"``, ``"required"``, ``"none"``, or ``{"name": tool}``.
 ToolChoice = Union[Literal["auto", "required", "none"], Mapping[str, str]]
 
 #: The model settings every request carries, as the core names them (the core checks them, in one place).
-_SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls")
+_SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls",
+             "text_tool_calls")
+
+#: How an answer's text is read for tool calls (Chat Completions): ``"off"``, ``"auto"`` or ``"constrained"``.
+TextToolCalls = Literal["off", "auto", "constrained"]
 
 
 @dataclass(frozen=True, init=False)
@@ -35,7 +39,11 @@ class Model:
     least 1), ``temperature`` (0 to 2) and ``top_p`` (0 to 1) (neither on Anthropic, whose API has
     none), ``stop`` (1 to 4 non-empty texts; not on Responses), ``seed`` (Chat Completions only),
     ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or ``{"name": tool}``) and
-    ``parallel_tool_calls``. A value out of range, or
+    ``parallel_tool_calls``; on Chat Completions ``text_tool_calls``: ``"auto"`` reads a tool call a model
+    wrote as text (bare or fenced JSON, ``<tool_call>``, ``<|python_tag|>``, ``[TOOL_CALLS]``; only tools
+    offered in that request; never when the server sent calls) as a call, marked ``from_text`` in its
+    ``tool_call_requested`` event, and ``"constrained"`` also asks the server (llama.cpp) to constrain the
+    answer to one such call or a JSON string. A value out of range, or
     a setting the wire lacks, is refused when the agent is built (``ConfigError`` naming it and the
     wire)."""
 
@@ -55,6 +63,7 @@ class Model:
     seed: int | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    text_tool_calls: TextToolCalls | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
@@ -62,7 +71,7 @@ class Model:
                  max_output_tokens: int | None = None,
                  temperature: float | None = None, top_p: float | None = None, stop: Sequence[str] | None = None,
                  seed: int | None = None, tool_choice: ToolChoice | None = None,
-                 parallel_tool_calls: bool | None = None) -> None:
+                 parallel_tool_calls: bool | None = None, text_tool_calls: TextToolCalls | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -84,6 +93,7 @@ class Model:
         object.__setattr__(self, "seed", seed)
         object.__setattr__(self, "tool_choice", dict(tool_choice) if isinstance(tool_choice, Mapping) else tool_choice)
         object.__setattr__(self, "parallel_tool_calls", parallel_tool_calls)
+        object.__setattr__(self, "text_tool_calls", text_tool_calls)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}

@@ -262,6 +262,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
                 id: b.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without id"))?.to_string(),
                 name: b.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without name"))?.to_string(),
                 arguments: b.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into()),
+                from_text: false,
             }),
             _ => {}
         }
@@ -519,8 +520,8 @@ mod tests {
                 Message::Assistant {
                     content: Some("let me look".into()),
                     tool_calls: vec![
-                        ToolCall { id: "t1".into(), name: "f".into(), arguments: "{\"x\":1}".into() },
-                        ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into() },
+                        ToolCall { id: "t1".into(), name: "f".into(), arguments: "{\"x\":1}".into(), from_text: false },
+                        ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into(), from_text: false },
                     ],
                 },
                 Message::Tool { call_id: "t1".into(), name: "f".into(), content: "ok".into(), is_error: false },
@@ -565,6 +566,7 @@ mod tests {
                         id: "toolu_1".into(),
                         name: "get_forecast".into(),
                         arguments: "{}".into(),
+                        from_text: false,
                     }],
                 },
                 Message::Tool {

@@ -217,6 +217,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
                     .ok_or_else(|| bad("a function_call without name"))?
                     .to_string(),
                 arguments: super::arguments_text(item.get("arguments")),
+                from_text: false,
             }),
             _ => {}
         }
@@ -394,7 +395,12 @@ mod tests {
                 Message::User { content: "hi".into() },
                 Message::Assistant {
                     content: None,
-                    tool_calls: vec![ToolCall { id: "call_1".into(), name: "f".into(), arguments: "{}".into() }],
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "f".into(),
+                        arguments: "{}".into(),
+                        from_text: false,
+                    }],
                 },
                 Message::Tool { call_id: "call_1".into(), name: "f".into(), content: "ok".into(), is_error: false },
             ],
@@ -437,6 +443,7 @@ mod tests {
                         id: "call_1".into(),
                         name: "get_forecast".into(),
                         arguments: "{}".into(),
+                        from_text: false,
                     }],
                 },
             ],

@@ -10,6 +10,7 @@
 //! | `seed` | `seed` | refused | refused |
 //! | `tool_choice` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "function": {"name"}}` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "name"}` | `{"type": "auto" \| "any" \| "none" \| "tool", "name"}` |
 //! | `parallel_tool_calls` | `parallel_tool_calls` | `parallel_tool_calls` | `tool_choice.disable_parallel_tool_use` (the negation) |
+//! | `text_tool_calls` (`off`, `auto`, `constrained`) | read by the client; `constrained` sends `response_format` | refused | refused |
 //!
 //! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
 //! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
@@ -26,6 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::config::Wire;
+use super::text_calls::TextToolCalls;
 use crate::error::Error;
 
 /// Which tool use the model is asked for.
@@ -83,11 +85,22 @@ pub struct ModelSettings {
     pub tool_choice: Option<ToolChoice>,
     /// Whether the model may ask for several tool calls in one answer.
     pub parallel_tool_calls: Option<bool>,
+    /// Whether tool calls a model writes as text are read as calls, and whether the server is asked to
+    /// constrain the answer to one (see [`super::text_calls`]). Chat Completions only.
+    pub text_tool_calls: Option<TextToolCalls>,
 }
 
 /// Every setting's name, in the order they are documented.
-pub const SETTING_NAMES: [&str; 7] =
-    ["max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls"];
+pub const SETTING_NAMES: [&str; 8] = [
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "tool_choice",
+    "parallel_tool_calls",
+    "text_tool_calls",
+];
 
 impl ModelSettings {
     /// Whether no setting is given.
@@ -122,6 +135,7 @@ impl ModelSettings {
                     s.parallel_tool_calls =
                         Some(v.as_bool().ok_or_else(|| format!("parallel_tool_calls must be true or false, got {v}"))?)
                 }
+                "text_tool_calls" => s.text_tool_calls = Some(TextToolCalls::from_value(v)?),
                 other => {
                     return Err(format!("unknown setting `{other}`; the settings are {}", SETTING_NAMES.join(", ")));
                 }
@@ -156,6 +170,9 @@ impl ModelSettings {
             Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.seed.is_some() => Err(lacks("seed", w)),
             Some(w @ Wire::Anthropic) if self.temperature.is_some() => Err(lacks("temperature", w)),
             Some(w @ Wire::Anthropic) if self.top_p.is_some() => Err(lacks("top_p", w)),
+            Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.text_tool_calls.is_some() => {
+                Err(lacks("text_tool_calls", w))
+            }
             _ => Ok(()),
         }
     }
@@ -248,6 +265,7 @@ impl ModelSettings {
         put("seed", self.seed.map(|n| json!(n)));
         put("tool_choice", self.tool_choice.as_ref().map(ToolChoice::to_value));
         put("parallel_tool_calls", self.parallel_tool_calls.map(|b| json!(b)));
+        put("text_tool_calls", self.text_tool_calls.map(|t| json!(t.as_str())));
         m
     }
 }
@@ -301,6 +319,7 @@ mod tests {
             (json!({"tool_choice": "any"}), "tool_choice must be \"auto\""),
             (json!({"tool_choice": {"name": " "}}), "tool_choice names a tool"),
             (json!({"parallel_tool_calls": "no"}), "parallel_tool_calls must be true or false"),
+            (json!({"text_tool_calls": "on"}), "text_tool_calls must be \"off\", \"auto\" or \"constrained\""),
         ] {
             let e = read(v.clone()).unwrap_err();
             assert!(e.contains(words), "{v}: {e}");
@@ -328,6 +347,13 @@ mod tests {
         let hot = ModelSettings { temperature: Some(1.5), ..Default::default() };
         assert_eq!(hot.check(Some(Wire::Anthropic)).unwrap_err(), "temperature is not a setting of the anthropic wire");
         assert!(hot.check(Some(Wire::OpenaiChat)).is_ok());
+        let text = ModelSettings { text_tool_calls: Some(TextToolCalls::Auto), ..Default::default() };
+        assert_eq!(
+            text.check(Some(Wire::Anthropic)).unwrap_err(),
+            "text_tool_calls is not a setting of the anthropic wire"
+        );
+        assert!(text.check(Some(Wire::OpenaiResponses)).unwrap_err().contains("text_tool_calls"));
+        assert!(text.check(Some(Wire::OpenaiChat)).is_ok());
         let top_p = ModelSettings { top_p: Some(0.5), ..Default::default() };
         assert_eq!(top_p.check(Some(Wire::Anthropic)).unwrap_err(), "top_p is not a setting of the anthropic wire");
     }
@@ -348,6 +374,7 @@ mod tests {
             seed: Some(3),
             tool_choice: Some(ToolChoice::Tool("f".into())),
             parallel_tool_calls: Some(false),
+            text_tool_calls: None,
         };
         assert_eq!(
             body(&s, Wire::OpenaiChat, true),
