@@ -99,7 +99,17 @@ export interface ModelOptions {
   toolChoice?: ToolChoice;
   /** Whether the model may ask for several tool calls in one answer (Anthropic: `disable_parallel_tool_use`). */
   parallelToolCalls?: boolean;
+  /**
+   * Chat Completions only: `'auto'` reads a tool call a model wrote as text (bare or fenced JSON,
+   * `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+   * server sent calls) as a call, marked `fromText` in its `tool_call_requested` event; `'constrained'`
+   * also asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+   */
+  textToolCalls?: TextToolCalls;
 }
+
+/** How an answer's text is read for tool calls (Chat Completions). */
+export type TextToolCalls = 'off' | 'auto' | 'constrained';
 
 /**
  * Which tool use the model is asked for: the model decides, must call a tool, must not, or must call the
@@ -129,6 +139,7 @@ export declare class Model {
   readonly seed: number | undefined;
   readonly toolChoice: ToolChoice | undefined;
   readonly parallelToolCalls: boolean | undefined;
+  readonly textToolCalls: TextToolCalls | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -205,7 +216,7 @@ export type AgentEvent =
   | { type: 'model_request'; turn: number }
   | { type: 'text_delta'; text: string }
   | { type: 'model_response'; turn: number; usage: Usage; cost: number | null; stopReason: StopReason }
-  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue }
+  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue; fromText: boolean }
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
   | { type: 'tool_refused'; id: string; name: string; reason: string }

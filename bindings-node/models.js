@@ -24,6 +24,7 @@ const SETTINGS = {
   seed: 'seed',
   toolChoice: 'tool_choice',
   parallelToolCalls: 'parallel_tool_calls',
+  textToolCalls: 'text_tool_calls',
 };
 
 /** Every key every model's options object may have (Anthropic adds `maxTokens`). */

@@ -421,6 +421,13 @@ async function viaStream(agent, scenario, input) {
     const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
     assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
   }
+  if ('from_text' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'tool_call_requested' && e.fromText).map((e) => e.name);
+    assert.deepEqual(got, scenario.expect.from_text, 'the calls read from text');
+  }
+  if ('streamed_text' in scenario.expect) {
+    assert.equal(text, scenario.expect.streamed_text, 'the text deltas');
+  }
   return finished.result;
 }
 

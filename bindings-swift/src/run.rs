@@ -67,6 +67,32 @@ pub struct ModelSettings {
     /// Whether the model may ask for several tool calls in one answer.
     #[uniffi(default = None)]
     pub parallel_tool_calls: Option<bool>,
+    /// Chat Completions only: whether tool calls a model writes as text are read as calls
+    /// (`ambit::model::text_calls`).
+    #[uniffi(default = None)]
+    pub text_tool_calls: Option<TextToolCalls>,
+}
+
+/// How an answer's text is read for tool calls (Chat Completions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum TextToolCalls {
+    /// Text is text.
+    Off,
+    /// A call written as text (bare or fenced JSON, `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`) of a
+    /// tool offered in that request is read as a call; never when the server sent calls.
+    Auto,
+    /// As `Auto`, and the server (llama.cpp) is asked to constrain the answer to one call or a JSON string.
+    Constrained,
+}
+
+impl TextToolCalls {
+    fn as_str(self) -> &'static str {
+        match self {
+            TextToolCalls::Off => "off",
+            TextToolCalls::Auto => "auto",
+            TextToolCalls::Constrained => "constrained",
+        }
+    }
 }
 
 /// Which tool use the model is asked for. `NoTool` is the wires' `none` (a Swift case named `none`
@@ -111,6 +137,7 @@ impl ModelSettings {
             "settings": {
                 "max_output_tokens": self.max_output_tokens, "stop": self.stop, "seed": self.seed, "tool_choice": self.tool_choice.as_ref().map(ToolChoice::to_json),
                 "parallel_tool_calls": self.parallel_tool_calls,
+                "text_tool_calls": self.text_tool_calls.map(TextToolCalls::as_str),
             },
         });
         let mut config = ambit::ModelConfig::from_json(&config.to_string())?;
@@ -223,10 +250,12 @@ pub enum AgentEvent {
         cost: Option<f64>,
         stop_reason: StopReason,
     },
+    /// `from_text`: the call was read from the answer's text (the `text_tool_calls` setting).
     ToolCallRequested {
         id: String,
         name: String,
         arguments_json: String,
+        from_text: bool,
     },
     ToolStarted {
         id: String,
@@ -283,12 +312,12 @@ impl From<ambit::Event> for AgentEvent {
             E::ModelResponse { turn, usage, cost, stop_reason } => {
                 AgentEvent::ModelResponse { turn, usage: usage.into(), cost, stop_reason: stop_reason.into() }
             }
-            E::ToolCallRequested { id, name, arguments } => {
+            E::ToolCallRequested { id, name, arguments, from_text } => {
                 let arguments_json = match arguments {
                     serde_json::Value::String(raw) => raw,
                     other => other.to_string(),
                 };
-                AgentEvent::ToolCallRequested { id, name, arguments_json }
+                AgentEvent::ToolCallRequested { id, name, arguments_json, from_text }
             }
             E::ToolStarted { id, name } => AgentEvent::ToolStarted { id, name },
             E::ToolFinished { id, name, result, is_error } => AgentEvent::ToolFinished { id, name, result, is_error },

@@ -117,11 +117,17 @@ public struct Model: Sendable, Equatable {
     public var toolChoice: ToolChoice?
     /// Whether the model may ask for several tool calls in one answer.
     public var parallelToolCalls: Bool?
+    /// Chat Completions only: `.auto` reads a tool call a model wrote as text (bare or fenced JSON,
+    /// `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+    /// server sent calls) as a call, marked `fromText` in its `toolCallRequested` event; `.constrained` also
+    /// asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+    public var textToolCalls: TextToolCalls?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
                 timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
-                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil) {
+                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
+                textToolCalls: TextToolCalls? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -139,6 +145,7 @@ public struct Model: Sendable, Equatable {
         self.seed = seed
         self.toolChoice = toolChoice
         self.parallelToolCalls = parallelToolCalls
+        self.textToolCalls = textToolCalls
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -177,7 +184,7 @@ public struct Model: Sendable, Equatable {
             maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) },
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
-            parallelToolCalls: parallelToolCalls)
+            parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls)
     }
 }
 
