@@ -106,6 +106,18 @@ export interface ModelOptions {
    * also asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
    */
   textToolCalls?: TextToolCalls;
+  /** How hard a reasoning model thinks: `none` … `max` (Anthropic `low` … `max`, its `output_config.effort`). */
+  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh' | 'max';
+  /** Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens). */
+  thinkingBudget?: number;
+  /**
+   * Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
+   * `OpenAI-Organization`, `OpenAI-Project`; a name that is not a header's, or one the HTTP exchange sets
+   * itself (`content-type`, `host`, …), is a `ConfigError` naming it.
+   */
+  headers?: Record<string, string>;
+  /** Query parameters every request's URL carries: Azure OpenAI's `api-version`. */
+  query?: Record<string, string>;
 }
 
 /** How an answer's text is read for tool calls (Chat Completions). */
@@ -140,6 +152,10 @@ export declare class Model {
   readonly toolChoice: ToolChoice | undefined;
   readonly parallelToolCalls: boolean | undefined;
   readonly textToolCalls: TextToolCalls | undefined;
+  readonly reasoningEffort: ModelOptions['reasoningEffort'] | undefined;
+  readonly thinkingBudget: number | undefined;
+  readonly headers: Record<string, string> | undefined;
+  readonly query: Record<string, string> | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */

@@ -501,6 +501,8 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
       maxRetries: cfg.max_retries ?? 0,
       timeout: cfg.timeout_secs,
+      headers: cfg.headers,
+      query: cfg.query,
       ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,

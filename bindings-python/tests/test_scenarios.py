@@ -220,6 +220,7 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        stream=scenario.get("stream", False),
                                                        max_retries=cfg.get("max_retries", 0),
                                                        timeout=cfg.get("timeout_secs"),
+                                                       headers=cfg.get("headers"), query=cfg.get("query"),
                                                        **cfg.get("settings", {}))
 
 

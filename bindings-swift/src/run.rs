@@ -71,6 +71,21 @@ pub struct ModelSettings {
     /// (`ambit::model::text_calls`).
     #[uniffi(default = None)]
     pub text_tool_calls: Option<TextToolCalls>,
+    /// How hard a reasoning model thinks: `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`
+    /// (Anthropic `low` to `max`).
+    #[uniffi(default = None)]
+    pub reasoning_effort: Option<String>,
+    /// Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max
+    /// tokens).
+    #[uniffi(default = None)]
+    pub thinking_budget: Option<i64>,
+    /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is a configuration error naming it.
+    #[uniffi(default = None)]
+    pub headers: Option<HashMap<String, String>>,
+    /// Query parameters every request's URL carries (Azure OpenAI's `api-version`).
+    #[uniffi(default = None)]
+    pub query: Option<HashMap<String, String>>,
 }
 
 /// How an answer's text is read for tool calls (Chat Completions).
@@ -134,10 +149,12 @@ impl ModelSettings {
             "stream": self.stream, "timeout_secs": self.timeout_secs, "max_retries": self.max_retries,
             "max_tokens": self.max_tokens, "max_tool_name_bytes": self.max_tool_name_bytes,
             "context_window": self.context_window,
+            "headers": self.headers, "query": self.query,
             "settings": {
                 "max_output_tokens": self.max_output_tokens, "stop": self.stop, "seed": self.seed, "tool_choice": self.tool_choice.as_ref().map(ToolChoice::to_json),
                 "parallel_tool_calls": self.parallel_tool_calls,
                 "text_tool_calls": self.text_tool_calls.map(TextToolCalls::as_str),
+                "reasoning_effort": self.reasoning_effort, "thinking_budget": self.thinking_budget,
             },
         });
         let mut config = ambit::ModelConfig::from_json(&config.to_string())?;

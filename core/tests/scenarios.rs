@@ -136,6 +136,8 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "max_retries": cfg.get("max_retries").cloned().unwrap_or(Value::from(0)),
         "timeout_secs": cfg.get("timeout_secs"),
         "settings": cfg.get("settings").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "headers": cfg.get("headers").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "query": cfg.get("query").cloned().unwrap_or_else(|| serde_json::json!({})),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }

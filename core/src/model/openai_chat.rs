@@ -56,6 +56,20 @@ impl OpenAiChat {
         self
     }
 
+    /// A header every request carries, replacing the wire's own of that name (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`, …); a name that is not a header's, one the HTTP exchange
+    /// sets itself, or a value a header cannot carry is a configuration error naming the header.
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_header(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
+    /// A query parameter every request's URL carries (Azure OpenAI's `api-version`).
+    pub fn query(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_query(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
     /// Streams answers (SSE): text reaches the run's events as it is written.
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;

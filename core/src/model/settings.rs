@@ -11,6 +11,8 @@
 //! | `tool_choice` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "function": {"name"}}` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "name"}` | `{"type": "auto" \| "any" \| "none" \| "tool", "name"}` |
 //! | `parallel_tool_calls` | `parallel_tool_calls` | `parallel_tool_calls` | `tool_choice.disable_parallel_tool_use` (the negation) |
 //! | `text_tool_calls` (`off`, `auto`, `constrained`) | read by the client; `constrained` sends `response_format` | refused | refused |
+//! | `reasoning_effort` (`none` … `max`) | `reasoning_effort` | `reasoning.effort` | `output_config.effort` (`low` … `max`) |
+//! | `thinking_budget` (≥ 1024 tokens, < `max_tokens`) | refused | refused | `thinking: {"type": "enabled", "budget_tokens"}` |
 //!
 //! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
 //! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
@@ -88,10 +90,23 @@ pub struct ModelSettings {
     /// Whether tool calls a model writes as text are read as calls, and whether the server is asked to
     /// constrain the answer to one (see [`super::text_calls`]). Chat Completions only.
     pub text_tool_calls: Option<TextToolCalls>,
+    /// How hard a reasoning model thinks: `none`, `minimal`, `low`, `medium`, `high`, `xhigh` or `max`
+    /// (Anthropic: `low` to `max`, its `output_config.effort`).
+    pub reasoning_effort: Option<String>,
+    /// Anthropic only: extended thinking with this many tokens to think in (at least 1,024, and less than
+    /// the answer's `max_tokens`).
+    pub thinking_budget: Option<u32>,
 }
 
+/// Every `reasoning_effort` value (the official `openai` package's `ReasoningEffort`).
+pub const REASONING_EFFORTS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+/// The `reasoning_effort` values of the Anthropic wire (its `output_config.effort`).
+pub const ANTHROPIC_EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+/// The least thinking budget Anthropic takes.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
 /// Every setting's name, in the order they are documented.
-pub const SETTING_NAMES: [&str; 8] = [
+pub const SETTING_NAMES: [&str; 10] = [
     "max_output_tokens",
     "temperature",
     "top_p",
@@ -100,6 +115,8 @@ pub const SETTING_NAMES: [&str; 8] = [
     "tool_choice",
     "parallel_tool_calls",
     "text_tool_calls",
+    "reasoning_effort",
+    "thinking_budget",
 ];
 
 impl ModelSettings {
@@ -136,6 +153,11 @@ impl ModelSettings {
                         Some(v.as_bool().ok_or_else(|| format!("parallel_tool_calls must be true or false, got {v}"))?)
                 }
                 "text_tool_calls" => s.text_tool_calls = Some(TextToolCalls::from_value(v)?),
+                "reasoning_effort" => {
+                    s.reasoning_effort =
+                        Some(v.as_str().ok_or_else(|| format!("reasoning_effort must be a text, got {v}"))?.to_string())
+                }
+                "thinking_budget" => s.thinking_budget = Some(super::config::count(key, v)?),
                 other => {
                     return Err(format!("unknown setting `{other}`; the settings are {}", SETTING_NAMES.join(", ")));
                 }
@@ -164,6 +186,20 @@ impl ModelSettings {
                 return Err("stop entries must not be empty".into());
             }
         }
+        if let Some(e) = self.reasoning_effort.as_deref().filter(|e| !REASONING_EFFORTS.contains(e)) {
+            return Err(format!("reasoning_effort must be one of {}, got {e:?}", REASONING_EFFORTS.join(", ")));
+        }
+        if let Some(b) = self.thinking_budget.filter(|b| *b < MIN_THINKING_BUDGET) {
+            return Err(format!("thinking_budget must be at least {MIN_THINKING_BUDGET} tokens, got {b}"));
+        }
+        if wire == Some(Wire::Anthropic)
+            && let Some(e) = self.reasoning_effort.as_deref().filter(|e| !ANTHROPIC_EFFORTS.contains(e))
+        {
+            return Err(format!(
+                "reasoning_effort {e:?} is not a value of the anthropic wire ({})",
+                ANTHROPIC_EFFORTS.join(", ")
+            ));
+        }
         let lacks = |name: &str, w: Wire| format!("{name} is not a setting of the {} wire", w.as_str());
         match wire {
             Some(w @ Wire::OpenaiResponses) if self.stop.is_some() => Err(lacks("stop", w)),
@@ -172,6 +208,9 @@ impl ModelSettings {
             Some(w @ Wire::Anthropic) if self.top_p.is_some() => Err(lacks("top_p", w)),
             Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.text_tool_calls.is_some() => {
                 Err(lacks("text_tool_calls", w))
+            }
+            Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.thinking_budget.is_some() => {
+                Err(format!("{}; use reasoning_effort", lacks("thinking_budget", w)))
             }
             _ => Ok(()),
         }
@@ -208,6 +247,16 @@ impl ModelSettings {
         }
         if let Some(seed) = self.seed {
             put("seed", json!(seed));
+        }
+        if let Some(effort) = &self.reasoning_effort {
+            match wire {
+                Wire::OpenaiChat => put("reasoning_effort", json!(effort)),
+                Wire::OpenaiResponses => put("reasoning", json!({"effort": effort})),
+                Wire::Anthropic => put("output_config", json!({"effort": effort})),
+            }
+        }
+        if let Some(budget) = self.thinking_budget {
+            put("thinking", json!({"type": "enabled", "budget_tokens": budget}));
         }
         if !has_tools {
             return;
@@ -266,6 +315,8 @@ impl ModelSettings {
         put("tool_choice", self.tool_choice.as_ref().map(ToolChoice::to_value));
         put("parallel_tool_calls", self.parallel_tool_calls.map(|b| json!(b)));
         put("text_tool_calls", self.text_tool_calls.map(|t| json!(t.as_str())));
+        put("reasoning_effort", self.reasoning_effort.as_ref().map(|e| json!(e)));
+        put("thinking_budget", self.thinking_budget.map(|n| json!(n)));
         m
     }
 }
@@ -320,6 +371,10 @@ mod tests {
             (json!({"tool_choice": {"name": " "}}), "tool_choice names a tool"),
             (json!({"parallel_tool_calls": "no"}), "parallel_tool_calls must be true or false"),
             (json!({"text_tool_calls": "on"}), "text_tool_calls must be \"off\", \"auto\" or \"constrained\""),
+            (json!({"reasoning_effort": "extreme"}), "reasoning_effort must be one of none, minimal"),
+            (json!({"reasoning_effort": 3}), "reasoning_effort must be a text"),
+            (json!({"thinking_budget": 1023}), "thinking_budget must be at least 1024 tokens, got 1023"),
+            (json!({"thinking_budget": -1}), "thinking_budget must be a whole number"),
         ] {
             let e = read(v.clone()).unwrap_err();
             assert!(e.contains(words), "{v}: {e}");
@@ -354,6 +409,20 @@ mod tests {
         );
         assert!(text.check(Some(Wire::OpenaiResponses)).unwrap_err().contains("text_tool_calls"));
         assert!(text.check(Some(Wire::OpenaiChat)).is_ok());
+        let budget = ModelSettings { thinking_budget: Some(2048), ..Default::default() };
+        assert_eq!(
+            budget.check(Some(Wire::OpenaiChat)).unwrap_err(),
+            "thinking_budget is not a setting of the openai_chat wire; use reasoning_effort"
+        );
+        assert!(budget.check(Some(Wire::Anthropic)).is_ok());
+        let minimal = ModelSettings { reasoning_effort: Some("minimal".into()), ..Default::default() };
+        assert!(
+            minimal
+                .check(Some(Wire::Anthropic))
+                .unwrap_err()
+                .contains("\"minimal\" is not a value of the anthropic wire")
+        );
+        assert!(minimal.check(Some(Wire::OpenaiResponses)).is_ok());
         let top_p = ModelSettings { top_p: Some(0.5), ..Default::default() };
         assert_eq!(top_p.check(Some(Wire::Anthropic)).unwrap_err(), "top_p is not a setting of the anthropic wire");
     }
@@ -375,6 +444,8 @@ mod tests {
             tool_choice: Some(ToolChoice::Tool("f".into())),
             parallel_tool_calls: Some(false),
             text_tool_calls: None,
+            reasoning_effort: None,
+            thinking_budget: None,
         };
         assert_eq!(
             body(&s, Wire::OpenaiChat, true),
@@ -400,6 +471,15 @@ mod tests {
         assert_eq!(
             body(&serial, Wire::Anthropic, true),
             json!({"tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})
+        );
+        let think = ModelSettings { reasoning_effort: Some("high".into()), ..Default::default() };
+        assert_eq!(body(&think, Wire::OpenaiChat, false), json!({"reasoning_effort": "high"}));
+        assert_eq!(body(&think, Wire::OpenaiResponses, false), json!({"reasoning": {"effort": "high"}}));
+        assert_eq!(body(&think, Wire::Anthropic, false), json!({"output_config": {"effort": "high"}}));
+        let budget = ModelSettings { thinking_budget: Some(2048), ..Default::default() };
+        assert_eq!(
+            body(&budget, Wire::Anthropic, false),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048}})
         );
         // Without tools, no tool setting is sent (the wires refuse them).
         assert_eq!(body(&s, Wire::OpenaiChat, false)["tool_choice"], Value::Null);

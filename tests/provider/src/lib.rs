@@ -177,6 +177,14 @@ async fn handle(
     state: Arc<Mutex<State>>,
 ) -> Result<Response<Body>, std::convert::Infallible> {
     let path = req.uri().path().to_string();
+    // The query parameters, for `expect.query` (percent-decoded: the names and values as sent).
+    let query: Map<String, Value> = req
+        .uri()
+        .query()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), Value::String(v.into_owned()))).collect()
+        })
+        .unwrap_or_default();
     let method = req.method().clone();
     let headers: Map<String, Value> = req
         .headers()
@@ -233,7 +241,9 @@ async fn handle(
         Err(format!("expected stream {}, got {}", script.stream, streamed))
     } else {
         let expect = with_vars(&exchange.expect, &script.vars);
-        check_request(wire, &expect, &body, &headers).and_then(|()| check_wait(&expect, since_answer))
+        check_request(wire, &expect, &body, &headers)
+            .and_then(|()| check_query(&expect, &query))
+            .and_then(|()| check_wait(&expect, since_answer))
     };
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
@@ -310,6 +320,16 @@ fn check_wait(expect: &Value, since_answer: Option<std::time::Duration>) -> Resu
             Err(format!("expected a wait of at least {want} ms after the previous answer, got {} ms", d.as_millis()))
         }
         Some(_) => Ok(()),
+    }
+}
+
+/// `expect.query`: the request URL's query parameters, exactly (`{}`: none).
+fn check_query(expect: &Value, query: &Map<String, Value>) -> Result<(), String> {
+    match expect.get("query").and_then(Value::as_object) {
+        Some(want) if want != query => {
+            Err(format!("query: expected {}, got {}", Value::Object(want.clone()), Value::Object(query.clone())))
+        }
+        _ => Ok(()),
     }
 }
 

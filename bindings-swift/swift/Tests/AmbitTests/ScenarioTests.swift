@@ -474,7 +474,11 @@ func int(_ value: Any?) -> Int? {
                 seed: int(modelSettings["seed"]),
                 toolChoice: try scenarioToolChoice(modelSettings["tool_choice"], file),
                 parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool,
-                textToolCalls: try scenarioTextToolCalls(modelSettings["text_tool_calls"], file)
+                textToolCalls: try scenarioTextToolCalls(modelSettings["text_tool_calls"], file),
+                reasoningEffort: modelSettings["reasoning_effort"] as? String,
+                thinkingBudget: int(modelSettings["thinking_budget"]),
+                headers: agentSettings["headers"] as? [String: String],
+                query: agentSettings["query"] as? [String: String]
             ),
             instructions: agentSettings["instructions"] as? String,
             tools: tools,
