@@ -111,6 +111,11 @@ export interface ModelOptions {
   /** Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens). */
   thinkingBudget?: number;
   /**
+   * Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+   * prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+   */
+  promptCaching?: boolean;
+  /**
    * Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
    * `OpenAI-Organization`, `OpenAI-Project`; a name that is not a header's, or one the HTTP exchange sets
    * itself (`content-type`, `host`, …), is a `ConfigError` naming it.
@@ -154,6 +159,7 @@ export declare class Model {
   readonly textToolCalls: TextToolCalls | undefined;
   readonly reasoningEffort: ModelOptions['reasoningEffort'] | undefined;
   readonly thinkingBudget: number | undefined;
+  readonly promptCaching: boolean | undefined;
   readonly headers: Record<string, string> | undefined;
   readonly query: Record<string, string> | undefined;
 }

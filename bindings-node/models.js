@@ -27,6 +27,7 @@ const SETTINGS = {
   textToolCalls: 'text_tool_calls',
   reasoningEffort: 'reasoning_effort',
   thinkingBudget: 'thinking_budget',
+  promptCaching: 'prompt_caching',
 };
 
 /** Every key every model's options object may have (Anthropic adds `maxTokens`). */

@@ -245,6 +245,9 @@ function checkResult(result, expect) {
     );
   }
   if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
+  if ('cost' in expect) {
+    assert.ok(typeof result.cost === 'number' && Math.abs(result.cost - expect.cost) <= 1e-12, `cost ${result.cost}`);
+  }
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);

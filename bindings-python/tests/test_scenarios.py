@@ -350,6 +350,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
     if "stop_reason" in expect:
         assert result.stop_reason == expect["stop_reason"], result.stop_reason
+    if "cost" in expect:
+        assert result.cost is not None and abs(result.cost - expect["cost"]) <= 1e-12, result.cost
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")

@@ -79,6 +79,10 @@ pub struct ModelSettings {
     /// tokens).
     #[uniffi(default = None)]
     pub thinking_budget: Option<i64>,
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt), on unless `false`.
+    #[uniffi(default = None)]
+    pub prompt_caching: Option<bool>,
     /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
     /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is a configuration error naming it.
     #[uniffi(default = None)]
@@ -155,6 +159,7 @@ impl ModelSettings {
                 "parallel_tool_calls": self.parallel_tool_calls,
                 "text_tool_calls": self.text_tool_calls.map(TextToolCalls::as_str),
                 "reasoning_effort": self.reasoning_effort, "thinking_budget": self.thinking_budget,
+                "prompt_caching": self.prompt_caching,
             },
         });
         let mut config = ambit::ModelConfig::from_json(&config.to_string())?;

@@ -511,6 +511,11 @@ fn check_result(
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list_after")?;
     }
+    if let Some(want) = expect.get("cost").and_then(Value::as_f64)
+        && result.cost.is_none_or(|c| (c - want).abs() > 1e-12)
+    {
+        return Err(format!("cost: expected {want}, got {:?}", result.cost));
+    }
     if let Some(want) = expect.get("stop_reason")
         && want.as_str() != Some(result.stop_reason.as_str())
     {

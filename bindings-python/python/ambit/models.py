@@ -17,7 +17,7 @@ ToolChoice = Union[Literal["auto", "required", "none"], Mapping[str, str]]
 
 #: The model settings every request carries, as the core names them (the core checks them, in one place).
 _SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls",
-             "text_tool_calls", "reasoning_effort", "thinking_budget")
+             "text_tool_calls", "reasoning_effort", "thinking_budget", "prompt_caching")
 
 #: How an answer's text is read for tool calls (Chat Completions): ``"off"``, ``"auto"`` or ``"constrained"``.
 TextToolCalls = Literal["off", "auto", "constrained"]
@@ -45,7 +45,9 @@ class Model:
     ``tool_call_requested`` event, and ``"constrained"`` also asks the server (llama.cpp) to constrain the
     answer to one such call or a JSON string; ``reasoning_effort`` (``"none"``, ``"minimal"``, ``"low"``,
     ``"medium"``, ``"high"``, ``"xhigh"`` or ``"max"``; Anthropic ``"low"`` to ``"max"``) and, on Anthropic,
-    ``thinking_budget`` (extended thinking: at least 1,024 tokens, less than the answer's max tokens).
+    ``thinking_budget`` (extended thinking: at least 1,024 tokens, less than the answer's max tokens) and
+    ``prompt_caching`` (on unless ``False``: ``cache_control`` on the tools and the system prompt, the
+    stable prefix; cache writes and reads are counted in the usage and cost).
 
     ``headers`` and ``query``: HTTP headers and URL query parameters every request carries, as for Azure
     OpenAI (``headers={"api-key": key}``, ``query={"api-version": "2024-10-21"}``) or OpenAI's
@@ -75,6 +77,7 @@ class Model:
     text_tool_calls: TextToolCalls | None = None
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
+    prompt_caching: bool | None = None
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     query: Mapping[str, str] | None = None
 
@@ -86,7 +89,8 @@ class Model:
                  seed: int | None = None, tool_choice: ToolChoice | None = None,
                  parallel_tool_calls: bool | None = None, text_tool_calls: TextToolCalls | None = None,
                  reasoning_effort: str | None = None, thinking_budget: int | None = None,
-                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None,
+                 prompt_caching: bool | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -111,6 +115,7 @@ class Model:
         object.__setattr__(self, "text_tool_calls", text_tool_calls)
         object.__setattr__(self, "reasoning_effort", reasoning_effort)
         object.__setattr__(self, "thinking_budget", thinking_budget)
+        object.__setattr__(self, "prompt_caching", prompt_caching)
         # Copied, so the model stays as it was built; anything but a mapping reaches the core, which
         # refuses it by name.
         object.__setattr__(self, "headers", dict(headers) if isinstance(headers, Mapping) else headers)
@@ -169,13 +174,15 @@ class Anthropic(Model):
                  stop: Sequence[str] | None = None, seed: int | None = None, tool_choice: ToolChoice | None = None,
                  parallel_tool_calls: bool | None = None, context_window: int | None = None,
                  reasoning_effort: str | None = None, thinking_budget: int | None = None,
-                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None,
+                 prompt_caching: bool | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
                          max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes,
                          max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p, stop=stop,
                          seed=seed, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                          context_window=context_window, reasoning_effort=reasoning_effort,
-                         thinking_budget=thinking_budget, headers=headers, query=query)
+                         thinking_budget=thinking_budget, headers=headers, query=query,
+                         prompt_caching=prompt_caching)
         object.__setattr__(self, "max_tokens", max_tokens)
 
     def _config(self) -> dict[str, Any]:

@@ -225,7 +225,25 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
         tools.push(WireTool::Fixed(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Anthropic, t)));
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
+}
+
+/// The `cache_control` of a prompt-caching breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Prompt caching of the stable prefix (on by default): a breakpoint on the last tool and one on the
+/// system prompt (the instructions, with the deferred tools' catalog after them), which the API caches
+/// in that order (tools, then system). The conversation after them changes every turn and is not marked.
+pub fn cache_stable_prefix(body: &mut RequestBody<'_>) {
+    if !body.tools.is_empty() {
+        body.cache_last_tool = Some(ephemeral());
+    }
+    if let Some(Value::String(system)) = body.fields.get("system") {
+        let block = json!([{"type": "text", "text": system, "cache_control": ephemeral()}]);
+        body.fields.insert("system".into(), block);
+    }
 }
 
 /// Whether a block is one the server produced and answered itself (`server_tool_use`, and its
@@ -527,6 +545,9 @@ impl Model for Anthropic {
         ep.settings.apply(super::Wire::Anthropic, &mut body.fields, has_tools, &|n| {
             crate::tools::wire_name::wire_name(n, limit)
         });
+        if ep.settings.prompt_caching != Some(false) {
+            cache_stable_prefix(&mut body);
+        }
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
         if let Some(key) = &ep.api_key {
             headers.push(("x-api-key", key.clone()));

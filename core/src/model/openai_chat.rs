@@ -156,7 +156,7 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         fields.insert("stream_options".into(), json!({"include_usage": true}));
     }
     let tools = req.tools.iter().map(|t| WireTool::Function(ToolShape::Chat, t)).collect();
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
 }
 
 /// Reads a Chat Completions response body.

@@ -36,10 +36,11 @@ pub fn supports_tool_search(model: &str) -> bool {
     })
 }
 
-/// Output items the server produced and answered itself (its tool search), kept verbatim for the
-/// next request.
+/// Output items the server produced and answered itself (its tool search), and the model's
+/// `reasoning` items: kept verbatim for the next request, where a reasoning model wants the reasoning
+/// that led to its function calls sent back before them.
 fn is_server_item(kind: &str) -> bool {
-    matches!(kind, "tool_search_call" | "tool_search_output")
+    matches!(kind, "tool_search_call" | "tool_search_output" | "reasoning")
 }
 
 /// A model on the Responses wire.
@@ -176,7 +177,7 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         tools.push(WireTool::Fixed(json!({"type": "tool_search"})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Responses, t)));
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
 }
 
 /// Reads a Responses response object (the body, or `response` of `response.completed`).

@@ -13,6 +13,7 @@
 //! | `text_tool_calls` (`off`, `auto`, `constrained`) | read by the client; `constrained` sends `response_format` | refused | refused |
 //! | `reasoning_effort` (`none` … `max`) | `reasoning_effort` | `reasoning.effort` | `output_config.effort` (`low` … `max`) |
 //! | `thinking_budget` (≥ 1024 tokens, < `max_tokens`) | refused | refused | `thinking: {"type": "enabled", "budget_tokens"}` |
+//! | `prompt_caching` (default on) | refused (automatic) | refused (automatic) | `cache_control` on the last tool and on the system prompt |
 //!
 //! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
 //! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
@@ -96,6 +97,9 @@ pub struct ModelSettings {
     /// Anthropic only: extended thinking with this many tokens to think in (at least 1,024, and less than
     /// the answer's `max_tokens`).
     pub thinking_budget: Option<u32>,
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt: instructions and catalog). On unless `false`; the OpenAI wires' servers cache by themselves.
+    pub prompt_caching: Option<bool>,
 }
 
 /// Every `reasoning_effort` value (the official `openai` package's `ReasoningEffort`).
@@ -106,7 +110,7 @@ pub const ANTHROPIC_EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max
 pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// Every setting's name, in the order they are documented.
-pub const SETTING_NAMES: [&str; 10] = [
+pub const SETTING_NAMES: [&str; 11] = [
     "max_output_tokens",
     "temperature",
     "top_p",
@@ -117,6 +121,7 @@ pub const SETTING_NAMES: [&str; 10] = [
     "text_tool_calls",
     "reasoning_effort",
     "thinking_budget",
+    "prompt_caching",
 ];
 
 impl ModelSettings {
@@ -158,6 +163,10 @@ impl ModelSettings {
                         Some(v.as_str().ok_or_else(|| format!("reasoning_effort must be a text, got {v}"))?.to_string())
                 }
                 "thinking_budget" => s.thinking_budget = Some(super::config::count(key, v)?),
+                "prompt_caching" => {
+                    s.prompt_caching =
+                        Some(v.as_bool().ok_or_else(|| format!("prompt_caching must be true or false, got {v}"))?)
+                }
                 other => {
                     return Err(format!("unknown setting `{other}`; the settings are {}", SETTING_NAMES.join(", ")));
                 }
@@ -211,6 +220,9 @@ impl ModelSettings {
             }
             Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.thinking_budget.is_some() => {
                 Err(format!("{}; use reasoning_effort", lacks("thinking_budget", w)))
+            }
+            Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.prompt_caching.is_some() => {
+                Err(format!("{} (its servers cache prompts by themselves)", lacks("prompt_caching", w)))
             }
             _ => Ok(()),
         }
@@ -317,6 +329,7 @@ impl ModelSettings {
         put("text_tool_calls", self.text_tool_calls.map(|t| json!(t.as_str())));
         put("reasoning_effort", self.reasoning_effort.as_ref().map(|e| json!(e)));
         put("thinking_budget", self.thinking_budget.map(|n| json!(n)));
+        put("prompt_caching", self.prompt_caching.map(|b| json!(b)));
         m
     }
 }
@@ -375,6 +388,7 @@ mod tests {
             (json!({"reasoning_effort": 3}), "reasoning_effort must be a text"),
             (json!({"thinking_budget": 1023}), "thinking_budget must be at least 1024 tokens, got 1023"),
             (json!({"thinking_budget": -1}), "thinking_budget must be a whole number"),
+            (json!({"prompt_caching": "yes"}), "prompt_caching must be true or false"),
         ] {
             let e = read(v.clone()).unwrap_err();
             assert!(e.contains(words), "{v}: {e}");
@@ -446,6 +460,7 @@ mod tests {
             text_tool_calls: None,
             reasoning_effort: None,
             thinking_budget: None,
+            prompt_caching: None,
         };
         assert_eq!(
             body(&s, Wire::OpenaiChat, true),

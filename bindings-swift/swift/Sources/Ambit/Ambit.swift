@@ -127,6 +127,9 @@ public struct Model: Sendable, Equatable {
     public var reasoningEffort: String?
     /// Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens).
     public var thinkingBudget: Int?
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+    public var promptCaching: Bool?
     /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
     /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is `AmbitError.config` naming it.
     public var headers: [String: String]?
@@ -138,7 +141,7 @@ public struct Model: Sendable, Equatable {
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
                 seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
                 textToolCalls: TextToolCalls? = nil, reasoningEffort: String? = nil, thinkingBudget: Int? = nil,
-                headers: [String: String]? = nil, query: [String: String]? = nil) {
+                promptCaching: Bool? = nil, headers: [String: String]? = nil, query: [String: String]? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -159,6 +162,7 @@ public struct Model: Sendable, Equatable {
         self.textToolCalls = textToolCalls
         self.reasoningEffort = reasoningEffort
         self.thinkingBudget = thinkingBudget
+        self.promptCaching = promptCaching
         self.headers = headers
         self.query = query
     }
@@ -200,7 +204,8 @@ public struct Model: Sendable, Equatable {
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
             parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls, reasoningEffort: reasoningEffort,
-            thinkingBudget: thinkingBudget.map { Int64($0) }, headers: headers, query: query)
+            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, headers: headers,
+            query: query)
     }
 }
 

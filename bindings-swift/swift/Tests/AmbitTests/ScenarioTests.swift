@@ -477,6 +477,7 @@ func int(_ value: Any?) -> Int? {
                 textToolCalls: try scenarioTextToolCalls(modelSettings["text_tool_calls"], file),
                 reasoningEffort: modelSettings["reasoning_effort"] as? String,
                 thinkingBudget: int(modelSettings["thinking_budget"]),
+                promptCaching: modelSettings["prompt_caching"] as? Bool,
                 headers: agentSettings["headers"] as? [String: String],
                 query: agentSettings["query"] as? [String: String]
             ),
@@ -713,6 +714,9 @@ func int(_ value: Any?) -> Int? {
         }
         if let stop = expect["stop_reason"] as? String {
             #expect(result.stopReason.name == stop, "\(file): stop reason \(result.stopReason)")
+        }
+        if let cost = (expect["cost"] as? NSNumber)?.doubleValue {
+            #expect(result.cost.map { abs($0 - cost) <= 1e-12 } == true, "\(file): cost \(String(describing: result.cost))")
         }
         if expect["host_saw_cancel"] as? Bool == true {
             let saw = await SawCancel.shared.take(approvals.tag)
