@@ -276,6 +276,8 @@ describe('model settings', () => {
       /headers: Content-Type is set by the HTTP exchange itself/);
     refused(() => new Agent({ model: new OpenAIChat('m', { headers: { 'api-key': 7 } }) }), /headers: the value of api-key must be a text/);
     refused(() => new Agent({ model: new OpenAIChat('m', { query: { '': 'x' } }) }), /query: a parameter name is empty/);
+    refused(() => new Agent({ model: new ambit.OpenAIResponses('m', { promptCaching: true }) }),
+      /prompt_caching is not a setting of the openai_responses wire/);
     assert.throws(() => new OpenAIChat('m', { headers: ['api-key'] }), /options.headers must be an object of texts/);
     refused(() => new OpenAIChat('m', { header: {} }), /unknown option 'header'/);
     // Negative control: good ones build.

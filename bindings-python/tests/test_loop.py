@@ -137,6 +137,7 @@ def test_reasoning_thinking_text_calls_headers_and_query_are_refused_by_name() -
         (ambit.OpenAIChat("m", headers={"Host": "evil.example"}), "headers: Host is set by the HTTP exchange itself"),
         (ambit.OpenAIChat("m", headers={"api-key": "k\r\nX: 1"}), "the value of api-key is not a valid header value"),
         (ambit.OpenAIChat("m", query={"": "x"}), "query: a parameter name is empty"),
+        (ambit.OpenAIChat("m", prompt_caching=True), "prompt_caching is not a setting of the openai_chat wire"),
     ]:
         with pytest.raises(ambit.ConfigError, match=re.escape(words)):
             ambit.Agent(model=model)
