@@ -242,6 +242,7 @@ export type AgentEvent =
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
   | { type: 'tool_refused'; id: string; name: string; reason: string }
+  | { type: 'approval_requested'; request: PendingApproval }
   | { type: 'checklist_nudge'; nudge: number; openItems: string[] }
   | { type: 'background_task_started'; taskId: string; callId: string; name: string }
   | { type: 'background_task_progress'; taskId: string; note: string }

@@ -5,7 +5,7 @@
 
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
-const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
+const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
 const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
@@ -474,6 +474,7 @@ function toEvent(e) {
   }
   if (e.usage) out.usage = toUsage(e.usage);
   if (e.type === 'run_finished') out.result = toRunResult(e.result);
+  if (e.type === 'approval_requested') out.request = toApprovalRequest(e.request);
   return out;
 }
 

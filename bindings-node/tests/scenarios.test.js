@@ -402,6 +402,13 @@ function scenarioTooling(scenario) {
 
 const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
 
+/** The event types `AgentEvent` in index.d.ts declares: every event a run yields must be one of them. */
+const TYPED_EVENTS = (() => {
+  const dts = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8');
+  const union = dts.slice(dts.indexOf('export type AgentEvent ='), dts.indexOf(';\n\n', dts.indexOf('export type AgentEvent =')));
+  return new Set([...union.matchAll(/\{ type: '([a-z_]+)'/g)].map((m) => m[1]));
+})();
+
 /** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
 async function viaStream(agent, scenario, input) {
   const events = [];
@@ -414,11 +421,17 @@ async function viaStream(agent, scenario, input) {
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);
+  for (const type of types) assert.ok(TYPED_EVENTS.has(type), `event ${type} is not in index.d.ts's AgentEvent`);
+  const approvals = events.filter((e) => e.type === 'approval_requested');
+  for (const e of approvals) assert.equal(typeof e.request.callId, 'string', 'approval_requested carries the request');
   let at = 0;
   for (const want of scenario.expect.events || []) {
     const i = types.indexOf(want, at);
     assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
     at = i + 1;
+  }
+  for (const absent of scenario.expect.absent_events || []) {
+    assert.ok(!types.includes(absent), `event ${absent} was sent, and must not be: ${types.join(', ')}`);
   }
   if ('stop_reasons' in scenario.expect) {
     const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);

@@ -464,10 +464,18 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     if "error" not in scenario["expect"]:
         assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
+        # Every event the core sends has its own class here: none arrives as the untyped fallback.
+        untyped = [e.type for e in seen if isinstance(e, ambit.events.Event)]
+        assert not untyped, f"events without a class in ambit.events: {untyped}"
+        for e in seen:
+            if isinstance(e, ambit.events.ApprovalRequested):
+                assert isinstance(e.request, ambit.ApprovalRequest), e
         i = 0
         for want in scenario["expect"].get("events", []):
             assert want in types[i:], (want, types)
             i += types[i:].index(want) + 1
+        for absent in scenario["expect"].get("absent_events", []):
+            assert absent not in types, (absent, types)
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got

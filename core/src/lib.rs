@@ -33,6 +33,7 @@ pub mod error;
 pub mod ledger;
 pub mod mcp;
 pub mod memory;
+mod migrate;
 pub mod model;
 pub mod permission;
 pub mod runtime;

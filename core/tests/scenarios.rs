@@ -744,6 +744,12 @@ fn check_events(
             }
         }
     }
+    // Event types the run must never send (a refused call never reports `tool_started`).
+    for absent in expect.get("absent_events").and_then(Value::as_array).into_iter().flatten() {
+        if types.iter().any(|t| Some(t.as_str()) == absent.as_str()) {
+            return Err(format!("event {absent} was sent, and must not be: {types:?}"));
+        }
+    }
     if let Some(want) = expect.get("stop_reasons") {
         let got: Vec<&str> = events
             .iter()

@@ -491,7 +491,8 @@ class Agent:
 _EVENTS: dict[str, type] = {cls.type: cls for cls in (
     events.RunStarted, events.ModelRequest, events.TextDelta, events.ModelResponse, events.ToolCallRequested,
     events.ToolStarted, events.ToolFinished, events.ToolRefused, events.ChecklistNudge, events.RunFinished,
-    events.BackgroundTaskStarted, events.BackgroundTaskProgress, events.BackgroundTaskReported)}
+    events.ApprovalRequested, events.BackgroundTaskStarted, events.BackgroundTaskProgress,
+    events.BackgroundTaskReported)}
 
 
 def _event(raw: dict[str, Any]) -> Any:
@@ -503,6 +504,8 @@ def _event(raw: dict[str, Any]) -> Any:
         raw["usage"] = Usage(**raw["usage"])
     if kind == "run_finished":
         raw["result"] = _result(raw["result"])
+    if kind == "approval_requested":
+        raw["request"] = ApprovalRequest(**raw["request"])
     return cls(**raw)
 
 

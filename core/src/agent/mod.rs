@@ -558,9 +558,9 @@ impl Agent {
         budget::cost_of(&self.inner.prices, self.inner.model.name(), usage)
     }
 
-    /// [`Agent::dispatch`] with its events around it.
+    /// [`Agent::dispatch`] with its events around it: `tool_started` when the tool is about to run (after
+    /// the gate and any approval), `tool_refused` when it never will, `tool_finished` for every call.
     async fn dispatch_observed(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome = self.dispatch(call, events).await;
         events.emit(Event::ToolFinished {
             id: call.id.clone(),
@@ -575,26 +575,29 @@ impl Agent {
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
-        let arguments = match serde_json::from_str::<Value>(raw) {
-            Ok(v) => v,
-            Err(e) => {
-                let msg = format!("Error: the arguments for tool '{}' are not valid JSON: {e}", call.name);
-                return (Value::String(call.arguments.clone()), msg, true);
-            }
-        };
-        let Some(tool) = self.lookup_tool(&call.name) else {
-            return (arguments, format!("Error: there is no tool named '{}'", call.name), true);
-        };
-        let on_approval = |r: &crate::permission::ApprovalRequest| {
-            events.emit(Event::ApprovalRequested { request: r.clone() });
-        };
-        let outcome = gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval)
-            .instrument(span)
-            .await;
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
             reason
         };
+        let arguments = match serde_json::from_str::<Value>(raw) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = refused(format!("the arguments for tool '{}' are not valid JSON: {e}", call.name));
+                return (Value::String(call.arguments.clone()), format!("Error: {msg}"), true);
+            }
+        };
+        let Some(tool) = self.lookup_tool(&call.name) else {
+            let msg = refused(format!("there is no tool named '{}'", call.name));
+            return (arguments, format!("Error: {msg}"), true);
+        };
+        let on_approval = |r: &crate::permission::ApprovalRequest| {
+            events.emit(Event::ApprovalRequested { request: r.clone() });
+        };
+        let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
+        let outcome =
+            gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
+                .instrument(span)
+                .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
             gate::GateOutcome::Parked { request } => match crate::session::park(&call.id, &call.name, request) {

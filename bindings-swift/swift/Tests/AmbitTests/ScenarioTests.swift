@@ -377,6 +377,9 @@ func int(_ value: Any?) -> Int? {
             case .toolStarted: kinds.append("tool_started")
             case .toolFinished: kinds.append("tool_finished")
             case .toolRefused: kinds.append("tool_refused")
+            case let .approvalRequested(request):
+                #expect(!request.callId.isEmpty, "\(file): approval_requested carries the request")
+                kinds.append("approval_requested")
             case .checklistNudge: kinds.append("checklist_nudge")
             case .backgroundTaskStarted: kinds.append("background_task_started")
             case .backgroundTaskProgress: kinds.append("background_task_progress")
@@ -384,7 +387,10 @@ func int(_ value: Any?) -> Int? {
             case let .runFinished(usage, result):
                 #expect(usage == result.usage, "\(file)")
                 finished = result
-            case let .other(kind, _): kinds.append(kind)
+            case let .other(kind, _):
+                // Every event the core sends has its own case: none arrives as the fallback.
+                Issue.record("\(file): event \(kind) has no case of its own in AgentEvent")
+                kinds.append(kind)
             }
         }
         #expect(kinds.first == "run_started", "\(file): \(kinds)")
@@ -396,6 +402,9 @@ func int(_ value: Any?) -> Int? {
                 break
             }
             at = i + 1
+        }
+        for absent in expect["absent_events"] as? [String] ?? [] {
+            #expect(!kinds.contains(absent), "\(file): event \(absent) was sent, and must not be: \(kinds)")
         }
         if let want = expect["stop_reasons"] as? [String] {
             #expect(stopReasons == want, "\(file): stop reasons of the model_response events \(stopReasons)")
