@@ -99,7 +99,34 @@ export interface ModelOptions {
   toolChoice?: ToolChoice;
   /** Whether the model may ask for several tool calls in one answer (Anthropic: `disable_parallel_tool_use`). */
   parallelToolCalls?: boolean;
+  /**
+   * Chat Completions only: `'auto'` reads a tool call a model wrote as text (bare or fenced JSON,
+   * `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+   * server sent calls) as a call, marked `fromText` in its `tool_call_requested` event; `'constrained'`
+   * also asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+   */
+  textToolCalls?: TextToolCalls;
+  /** How hard a reasoning model thinks: `none` … `max` (Anthropic `low` … `max`, its `output_config.effort`). */
+  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh' | 'max';
+  /** Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens). */
+  thinkingBudget?: number;
+  /**
+   * Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+   * prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+   */
+  promptCaching?: boolean;
+  /**
+   * Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
+   * `OpenAI-Organization`, `OpenAI-Project`; a name that is not a header's, or one the HTTP exchange sets
+   * itself (`content-type`, `host`, …), is a `ConfigError` naming it.
+   */
+  headers?: Record<string, string>;
+  /** Query parameters every request's URL carries: Azure OpenAI's `api-version`. */
+  query?: Record<string, string>;
 }
+
+/** How an answer's text is read for tool calls (Chat Completions). */
+export type TextToolCalls = 'off' | 'auto' | 'constrained';
 
 /**
  * Which tool use the model is asked for: the model decides, must call a tool, must not, or must call the
@@ -129,6 +156,12 @@ export declare class Model {
   readonly seed: number | undefined;
   readonly toolChoice: ToolChoice | undefined;
   readonly parallelToolCalls: boolean | undefined;
+  readonly textToolCalls: TextToolCalls | undefined;
+  readonly reasoningEffort: ModelOptions['reasoningEffort'] | undefined;
+  readonly thinkingBudget: number | undefined;
+  readonly promptCaching: boolean | undefined;
+  readonly headers: Record<string, string> | undefined;
+  readonly query: Record<string, string> | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -218,7 +251,7 @@ export type AgentEvent =
   | { type: 'model_request'; turn: number }
   | { type: 'text_delta'; text: string }
   | { type: 'model_response'; turn: number; usage: Usage; cost: number | null; stopReason: StopReason }
-  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue }
+  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue; fromText: boolean }
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
   | { type: 'tool_refused'; id: string; name: string; reason: string }

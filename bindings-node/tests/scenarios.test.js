@@ -250,6 +250,9 @@ function checkResult(result, expect) {
     );
   }
   if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
+  if ('cost' in expect) {
+    assert.ok(typeof result.cost === 'number' && Math.abs(result.cost - expect.cost) <= 1e-12, `cost ${result.cost}`);
+  }
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -447,6 +450,13 @@ async function viaStream(agent, scenario, input) {
     const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
     assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
   }
+  if ('from_text' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'tool_call_requested' && e.fromText).map((e) => e.name);
+    assert.deepEqual(got, scenario.expect.from_text, 'the calls read from text');
+  }
+  if ('streamed_text' in scenario.expect) {
+    assert.equal(text, scenario.expect.streamed_text, 'the text deltas');
+  }
   return finished.result;
 }
 
@@ -529,6 +539,8 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
       maxRetries: cfg.max_retries ?? 0,
       timeout: cfg.timeout_secs,
+      headers: cfg.headers,
+      query: cfg.query,
       ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,

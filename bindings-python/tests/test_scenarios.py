@@ -229,6 +229,7 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        stream=scenario.get("stream", False),
                                                        max_retries=cfg.get("max_retries", 0),
                                                        timeout=cfg.get("timeout_secs"),
+                                                       headers=cfg.get("headers"), query=cfg.get("query"),
                                                        **cfg.get("settings", {}))
 
 
@@ -391,6 +392,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
     if "stop_reason" in expect:
         assert result.stop_reason == expect["stop_reason"], result.stop_reason
+    if "cost" in expect:
+        assert result.cost is not None and abs(result.cost - expect["cost"]) <= 1e-12, result.cost
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
@@ -518,6 +521,12 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got
+        if "from_text" in scenario["expect"]:
+            got = [e.name for e in seen if isinstance(e, ambit.events.ToolCallRequested) and e.from_text]
+            assert got == scenario["expect"]["from_text"], got
+        if "streamed_text" in scenario["expect"]:
+            got_text = "".join(e.text for e in seen if isinstance(e, ambit.events.TextDelta))
+            assert got_text == scenario["expect"]["streamed_text"], got_text
         check_drain(scenario, at)
     check_provider(scenario, provider)
 

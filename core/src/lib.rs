@@ -55,6 +55,7 @@ pub use memory::{Memory, MemoryConfig, MemoryError};
 pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
+pub use model::text_calls::TextToolCalls;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{

@@ -384,7 +384,12 @@ impl Model for Scripted {
 fn reply(text: Option<&str>, calls: Vec<(&str, &str, Value)>) -> ModelResponse {
     let tool_calls: Vec<ToolCall> = calls
         .into_iter()
-        .map(|(id, name, args)| ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() })
+        .map(|(id, name, args)| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
+            from_text: false,
+        })
         .collect();
     let stop = if tool_calls.is_empty() { StopReason::End } else { StopReason::ToolCalls };
     ModelResponse { id: "r".into(), text: text.map(str::to_string), tool_calls, stop, usage: Usage::default() }

@@ -27,7 +27,7 @@ from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
                      ModelError, OutputInvalid, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
-from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, ToolChoice
+from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
@@ -90,6 +90,7 @@ __all__ = [
     "TaskContext",
     "Tool",
     "ToolCall",
+    "TextToolCalls",
     "ToolChoice",
     "Usage",
     "tool",

@@ -60,10 +60,14 @@ class ModelResponse:
 
 @dataclass(frozen=True)
 class ToolCallRequested:
+    """The model asked for a tool call; ``from_text``: the call was read from the answer's text (the
+    model's ``text_tool_calls`` setting), not sent as a call by the server."""
+
     type: ClassVar[str] = "tool_call_requested"
     id: str
     name: str
     arguments: Any
+    from_text: bool = False
 
 
 @dataclass(frozen=True)

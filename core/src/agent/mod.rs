@@ -652,7 +652,12 @@ impl Agent {
                 for c in &calls {
                     let arguments = serde_json::from_str::<Value>(&c.arguments)
                         .unwrap_or_else(|_| Value::String(c.arguments.clone()));
-                    events.emit(Event::ToolCallRequested { id: c.id.clone(), name: c.name.clone(), arguments });
+                    events.emit(Event::ToolCallRequested {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments,
+                        from_text: c.from_text,
+                    });
                 }
             }
             let pending: Vec<_> = calls.iter().map(|c| self.dispatch_call(c, &events, &state)).collect();
