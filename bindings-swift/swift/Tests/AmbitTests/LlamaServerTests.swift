@@ -21,11 +21,16 @@ final class WeatherCalls: AmbitTool, @unchecked Sendable {
         return seen
     }
 
+    /// Synchronous, so the lock is never held across a suspension.
+    private func record(_ city: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        seen.append(city)
+    }
+
     func call(arguments: [String: Any]) async throws -> String {
         let city = arguments["city"] as? String ?? ""
-        lock.lock()
-        seen.append(city)
-        lock.unlock()
+        record(city)
         return "sunny in \(city)"
     }
 }
