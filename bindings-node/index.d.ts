@@ -165,8 +165,21 @@ export declare class BudgetError extends AmbitError {
 }
 
 /**
- * The model's output token limit cut its answer in the middle of tool calls: their arguments are
- * incomplete, so none of them ran.
+ * The model's final answer did not match the agent's `outputType` after the wrong answers went back to
+ * it `retries` times.
+ */
+export declare class OutputInvalidError extends AmbitError {
+  readonly code: 'output_invalid';
+  /** The last answer's text, as the model gave it. */
+  readonly attempt: string;
+  /** How many times a wrong answer went back to the model. */
+  readonly retries: number;
+  /** What the run used. */
+  readonly usage: Usage;
+}
+/**
+ * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
+ * their arguments are incomplete, so none of them ran.
  */
 export declare class OutputTruncatedError extends AmbitError {
   readonly code: 'output_truncated';
@@ -209,6 +222,7 @@ export type AgentEvent =
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
   | { type: 'tool_refused'; id: string; name: string; reason: string }
+  | { type: 'approval_requested'; request: PendingApproval }
   | { type: 'checklist_nudge'; nudge: number; openItems: string[] }
   | { type: 'background_task_started'; taskId: string; callId: string; name: string }
   | { type: 'background_task_progress'; taskId: string; note: string }
@@ -331,6 +345,14 @@ export interface AgentOptions {
   /** The agent's name in its memory store; required with `memory`. */
   agentName?: string;
   /**
+   * The final answer's type: the answer is JSON matching `schema` (an object's JSON Schema; for a zod
+   * schema, `z.toJSONSchema(Weather)`), asked of the provider natively where the wire has it (Chat
+   * Completions, Responses) and through a `final_answer` tool elsewhere; a wrong answer goes back to the
+   * model up to `retries` times (default 2), then the run throws `OutputInvalidError`. `parse` turns the
+   * checked JSON into your type (`result.structuredOutput`), e.g. `(v) => Weather.parse(v)`.
+   */
+  outputType?: OutputType;
+  /**
    * Skills directories (Agent Skills format: `<dir>/<name>/SKILL.md`): a bounded index of the skills
    * after the instructions, skill_read and skill_search; with `agentManaged` also skill_write, skill_edit
    * and skill_delete (never given to a sub-agent).
@@ -338,6 +360,15 @@ export interface AgentOptions {
   skills?: SkillsOptions;
   /** A knowledge directory (`new Knowledge(dir)`): knowledge_list and knowledge_read. */
   knowledge?: Knowledge;
+}
+
+/** The final answer's type (`new Agent({outputType})`). */
+export interface OutputType {
+  /** 1 to 64 letters, digits, `_` or `-`. */
+  name: string;
+  schema: Record<string, unknown>;
+  retries?: number;
+  parse?: (value: unknown) => unknown;
 }
 
 /** An agent's skills directories. */
@@ -506,6 +537,8 @@ export interface RunResult {
   cost: number | undefined;
   /** Checklist items still pending or in_progress when the run ended (past the nudge cap). */
   openItems: ChecklistItem[];
+  /** The final answer as the agent's `outputType` (its `parse` applied), when it has one. */
+  structuredOutput?: unknown;
   /** The whole conversation, the input first. */
   messages: Message[];
 }
@@ -571,6 +604,8 @@ export declare class StaleTokenError extends LedgerError {
 export declare class NotClaimedError extends LedgerError {
   subjectKey: string;
 }
+/** An argument the ledger cannot use: an empty key, a batch size below 1, an unknown limit, a bad URL (code "ledger_invalid_argument"). */
+export declare class InvalidLedgerArgumentError extends LedgerError {}
 /** A routine claiming outside the scope its first claim pinned (code "ledger_scope_pinned"). */
 export declare class ScopePinnedError extends LedgerError {
   routineId: string;
@@ -632,6 +667,8 @@ export interface RoutineLimits {
 }
 
 export declare class Ledger {
+  /** Wraps a native ledger handle (as the test hooks open one); `Ledger.open` is the way to open one. */
+  constructor(handle: unknown);
   static open(url: string, options?: { durability?: 'full' | 'fast' }): Promise<Ledger>;
   claim(
     scope: string,
@@ -719,6 +756,8 @@ export type SessionEntry =
 
 /** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
 export declare class Sessions {
+  /** Wraps a native store handle (as the test hooks open one); `Sessions.open` is the way to open one. */
+  constructor(handle: unknown);
   /**
    * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
    * `contextWindow` names one for this store.

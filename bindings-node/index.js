@@ -5,7 +5,7 @@
 
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
-const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
+const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
 const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
@@ -61,6 +61,20 @@ class OutputTruncatedError extends AmbitError {
   }
 }
 
+/**
+ * The model's final answer did not match the agent's `outputType`, after the wrong answers went back to
+ * it `retries` times (code "output_invalid"). `attempt` is the last answer's text; `usage` what the run used.
+ */
+class OutputInvalidError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'output_invalid', options);
+    this.name = 'OutputInvalidError';
+    this.attempt = typeof details.attempt === 'string' ? details.attempt : '';
+    this.retries = details.retries;
+    this.usage = details.usage ? toUsage(details.usage) : undefined;
+  }
+}
+
 /** The run was cancelled (code "cancelled"). */
 class CancelledError extends AmbitError {
   constructor(message, options) {
@@ -85,6 +99,8 @@ function toError(e) {
       return new BudgetError(message, details);
     case 'output_truncated':
       return new OutputTruncatedError(message, details);
+    case 'output_invalid':
+      return new OutputInvalidError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     case 'internal':
@@ -196,8 +212,33 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName', 'skills', 'knowledge',
+  'subagents', 'ledger', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
 ];
+
+/**
+ * `outputType`: the final answer's type, `{name, schema, retries?, parse?}`: a JSON Schema for an object
+ * (for a zod schema `z.toJSONSchema(Weather)`), and how its checked JSON becomes your type (`parse`, e.g.
+ * `(v) => Weather.parse(v)`; default: the JSON itself). The core checks the answer against the schema.
+ */
+function toNativeOutput(outputType) {
+  if (outputType == null) return {};
+  if (typeof outputType !== 'object' || Array.isArray(outputType)) {
+    throw new TypeError(`Agent: outputType must be an object {name, schema, retries?, parse?}, got ${describe(outputType)}`);
+  }
+  refuseUnknown('Agent: outputType', outputType, ['name', 'schema', 'retries', 'parse']);
+  const { name, schema, retries, parse } = outputType;
+  if (typeof name !== 'string') throw new TypeError(`Agent: outputType.name must be a string, got ${describe(name)}`);
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+    throw new TypeError(`Agent: outputType.schema must be a JSON Schema object, got ${describe(schema)}`);
+  }
+  if (parse != null && typeof parse !== 'function') {
+    throw new TypeError(`Agent: outputType.parse must be a function, got ${describe(parse)}`);
+  }
+  if (retries != null && !(Number.isInteger(retries) && retries >= 0 && retries <= 0xffffffff)) {
+    throw new ConfigError(`Agent: outputType.retries must be a whole number from 0, got ${String(retries)}`);
+  }
+  return { output: { name, schema, ...(retries == null ? {} : { retries }) } };
+}
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
 const FROM_NATIVE = Symbol('ambit.agent.native');
@@ -205,6 +246,13 @@ const FROM_NATIVE = Symbol('ambit.agent.native');
 /** An agent: a model, instructions and tools. */
 class Agent {
   #native;
+  /** How the checked final answer becomes the caller's type (`outputType.parse`), or undefined. */
+  #parseOutput;
+
+  /** @internal `outputType.parse`, for sessions.js. */
+  _outputParser() {
+    return this.#parseOutput;
+  }
 
   /** @internal The native agent, for sessions.js. */
   _nativeHandle() {
@@ -245,6 +293,7 @@ class Agent {
       ledger,
       memory,
       agentName,
+      outputType,
       skills,
       knowledge,
     } = options;
@@ -288,6 +337,7 @@ class Agent {
           ...toNativeSubagents(subagents),
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
+          ...toNativeOutput(outputType),
           ...require('./skills.js').toNativeSkills(skills),
           ...require('./knowledge.js').toNativeKnowledge(knowledge),
         }),
@@ -299,6 +349,7 @@ class Agent {
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;
+    this.#parseOutput = outputType?.parse ?? undefined;
   }
 
   /**
@@ -326,7 +377,9 @@ class Agent {
     const { policy: config, approvals } = toNativePolicy(policy);
     const built = this.#native.withPolicy(config, approvals);
     if (!(built instanceof native.NativeAgent)) throw toError(built);
-    return new Agent({ [FROM_NATIVE]: built });
+    const narrowed = new Agent({ [FROM_NATIVE]: built });
+    narrowed.#parseOutput = this.#parseOutput;
+    return narrowed;
   }
 
   /**
@@ -362,7 +415,7 @@ class Agent {
         if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
         if (!envelope.ok) throw toError(envelope.error);
         if (envelope.done) return;
-        yield toEvent(envelope.event);
+        yield toEvent(envelope.event, this.#parseOutput);
       }
     } finally {
       signal?.removeEventListener('abort', abort);
@@ -394,7 +447,7 @@ class Agent {
     }
     const envelope = JSON.parse(await this.#native.run(input));
     if (!envelope.ok) throw toError(envelope.error);
-    return toRunResult(envelope.result);
+    return toRunResult(envelope.result, this.#parseOutput);
   }
 }
 
@@ -470,20 +523,23 @@ function toUsage(u) {
 }
 
 /** A core event (snake_case) as a JS object: `type` keeps the core's name, fields are camelCase. */
-function toEvent(e) {
+function toEvent(e, parseOutput) {
   const out = {};
   for (const [key, value] of Object.entries(e)) {
     const camel = key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
     out[camel] = value;
   }
   if (e.usage) out.usage = toUsage(e.usage);
-  if (e.type === 'run_finished') out.result = toRunResult(e.result);
+  if (e.type === 'run_finished') out.result = toRunResult(e.result, parseOutput);
+  if (e.type === 'approval_requested') out.request = toApprovalRequest(e.request);
   return out;
 }
 
-function toRunResult(r) {
+function toRunResult(r, parseOutput) {
+  const structured = r.structured_output;
   return {
     output: r.output,
+    structuredOutput: structured == null ? undefined : parseOutput ? parseOutput(structured) : structured,
     toolCalls: r.tool_calls.map((c) => ({
       id: c.id,
       name: c.name,
@@ -542,6 +598,7 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  OutputInvalidError,
   CancelledError,
   InternalError,
   /** wireName(name, maxBytes = 64): the name the model sees for a tool; straight from the core. */

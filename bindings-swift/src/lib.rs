@@ -12,9 +12,9 @@ use serde_json::Value;
 
 uniffi::setup_scaffolding!();
 
+mod knowledge;
 mod ledger;
 mod mcp;
-mod knowledge;
 mod memory;
 mod policy;
 mod run;
@@ -50,6 +50,10 @@ pub enum CoreError {
     /// `output_truncated`).
     #[error("{message}")]
     OutputTruncated { tools: Vec<String>, usage: Usage, message: String },
+    /// The final answer did not match the output type after `retries` retries; `attempt` is the last
+    /// answer's text (code `output_invalid`).
+    #[error("{message}")]
+    OutputInvalid { attempt: String, retries: u32, usage: Usage, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -77,6 +81,9 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::OutputTruncated { tools, usage } => {
                 CoreError::OutputTruncated { tools, usage: usage.into(), message }
+            }
+            ambit::Error::OutputInvalid { attempt, retries, usage, .. } => {
+                CoreError::OutputInvalid { attempt, retries, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },
@@ -161,6 +168,64 @@ impl TestingPanicSwitch {
             Ok(())
         })
     }
+}
+
+/// Test hook: a clock the test moves by hand (`ambit::testing`), for `testingOpenLedger` and
+/// `testingOpenSessions`; times are milliseconds since the Unix epoch. A bad time throws
+/// `LedgerCoreError.InvalidArgument`.
+#[derive(uniffi::Object)]
+pub struct TestingClock {
+    clock: ambit::testing::ManualClock,
+}
+
+#[uniffi::export]
+impl TestingClock {
+    /// A clock at `start_ms`.
+    #[uniffi::constructor]
+    pub fn new(start_ms: i64) -> Result<Arc<Self>, ledger::LedgerCoreError> {
+        guard(|| Ok(Arc::new(TestingClock { clock: ambit::testing::manual_clock(start_ms)? })))
+    }
+
+    /// The clock's time.
+    pub fn now_ms(&self) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::ledger::Clock::now_ms(&self.clock)))
+    }
+
+    /// Moves the clock forward by `ms` (never back); the new time.
+    pub fn advance(&self, ms: i64) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::testing::advance_clock(&self.clock, ms)?))
+    }
+}
+
+/// Test hook: opens the ledger at `url` on `clock` (for the facade's `Ledger(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_ledger(
+    url: String,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<ledger::CoreLedger>, ledger::LedgerCoreError> {
+    guard_async(async move {
+        let ledger = ambit::testing::open_ledger(&url, &clock.clock).await?;
+        Ok(Arc::new(ledger::CoreLedger { ledger }))
+    })
+    .await
+}
+
+/// Test hook: opens the session store at `url` on `clock`, with the window settings `CoreSessions.open`
+/// takes (for the facade's `Sessions(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_sessions(
+    url: String,
+    context_window: Option<u64>,
+    compact_at: f64,
+    keep_recent: u32,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<session::CoreSessions>, session::SessionCoreError> {
+    guard_async(async move {
+        let config = ambit::session::SessionConfig { context_window, compact_at, keep_recent: keep_recent as usize };
+        let sessions = ambit::testing::open_sessions(&url, &clock.clock).await?.with_config(config)?;
+        Ok(Arc::new(session::CoreSessions { sessions }))
+    })
+    .await
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for CoreError {
@@ -251,6 +316,10 @@ pub struct AgentConfig {
     /// The agent's name in its memory store; required with `memory`.
     #[uniffi(default = None)]
     pub agent_name: Option<String>,
+    /// The final answer's type: the JSON text of `{"name", "schema", "retries"}` (the core's
+    /// `OutputType`); the Swift facade writes it from `OutputSchema`.
+    #[uniffi(default = None)]
+    pub output_json: Option<String>,
     /// Skills directories (SPEC §14): the index, skill_read and skill_search, and the writing tools when
     /// agent-managed.
     #[uniffi(default = None)]
@@ -347,6 +416,9 @@ pub struct RunResult {
     pub cost: Option<f64>,
     /// Checklist items still pending or in_progress when the run ended (past the nudge cap).
     pub open_items: Vec<ChecklistItem>,
+    /// The final answer read as the agent's output type, as JSON text, when it has one (the facade's
+    /// `decode(_:)` decodes it).
+    pub structured_output_json: Option<String>,
 }
 
 impl From<ambit::RunResult> for RunResult {
@@ -372,6 +444,7 @@ impl From<ambit::RunResult> for RunResult {
             stop_reason: r.stop_reason.into(),
             cost: r.cost,
             open_items: r.open_items.into_iter().map(Into::into).collect(),
+            structured_output_json: r.structured_output.map(|v| v.to_string()),
         }
     }
 }
@@ -465,6 +538,9 @@ impl CoreAgent {
         }
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);
+        }
+        if let Some(o) = config.output_json {
+            builder = builder.output(ambit::agent::output::OutputType::from_json(&o)?);
         }
         match (config.memory, config.agent_name) {
             (None, None) => {}

@@ -243,6 +243,10 @@ pub enum AgentEvent {
         name: String,
         reason: String,
     },
+    /// A call was put to the approval handler.
+    ApprovalRequested {
+        request: crate::policy::ApprovalRequest,
+    },
     ChecklistNudge {
         nudge: u32,
         open_items: Vec<String>,
@@ -293,6 +297,7 @@ impl From<ambit::Event> for AgentEvent {
             E::ToolStarted { id, name } => AgentEvent::ToolStarted { id, name },
             E::ToolFinished { id, name, result, is_error } => AgentEvent::ToolFinished { id, name, result, is_error },
             E::ToolRefused { id, name, reason } => AgentEvent::ToolRefused { id, name, reason },
+            E::ApprovalRequested { request } => AgentEvent::ApprovalRequested { request: (&request).into() },
             E::ChecklistNudge { nudge, open_items } => AgentEvent::ChecklistNudge { nudge, open_items },
             E::BackgroundTaskStarted { task_id, call_id, name } => {
                 AgentEvent::BackgroundTaskStarted { task_id, call_id, name }

@@ -71,6 +71,7 @@ fn second_request() -> ModelRequest {
             },
         ],
         tools,
+        ..Default::default()
     }
 }
 

@@ -34,6 +34,7 @@ pub mod knowledge;
 pub mod ledger;
 pub mod mcp;
 pub mod memory;
+mod migrate;
 pub mod model;
 pub mod permission;
 pub mod runtime;

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from . import RunResult, StopReason, Usage
+    from .policy import ApprovalRequest
 
 __all__ = [
-    "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
+    "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
     "ToolCallRequested", "ToolFinished", "ToolRefused", "ToolStarted",
 ]
 
@@ -91,6 +92,14 @@ class ToolRefused:
     id: str
     name: str
     reason: str
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    """A call was put to the approval handler (the handler's answer follows as the call's events)."""
+
+    type: ClassVar[str] = "approval_requested"
+    request: ApprovalRequest
 
 
 @dataclass(frozen=True)

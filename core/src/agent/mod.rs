@@ -10,6 +10,7 @@ mod gate;
 #[cfg(test)]
 mod gate_props;
 pub mod options;
+pub mod output;
 pub(crate) mod run_state;
 pub mod scratchpad;
 pub mod subagent;
@@ -77,8 +78,23 @@ pub struct RunResult {
     /// Checklist items still pending or in_progress when the run ended (after the nudge cap).
     #[serde(default)]
     pub open_items: Vec<ChecklistItem>,
+    /// The final answer read as the agent's output type (JSON matching its schema), when the agent has
+    /// one; `output` is then its JSON text.
+    #[serde(default)]
+    pub structured_output: Option<Value>,
     /// The whole conversation, the input first.
     pub messages: Vec<Message>,
+}
+
+impl RunResult {
+    /// The typed final answer decoded as `T` (a serde type matching the output type's schema).
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let value = self
+            .structured_output
+            .clone()
+            .ok_or_else(|| Error::Config("the agent has no output type: the answer is text".into()))?;
+        serde_json::from_value(value).map_err(|e| Error::Config(format!("the typed answer does not decode: {e}")))
+    }
 }
 
 /// An agent: a model, instructions and tools. Cheap to clone; runs share nothing but configuration.
@@ -108,6 +124,8 @@ struct Inner {
     subagents: Option<Arc<subagent::Frame>>,
     /// The agent's memory store and whether it may write it (crate::memory); `None`: no memory tools.
     memory: Option<Arc<crate::memory::Access>>,
+    /// The final answer's type (agent/output.rs); `None`: a free text answer.
+    output: Option<output::OutputType>,
     /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
     skills: Option<Arc<crate::skills::SkillsAccess>>,
 }
@@ -142,11 +160,20 @@ pub struct AgentBuilder {
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
+    output: Option<output::OutputType>,
     skills: Option<crate::skills::SkillsConfig>,
     knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentBuilder {
+    /// The final answer's type (agent/output.rs): the run answers JSON matching its schema, read into
+    /// [`RunResult::structured_output`]; an answer that does not match goes back to the model up to its
+    /// retries, then the run fails with [`Error::OutputInvalid`].
+    pub fn output(mut self, output: output::OutputType) -> Self {
+        self.output = Some(output);
+        self
+    }
+
     pub fn model(self, model: impl Model + 'static) -> Self {
         self.model_arc(Arc::new(model))
     }
@@ -320,6 +347,15 @@ impl AgentBuilder {
                 tools.register(t)?;
             }
         }
+        if let Some(o) = &self.output {
+            o.validate().map_err(Error::Config)?;
+            if tools.iter().any(|t| t.spec().name == output::FINAL_ANSWER_TOOL) {
+                return Err(Error::Config(format!(
+                    "a tool named '{}' is the output type's own: rename the tool",
+                    output::FINAL_ANSWER_TOOL
+                )));
+            }
+        }
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
@@ -346,6 +382,7 @@ impl AgentBuilder {
                 tooling,
                 subagents: frame.clone(),
                 memory,
+                output: self.output,
                 skills,
             }),
         };
@@ -422,10 +459,16 @@ impl Agent {
         let inner = &self.inner;
         let mut nudges = 0;
         events.emit(Event::RunStarted { input: input.clone() });
+        // A typed answer (agent/output.rs): asked of the wire natively where it can, else through the
+        // `final_answer` tool; either way read here, and sent back while it does not match.
+        let output = inner.output.as_ref();
+        let via_tool = output.is_some() && !inner.model.native_structured_output();
+        let mut output_misses = 0u32;
         let mut request = ModelRequest {
             instructions: inner.instructions.clone(),
             messages: subagent::opening(input),
             tools: self.offered_specs(),
+            output: output.filter(|_| !via_tool).map(output::OutputType::structured),
         };
         let mut usage = Usage::default();
         let mut records = Vec::new();
@@ -449,6 +492,9 @@ impl Agent {
             }
             self.prepare_request(&mut request, &state).await;
             self.add_loop_params(&mut request.tools);
+            if let Some(o) = output.filter(|_| via_tool) {
+                request.tools.push(o.final_answer_tool());
+            }
             events.emit(Event::ModelRequest { turn });
             let sent = request.messages.len();
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
@@ -481,6 +527,63 @@ impl Agent {
             request.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
             if let Some(r) = &rounds {
                 r.responded(&response.usage, sent, &request.messages);
+            }
+            if let Some(o) = output.filter(|_| via_tool)
+                && let Some(answer) = calls.iter().find(|c| c.name == output::FINAL_ANSWER_TOOL)
+            {
+                // The answer through the `final_answer` tool: never dispatched, read as the answer.
+                match o.read(&answer.arguments) {
+                    Ok(value) => {
+                        let text = output::text_of(&value);
+                        events.emit(Event::TextDelta { text: text.clone() });
+                        // Every call of the turn gets its result, so the conversation stays one a wire
+                        // takes back (a session's next run continues it).
+                        for c in &calls {
+                            let (content, is_error) = if c.id == answer.id {
+                                ("The final answer was recorded.".to_string(), false)
+                            } else {
+                                (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
+                            };
+                            let (call_id, name) = (c.id.clone(), c.name.clone());
+                            request.messages.push(Message::Tool { call_id, name, content, is_error });
+                        }
+                        return Ok(RunResult {
+                            output: text,
+                            tool_calls: records,
+                            usage,
+                            turns: turn,
+                            stop_reason: StopReason::End,
+                            cost,
+                            open_items: Vec::new(),
+                            structured_output: Some(value),
+                            messages: request.messages,
+                        });
+                    }
+                    Err(problem) => {
+                        output_misses += 1;
+                        if output_misses > o.retries {
+                            let attempt = answer.arguments.clone();
+                            return Err(Error::OutputInvalid { message: problem, attempt, retries: o.retries, usage });
+                        }
+                        // Every call of the turn gets its result: the answer what was wrong, the others
+                        // that they did not run.
+                        let retry = o.retry_message(&problem, true);
+                        for c in &calls {
+                            let content = if c.id == answer.id {
+                                retry.clone()
+                            } else {
+                                format!("not run: a call of {} ends the turn; call it alone", output::FINAL_ANSWER_TOOL)
+                            };
+                            request.messages.push(Message::Tool {
+                                call_id: c.id.clone(),
+                                name: c.name.clone(),
+                                content,
+                                is_error: true,
+                            });
+                        }
+                        continue;
+                    }
+                }
             }
             if calls.is_empty() && state.tasks.outstanding() > 0 {
                 // Background results arrive as their own turns, one per turn, once the model has ended
@@ -515,14 +618,31 @@ impl Agent {
                     request.messages.push(Message::User { content: checklist::nudge_message(&refs, nudges, cap) });
                     continue;
                 }
+                let text = response.text.unwrap_or_default();
+                let structured_output = match output {
+                    None => None,
+                    Some(o) => match o.read(&text) {
+                        Ok(value) => Some(value),
+                        Err(problem) => {
+                            output_misses += 1;
+                            if output_misses > o.retries {
+                                let retries = o.retries;
+                                return Err(Error::OutputInvalid { message: problem, attempt: text, retries, usage });
+                            }
+                            request.messages.push(Message::User { content: o.retry_message(&problem, via_tool) });
+                            continue;
+                        }
+                    },
+                };
                 return Ok(RunResult {
-                    output: response.text.unwrap_or_default(),
+                    output: text,
                     tool_calls: records,
                     usage,
                     turns: turn,
                     stop_reason: response.stop,
                     cost,
                     open_items: open,
+                    structured_output,
                     messages: request.messages,
                 });
             }
@@ -587,9 +707,9 @@ impl Agent {
         budget::cost_of(&self.inner.prices, self.inner.model.name(), usage)
     }
 
-    /// [`Agent::dispatch`] with its events around it.
+    /// [`Agent::dispatch`] with its events around it: `tool_started` when the tool is about to run (after
+    /// the gate and any approval), `tool_refused` when it never will, `tool_finished` for every call.
     async fn dispatch_observed(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome = self.dispatch(call, events).await;
         events.emit(Event::ToolFinished {
             id: call.id.clone(),
@@ -604,26 +724,29 @@ impl Agent {
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
-        let arguments = match serde_json::from_str::<Value>(raw) {
-            Ok(v) => v,
-            Err(e) => {
-                let msg = format!("Error: the arguments for tool '{}' are not valid JSON: {e}", call.name);
-                return (Value::String(call.arguments.clone()), msg, true);
-            }
-        };
-        let Some(tool) = self.lookup_tool(&call.name) else {
-            return (arguments, format!("Error: there is no tool named '{}'", call.name), true);
-        };
-        let on_approval = |r: &crate::permission::ApprovalRequest| {
-            events.emit(Event::ApprovalRequested { request: r.clone() });
-        };
-        let outcome = gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval)
-            .instrument(span)
-            .await;
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
             reason
         };
+        let arguments = match serde_json::from_str::<Value>(raw) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = refused(format!("the arguments for tool '{}' are not valid JSON: {e}", call.name));
+                return (Value::String(call.arguments.clone()), format!("Error: {msg}"), true);
+            }
+        };
+        let Some(tool) = self.lookup_tool(&call.name) else {
+            let msg = refused(format!("there is no tool named '{}'", call.name));
+            return (arguments, format!("Error: {msg}"), true);
+        };
+        let on_approval = |r: &crate::permission::ApprovalRequest| {
+            events.emit(Event::ApprovalRequested { request: r.clone() });
+        };
+        let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
+        let outcome =
+            gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
+                .instrument(span)
+                .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
             gate::GateOutcome::Parked { request } => match crate::session::park(&call.id, &call.name, request) {

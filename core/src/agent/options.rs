@@ -46,6 +46,10 @@ pub struct AgentOptions {
     /// A memory store by URL and the agent's name in it (SPEC §14).
     #[serde(default)]
     pub memory: Option<crate::memory::MemorySettings>,
+    /// The final answer's type: a name, a JSON Schema for an object, and the retries
+    /// ([`super::output::OutputType`]).
+    #[serde(default)]
+    pub output: Option<super::output::OutputType>,
     /// Skills directories, and whether the agent manages them (SPEC §14).
     #[serde(default)]
     pub skills: Option<crate::skills::SkillsConfig>,
@@ -118,6 +122,9 @@ impl AgentBuilder {
         }
         if let Some(s) = options.subagents {
             self = self.subagents(s);
+        }
+        if let Some(o) = options.output {
+            self = self.output(o);
         }
         self = self.tooling(super::ToolingOptions {
             mcp_servers: options.mcp_servers.unwrap_or_default(),

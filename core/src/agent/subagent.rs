@@ -166,7 +166,7 @@ impl Agent {
         let Some(tool) = self.lookup_tool(name) else {
             return (format!("Error: there is no tool named '{name}'"), true);
         };
-        match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer).await {
+        match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer, || {}).await {
             super::gate::GateOutcome::Refused { message } => (format!("Error: {message}"), true),
             super::gate::GateOutcome::Denied { reason } => {
                 (format!("Error: the call to tool '{name}' was denied: {reason}"), true)
@@ -572,6 +572,8 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             skills,
             model: p.model.clone(),
             budget: remaining_budget(p),
+            // A sub-agent reports to its parent in text; the parent's answer is the typed one.
+            output: None,
             ..(**p).clone()
         }),
     };

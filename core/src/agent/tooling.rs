@@ -103,7 +103,7 @@ impl Agent {
     /// instructions with the catalog, and the tools (the MCP servers' included, deferred and hidden ones
     /// left out, the loop's own parameters added). The context gauge counts this (SPEC §4).
     pub(crate) async fn request_overhead(&self) -> (Option<String>, Vec<crate::tools::ToolSpec>) {
-        let mut request = ModelRequest { instructions: None, messages: Vec::new(), tools: Vec::new() };
+        let mut request = ModelRequest::default();
         let loads = std::sync::Mutex::new(crate::deferral::RunLoads::default());
         self.inner.tooling.prepare(&mut request, self.inner.instructions.as_deref(), &loads).await;
         self.add_loop_params(&mut request.tools);

@@ -527,6 +527,7 @@ mod tests {
                 Message::Tool { call_id: "t2".into(), name: "f".into(), content: "bad".into(), is_error: true },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
+            ..Default::default()
         };
         let b = request_body("claude", 100, &req, true);
         assert_eq!(b["system"], "be brief");
@@ -575,6 +576,7 @@ mod tests {
                 },
             ],
             tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+            ..Default::default()
         };
         let b = request_body("claude-sonnet-4-5", 100, &req, false);
         assert_eq!(b["tools"][0], json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}));

@@ -140,6 +140,13 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         fields.insert("stream".into(), json!(true));
         fields.insert("stream_options".into(), json!({"include_usage": true}));
     }
+    if let Some(o) = &req.output {
+        // Native structured output: the answer is JSON of the output type (checked by the loop).
+        fields.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": o.name, "schema": o.schema}}),
+        );
+    }
     let tools = req.tools.iter().map(|t| WireTool::Function(ToolShape::Chat, t)).collect();
     RequestBody { fields, tools }
 }
@@ -342,6 +349,10 @@ impl Model for OpenAiChat {
         &self.endpoint.model
     }
 
+    fn native_structured_output(&self) -> bool {
+        true
+    }
+
     fn max_tool_name_bytes(&self) -> usize {
         self.endpoint.max_tool_name_bytes.unwrap_or(crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT)
     }
@@ -449,6 +460,7 @@ mod tests {
                 Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object", "properties": {}}))],
+            ..Default::default()
         };
         let b = request_body("m", &req, false);
         assert_eq!(b["messages"][0], json!({"role": "system", "content": "be brief"}));

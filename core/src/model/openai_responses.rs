@@ -157,6 +157,10 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
     if stream {
         fields.insert("stream".into(), json!(true));
     }
+    if let Some(o) = &req.output {
+        // Native structured output: the answer is JSON of the output type (checked by the loop).
+        fields.insert("text".into(), json!({"format": {"type": "json_schema", "name": o.name, "schema": o.schema}}));
+    }
     let mut tools = Vec::with_capacity(req.tools.len() + 1);
     if req.tools.iter().any(|t| t.defer_loading) {
         tools.push(WireTool::Fixed(json!({"type": "tool_search"})));
@@ -337,6 +341,10 @@ impl Model for OpenAiResponses {
         supports_tool_search(&self.endpoint.model)
     }
 
+    fn native_structured_output(&self) -> bool {
+        true
+    }
+
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         self.respond_streaming(request, &|_| {}).await
     }
@@ -399,6 +407,7 @@ mod tests {
                 Message::Tool { call_id: "call_1".into(), name: "f".into(), content: "ok".into(), is_error: false },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
+            ..Default::default()
         };
         let b = request_body("m", &req, false);
         assert_eq!(b["instructions"], "be brief");
@@ -441,6 +450,7 @@ mod tests {
                 },
             ],
             tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+            ..Default::default()
         };
         let b = request_body("gpt-5.4", &req, true);
         assert_eq!(b["tools"][0], json!({"type": "tool_search"}));

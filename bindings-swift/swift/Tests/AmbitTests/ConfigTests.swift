@@ -30,6 +30,20 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         #expect(try agent.toolNames == ["get_weather"])
     }
 
+    @Test func outputTypesAWireWouldRefuseAreAConfigErrorNamingThem() throws {
+        let object = #"{"type":"object"}"#
+        for (output, named) in [
+            (OutputSchema(name: "my answer", schemaJSON: object), "'my answer'"),
+            (OutputSchema(name: "W", schemaJSON: #"{"type":"array"}"#), #""type": "object""#),
+            (OutputSchema(name: "W", schemaJSON: "not json"), "is not JSON"),
+        ] {
+            let error = try #require(configError { try Agent(model: model, outputType: output) })
+            #expect(error.code == "config" && error.message.contains(named), "\(error)")
+        }
+        let ok = try Agent(model: model, outputType: OutputSchema(name: "W", schemaJSON: object, retries: 1))
+        #expect(try ok.toolNames == [])
+    }
+
     @Test func duplicateToolNamesAreAConfigError() throws {
         let error = try #require(configError { try Agent(model: model, tools: [NamedTool(), NamedTool()]) })
         #expect(error.code == "config")
