@@ -94,8 +94,7 @@ async fn run_calls(
     let (model, seen) = scripted(answers);
     let agent = agent_of(model);
     agent.run("go").await.unwrap();
-    let out = seen.lock().unwrap().clone();
-    out
+    seen.lock().unwrap().clone()
 }
 
 fn ctx(scope: &Scope, level: Level) -> ToolContext {
@@ -506,7 +505,14 @@ async fn the_index_reads_only_heads_and_search_refuses_a_limit_that_is_no_count(
     let two = search.call_in(json!({"pattern": "step", "limit": 2}), &c).await.unwrap();
     assert!(two.as_str().unwrap().starts_with("long-one:5: step\nlong-one:6: step\n[… 19998 more matches"), "{two}");
     let requests = run_calls(
-        |m| Agent::builder().model(m).policy(policy(&root, Level::Read)).skills(SkillsConfig::new(["skills"])).build().unwrap(),
+        |m| {
+            Agent::builder()
+                .model(m)
+                .policy(policy(&root, Level::Read))
+                .skills(SkillsConfig::new(["skills"]))
+                .build()
+                .unwrap()
+        },
         vec![],
     )
     .await;
