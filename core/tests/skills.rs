@@ -94,8 +94,7 @@ async fn run_calls(
     let (model, seen) = scripted(answers);
     let agent = agent_of(model);
     agent.run("go").await.unwrap();
-    let out = seen.lock().unwrap().clone();
-    out
+    seen.lock().unwrap().clone()
 }
 
 fn ctx(scope: &Scope, level: Level) -> ToolContext {
@@ -478,4 +477,44 @@ async fn the_writing_tools_exist_only_when_agent_managed_and_never_for_a_sub_age
     assert_eq!(skill_md(&root, "pdf-processing"), CLAUDE_SKILL);
     // Control: the parent itself was offered skill_write.
     assert!(names(&requests[0]).contains(&"skill_write".to_string()));
+}
+
+#[tokio::test]
+async fn the_index_reads_only_heads_and_search_refuses_a_limit_that_is_no_count() {
+    let root = tempdir("heads");
+    let dir = root.join("skills");
+    // A long body: the index reads the front matter at the top; skill_read still returns it all.
+    let body = "step\n".repeat(20_000);
+    write_skill(&dir, "long-one", "A long skill.", None, &body);
+    let agent = Agent::builder()
+        .model(scripted(vec![]).0)
+        .policy(policy(&root, Level::Read))
+        .skills(SkillsConfig::new(["skills"]))
+        .build()
+        .unwrap();
+    let scope = Scope::new(&root, Vec::<PathBuf>::new(), Vec::<PathBuf>::new(), true).unwrap();
+    let c = ctx(&scope, Level::Read);
+    let read = agent.tools().get("skill_read").unwrap().call_in(json!({"name": "long-one"}), &c).await.unwrap();
+    assert!(read.as_str().unwrap().ends_with(&body));
+    let search = agent.tools().get("skill_search").unwrap().clone();
+    for limit in [json!(-1), json!(0), json!(101), json!(2.5)] {
+        let e = search.call_in(json!({"pattern": "step", "limit": limit}), &c).await.unwrap_err().to_string();
+        assert!(e.contains("argument 'limit'"), "{limit}: {e}");
+    }
+    // Control: a count is taken, and cuts the matches.
+    let two = search.call_in(json!({"pattern": "step", "limit": 2}), &c).await.unwrap();
+    assert!(two.as_str().unwrap().starts_with("long-one:5: step\nlong-one:6: step\n[… 19998 more matches"), "{two}");
+    let requests = run_calls(
+        |m| {
+            Agent::builder()
+                .model(m)
+                .policy(policy(&root, Level::Read))
+                .skills(SkillsConfig::new(["skills"]))
+                .build()
+                .unwrap()
+        },
+        vec![],
+    )
+    .await;
+    assert!(requests[0].instructions.as_deref().unwrap().contains("- long-one: A long skill."));
 }

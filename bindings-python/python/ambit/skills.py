@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, Union, cast
 
 from ._options import paths
 from .errors import ConfigError
@@ -37,7 +37,8 @@ class Skills:
             raise ConfigError(f"skills.index_entries must be a count (an integer from 0), got {n!r}")
 
     def _config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"dirs": list(self.dirs), "agent_managed": self.agent_managed}
+        dirs = cast("tuple[str, ...]", self.dirs)  # made a tuple of strings by __post_init__
+        config: dict[str, Any] = {"dirs": list(dirs), "agent_managed": self.agent_managed}
         if self.index_entries is not None:
             config["index_entries"] = self.index_entries
         return config

@@ -210,9 +210,38 @@ fn open_home<'a>(scope: &'a Scope, dir: &str) -> Result<Option<Found<'a>>, Strin
     }
 }
 
+/// The most bytes of each `SKILL.md` the per-turn index reads: its front matter is at the top.
+pub const INDEX_READ_BYTES: u64 = 8 << 10;
+/// The most bytes one `skill_search` reads in all (64 MiB); past it the search stops and says so.
+pub const SEARCH_TOTAL_MAX_BYTES: u64 = 64 << 20;
+
+/// How much of the skills a scan reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadBounds {
+    /// Of each `SKILL.md`: past it, the index reads only the head, a whole read refuses the file.
+    pub(crate) each: u64,
+    /// Whether a file longer than `each` is cut (the index) or refused (a whole read).
+    pub(crate) head_only: bool,
+    /// Of all files together.
+    pub(crate) total: u64,
+}
+
+impl ReadBounds {
+    /// Whole files, for skill_search.
+    pub(crate) const WHOLE: ReadBounds =
+        ReadBounds { each: MAX_SKILL_BYTES, head_only: false, total: SEARCH_TOTAL_MAX_BYTES };
+    /// The heads, for the per-turn index.
+    pub(crate) const HEADS: ReadBounds = ReadBounds { each: INDEX_READ_BYTES, head_only: true, total: u64::MAX };
+}
+
 /// Reads `<home>/<name>/SKILL.md` beneath the located skills directory: `Ok(None)` when the folder or
 /// its `SKILL.md` is missing, or is a link (never followed).
 fn read_in(home: &Found<'_>, name: &str) -> Result<Option<(PathBuf, SkillFile)>, String> {
+    read_bounded(home, name, ReadBounds::WHOLE).map(|r| r.map(|(p, f, _)| (p, f)))
+}
+
+/// [`read_in`] within `bounds`; also the bytes read.
+fn read_bounded(home: &Found<'_>, name: &str, bounds: ReadBounds) -> Result<Option<(PathBuf, SkillFile, u64)>, String> {
     let rel = home.rel.join(name).join("SKILL.md");
     let located = match home.beneath.locate(&rel) {
         Ok(l) if l.kind == Kind::Regular => l,
@@ -221,26 +250,34 @@ fn read_in(home: &Found<'_>, name: &str) -> Result<Option<(PathBuf, SkillFile)>,
     let file =
         home.beneath.read(&rel, &located).map_err(|_| format!("skill '{name}': SKILL.md could not be opened"))?;
     let mut bytes = Vec::new();
-    file.take(MAX_SKILL_BYTES + 1)
+    file.take(bounds.each + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("skill '{name}': SKILL.md could not be read: {e}"))?;
-    if bytes.len() as u64 > MAX_SKILL_BYTES {
-        return Err(format!(
-            "skill '{name}': SKILL.md is larger than {}, the largest skill read",
-            crate::tools::builtin::bytes_in_words(MAX_SKILL_BYTES)
-        ));
-    }
-    let text = String::from_utf8(bytes).map_err(|_| format!("skill '{name}': SKILL.md is not UTF-8 text"))?;
-    Ok(Some((home.resolved.join(name), SkillFile::parse(&text))))
+    let read = bytes.len() as u64;
+    let text = if read > bounds.each {
+        if !bounds.head_only {
+            return Err(format!(
+                "skill '{name}': SKILL.md is larger than {}, the largest skill read",
+                crate::tools::builtin::bytes_in_words(MAX_SKILL_BYTES)
+            ));
+        }
+        bytes.truncate(bounds.each as usize);
+        crate::tools::builtin::utf8_cut(&bytes).map(str::to_string)
+    } else {
+        String::from_utf8(bytes).ok()
+    };
+    let text = text.ok_or_else(|| format!("skill '{name}': SKILL.md is not UTF-8 text"))?;
+    Ok(Some((home.resolved.join(name), SkillFile::parse(&text), read)))
 }
 
 /// Every skill in `dirs` (the first directory holding a name wins), in name order per directory, and
 /// what could not be read.
-pub(crate) fn load_all(scope: &Scope, dirs: &[String]) -> (Vec<Loaded>, Vec<String>) {
+pub(crate) fn load_all(scope: &Scope, dirs: &[String], bounds: ReadBounds) -> (Vec<Loaded>, Vec<String>) {
     let mut out: Vec<Loaded> = Vec::new();
     let mut problems = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for dir in dirs {
+    let mut total = 0u64;
+    'dirs: for dir in dirs {
         let home = match open_home(scope, dir) {
             Ok(Some(h)) => h,
             Ok(None) => continue,
@@ -264,8 +301,16 @@ pub(crate) fn load_all(scope: &Scope, dirs: &[String]) -> (Vec<Loaded>, Vec<Stri
             if seen.contains(name) {
                 continue;
             }
-            match read_in(&home, name) {
-                Ok(Some((path, file))) => {
+            if total >= bounds.total {
+                problems.push(format!(
+                    "[the skills were read up to {} in all; the rest were not searched]",
+                    crate::tools::builtin::bytes_in_words(bounds.total)
+                ));
+                break 'dirs;
+            }
+            match read_bounded(&home, name, bounds) {
+                Ok(Some((path, file, read))) => {
+                    total += read;
                     seen.insert(name.to_string());
                     out.push(Loaded { name: name.to_string(), dir: path, home: dir.clone(), file });
                 }
@@ -372,7 +417,7 @@ pub(crate) async fn index_block(access: &SkillsAccess, scope: Arc<Scope>) -> Opt
     if entries == 0 {
         return None;
     }
-    let loaded = tokio::task::spawn_blocking(move || load_all(&scope, &dirs)).await;
+    let loaded = tokio::task::spawn_blocking(move || load_all(&scope, &dirs, ReadBounds::HEADS)).await;
     let (skills, problems) = match loaded {
         Ok(l) => l,
         Err(e) => (Vec::new(), vec![format!("the skills could not be read: {e}")]),

@@ -54,15 +54,15 @@ fn spec(kind: Kind) -> ToolSpec {
     match kind {
         Kind::Read => ToolSpec::new(
             "skill_read",
-            "Returns a skill's full instructions (the body of its SKILL.md), prefixed with the skill's base \
-             directory, where its bundled files are.",
+            "Returns the full body of a skill's SKILL.md, prefixed with the skill's base directory (where its \
+             bundled files are).",
             json!({"type": "object", "additionalProperties": false, "properties": {"name": name}, "required": ["name"]}),
         )
         .with_level(Level::Read),
         Kind::Search => ToolSpec::new(
             "skill_search",
-            "Searches every line of every installed skill, bodies included, with a regular expression (Rust \
-             syntax). Answers `skill:line: text`, at most 100 matches. Reaches the skills the index did not list.",
+            "Matches a regular expression (Rust syntax) against each line of every skill, bodies included: this \
+             reaches the skills the capped index did not list. Answers `skill:line: text`, at most 100 matches.",
             json!({"type": "object", "additionalProperties": false, "properties": {
                 "pattern": {"type": "string", "description": "A regular expression"},
                 "case_insensitive": {"type": "boolean"},
@@ -86,9 +86,9 @@ fn spec(kind: Kind) -> ToolSpec {
         .with_allow_blank(["body"]),
         Kind::Edit => ToolSpec::new(
             "skill_edit",
-            "Replaces one exact string in a skill's body, leaving its front matter alone. An old_string that \
-             matches more than once is refused unless replace_all is true, and an edit computed against a body \
-             that has since changed is refused: read the skill first.",
+            "Replaces one exact string in the body and leaves the frontmatter alone. An old_string that matches \
+             more than once is refused unless replace_all is true, and an edit computed against a body that has \
+             since changed is refused rather than written over it (read the skill with skill_read first).",
             json!({"type": "object", "additionalProperties": false, "properties": {
                 "name": name,
                 "old_string": {"type": "string", "description": "The exact text to replace"},
@@ -165,8 +165,16 @@ fn folder_path(home: &str, name: &str) -> String {
 fn search(scope: &Scope, dirs: &[String], args: &Value) -> Result<String, String> {
     let case_insensitive = args.get("case_insensitive") == Some(&Value::Bool(true));
     let regex = crate::tools::builtin::search_regex(&text(args, "pattern").unwrap_or_default(), case_insensitive)?;
-    let cap = args.get("limit").and_then(Value::as_u64).map_or(SEARCH_CAP, |n| (n as usize).min(SEARCH_CAP));
-    let (skills, problems) = super::load_all(scope, dirs);
+    // A limit that is not a count from 1 to the cap is refused, never read as the default (SPEC §2).
+    let cap = match args.get("limit") {
+        None | Some(Value::Null) => SEARCH_CAP,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=SEARCH_CAP as u64).contains(n))
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("argument 'limit' must be a count from 1 to {SEARCH_CAP}, got {v}"))?,
+    };
+    let (skills, problems) = super::load_all(scope, dirs, super::ReadBounds::WHOLE);
     let mut hits = Vec::new();
     let mut more = 0usize;
     for skill in &skills {
