@@ -5,7 +5,7 @@
 
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
-const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
+const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
 const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
@@ -212,7 +212,7 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName', 'outputType',
+  'subagents', 'ledger', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
 ];
 
 /**
@@ -304,6 +304,8 @@ class Agent {
       memory,
       agentName,
       outputType,
+      skills,
+      knowledge,
     } = options;
     const output = toNativeOutput(outputType);
     if (model != null && !(model instanceof Model)) {
@@ -347,6 +349,8 @@ class Agent {
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
           ...output.config,
+          ...require('./skills.js').toNativeSkills(skills),
+          ...require('./knowledge.js').toNativeKnowledge(knowledge),
         }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
@@ -538,6 +542,7 @@ function toEvent(e, parseOutput) {
   }
   if (e.usage) out.usage = toUsage(e.usage);
   if (e.type === 'run_finished') out.result = toRunResult(e.result, parseOutput);
+  if (e.type === 'approval_requested') out.request = toApprovalRequest(e.request);
   return out;
 }
 
@@ -616,6 +621,11 @@ Object.assign(module.exports, require('./ledger.js'));
 {
   const { toNativeMemory: _, ...memory } = require('./memory.js');
   Object.assign(module.exports, memory);
+}
+// Knowledge (after the exports above, for the same reason).
+{
+  const { toNativeKnowledge: _, ...knowledge } = require('./knowledge.js');
+  Object.assign(module.exports, knowledge);
 }
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });

@@ -7,6 +7,7 @@
 
 const native = require('./native.js');
 const core = require('./index.js');
+const { toApprovalRequest } = require('./policy.js');
 
 /** A session run parked on an approval (code "awaiting_approval"): `sessionId`, `request`. A signal, not a failure. */
 class AwaitingApprovalError extends core.AmbitError {
@@ -14,23 +15,12 @@ class AwaitingApprovalError extends core.AmbitError {
     super(message, 'awaiting_approval');
     this.name = 'AwaitingApprovalError';
     this.sessionId = details.sessionId;
-    this.request = details.request ? toRequest(details.request) : undefined;
+    this.request = details.request ? toApprovalRequest(details.request) : undefined;
   }
 }
 
 /** The session tools, by built-in name: `new Agent({builtins: SESSION_TOOLS})`. */
 const SESSION_TOOLS = ['conversation_search', 'conversation_read', 'context_check', 'context_compact'];
-
-function toRequest(r) {
-  return {
-    callId: r.call_id,
-    tool: r.tool,
-    arguments: r.arguments,
-    toolLevel: r.tool_level,
-    sessionLevel: r.session_level,
-    reason: r.reason,
-  };
-}
 
 function toError(error) {
   if (error.code === 'awaiting_approval') return new AwaitingApprovalError(error.message, error.details);
@@ -103,7 +93,7 @@ class Sessions {
   /** The approval a parked session waits on, or null. */
   async pending(sessionId) {
     const r = unwrap(await this._native.pending(sessionId));
-    return r == null ? null : toRequest(r);
+    return r == null ? null : toApprovalRequest(r);
   }
 
   /** Compacts now (the agent's model writes the summary); false when there was nothing to summarise. */

@@ -297,6 +297,20 @@ fn build(
 }
 
 /// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
+/// Publishes a text document into a knowledge directory (`Knowledge.publish`): the JSON envelope of the
+/// core's `Published`, or of its error (code, message, details with the field).
+#[napi]
+pub fn knowledge_publish(dir: String, name: String, content: String, overwrite: bool) -> String {
+    let out = match ambit::knowledge::publish(&dir, &name, &content, overwrite) {
+        Ok(p) => json!({"ok": true, "value": p}),
+        Err(e) => {
+            let details = e.field().map_or_else(|| json!({}), |f| json!({"field": f}));
+            json!({"ok": false, "error": {"code": e.code(), "message": e.to_string(), "details": details}})
+        }
+    };
+    out.to_string()
+}
+
 #[napi]
 pub fn task_progress(token: i64, note: String) -> napi::Result<bool> {
     guard(|| u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note)))

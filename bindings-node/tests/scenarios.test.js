@@ -31,6 +31,7 @@ const {
   McpServer,
   Ledger,
   Memory,
+  Knowledge,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
@@ -249,6 +250,9 @@ function checkResult(result, expect) {
     );
   }
   if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
+  if ('cost' in expect) {
+    assert.ok(typeof result.cost === 'number' && Math.abs(result.cost - expect.cost) <= 1e-12, `cost ${result.cost}`);
+  }
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -294,6 +298,7 @@ function writeFixture(scenario) {
     fs.mkdirSync(path.join(root, sub));
     for (const [name, spec] of Object.entries(fixture[key] || {})) {
       const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+      fs.mkdirSync(path.dirname(path.join(root, sub, name)), { recursive: true });
       fs.writeFileSync(path.join(root, sub, name), text);
     }
   }
@@ -410,6 +415,13 @@ function scenarioTooling(scenario) {
 
 const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
 
+/** The event types `AgentEvent` in index.d.ts declares: every event a run yields must be one of them. */
+const TYPED_EVENTS = (() => {
+  const dts = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8');
+  const union = dts.slice(dts.indexOf('export type AgentEvent ='), dts.indexOf(';\n\n', dts.indexOf('export type AgentEvent =')));
+  return new Set([...union.matchAll(/\{ type: '([a-z_]+)'/g)].map((m) => m[1]));
+})();
+
 /** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
 async function viaStream(agent, scenario, input) {
   const events = [];
@@ -422,15 +434,28 @@ async function viaStream(agent, scenario, input) {
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);
+  for (const type of types) assert.ok(TYPED_EVENTS.has(type), `event ${type} is not in index.d.ts's AgentEvent`);
+  const approvals = events.filter((e) => e.type === 'approval_requested');
+  for (const e of approvals) assert.equal(typeof e.request.callId, 'string', 'approval_requested carries the request');
   let at = 0;
   for (const want of scenario.expect.events || []) {
     const i = types.indexOf(want, at);
     assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
     at = i + 1;
   }
+  for (const absent of scenario.expect.absent_events || []) {
+    assert.ok(!types.includes(absent), `event ${absent} was sent, and must not be: ${types.join(', ')}`);
+  }
   if ('stop_reasons' in scenario.expect) {
     const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
     assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
+  }
+  if ('from_text' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'tool_call_requested' && e.fromText).map((e) => e.name);
+    assert.deepEqual(got, scenario.expect.from_text, 'the calls read from text');
+  }
+  if ('streamed_text' in scenario.expect) {
+    assert.equal(text, scenario.expect.streamed_text, 'the text deltas');
   }
   return finished.result;
 }
@@ -514,6 +539,8 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
       maxRetries: cfg.max_retries ?? 0,
       timeout: cfg.timeout_secs,
+      headers: cfg.headers,
+      query: cfg.query,
       ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
@@ -523,6 +550,12 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
     ...(await scenarioMemory(scenario)),
+    skills: scenario.skills
+      ? { dirs: scenario.skills.dirs, agentManaged: scenario.skills.agent_managed, indexEntries: scenario.skills.index_entries }
+      : undefined,
+    knowledge: scenario.knowledge
+      ? new Knowledge(scenario.knowledge.dir, { inlineMaxBytes: scenario.knowledge.inline_max_bytes })
+      : undefined,
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,

@@ -455,6 +455,27 @@ fn _testing_open_sessions<'py>(
     })
 }
 
+/// Publishes a text document into a knowledge directory (`ambit.Knowledge.publish`); the result as JSON.
+/// A refusal is raised as the exception `ambit.knowledge` defines for its code, naming the argument.
+#[pyfunction]
+fn knowledge_publish(py: Python<'_>, dir: String, name: String, content: String, overwrite: bool) -> PyResult<String> {
+    guard(|| {
+        let published = py.detach(|| ambit::knowledge::publish(&dir, &name, &content, overwrite));
+        match published {
+            Ok(p) => serde_json::to_string(&p).map_err(|e| core_err(Error::Config(e.to_string()))),
+            Err(e) => {
+                let details = pyo3::types::PyDict::new(py);
+                if let Some(field) = e.field() {
+                    details.set_item("field", field)?;
+                }
+                let exc =
+                    py.import("ambit.knowledge")?.getattr("_from_core")?.call1((e.code(), e.to_string(), details))?;
+                Err(PyErr::from_value(exc))
+            }
+        }
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_async_runtimes::tokio::init_with_runtime(ambit::runtime::runtime());
@@ -473,6 +494,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::NativeLedgerTools>()?;
     m.add_class::<session::NativeSessions>()?;
     m.add_class::<memory::NativeMemory>()?;
+    m.add_function(wrap_pyfunction!(knowledge_publish, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

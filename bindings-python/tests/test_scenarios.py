@@ -121,6 +121,7 @@ def write_fixture(scenario: dict[str, Any]) -> str | None:
         (root / sub).mkdir()
         for name, spec in fixture.get(key, {}).items():
             text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+            (root / sub / name).parent.mkdir(parents=True, exist_ok=True)
             (root / sub / name).write_text(text)
     return str(root / "ws")
 
@@ -228,6 +229,7 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        stream=scenario.get("stream", False),
                                                        max_retries=cfg.get("max_retries", 0),
                                                        timeout=cfg.get("timeout_secs"),
+                                                       headers=cfg.get("headers"), query=cfg.get("query"),
                                                        **cfg.get("settings", {}))
 
 
@@ -333,6 +335,8 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         memory=memory,
         agent_name=agent_name,
         **scenario_output(cfg),
+        skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
+        knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
     )
 
 
@@ -388,6 +392,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
     if "stop_reason" in expect:
         assert result.stop_reason == expect["stop_reason"], result.stop_reason
+    if "cost" in expect:
+        assert result.cost is not None and abs(result.cost - expect["cost"]) <= 1e-12, result.cost
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
@@ -500,13 +506,27 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     if "error" not in scenario["expect"]:
         assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
+        # Every event the core sends has its own class here: none arrives as the untyped fallback.
+        untyped = [e.type for e in seen if isinstance(e, ambit.events.Event)]
+        assert not untyped, f"events without a class in ambit.events: {untyped}"
+        for e in seen:
+            if isinstance(e, ambit.events.ApprovalRequested):
+                assert isinstance(e.request, ambit.ApprovalRequest), e
         i = 0
         for want in scenario["expect"].get("events", []):
             assert want in types[i:], (want, types)
             i += types[i:].index(want) + 1
+        for absent in scenario["expect"].get("absent_events", []):
+            assert absent not in types, (absent, types)
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got
+        if "from_text" in scenario["expect"]:
+            got = [e.name for e in seen if isinstance(e, ambit.events.ToolCallRequested) and e.from_text]
+            assert got == scenario["expect"]["from_text"], got
+        if "streamed_text" in scenario["expect"]:
+            got_text = "".join(e.text for e in seen if isinstance(e, ambit.events.TextDelta))
+            assert got_text == scenario["expect"]["streamed_text"], got_text
         check_drain(scenario, at)
     check_provider(scenario, provider)
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 uniffi::setup_scaffolding!();
 
+mod knowledge;
 mod ledger;
 mod mcp;
 mod memory;
@@ -319,6 +320,27 @@ pub struct AgentConfig {
     /// `OutputType`); the Swift facade writes it from `OutputSchema`.
     #[uniffi(default = None)]
     pub output_json: Option<String>,
+    /// Skills directories (SPEC §14): the index, skill_read and skill_search, and the writing tools when
+    /// agent-managed.
+    #[uniffi(default = None)]
+    pub skills: Option<SkillsSettings>,
+    /// A knowledge directory (SPEC §14): knowledge_list and knowledge_read.
+    #[uniffi(default = None)]
+    pub knowledge: Option<knowledge::KnowledgeSettings>,
+}
+
+/// An agent's skills directories: the core's `SkillsConfig` as a record.
+#[derive(uniffi::Record)]
+pub struct SkillsSettings {
+    /// Directories holding skill folders, absolute or relative to the working directory; a new skill is
+    /// written to the first.
+    pub dirs: Vec<String>,
+    /// The agent may write, edit and delete skills (never a sub-agent).
+    #[uniffi(default = false)]
+    pub agent_managed: bool,
+    /// The most skills the per-turn index lists (default 100, at most 1,000; 0: no index).
+    #[uniffi(default = None)]
+    pub index_entries: Option<u32>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -539,6 +561,16 @@ impl CoreAgent {
                 )
                 .into());
             }
+        }
+        if let Some(s) = config.skills {
+            builder = builder.skills(ambit::skills::SkillsConfig {
+                dirs: s.dirs,
+                agent_managed: s.agent_managed,
+                index_entries: s.index_entries.map(|n| n as usize),
+            });
+        }
+        if let Some(k) = config.knowledge {
+            builder = builder.knowledge(k.into_core());
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }

@@ -105,7 +105,11 @@ fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
                 (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
                 _ => return Err(format!("fixture file {name}: give text, or line and count")),
             };
-            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+            let path = dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(path, text).map_err(|e| e.to_string())?;
         }
     }
     Ok(Some(root.join("ws")))
@@ -136,6 +140,8 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "max_retries": cfg.get("max_retries").cloned().unwrap_or(Value::from(0)),
         "timeout_secs": cfg.get("timeout_secs"),
         "settings": cfg.get("settings").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "headers": cfg.get("headers").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "query": cfg.get("query").cloned().unwrap_or_else(|| serde_json::json!({})),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }
@@ -222,6 +228,13 @@ async fn build_agent(
         let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
         let name = m["agent"].as_str().ok_or("memory.agent")?;
         builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
+    }
+    // `skills`: the skills directories (relative to the fixture's working directory) as plain data.
+    if let Some(s) = scenario.get("skills") {
+        builder = builder.skills(serde_json::from_value(s.clone()).map_err(|e| format!("skills: {e}"))?);
+    }
+    if let Some(k) = scenario.get("knowledge") {
+        builder = builder.knowledge(serde_json::from_value(k.clone()).map_err(|e| format!("knowledge: {e}"))?);
     }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
@@ -562,6 +575,11 @@ fn check_result(
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list_after")?;
     }
+    if let Some(want) = expect.get("cost").and_then(Value::as_f64)
+        && result.cost.is_none_or(|c| (c - want).abs() > 1e-12)
+    {
+        return Err(format!("cost: expected {want}, got {:?}", result.cost));
+    }
     if let Some(want) = expect.get("stop_reason")
         && want.as_str() != Some(result.stop_reason.as_str())
     {
@@ -767,7 +785,8 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
 }
 
 /// `expect.events`: event types that must appear in this order (others may come between),
-/// `expect.stop_reasons`: the stop reasons of the `model_response` events, and the streamed text, which
+/// `expect.stop_reasons`: the stop reasons of the `model_response` events, `expect.from_text`: the tools
+/// of the calls read from text, `expect.streamed_text`: all the text deltas, and the streamed text, which
 /// must add up to the output.
 fn check_events(
     expect: &Value,
@@ -789,6 +808,12 @@ fn check_events(
             }
         }
     }
+    // Event types the run must never send (a refused call never reports `tool_started`).
+    for absent in expect.get("absent_events").and_then(Value::as_array).into_iter().flatten() {
+        if types.iter().any(|t| Some(t.as_str()) == absent.as_str()) {
+            return Err(format!("event {absent} was sent, and must not be: {types:?}"));
+        }
+    }
     if let Some(want) = expect.get("stop_reasons") {
         let got: Vec<&str> = events
             .iter()
@@ -799,6 +824,30 @@ fn check_events(
             .collect();
         if want != &serde_json::to_value(&got).unwrap() {
             return Err(format!("stop_reasons of the model_response events: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("from_text") {
+        let got: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolCallRequested { name, from_text: true, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("from_text: the calls read from text: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("streamed_text").and_then(Value::as_str) {
+        let got: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if got != want {
+            return Err(format!("streamed_text: expected {want:?}, got {got:?}"));
         }
     }
     if let Some(Ok(result)) = end {

@@ -27,7 +27,7 @@ from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
                      ModelError, OutputInvalid, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
-from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, ToolChoice
+from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
@@ -36,6 +36,10 @@ from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
 from .memory import Memory
+from . import skills
+from .skills import Skills
+from . import knowledge
+from .knowledge import Knowledge
 
 __all__ = [
     "Agent",
@@ -51,6 +55,10 @@ __all__ = [
     "ledger",
     "Memory",
     "memory",
+    "Skills",
+    "skills",
+    "Knowledge",
+    "knowledge",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -82,6 +90,7 @@ __all__ = [
     "TaskContext",
     "Tool",
     "ToolCall",
+    "TextToolCalls",
     "ToolChoice",
     "Usage",
     "tool",
@@ -387,7 +396,8 @@ class Agent:
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
-                 agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None) -> None:
+                 agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
+                 skills: Skills | None = None, knowledge: Knowledge | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -403,7 +413,11 @@ class Agent:
         (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
         bound to that run of a routine. ``memory`` (an opened :class:`Memory`) with ``agent_name`` (the
         agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
-        instructions on every request. ``output_type`` (a Pydantic model, a dataclass, a TypedDict or an
+        instructions on every request. ``skills`` (:class:`Skills`) adds the skills index after the
+        instructions, ``skill_read`` and ``skill_search``, and when agent-managed ``skill_write``,
+        ``skill_edit`` and ``skill_delete``. ``knowledge`` (:class:`Knowledge`) adds ``knowledge_list``
+        and ``knowledge_read`` over its directory.
+        ``output_type`` (a Pydantic model, a dataclass, a TypedDict or an
         :class:`OutputSchema`) makes the final answer JSON of that type, read into
         ``result.structured_output``: the provider's native structured output where the wire has it, a
         ``final_answer`` tool elsewhere; a wrong answer goes back to the model up to ``output_retries``
@@ -454,6 +468,14 @@ class Agent:
             if not isinstance(agent_name, str):
                 raise ConfigError(f"agent_name must name the agent in its memory store, got {agent_name!r}")
             options["memory"] = {"url": memory.url, "agent": agent_name}
+        if skills is not None:
+            if not isinstance(skills, Skills):
+                raise TypeError(f"skills must be an ambit.Skills, got {type(skills).__name__}")
+            options["skills"] = skills._config()
+        if knowledge is not None:
+            if not isinstance(knowledge, Knowledge):
+                raise TypeError(f"knowledge must be an ambit.Knowledge, got {type(knowledge).__name__}")
+            options["knowledge"] = knowledge._config()
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub
@@ -545,7 +567,8 @@ class Agent:
 _EVENTS: dict[str, type] = {cls.type: cls for cls in (
     events.RunStarted, events.ModelRequest, events.TextDelta, events.ModelResponse, events.ToolCallRequested,
     events.ToolStarted, events.ToolFinished, events.ToolRefused, events.ChecklistNudge, events.RunFinished,
-    events.BackgroundTaskStarted, events.BackgroundTaskProgress, events.BackgroundTaskReported)}
+    events.ApprovalRequested, events.BackgroundTaskStarted, events.BackgroundTaskProgress,
+    events.BackgroundTaskReported)}
 
 
 def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> Any:
@@ -557,6 +580,8 @@ def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = Non
         raw["usage"] = Usage(**raw["usage"])
     if kind == "run_finished":
         raw["result"] = _result(raw["result"], decode_output)
+    if kind == "approval_requested":
+        raw["request"] = ApprovalRequest(**raw["request"])
     return cls(**raw)
 
 

@@ -126,6 +126,8 @@ struct Inner {
     memory: Option<Arc<crate::memory::Access>>,
     /// The final answer's type (agent/output.rs); `None`: a free text answer.
     output: Option<output::OutputType>,
+    /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
+    skills: Option<Arc<crate::skills::SkillsAccess>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -159,6 +161,8 @@ pub struct AgentBuilder {
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
     output: Option<output::OutputType>,
+    skills: Option<crate::skills::SkillsConfig>,
+    knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentBuilder {
@@ -183,6 +187,19 @@ impl AgentBuilder {
     /// after the instructions on every request.
     pub fn memory(mut self, config: crate::memory::MemoryConfig) -> Self {
         self.memory = Some(Ok(config));
+        self
+    }
+
+    /// Gives the agent skills directories (SPEC §14): `skill_read` and `skill_search`, the three writing
+    /// tools when the config is agent-managed, and a bounded index of the skills on every request.
+    pub fn skills(mut self, config: crate::skills::SkillsConfig) -> Self {
+        self.skills = Some(config);
+        self
+    }
+
+    /// Gives the agent a knowledge directory (SPEC §14): `knowledge_list` and `knowledge_read`.
+    pub fn knowledge(mut self, config: crate::knowledge::KnowledgeConfig) -> Self {
+        self.knowledge = Some(config);
         self
     }
 
@@ -314,6 +331,22 @@ impl AgentBuilder {
         for t in memory.iter().flat_map(crate::memory::tools::tools) {
             tools.register(t)?;
         }
+        let skills = match self.skills {
+            None => None,
+            Some(config) => {
+                config.validate().map_err(Error::Config)?;
+                Some(Arc::new(crate::skills::SkillsAccess::new(config)))
+            }
+        };
+        for t in skills.iter().flat_map(crate::skills::tools::tools) {
+            tools.register(t)?;
+        }
+        if let Some(k) = &self.knowledge {
+            k.validate().map_err(Error::Config)?;
+            for t in crate::knowledge::tools(k) {
+                tools.register(t)?;
+            }
+        }
         if let Some(o) = &self.output {
             o.validate().map_err(Error::Config)?;
             if tools.iter().any(|t| t.spec().name == output::FINAL_ANSWER_TOOL) {
@@ -350,6 +383,7 @@ impl AgentBuilder {
                 subagents: frame.clone(),
                 memory,
                 output: self.output,
+                skills,
             }),
         };
         subagent::bind(frame, &agent);
@@ -626,7 +660,12 @@ impl Agent {
                 for c in &calls {
                     let arguments = serde_json::from_str::<Value>(&c.arguments)
                         .unwrap_or_else(|_| Value::String(c.arguments.clone()));
-                    events.emit(Event::ToolCallRequested { id: c.id.clone(), name: c.name.clone(), arguments });
+                    events.emit(Event::ToolCallRequested {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments,
+                        from_text: c.from_text,
+                    });
                 }
             }
             let pending: Vec<_> = calls.iter().map(|c| self.dispatch_call(c, &events, &state)).collect();
@@ -704,9 +743,9 @@ impl Agent {
         budget::cost_of(&self.inner.prices, self.inner.model.name(), usage)
     }
 
-    /// [`Agent::dispatch`] with its events around it.
+    /// [`Agent::dispatch`] with its events around it: `tool_started` when the tool is about to run (after
+    /// the gate and any approval), `tool_refused` when it never will, `tool_finished` for every call.
     async fn dispatch_observed(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome = self.dispatch(call, events).await;
         events.emit(Event::ToolFinished {
             id: call.id.clone(),
@@ -721,26 +760,29 @@ impl Agent {
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
-        let arguments = match serde_json::from_str::<Value>(raw) {
-            Ok(v) => v,
-            Err(e) => {
-                let msg = format!("Error: the arguments for tool '{}' are not valid JSON: {e}", call.name);
-                return (Value::String(call.arguments.clone()), msg, true);
-            }
-        };
-        let Some(tool) = self.lookup_tool(&call.name) else {
-            return (arguments, format!("Error: there is no tool named '{}'", call.name), true);
-        };
-        let on_approval = |r: &crate::permission::ApprovalRequest| {
-            events.emit(Event::ApprovalRequested { request: r.clone() });
-        };
-        let outcome = gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval)
-            .instrument(span)
-            .await;
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
             reason
         };
+        let arguments = match serde_json::from_str::<Value>(raw) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = refused(format!("the arguments for tool '{}' are not valid JSON: {e}", call.name));
+                return (Value::String(call.arguments.clone()), format!("Error: {msg}"), true);
+            }
+        };
+        let Some(tool) = self.lookup_tool(&call.name) else {
+            let msg = refused(format!("there is no tool named '{}'", call.name));
+            return (arguments, format!("Error: {msg}"), true);
+        };
+        let on_approval = |r: &crate::permission::ApprovalRequest| {
+            events.emit(Event::ApprovalRequested { request: r.clone() });
+        };
+        let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
+        let outcome =
+            gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
+                .instrument(span)
+                .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
             gate::GateOutcome::Parked { request } => match crate::session::park(&call.id, &call.name, request) {

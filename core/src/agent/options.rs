@@ -50,6 +50,12 @@ pub struct AgentOptions {
     /// ([`super::output::OutputType`]).
     #[serde(default)]
     pub output: Option<super::output::OutputType>,
+    /// Skills directories, and whether the agent manages them (SPEC §14).
+    #[serde(default)]
+    pub skills: Option<crate::skills::SkillsConfig>,
+    /// A knowledge directory (SPEC §14).
+    #[serde(default)]
+    pub knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentOptions {
@@ -62,6 +68,12 @@ impl AgentOptions {
         }
         if let Some(m) = &options.memory {
             crate::memory::MemoryConfig::from_settings(m).map_err(|e| Error::Config(e.to_string()))?;
+        }
+        if let Some(s) = &options.skills {
+            s.validate().map_err(Error::Config)?;
+        }
+        if let Some(k) = &options.knowledge {
+            k.validate().map_err(Error::Config)?;
         }
         Ok(options)
     }
@@ -101,6 +113,12 @@ impl AgentBuilder {
         }
         if let Some(m) = options.memory {
             self.memory = Some(crate::memory::MemoryConfig::from_settings(&m));
+        }
+        if let Some(s) = options.skills {
+            self = self.skills(s);
+        }
+        if let Some(k) = options.knowledge {
+            self = self.knowledge(k);
         }
         if let Some(s) = options.subagents {
             self = self.subagents(s);

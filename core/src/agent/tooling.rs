@@ -88,11 +88,14 @@ impl Agent {
             Some(access) => Box::pin(crate::memory::baseline_block(access)).await,
             None => None,
         };
-        let instructions = match (self.inner.instructions.as_deref(), memory) {
-            (Some(i), Some(m)) => Some(format!("{i}\n\n{m}")),
-            (None, Some(m)) => Some(m),
-            (i, None) => i.map(str::to_string),
+        let skills = match &self.inner.skills {
+            Some(access) => Box::pin(crate::skills::index_block(access, self.inner.session.scope.clone())).await,
+            None => None,
         };
+        // The instructions, then the skills index, then the memory baseline, each a bounded block.
+        let blocks: Vec<&str> =
+            [self.inner.instructions.as_deref(), skills.as_deref(), memory.as_deref()].into_iter().flatten().collect();
+        let instructions = (!blocks.is_empty()).then(|| blocks.join("\n\n"));
         self.inner.tooling.prepare(request, instructions.as_deref(), &state.deferral).await;
     }
 

@@ -12,6 +12,7 @@ pub mod pricing;
 pub mod retry;
 pub mod settings;
 pub mod sse;
+pub mod text_calls;
 pub mod window;
 
 pub use config::{ModelConfig, Wire};
@@ -58,6 +59,10 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+    /// The call was read from the answer's text, not sent as a call by the server (the Chat Completions
+    /// wire's `text_tool_calls` setting, [`text_calls`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_text: bool,
 }
 
 /// One entry of the conversation, independent of any wire.

@@ -117,11 +117,31 @@ public struct Model: Sendable, Equatable {
     public var toolChoice: ToolChoice?
     /// Whether the model may ask for several tool calls in one answer.
     public var parallelToolCalls: Bool?
+    /// Chat Completions only: `.auto` reads a tool call a model wrote as text (bare or fenced JSON,
+    /// `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+    /// server sent calls) as a call, marked `fromText` in its `toolCallRequested` event; `.constrained` also
+    /// asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+    public var textToolCalls: TextToolCalls?
+    /// How hard a reasoning model thinks: "none", "minimal", "low", "medium", "high", "xhigh", "max"
+    /// (Anthropic "low" to "max").
+    public var reasoningEffort: String?
+    /// Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens).
+    public var thinkingBudget: Int?
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+    public var promptCaching: Bool?
+    /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is `AmbitError.config` naming it.
+    public var headers: [String: String]?
+    /// Query parameters every request's URL carries (Azure OpenAI's `api-version`).
+    public var query: [String: String]?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
                 timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
-                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil) {
+                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
+                textToolCalls: TextToolCalls? = nil, reasoningEffort: String? = nil, thinkingBudget: Int? = nil,
+                promptCaching: Bool? = nil, headers: [String: String]? = nil, query: [String: String]? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -139,6 +159,12 @@ public struct Model: Sendable, Equatable {
         self.seed = seed
         self.toolChoice = toolChoice
         self.parallelToolCalls = parallelToolCalls
+        self.textToolCalls = textToolCalls
+        self.reasoningEffort = reasoningEffort
+        self.thinkingBudget = thinkingBudget
+        self.promptCaching = promptCaching
+        self.headers = headers
+        self.query = query
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -177,7 +203,9 @@ public struct Model: Sendable, Equatable {
             maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) },
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
-            parallelToolCalls: parallelToolCalls)
+            parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls, reasoningEffort: reasoningEffort,
+            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, headers: headers,
+            query: query)
     }
 }
 
@@ -351,8 +379,12 @@ public final class Agent: Sendable {
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
     /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
     /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
-    /// baseline after the instructions on every request. `outputType` (`OutputSchema`): the final answer
-    /// is JSON of that type, checked by the core; `result.decode(YourCodable.self)` decodes it.
+    /// baseline after the instructions on every request. `skills` (`Skills(dirs:agentManaged:)`): the
+    /// skills index after the instructions, `skill_read` and `skill_search`, and when agent-managed
+    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent). `knowledge`
+    /// (`Knowledge(dir:)`): `knowledge_list` and `knowledge_read` over its directory. `outputType`
+    /// (`OutputSchema`): the final answer is JSON of that type, checked by the core;
+    /// `result.decode(YourCodable.self)` decodes it.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
@@ -360,7 +392,7 @@ public final class Agent: Sendable {
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
-        outputType: OutputSchema? = nil
+        outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -403,7 +435,9 @@ public final class Agent: Sendable {
             ledger: ledger?.core,
             memory: memory?.core,
             agentName: agentName,
-            outputJson: try outputType?.json()
+            outputJson: try outputType?.json(),
+            skills: try skills?.settings(),
+            knowledge: try knowledge?.settings()
         )
         do {
             core = try CoreAgent(config: config)

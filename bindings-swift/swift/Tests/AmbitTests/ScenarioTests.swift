@@ -329,6 +329,19 @@ func scenarioToolChoice(_ value: Any?, _ file: String) throws -> ToolChoice? {
     }
 }
 
+/// A scenario's `text_tool_calls` setting as the Swift enum.
+func scenarioTextToolCalls(_ value: Any?, _ file: String) throws -> TextToolCalls? {
+    switch value as? String {
+    case nil: return nil
+    case "off": return .off
+    case "auto": return .auto
+    case "constrained": return .constrained
+    default:
+        Issue.record("unknown text_tool_calls \(String(describing: value)) in \(file)")
+        return nil
+    }
+}
+
 func int(_ value: Any?) -> Int? {
     if let n = value as? Int { return n }
     if let n = value as? NSNumber { return n.intValue }
@@ -391,6 +404,7 @@ func int(_ value: Any?) -> Int? {
     func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
         var kinds: [String] = []
         var stopReasons: [String] = []
+        var fromText: [String] = []
         var text = ""
         var finished: RunResult?
         for try await event in agent.stream(input) {
@@ -405,10 +419,15 @@ func int(_ value: Any?) -> Int? {
             case let .modelResponse(_, _, _, stopReason):
                 kinds.append("model_response")
                 stopReasons.append(stopReason.name)
-            case .toolCallRequested: kinds.append("tool_call_requested")
+            case let .toolCallRequested(_, name, _, readFromText):
+                kinds.append("tool_call_requested")
+                if readFromText { fromText.append(name) }
             case .toolStarted: kinds.append("tool_started")
             case .toolFinished: kinds.append("tool_finished")
             case .toolRefused: kinds.append("tool_refused")
+            case let .approvalRequested(request):
+                #expect(!request.callId.isEmpty, "\(file): approval_requested carries the request")
+                kinds.append("approval_requested")
             case .checklistNudge: kinds.append("checklist_nudge")
             case .backgroundTaskStarted: kinds.append("background_task_started")
             case .backgroundTaskProgress: kinds.append("background_task_progress")
@@ -416,7 +435,10 @@ func int(_ value: Any?) -> Int? {
             case let .runFinished(usage, result):
                 #expect(usage == result.usage, "\(file)")
                 finished = result
-            case let .other(kind, _): kinds.append(kind)
+            case let .other(kind, _):
+                // Every event the core sends has its own case: none arrives as the fallback.
+                Issue.record("\(file): event \(kind) has no case of its own in AgentEvent")
+                kinds.append(kind)
             }
         }
         #expect(kinds.first == "run_started", "\(file): \(kinds)")
@@ -429,8 +451,17 @@ func int(_ value: Any?) -> Int? {
             }
             at = i + 1
         }
+        for absent in expect["absent_events"] as? [String] ?? [] {
+            #expect(!kinds.contains(absent), "\(file): event \(absent) was sent, and must not be: \(kinds)")
+        }
         if let want = expect["stop_reasons"] as? [String] {
             #expect(stopReasons == want, "\(file): stop reasons of the model_response events \(stopReasons)")
+        }
+        if let want = expect["from_text"] as? [String] {
+            #expect(fromText == want, "\(file): the calls read from text \(fromText)")
+        }
+        if let want = expect["streamed_text"] as? String {
+            #expect(text == want, "\(file): the text deltas \(text.debugDescription)")
         }
         let result = try #require(finished, "\(file): the stream ended without runFinished")
         #expect(text.hasSuffix(result.output), "\(file): text deltas \(text.debugDescription)")
@@ -499,7 +530,13 @@ func int(_ value: Any?) -> Int? {
                 stop: modelSettings["stop"] as? [String],
                 seed: int(modelSettings["seed"]),
                 toolChoice: try scenarioToolChoice(modelSettings["tool_choice"], file),
-                parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool
+                parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool,
+                textToolCalls: try scenarioTextToolCalls(modelSettings["text_tool_calls"], file),
+                reasoningEffort: modelSettings["reasoning_effort"] as? String,
+                thinkingBudget: int(modelSettings["thinking_budget"]),
+                promptCaching: modelSettings["prompt_caching"] as? Bool,
+                headers: agentSettings["headers"] as? [String: String],
+                query: agentSettings["query"] as? [String: String]
             ),
             instructions: agentSettings["instructions"] as? String,
             tools: tools,
@@ -536,6 +573,15 @@ func int(_ value: Any?) -> Int? {
             outputType: try (agentSettings["output"] as? [String: Any]).map { out in
                 try OutputSchema(name: out["name"] as? String ?? "", schema: out["schema"] as? [String: Any] ?? [:],
                                  retries: int(out["retries"]))
+            },
+            skills: (scenario["skills"] as? [String: Any]).map { s in
+                Skills(
+                    dirs: s["dirs"] as? [String] ?? [],
+                    agentManaged: s["agent_managed"] as? Bool ?? false,
+                    indexEntries: int(s["index_entries"]))
+            },
+            knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
+                Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
             }
         )
     }
@@ -770,6 +816,9 @@ func int(_ value: Any?) -> Int? {
         }
         if let stop = expect["stop_reason"] as? String {
             #expect(result.stopReason.name == stop, "\(file): stop reason \(result.stopReason)")
+        }
+        if let cost = (expect["cost"] as? NSNumber)?.doubleValue {
+            #expect(result.cost.map { abs($0 - cost) <= 1e-12 } == true, "\(file): cost \(String(describing: result.cost))")
         }
         if expect["host_saw_cancel"] as? Bool == true {
             let saw = await SawCancel.shared.take(approvals.tag)
