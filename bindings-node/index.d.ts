@@ -378,8 +378,8 @@ export interface AgentOptions {
   /** The agent's name in its memory store; required with `memory`. */
   agentName?: string;
   /**
-   * The final answer's type: the answer is JSON matching `schema` (an object's JSON Schema; for a zod
-   * schema, `z.toJSONSchema(Weather)`), asked of the provider natively where the wire has it (Chat
+   * The final answer's type: the answer is JSON matching `schema` (an object's JSON Schema, or a zod 4
+   * schema, whose `toJSONSchema()` and `parse` are used), asked of the provider natively where the wire has it (Chat
    * Completions, Responses) and through a `final_answer` tool elsewhere; a wrong answer goes back to the
    * model up to `retries` times (default 2), then the run throws `OutputInvalidError`. `parse` turns the
    * checked JSON into your type (`result.structuredOutput`), e.g. `(v) => Weather.parse(v)`.
@@ -399,7 +399,8 @@ export interface AgentOptions {
 export interface OutputType {
   /** 1 to 64 letters, digits, `_` or `-`. */
   name: string;
-  schema: Record<string, unknown>;
+  /** A JSON Schema for an object, or a zod schema (anything with `toJSONSchema()` and `parse`). */
+  schema: Record<string, unknown> | { toJSONSchema(params?: { io?: "input" | "output" }): Record<string, unknown>; parse(value: unknown): unknown };
   retries?: number;
   parse?: (value: unknown) => unknown;
 }

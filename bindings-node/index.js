@@ -216,20 +216,30 @@ const AGENT_OPTIONS = [
 ];
 
 /**
- * `outputType`: the final answer's type, `{name, schema, retries?, parse?}`: a JSON Schema for an object
- * (for a zod schema `z.toJSONSchema(Weather)`), and how its checked JSON becomes your type (`parse`, e.g.
- * `(v) => Weather.parse(v)`; default: the JSON itself). The core checks the answer against the schema.
+ * `outputType`: the final answer's type, `{name, schema, retries?, parse?}`: `schema` a JSON Schema for an
+ * object, or a zod (4) schema, whose JSON Schema it gives (`toJSONSchema()`) and whose `parse` builds the
+ * answer; `parse` turns the checked JSON into your type (default: the JSON itself, or the zod schema's).
+ * The core checks the answer against the schema. Returns the core's option and the parser.
  */
 function toNativeOutput(outputType) {
-  if (outputType == null) return {};
+  if (outputType == null) return { config: {}, parse: undefined };
   if (typeof outputType !== 'object' || Array.isArray(outputType)) {
     throw new TypeError(`Agent: outputType must be an object {name, schema, retries?, parse?}, got ${describe(outputType)}`);
   }
   refuseUnknown('Agent: outputType', outputType, ['name', 'schema', 'retries', 'parse']);
-  const { name, schema, retries, parse } = outputType;
+  const { name, retries } = outputType;
+  let { schema, parse } = outputType;
   if (typeof name !== 'string') throw new TypeError(`Agent: outputType.name must be a string, got ${describe(name)}`);
+  if (schema != null && typeof schema.toJSONSchema === 'function' && typeof schema.parse === 'function') {
+    // A zod schema: the JSON Schema of what it reads (its input side: the model writes that; `parse`
+    // makes the output side, transforms included), without the `$schema` marker, and its parse.
+    const zod = schema;
+    const { $schema, ...json } = zod.toJSONSchema({ io: 'input' });
+    schema = json;
+    parse = parse ?? ((value) => zod.parse(value));
+  }
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
-    throw new TypeError(`Agent: outputType.schema must be a JSON Schema object, got ${describe(schema)}`);
+    throw new TypeError(`Agent: outputType.schema must be a JSON Schema object or a zod schema, got ${describe(schema)}`);
   }
   if (parse != null && typeof parse !== 'function') {
     throw new TypeError(`Agent: outputType.parse must be a function, got ${describe(parse)}`);
@@ -237,7 +247,7 @@ function toNativeOutput(outputType) {
   if (retries != null && !(Number.isInteger(retries) && retries >= 0 && retries <= 0xffffffff)) {
     throw new ConfigError(`Agent: outputType.retries must be a whole number from 0, got ${String(retries)}`);
   }
-  return { output: { name, schema, ...(retries == null ? {} : { retries }) } };
+  return { config: { output: { name, schema, ...(retries == null ? {} : { retries }) } }, parse };
 }
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
@@ -297,6 +307,7 @@ class Agent {
       skills,
       knowledge,
     } = options;
+    const output = toNativeOutput(outputType);
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
     }
@@ -337,7 +348,7 @@ class Agent {
           ...toNativeSubagents(subagents),
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
-          ...toNativeOutput(outputType),
+          ...output.config,
           ...require('./skills.js').toNativeSkills(skills),
           ...require('./knowledge.js').toNativeKnowledge(knowledge),
         }),
@@ -349,7 +360,7 @@ class Agent {
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;
-    this.#parseOutput = outputType?.parse ?? undefined;
+    this.#parseOutput = output.parse;
   }
 
   /**

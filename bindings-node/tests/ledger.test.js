@@ -150,20 +150,21 @@ for (const store of STORES) {
 test('reportBacklog and drainDecision refuse bad input with typed errors', async () => {
   const { ledger } = await clocked('sqlite');
   const invalid = [
-    [ledger.reportBacklog('rt', ['A'], 0), 'batch_size must be from 1 to 4294967295, got 0'],
-    [ledger.reportBacklog('rt', ['A'], -1), 'batch_size must be from 1 to 4294967295, got -1'],
-    [ledger.reportBacklog('rt', ['A', ''], 1), 'subject_keys[1] is empty'],
-    [ledger.reportBacklog('rt', ['A\0'], 1), 'a subject key contains a NUL byte'],
-    [ledger.reportBacklog('', ['A'], 1), 'routine_id is empty'],
-    [ledger.reportBacklog('rt', ['A'], 1, { runId: '' }), 'run_id is empty'],
-    [ledger.reportBacklog('rt', ['A'], 1, { limits: { parallelLimt: 2 } }), "unknown routine limit 'parallel_limt'"],
-    [ledger.reportBacklog('rt', ['A'], 1, { limits: { parallelLimit: -1 } }), 'parallel_limit must be a whole number from 0 to 4294967295, got -1'],
-    [ledger.drainDecision('', 'run-1'), 'routine_id is empty'],
-    [ledger.drainDecision('rt', ''), 'run_id is empty'],
-    [ledger.drainDecision('rt', 'run-1', { limits: { dailyCap: 1.5 } }), 'daily_cap must be a whole number from 0 to 4294967295 or null, got 1.5'],
+    [() => ledger.reportBacklog('rt', ['A'], 0), 'batch_size must be from 1 to 4294967295, got 0'],
+    [() => ledger.reportBacklog('rt', ['A'], -1), 'batch_size must be from 1 to 4294967295, got -1'],
+    [() => ledger.reportBacklog('rt', ['A', ''], 1), 'subject_keys[1] is empty'],
+    [() => ledger.reportBacklog('rt', ['A\0'], 1), 'a subject key contains a NUL byte'],
+    [() => ledger.reportBacklog('', ['A'], 1), 'routine_id is empty'],
+    [() => ledger.reportBacklog('rt', ['A'], 1, { runId: '' }), 'run_id is empty'],
+    [() => ledger.reportBacklog('rt', ['A'], 1, { limits: { parallelLimt: 2 } }), "unknown routine limit 'parallel_limt'"],
+    [() => ledger.reportBacklog('rt', ['A'], 1, { limits: { parallelLimit: -1 } }), 'parallel_limit must be a whole number from 0 to 4294967295, got -1'],
+    [() => ledger.drainDecision('', 'run-1'), 'routine_id is empty'],
+    [() => ledger.drainDecision('rt', ''), 'run_id is empty'],
+    [() => ledger.drainDecision('rt', 'run-1', { limits: { dailyCap: 1.5 } }), 'daily_cap must be a whole number from 0 to 4294967295 or null, got 1.5'],
   ];
   for (const [call, message] of invalid) {
-    await assert.rejects(call, (e) => {
+    // Each call made when it is awaited: a rejection is never left without a handler.
+    await assert.rejects(call(), (e) => {
       assert.ok(e instanceof InvalidLedgerArgumentError && e instanceof LedgerError, `${e.name}: ${e.message}`);
       assert.equal(e.code, 'ledger_invalid_argument');
       assert.ok(e.message.includes(message), `${JSON.stringify(e.message)} should name ${JSON.stringify(message)}`);
@@ -171,15 +172,15 @@ test('reportBacklog and drainDecision refuse bad input with typed errors', async
     });
   }
   const wrongType = [
-    [ledger.reportBacklog('rt', ['A'], 1.5), TypeError, /batchSize must be a whole number, got 1.5/],
-    [ledger.reportBacklog('rt', ['A'], '2'), TypeError, /batchSize must be a whole number, got 2/],
-    [ledger.reportBacklog('rt', [1], 1), ConfigError, /subjectKeys\[0\] must be a string/],
-    [ledger.reportBacklog('rt', { a: 1 }, 1), ConfigError, /subjectKeys must be an array of strings/],
-    [ledger.reportBacklog(7, ['A'], 1), TypeError, /routineId must be a string, got number/],
-    [ledger.reportBacklog('rt', ['A'], 1, { limits: 3 }), TypeError, /limits must be an object/],
-    [ledger.drainDecision('rt', null), TypeError, /runId must be a string, got null/],
+    [() => ledger.reportBacklog('rt', ['A'], 1.5), TypeError, /batchSize must be a whole number, got 1.5/],
+    [() => ledger.reportBacklog('rt', ['A'], '2'), TypeError, /batchSize must be a whole number, got 2/],
+    [() => ledger.reportBacklog('rt', [1], 1), ConfigError, /subjectKeys\[0\] must be a string/],
+    [() => ledger.reportBacklog('rt', { a: 1 }, 1), ConfigError, /subjectKeys must be an array of strings/],
+    [() => ledger.reportBacklog(7, ['A'], 1), TypeError, /routineId must be a string, got number/],
+    [() => ledger.reportBacklog('rt', ['A'], 1, { limits: 3 }), TypeError, /limits must be an object/],
+    [() => ledger.drainDecision('rt', null), TypeError, /runId must be a string, got null/],
   ];
-  for (const [call, cls, message] of wrongType) await assert.rejects(call, (e) => e instanceof cls && message.test(e.message));
+  for (const [call, cls, message] of wrongType) await assert.rejects(call(), (e) => e instanceof cls && message.test(e.message));
   // Nothing was reported: the routine's drain still says no run reported.
   assert.equal((await ledger.drainDecision('rt', 'run-1')).stop, 'queue_empty');
 });

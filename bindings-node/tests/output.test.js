@@ -96,3 +96,30 @@ test('bad output types are refused by name', () => {
   assert.throws(() => new Agent({ model, outputType: { name: 'my answer', schema } }), (e) => e instanceof ConfigError && /'my answer'/.test(e.message));
   assert.throws(() => new Agent({ model, outputType: { name: 'W', schema: { type: 'array' } } }), /"type": "object"/);
 });
+
+test('a zod schema is an output type: its JSON Schema goes to the wire, its parse builds the answer', async () => {
+  // zod 4 as the MCP servers' install has it (scripts/mcp-servers.sh, which the suite runs anyway).
+  const { execFileSync } = require('node:child_process');
+  const mcp = execFileSync('bash', [path.join(__dirname, '..', '..', 'scripts', 'mcp-servers.sh')], {
+    encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+  const { z } = require(path.join(mcp, 'npm', 'node_modules', 'zod'));
+  const Weather = z.object({ city: z.string(), sky: z.enum(['sunny', 'cloudy']) }).transform((w) => ({ ...w, loud: w.city.toUpperCase() }));
+  const json = { type: 'object', properties: { city: { type: 'string' }, sky: { type: 'string', enum: ['sunny', 'cloudy'] } },
+    required: ['city', 'sky'] };
+  const p = await startProvider([
+    { expect: { body: { response_format: { type: 'json_schema', json_schema: { name: 'Weather', schema: json } } } },
+      respond: { content: '{"city": "Paris", "sky": "rainy"}' } },
+    { expect: { messages_tail: [{ role: 'assistant' }, { role: 'user', content: { $contains: 'sky' } }] },
+      respond: { content: '{"city": "Paris", "sky": "sunny"}' } },
+  ]);
+  try {
+    const agent = new Agent({ model: new OpenAIChat('gpt-4.1', { baseUrl: p.baseUrl, maxRetries: 0 }),
+      outputType: { name: 'Weather', schema: Weather } });
+    const result = await agent.run('Weather in Paris?');
+    // The core refused "rainy" (the enum) before zod saw it; the second answer went through zod's parse.
+    assert.deepEqual(result.structuredOutput, { city: 'Paris', sky: 'sunny', loud: 'PARIS' });
+  } finally {
+    p.stop();
+  }
+});

@@ -481,3 +481,37 @@ async fn a_typed_answer_through_final_answer_leaves_a_conversation_the_next_run_
         check(&p, 2);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_gauge_counts_the_final_answer_tool_the_request_carries() {
+    // SPEC §4: the gauge counts what the request carries; on Anthropic that includes final_answer.
+    let script = json!({"name": "gauge_final_answer", "wire": "anthropic", "exchanges": [
+        {"respond": {"tool_calls": [{"id": "toolu_1", "name": "context_check", "arguments": {}}]}},
+        {"respond": {"tool_calls": [{"id": "toolu_2", "name": "final_answer", "arguments": {"city": "Paris"}}]}},
+    ]});
+    let p = Provider::start(serde_json::from_value::<Script>(script).unwrap()).await.unwrap();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let agent = Agent::builder()
+        .model(ambit::Anthropic::new("claude-sonnet-4-5").base_url(p.base_url()).api_key("k"))
+        .tool_arc(ambit::tools::builtin::by_name("context_check").unwrap())
+        .output(ambit::agent::output::OutputType::new("Place", schema))
+        .build()
+        .unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let sessions = Sessions::open(&format!("sqlite://{}", store.path().join("s.db").display())).await.unwrap();
+    let id = sessions.create().await.unwrap();
+    let result = sessions.run(&agent, &id, "how full is the window?").await.unwrap();
+    let report = &result.tool_calls[0].result;
+    let state: Value = reqwest::get(format!("{}/__ambit/state", p.base_url().trim_end_matches("/v1")))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sent: Vec<&str> =
+        state["requests"][0]["body"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(sent, ["context_check", "final_answer"]);
+    let fixed = report.split(" tokens of instructions and the ").nth(1).unwrap_or_else(|| panic!("{report}"));
+    let counted: usize = fixed.split_once(' ').unwrap().0.parse().unwrap_or_else(|_| panic!("{report}"));
+    assert_eq!(counted, sent.len(), "{report}");
+}

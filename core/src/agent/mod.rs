@@ -532,6 +532,26 @@ impl Agent {
                 && let Some(answer) = calls.iter().find(|c| c.name == output::FINAL_ANSWER_TOOL)
             {
                 // The answer through the `final_answer` tool: never dispatched, read as the answer.
+                // The checklist gate holds a typed answer as it holds a text one: every call of the turn
+                // gets its result, then the nudge.
+                let gate = match o.read(&answer.arguments) {
+                    Ok(_) => self.checklist_gate(&state, &mut nudges, &events),
+                    Err(_) => Ok(Vec::new()),
+                };
+                if let Err(nudge) = gate {
+                    for c in &calls {
+                        let content = format!(
+                            "not {}: the checklist has open items; finish or defer them, then call {} again",
+                            if c.id == answer.id { "recorded" } else { "run" },
+                            output::FINAL_ANSWER_TOOL
+                        );
+                        let (call_id, name) = (c.id.clone(), c.name.clone());
+                        request.messages.push(Message::Tool { call_id, name, content, is_error: true });
+                    }
+                    request.messages.push(nudge);
+                    continue;
+                }
+                let open = gate.unwrap_or_default();
                 match o.read(&answer.arguments) {
                     Ok(value) => {
                         let text = output::text_of(&value);
@@ -554,7 +574,7 @@ impl Agent {
                             turns: turn,
                             stop_reason: StopReason::End,
                             cost,
-                            open_items: Vec::new(),
+                            open_items: open,
                             structured_output: Some(value),
                             messages: request.messages,
                         });
@@ -599,25 +619,13 @@ impl Agent {
                 continue;
             }
             if calls.is_empty() {
-                // The checklist gate: open items keep the run going, up to the nudge cap.
-                let open: Vec<ChecklistItem> = match inner.nudge_cap {
-                    Some(_) => {
-                        let list = state.checklist.lock().unwrap_or_else(|p| p.into_inner());
-                        list.open().into_iter().cloned().collect()
+                let open = match self.checklist_gate(&state, &mut nudges, &events) {
+                    Ok(open) => open,
+                    Err(nudge) => {
+                        request.messages.push(nudge);
+                        continue;
                     }
-                    None => Vec::new(),
                 };
-                if let Some(cap) = inner.nudge_cap
-                    && !open.is_empty()
-                    && nudges < cap
-                {
-                    nudges += 1;
-                    let open_items = open.iter().map(ChecklistItem::line).collect();
-                    events.emit(Event::ChecklistNudge { nudge: nudges, open_items });
-                    let refs: Vec<&ChecklistItem> = open.iter().collect();
-                    request.messages.push(Message::User { content: checklist::nudge_message(&refs, nudges, cap) });
-                    continue;
-                }
                 let text = response.text.unwrap_or_default();
                 let structured_output = match output {
                     None => None,
@@ -682,6 +690,29 @@ impl Agent {
             }
         }
         Err(Error::MaxTurns { max_turns: inner.max_turns, usage })
+    }
+
+    /// The checklist gate (SPEC §6): while items are open and nudges remain, the nudge to send (an
+    /// `Err`, the run goes on); else the items still open when the run may end.
+    fn checklist_gate(
+        &self,
+        state: &RunState,
+        nudges: &mut u32,
+        events: &Emitter,
+    ) -> Result<Vec<ChecklistItem>, Message> {
+        let Some(cap) = self.inner.nudge_cap else { return Ok(Vec::new()) };
+        let open: Vec<ChecklistItem> = {
+            let list = state.checklist.lock().unwrap_or_else(|p| p.into_inner());
+            list.open().into_iter().cloned().collect()
+        };
+        if open.is_empty() || *nudges >= cap {
+            return Ok(open);
+        }
+        *nudges += 1;
+        let open_items = open.iter().map(ChecklistItem::line).collect();
+        events.emit(Event::ChecklistNudge { nudge: *nudges, open_items });
+        let refs: Vec<&ChecklistItem> = open.iter().collect();
+        Err(Message::User { content: checklist::nudge_message(&refs, *nudges, cap) })
     }
 
     /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):

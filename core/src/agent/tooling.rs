@@ -107,6 +107,10 @@ impl Agent {
         let loads = std::sync::Mutex::new(crate::deferral::RunLoads::default());
         self.inner.tooling.prepare(&mut request, self.inner.instructions.as_deref(), &loads).await;
         self.add_loop_params(&mut request.tools);
+        if let Some(o) = self.inner.output.as_ref().filter(|_| !self.inner.model.native_structured_output()) {
+            // The typed answer's tool rides on every request of a wire without native structured output.
+            request.tools.push(o.final_answer_tool());
+        }
         (request.instructions, request.tools)
     }
 
