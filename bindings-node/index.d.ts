@@ -99,7 +99,34 @@ export interface ModelOptions {
   toolChoice?: ToolChoice;
   /** Whether the model may ask for several tool calls in one answer (Anthropic: `disable_parallel_tool_use`). */
   parallelToolCalls?: boolean;
+  /**
+   * Chat Completions only: `'auto'` reads a tool call a model wrote as text (bare or fenced JSON,
+   * `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+   * server sent calls) as a call, marked `fromText` in its `tool_call_requested` event; `'constrained'`
+   * also asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+   */
+  textToolCalls?: TextToolCalls;
+  /** How hard a reasoning model thinks: `none` … `max` (Anthropic `low` … `max`, its `output_config.effort`). */
+  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh' | 'max';
+  /** Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens). */
+  thinkingBudget?: number;
+  /**
+   * Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+   * prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+   */
+  promptCaching?: boolean;
+  /**
+   * Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
+   * `OpenAI-Organization`, `OpenAI-Project`; a name that is not a header's, or one the HTTP exchange sets
+   * itself (`content-type`, `host`, …), is a `ConfigError` naming it.
+   */
+  headers?: Record<string, string>;
+  /** Query parameters every request's URL carries: Azure OpenAI's `api-version`. */
+  query?: Record<string, string>;
 }
+
+/** How an answer's text is read for tool calls (Chat Completions). */
+export type TextToolCalls = 'off' | 'auto' | 'constrained';
 
 /**
  * Which tool use the model is asked for: the model decides, must call a tool, must not, or must call the
@@ -129,6 +156,12 @@ export declare class Model {
   readonly seed: number | undefined;
   readonly toolChoice: ToolChoice | undefined;
   readonly parallelToolCalls: boolean | undefined;
+  readonly textToolCalls: TextToolCalls | undefined;
+  readonly reasoningEffort: ModelOptions['reasoningEffort'] | undefined;
+  readonly thinkingBudget: number | undefined;
+  readonly promptCaching: boolean | undefined;
+  readonly headers: Record<string, string> | undefined;
+  readonly query: Record<string, string> | undefined;
 }
 
 /** A model on the OpenAI Chat Completions wire (any OpenAI-compatible server by `baseUrl`). */
@@ -165,8 +198,21 @@ export declare class BudgetError extends AmbitError {
 }
 
 /**
- * The model's output token limit cut its answer in the middle of tool calls: their arguments are
- * incomplete, so none of them ran.
+ * The model's final answer did not match the agent's `outputType` after the wrong answers went back to
+ * it `retries` times.
+ */
+export declare class OutputInvalidError extends AmbitError {
+  readonly code: 'output_invalid';
+  /** The last answer's text, as the model gave it. */
+  readonly attempt: string;
+  /** How many times a wrong answer went back to the model. */
+  readonly retries: number;
+  /** What the run used. */
+  readonly usage: Usage;
+}
+/**
+ * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
+ * their arguments are incomplete, so none of them ran.
  */
 export declare class OutputTruncatedError extends AmbitError {
   readonly code: 'output_truncated';
@@ -205,10 +251,11 @@ export type AgentEvent =
   | { type: 'model_request'; turn: number }
   | { type: 'text_delta'; text: string }
   | { type: 'model_response'; turn: number; usage: Usage; cost: number | null; stopReason: StopReason }
-  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue }
+  | { type: 'tool_call_requested'; id: string; name: string; arguments: JsonValue; fromText: boolean }
   | { type: 'tool_started'; id: string; name: string }
   | { type: 'tool_finished'; id: string; name: string; result: string; isError: boolean }
   | { type: 'tool_refused'; id: string; name: string; reason: string }
+  | { type: 'approval_requested'; request: PendingApproval }
   | { type: 'checklist_nudge'; nudge: number; openItems: string[] }
   | { type: 'background_task_started'; taskId: string; callId: string; name: string }
   | { type: 'background_task_progress'; taskId: string; note: string }
@@ -330,6 +377,42 @@ export interface AgentOptions {
   memory?: Memory;
   /** The agent's name in its memory store; required with `memory`. */
   agentName?: string;
+  /**
+   * The final answer's type: the answer is JSON matching `schema` (an object's JSON Schema, or a zod 4
+   * schema, whose `toJSONSchema()` and `parse` are used), asked of the provider natively where the wire has it (Chat
+   * Completions, Responses) and through a `final_answer` tool elsewhere; a wrong answer goes back to the
+   * model up to `retries` times (default 2), then the run throws `OutputInvalidError`. `parse` turns the
+   * checked JSON into your type (`result.structuredOutput`), e.g. `(v) => Weather.parse(v)`.
+   */
+  outputType?: OutputType;
+  /**
+   * Skills directories (Agent Skills format: `<dir>/<name>/SKILL.md`): a bounded index of the skills
+   * after the instructions, skill_read and skill_search; with `agentManaged` also skill_write, skill_edit
+   * and skill_delete (never given to a sub-agent).
+   */
+  skills?: SkillsOptions;
+  /** A knowledge directory (`new Knowledge(dir)`): knowledge_list and knowledge_read. */
+  knowledge?: Knowledge;
+}
+
+/** The final answer's type (`new Agent({outputType})`). */
+export interface OutputType {
+  /** 1 to 64 letters, digits, `_` or `-`. */
+  name: string;
+  /** A JSON Schema for an object, or a zod schema (anything with `toJSONSchema()` and `parse`). */
+  schema: Record<string, unknown> | { toJSONSchema(params?: { io?: "input" | "output" }): Record<string, unknown>; parse(value: unknown): unknown };
+  retries?: number;
+  parse?: (value: unknown) => unknown;
+}
+
+/** An agent's skills directories. */
+export interface SkillsOptions {
+  /** Directories holding skill folders, absolute or relative to the policy's working directory; a new skill goes to the first. */
+  dirs: string | string[];
+  /** The agent may write, edit and delete skills (default false). */
+  agentManaged?: boolean;
+  /** The most skills the per-turn index lists (default 100, at most 1000; 0: no index). */
+  indexEntries?: number;
 }
 
 /** Sub-agent settings. */
@@ -488,6 +571,8 @@ export interface RunResult {
   cost: number | undefined;
   /** Checklist items still pending or in_progress when the run ended (past the nudge cap). */
   openItems: ChecklistItem[];
+  /** The final answer as the agent's `outputType` (its `parse` applied), when it has one. */
+  structuredOutput?: unknown;
   /** The whole conversation, the input first. */
   messages: Message[];
 }
@@ -553,6 +638,8 @@ export declare class StaleTokenError extends LedgerError {
 export declare class NotClaimedError extends LedgerError {
   subjectKey: string;
 }
+/** An argument the ledger cannot use: an empty key, a batch size below 1, an unknown limit, a bad URL (code "ledger_invalid_argument"). */
+export declare class InvalidLedgerArgumentError extends LedgerError {}
 /** A routine claiming outside the scope its first claim pinned (code "ledger_scope_pinned"). */
 export declare class ScopePinnedError extends LedgerError {
   routineId: string;
@@ -614,6 +701,8 @@ export interface RoutineLimits {
 }
 
 export declare class Ledger {
+  /** Wraps a native ledger handle (as the test hooks open one); `Ledger.open` is the way to open one. */
+  constructor(handle: unknown);
   static open(url: string, options?: { durability?: 'full' | 'fast' }): Promise<Ledger>;
   claim(
     scope: string,
@@ -708,6 +797,8 @@ export type SessionEntry =
 
 /** An open session store: SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
 export declare class Sessions {
+  /** Wraps a native store handle (as the test hooks open one); `Sessions.open` is the way to open one. */
+  constructor(handle: unknown);
   /**
    * Opens the store. Auto-compaction fires at `compactAt` of the context window: the model's unless
    * `contextWindow` names one for this store. `leaseMs`: how long a run holds the session unless its
@@ -834,4 +925,36 @@ export declare class Memory {
   list(agent: string): Promise<MemoryRecord[]>;
   /** `{"version": 1, "memories": [...]}` as JSON text. */
   export(agent?: string): Promise<string>;
+}
+
+/** A knowledge call refused or failed (code "knowledge_io" unless a subclass says otherwise). */
+export class KnowledgeError extends AmbitError {
+  field?: string;
+}
+/** An argument out of bounds or malformed (code "knowledge_invalid_argument"); `field` names it. */
+export class InvalidKnowledgeArgumentError extends KnowledgeError {}
+/** A document of that name exists and `overwrite` was off (code "knowledge_exists"). */
+export class KnowledgeExistsError extends KnowledgeError {}
+
+/** What `Knowledge.publish` wrote. */
+export interface PublishedDocument {
+  /** The document's name (`.md` added when it had no extension). */
+  name: string;
+  path: string;
+  bytes: number;
+  /** Whether an existing document was replaced. */
+  replaced: boolean;
+}
+
+/**
+ * A knowledge directory: the agent lists its documents and reads them (text inline up to a cap, a
+ * larger or binary document as a path under its scope); the host publishes text documents into it.
+ */
+export class Knowledge {
+  /** `dir`: absolute, or relative to the policy's working directory (for `publish`, to the process's). */
+  constructor(dir: string, options?: { inlineMaxBytes?: number });
+  readonly dir: string;
+  readonly inlineMaxBytes?: number;
+  /** Publishes a text document (at most 200 KB); an existing one is replaced only with `overwrite`. */
+  publish(name: string, content: string, options?: { overwrite?: boolean }): PublishedDocument;
 }

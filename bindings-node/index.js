@@ -5,7 +5,7 @@
 
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
-const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing } = require('./policy.js');
+const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
 const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
@@ -61,6 +61,20 @@ class OutputTruncatedError extends AmbitError {
   }
 }
 
+/**
+ * The model's final answer did not match the agent's `outputType`, after the wrong answers went back to
+ * it `retries` times (code "output_invalid"). `attempt` is the last answer's text; `usage` what the run used.
+ */
+class OutputInvalidError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'output_invalid', options);
+    this.name = 'OutputInvalidError';
+    this.attempt = typeof details.attempt === 'string' ? details.attempt : '';
+    this.retries = details.retries;
+    this.usage = details.usage ? toUsage(details.usage) : undefined;
+  }
+}
+
 /** The run was cancelled (code "cancelled"). */
 class CancelledError extends AmbitError {
   constructor(message, options) {
@@ -85,6 +99,8 @@ function toError(e) {
       return new BudgetError(message, details);
     case 'output_truncated':
       return new OutputTruncatedError(message, details);
+    case 'output_invalid':
+      return new OutputInvalidError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     case 'internal':
@@ -196,8 +212,43 @@ class TaskContext {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName',
+  'subagents', 'ledger', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
 ];
+
+/**
+ * `outputType`: the final answer's type, `{name, schema, retries?, parse?}`: `schema` a JSON Schema for an
+ * object, or a zod (4) schema, whose JSON Schema it gives (`toJSONSchema()`) and whose `parse` builds the
+ * answer; `parse` turns the checked JSON into your type (default: the JSON itself, or the zod schema's).
+ * The core checks the answer against the schema. Returns the core's option and the parser.
+ */
+function toNativeOutput(outputType) {
+  if (outputType == null) return { config: {}, parse: undefined };
+  if (typeof outputType !== 'object' || Array.isArray(outputType)) {
+    throw new TypeError(`Agent: outputType must be an object {name, schema, retries?, parse?}, got ${describe(outputType)}`);
+  }
+  refuseUnknown('Agent: outputType', outputType, ['name', 'schema', 'retries', 'parse']);
+  const { name, retries } = outputType;
+  let { schema, parse } = outputType;
+  if (typeof name !== 'string') throw new TypeError(`Agent: outputType.name must be a string, got ${describe(name)}`);
+  if (schema != null && typeof schema.toJSONSchema === 'function' && typeof schema.parse === 'function') {
+    // A zod schema: the JSON Schema of what it reads (its input side: the model writes that; `parse`
+    // makes the output side, transforms included), without the `$schema` marker, and its parse.
+    const zod = schema;
+    const { $schema, ...json } = zod.toJSONSchema({ io: 'input' });
+    schema = json;
+    parse = parse ?? ((value) => zod.parse(value));
+  }
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+    throw new TypeError(`Agent: outputType.schema must be a JSON Schema object or a zod schema, got ${describe(schema)}`);
+  }
+  if (parse != null && typeof parse !== 'function') {
+    throw new TypeError(`Agent: outputType.parse must be a function, got ${describe(parse)}`);
+  }
+  if (retries != null && !(Number.isInteger(retries) && retries >= 0 && retries <= 0xffffffff)) {
+    throw new ConfigError(`Agent: outputType.retries must be a whole number from 0, got ${String(retries)}`);
+  }
+  return { config: { output: { name, schema, ...(retries == null ? {} : { retries }) } }, parse };
+}
 
 /** The key under which `withPolicy` hands a built native agent to the constructor. */
 const FROM_NATIVE = Symbol('ambit.agent.native');
@@ -205,6 +256,13 @@ const FROM_NATIVE = Symbol('ambit.agent.native');
 /** An agent: a model, instructions and tools. */
 class Agent {
   #native;
+  /** How the checked final answer becomes the caller's type (`outputType.parse`), or undefined. */
+  #parseOutput;
+
+  /** @internal `outputType.parse`, for sessions.js. */
+  _outputParser() {
+    return this.#parseOutput;
+  }
 
   /** @internal The native agent, for sessions.js. */
   _nativeHandle() {
@@ -245,7 +303,11 @@ class Agent {
       ledger,
       memory,
       agentName,
+      outputType,
+      skills,
+      knowledge,
     } = options;
+    const output = toNativeOutput(outputType);
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
     }
@@ -286,6 +348,9 @@ class Agent {
           ...toNativeSubagents(subagents),
           // memory.js loads after this module's exports exist (it takes AmbitError from them).
           ...require('./memory.js').toNativeMemory(memory, agentName),
+          ...output.config,
+          ...require('./skills.js').toNativeSkills(skills),
+          ...require('./knowledge.js').toNativeKnowledge(knowledge),
         }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
@@ -295,6 +360,7 @@ class Agent {
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;
+    this.#parseOutput = output.parse;
   }
 
   /**
@@ -322,7 +388,9 @@ class Agent {
     const { policy: config, approvals } = toNativePolicy(policy);
     const built = this.#native.withPolicy(config, approvals);
     if (!(built instanceof native.NativeAgent)) throw toError(built);
-    return new Agent({ [FROM_NATIVE]: built });
+    const narrowed = new Agent({ [FROM_NATIVE]: built });
+    narrowed.#parseOutput = this.#parseOutput;
+    return narrowed;
   }
 
   /**
@@ -358,7 +426,7 @@ class Agent {
         if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
         if (!envelope.ok) throw toError(envelope.error);
         if (envelope.done) return;
-        yield toEvent(envelope.event);
+        yield toEvent(envelope.event, this.#parseOutput);
       }
     } finally {
       signal?.removeEventListener('abort', abort);
@@ -390,7 +458,7 @@ class Agent {
     }
     const envelope = JSON.parse(await this.#native.run(input));
     if (!envelope.ok) throw toError(envelope.error);
-    return toRunResult(envelope.result);
+    return toRunResult(envelope.result, this.#parseOutput);
   }
 }
 
@@ -466,20 +534,23 @@ function toUsage(u) {
 }
 
 /** A core event (snake_case) as a JS object: `type` keeps the core's name, fields are camelCase. */
-function toEvent(e) {
+function toEvent(e, parseOutput) {
   const out = {};
   for (const [key, value] of Object.entries(e)) {
     const camel = key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
     out[camel] = value;
   }
   if (e.usage) out.usage = toUsage(e.usage);
-  if (e.type === 'run_finished') out.result = toRunResult(e.result);
+  if (e.type === 'run_finished') out.result = toRunResult(e.result, parseOutput);
+  if (e.type === 'approval_requested') out.request = toApprovalRequest(e.request);
   return out;
 }
 
-function toRunResult(r) {
+function toRunResult(r, parseOutput) {
+  const structured = r.structured_output;
   return {
     output: r.output,
+    structuredOutput: structured == null ? undefined : parseOutput ? parseOutput(structured) : structured,
     toolCalls: r.tool_calls.map((c) => ({
       id: c.id,
       name: c.name,
@@ -538,6 +609,7 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  OutputInvalidError,
   CancelledError,
   InternalError,
   /** wireName(name, maxBytes = 64): the name the model sees for a tool; straight from the core. */
@@ -549,6 +621,11 @@ Object.assign(module.exports, require('./ledger.js'));
 {
   const { toNativeMemory: _, ...memory } = require('./memory.js');
   Object.assign(module.exports, memory);
+}
+// Knowledge (after the exports above, for the same reason).
+{
+  const { toNativeKnowledge: _, ...knowledge } = require('./knowledge.js');
+  Object.assign(module.exports, knowledge);
 }
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });

@@ -7,6 +7,7 @@
 const native = require('./native.js');
 const { AmbitError } = require('./index.js');
 const { envelopeReader, camel } = require('./envelope.js');
+const { stringList } = require('./options.js');
 
 /** A ledger call refused or failed; a refused batch wrote nothing. */
 class LedgerError extends AmbitError {
@@ -49,7 +50,16 @@ class ScopePinnedError extends LedgerError {
   }
 }
 
+/** An argument the ledger cannot use: an empty key, a batch size below 1, an unknown limit, a bad URL (code "ledger_invalid_argument"). */
+class InvalidLedgerArgumentError extends LedgerError {
+  constructor(message, details) {
+    super(message, 'ledger_invalid_argument', details);
+    this.name = 'InvalidLedgerArgumentError';
+  }
+}
+
 const BY_CODE = {
+  ledger_invalid_argument: InvalidLedgerArgumentError,
   ledger_invalid_batch: InvalidBatchError,
   ledger_stale_token: StaleTokenError,
   ledger_not_claimed: NotClaimedError,
@@ -72,8 +82,18 @@ function toSnake(v) {
   return v;
 }
 
+/** A routine's limits as the core reads them (it refuses an unknown field or a bad value, naming it). */
 function limitsJson(limits = {}) {
+  if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    throw new TypeError(`limits must be an object ({parallelLimit, dailyCap, running, startedToday}), got ${limits === null ? 'null' : typeof limits}`);
+  }
   return JSON.stringify(toSnake({ parallelLimit: 1, running: 1, startedToday: 0, dailyCap: null, ...limits }));
+}
+
+/** Refuses an argument that is not a string, naming it (the native layer would only say its Rust type). */
+function requireString(what, value) {
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a string, got ${value === null ? 'null' : typeof value}`);
+  return value;
 }
 
 class ClaimResult {
@@ -159,9 +179,18 @@ class Ledger {
     return toCamel(unwrap(await this._native.grantReasonCounts(scope)));
   }
 
-  /** Counts the workable subjects of a queue; answers the extra runs to start. */
+  /**
+   * Counts how many of `subjectKeys` are workable now in the routine's scope; `extraRuns` is
+   * `ceil(workable / batchSize)` capped by the routine's limits. The report is kept for the drain. A bad
+   * argument (a batch size below 1, an empty key, an unknown limit) throws `InvalidLedgerArgumentError`
+   * naming it; a value of the wrong type, a `TypeError`.
+   */
   async reportBacklog(routineId, subjectKeys, batchSize, { limits, runId = null } = {}) {
-    return toCamel(unwrap(await this._native.reportBacklog(routineId, subjectKeys, batchSize, limitsJson(limits), runId)));
+    requireString('routineId', routineId);
+    if (runId !== null) requireString('runId', runId);
+    const keys = stringList('subjectKeys', subjectKeys);
+    if (!Number.isInteger(batchSize)) throw new TypeError(`batchSize must be a whole number, got ${batchSize}`);
+    return toCamel(unwrap(await this._native.reportBacklog(routineId, keys, batchSize, limitsJson(limits), runId)));
   }
 
   /**
@@ -189,6 +218,8 @@ class Ledger {
 
   /** After a run of a draining routine finishes: `{stop, startRuns}`. */
   async drainDecision(routineId, runId, { limits } = {}) {
+    requireString('routineId', routineId);
+    requireString('runId', runId);
     return toCamel(unwrap(await this._native.drainDecision(routineId, runId, limitsJson(limits))));
   }
 }
@@ -202,4 +233,5 @@ module.exports = {
   StaleTokenError,
   NotClaimedError,
   ScopePinnedError,
+  InvalidLedgerArgumentError,
 };

@@ -24,10 +24,15 @@ const SETTINGS = {
   seed: 'seed',
   toolChoice: 'tool_choice',
   parallelToolCalls: 'parallel_tool_calls',
+  textToolCalls: 'text_tool_calls',
+  reasoningEffort: 'reasoning_effort',
+  thinkingBudget: 'thinking_budget',
+  promptCaching: 'prompt_caching',
 };
 
 /** Every key every model's options object may have (Anthropic adds `maxTokens`). */
-const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxToolNameBytes', 'contextWindow', ...Object.keys(SETTINGS)];
+const MODEL_OPTIONS = ['baseUrl', 'apiKey', 'stream', 'timeout', 'maxRetries', 'maxToolNameBytes', 'contextWindow',
+  'headers', 'query', ...Object.keys(SETTINGS)];
 
 class Model {
   /**
@@ -72,6 +77,15 @@ class Model {
     // others): longer names reach the endpoint cut to fit; above the wire's limit the core refuses it.
     this.maxToolNameBytes = options.maxToolNameBytes ?? undefined;
     this.contextWindow = options.contextWindow ?? undefined;
+    // Headers and query parameters every request carries (the core checks each name, and that every
+    // value is a text); copied, so the model stays as it was built.
+    for (const key of ['headers', 'query']) {
+      const v = options[key];
+      if (v != null && (typeof v !== 'object' || Array.isArray(v))) {
+        throw new TypeError(`${cls}: options.${key} must be an object of texts, got ${describe(v)}`);
+      }
+      this[key] = v == null ? undefined : { ...v };
+    }
     for (const key of Object.keys(SETTINGS)) {
       // JSON has no NaN or Infinity (they would reach the core as null, that is, as absent).
       if (typeof options[key] === 'number' && !Number.isFinite(options[key])) {
@@ -93,6 +107,8 @@ class Model {
       max_tokens: this.maxTokens,
       max_tool_name_bytes: this.maxToolNameBytes,
       context_window: this.contextWindow,
+      headers: this.headers,
+      query: this.query,
       settings: Object.fromEntries(Object.entries(SETTINGS).map(([key, name]) => [name, this[key]])),
     };
     return { config: JSON.stringify(config) };

@@ -31,6 +31,18 @@ function snakeCase(key) {
   return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
+/** The core's approval request (snake_case JSON) as Node's `PendingApproval`. */
+function toApprovalRequest(r) {
+  return {
+    callId: r.call_id,
+    tool: r.tool,
+    arguments: r.arguments,
+    toolLevel: r.tool_level,
+    sessionLevel: r.session_level,
+    reason: r.reason,
+  };
+}
+
 /**
  * Wraps an approval handler (plain or async) for the native side: it receives the request's JSON text
  * and resolves to the JSON text of `{ok: true, value: decision}` or `{ok: false, message}`. The core
@@ -39,16 +51,7 @@ function snakeCase(key) {
 function wrapApprovals(handler) {
   return async (requestJson) => {
     try {
-      const r = JSON.parse(requestJson);
-      const request = {
-        callId: r.call_id,
-        tool: r.tool,
-        arguments: r.arguments,
-        toolLevel: r.tool_level,
-        sessionLevel: r.session_level,
-        reason: r.reason,
-      };
-      const answer = await handler(request);
+      const answer = await handler(toApprovalRequest(JSON.parse(requestJson)));
       return JSON.stringify({ ok: true, value: answer === undefined ? null : answer });
     } catch (e) {
       return JSON.stringify({ ok: false, message: errorMessage(e) });
@@ -124,4 +127,4 @@ function toToolListing(json) {
   }));
 }
 
-module.exports = { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing };
+module.exports = { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest };

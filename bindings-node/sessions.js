@@ -7,6 +7,7 @@
 
 const native = require('./native.js');
 const core = require('./index.js');
+const { toApprovalRequest } = require('./policy.js');
 
 /** A session run parked on an approval (code "awaiting_approval"): `sessionId`, `request`. A signal, not a failure. */
 class AwaitingApprovalError extends core.AmbitError {
@@ -14,7 +15,7 @@ class AwaitingApprovalError extends core.AmbitError {
     super(message, 'awaiting_approval');
     this.name = 'AwaitingApprovalError';
     this.sessionId = details.sessionId;
-    this.request = details.request ? toRequest(details.request) : undefined;
+    this.request = details.request ? toApprovalRequest(details.request) : undefined;
   }
 }
 
@@ -27,17 +28,6 @@ const SESSION_TOOLS = [
   'context_check',
   'context_compact',
 ];
-
-function toRequest(r) {
-  return {
-    callId: r.call_id,
-    tool: r.tool,
-    arguments: r.arguments,
-    toolLevel: r.tool_level,
-    sessionLevel: r.session_level,
-    reason: r.reason,
-  };
-}
 
 function toError(error) {
   if (error.code === 'awaiting_approval') return new AwaitingApprovalError(error.message, error.details);
@@ -104,19 +94,22 @@ class Sessions {
 
   /** Runs `agent` on `input` in the session, continuing its conversation. */
   async run(agent, sessionId, input) {
-    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)));
+    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)), agent._outputParser());
   }
 
   /** Answers the approval a parked session waits on (`{decision: "approve"}`, `"deny"` with a reason,
    *  `"revise"` with arguments) and continues the run as if the answer had come live. */
   async resume(agent, sessionId, decision) {
-    return core._toRunResult(unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))));
+    return core._toRunResult(
+      unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))),
+      agent._outputParser(),
+    );
   }
 
   /** The approval a parked session waits on, or null. */
   async pending(sessionId) {
     const r = unwrap(await this._native.pending(sessionId));
-    return r == null ? null : toRequest(r);
+    return r == null ? null : toApprovalRequest(r);
   }
 
   /** Compacts now (the agent's model writes the summary); false when there was nothing to summarise. */

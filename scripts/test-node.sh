@@ -15,5 +15,7 @@ else
 fi
 npm run build
 (cd "$ROOT" && cargo build -p ambit-test-provider)
+# The virtualenv with llama.cpp's server for tests/llama.test.js (sets AMBIT_PY).
+source "$ROOT/scripts/llama-env.sh"
 export AMBIT_PROVIDER="$CARGO_TARGET_DIR/debug/ambit-provider"
 node --test tests/

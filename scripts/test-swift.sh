@@ -83,6 +83,20 @@ python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.a
   || { echo "test-swift: dynamic_server.py did not start: $(cat "$gen/dynamic.log")" >&2; exit 1; }
 echo "http://127.0.0.1:$dyn_port/mcp" >"$art/mcp/dynamic.url"
 
+# llama.cpp's real server with the suite's tiny model (tests/llama/serve.py --tiny, the helper every
+# language's real-server tests start) for LlamaServerTests: its URL in .artifacts/llama.url; it stops when
+# its standard input (a FIFO held open here) closes at exit.
+source "$repo/scripts/llama-env.sh"
+llama_in="$gen/llama.in"
+mkfifo "$llama_in"
+"$AMBIT_PY" "$repo/tests/llama/serve.py" --tiny <"$llama_in" >"$gen/llama.url" 2>"$gen/llama.log" &
+llama_pid=$!
+exec {llama_fd}>"$llama_in"
+trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 600); do [ -s "$gen/llama.url" ] && break; sleep 0.05; done
+grep -q '^http://127.0.0.1:' "$gen/llama.url" || { echo "test-swift: llama.cpp's server did not start: $(tail -5 "$gen/llama.log")" >&2; exit 1; }
+head -n 1 "$gen/llama.url" >"$art/llama.url"
+
 # The PostgreSQL server scripts/test.sh started, for the session scenarios (`swift test` runs under `env -i`,
 # so its URL goes in a file; the root shares the host's network). No server: no file, and they run on SQLite.
 if [ -n "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
@@ -111,7 +125,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'kill "$mcp_pid" "$dyn_pid" "$xl_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

@@ -25,6 +25,9 @@ export AMBIT_TEST_POSTGRES_URL
 
 # The MCP servers the MCP tests run against (npm and PyPI packages, cached under $AMBIT_CACHE/mcp).
 step mcp bash "$here/scripts/mcp-servers.sh"
+# The virtualenv with llama.cpp's server (xllamacpp): the real-server tests of every language use it.
+step llamaenv bash -c 'source "$0/scripts/llama-env.sh"' "$here"
+export AMBIT_PY="$AMBIT_CACHE/venv/bin/python"
 step fmt cargo fmt --all --check
 step clippy cargo clippy -q --workspace --all-targets -- -D warnings
 step rust cargo test -q

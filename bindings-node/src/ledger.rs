@@ -7,7 +7,7 @@ use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-fn error_value(e: &LedgerError) -> Value {
+pub(crate) fn error_value(e: &LedgerError) -> Value {
     let details = match e {
         LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
             json!({"subjectKey": subject_key})
@@ -64,13 +64,22 @@ impl NativeLedgerTools {
 /// An open ledger.
 #[napi]
 pub struct NativeLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 /// Opens `sqlite:///path` or `postgres://…`. Resolves to the ledger, or rejects with the JSON text of
 /// `{code, message}` as the message (the facade throws the typed error).
 #[napi]
 pub async fn open_ledger(url: String, durability: String) -> napi::Result<NativeLedger> {
+    open_on(url, durability, None).await
+}
+
+/// [`open_ledger`], on the test hook's manual clock when one is given (then always durable).
+pub(crate) async fn open_on(
+    url: String,
+    durability: String,
+    clock: Option<ambit::testing::ManualClock>,
+) -> napi::Result<NativeLedger> {
     let opened = ambit::runtime::runtime()
         .spawn(async move {
             let durability = match durability.as_str() {
@@ -80,7 +89,10 @@ pub async fn open_ledger(url: String, durability: String) -> napi::Result<Native
                     return Err(LedgerError::InvalidArgument(format!("durability is full or fast, got '{other}'")));
                 }
             };
-            Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await
+            match clock {
+                Some(clock) => ambit::testing::open_ledger(&url, &clock).await,
+                None => Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await,
+            }
         })
         .await;
     match opened {
@@ -133,7 +145,7 @@ impl NativeLedger {
     ) -> napi::Result<NativeLedgerTools> {
         crate::guard(|| {
             let limits =
-                parse!(RoutineLimits, &limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
+                RoutineLimits::from_json(&limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
             let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
             run.routine_id = routine_id;
             run.lease_ms = lease_ms;
@@ -147,19 +159,20 @@ impl NativeLedger {
         envelope(async move { value!(ledger.grant_reason_counts(&scope).await?) }).await
     }
 
-    /// `limits`: the JSON text of RoutineLimits.
+    /// `limits`: the JSON text of RoutineLimits; `batch_size` a whole number (the facade checks it is one).
     #[napi]
     pub async fn report_backlog(
         &self,
         routine_id: String,
         subject_keys: Vec<String>,
-        batch_size: u32,
+        batch_size: i64,
         limits: String,
         run_id: Option<String>,
     ) -> String {
         let ledger = self.ledger.clone();
         envelope(async move {
-            let limits = parse!(RoutineLimits, &limits)?;
+            let limits = RoutineLimits::from_json(&limits)?;
+            let batch_size = ambit::ledger::rules::batch_size(batch_size)?;
             value!(ledger.report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits).await?)
         })
         .await
@@ -169,7 +182,7 @@ impl NativeLedger {
     pub async fn drain_decision(&self, routine_id: String, run_id: String, limits: String) -> String {
         let ledger = self.ledger.clone();
         envelope(async move {
-            let limits = parse!(RoutineLimits, &limits)?;
+            let limits = RoutineLimits::from_json(&limits)?;
             value!(ledger.drain_decision(&routine_id, &run_id, &limits).await?)
         })
         .await

@@ -73,8 +73,9 @@ pub struct NativeError {
     pub message: String,
     /// The HTTP status, for `model_http`.
     pub status: Option<u32>,
-    /// The JSON text of the error's details: `usage` (turn limit, budget, cut call), `budget`, `limit`,
-    /// `spent`, `cost` (budget), `tools` (cut call).
+    /// The JSON text of the error's details: `usage` (turn limit, budget, cut call, invalid output),
+    /// `budget`, `limit`, `spent`, `cost` (budget), `tools` (cut call), `attempt` and `retries` (invalid
+    /// output).
     pub details: Option<String>,
 }
 
@@ -90,6 +91,10 @@ impl NativeError {
         }
         if let Error::OutputTruncated { tools, .. } = e {
             details.insert("tools".into(), json!(tools));
+        }
+        if let Error::OutputInvalid { attempt, retries, .. } = e {
+            details.insert("attempt".into(), json!(attempt));
+            details.insert("retries".into(), json!(retries));
         }
         if let Error::Budget { budget, limit, spent, cost, .. } = e {
             details.insert("budget".into(), json!(budget));
@@ -292,6 +297,20 @@ fn build(
 }
 
 /// Reports progress for the background task of a tool call (its TaskContext's token). False outside one.
+/// Publishes a text document into a knowledge directory (`Knowledge.publish`): the JSON envelope of the
+/// core's `Published`, or of its error (code, message, details with the field).
+#[napi]
+pub fn knowledge_publish(dir: String, name: String, content: String, overwrite: bool) -> String {
+    let out = match ambit::knowledge::publish(&dir, &name, &content, overwrite) {
+        Ok(p) => json!({"ok": true, "value": p}),
+        Err(e) => {
+            let details = e.field().map_or_else(|| json!({}), |f| json!({"field": f}));
+            json!({"ok": false, "error": {"code": e.code(), "message": e.to_string(), "details": details}})
+        }
+    };
+    out.to_string()
+}
+
 #[napi]
 pub fn task_progress(token: i64, note: String) -> napi::Result<bool> {
     guard(|| u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note)))
@@ -319,6 +338,59 @@ pub fn wire_name(name: String, max_bytes: Option<u32>) -> napi::Result<String> {
 #[napi(js_name = "_testingForcePanic")]
 pub fn testing_force_panic() -> napi::Result<()> {
     guard(|| ambit::testing::force_panic())
+}
+
+/// Test hook: a clock the test moves by hand (`ambit::testing`), for `_testingOpenLedger` and
+/// `_testingOpenSessions`; times are milliseconds since the Unix epoch. A bad time throws the JSON text of
+/// `{code: "ledger_invalid_argument", message}` (the tests read it as the ledger's errors).
+#[napi]
+pub struct TestingClock {
+    clock: ambit::testing::ManualClock,
+}
+
+#[napi]
+impl TestingClock {
+    #[napi(constructor)]
+    pub fn new(start_ms: i64) -> napi::Result<Self> {
+        guard(|| {
+            ambit::testing::manual_clock(start_ms)
+                .map(|clock| TestingClock { clock })
+                .map_err(|e| napi::Error::from_reason(ledger::error_value(&e).to_string()))
+        })?
+    }
+
+    /// The clock's time.
+    #[napi]
+    pub fn now_ms(&self) -> napi::Result<i64> {
+        guard(|| ambit::ledger::Clock::now_ms(&self.clock))
+    }
+
+    /// Moves the clock forward by `ms` (never back); the new time.
+    #[napi]
+    pub fn advance(&self, ms: i64) -> napi::Result<i64> {
+        guard(|| {
+            ambit::testing::advance_clock(&self.clock, ms)
+                .map_err(|e| napi::Error::from_reason(ledger::error_value(&e).to_string()))
+        })?
+    }
+}
+
+/// Test hook: opens the ledger at `url` on `clock` (a `NativeLedger`, for `new Ledger(...)`); rejects as
+/// `openLedger` does.
+#[napi(js_name = "_testingOpenLedger")]
+pub async fn testing_open_ledger(url: String, clock: &TestingClock) -> napi::Result<ledger::NativeLedger> {
+    ledger::open_on(url, "full".into(), Some(clock.clock.clone())).await
+}
+
+/// Test hook: opens the session store at `url` on `clock`, `config` a SessionConfig as JSON (a
+/// `NativeSessions`, for `new Sessions(...)`); rejects as `openSessions` does.
+#[napi(js_name = "_testingOpenSessions")]
+pub async fn testing_open_sessions(
+    url: String,
+    config: String,
+    clock: &TestingClock,
+) -> napi::Result<session::NativeSessions> {
+    session::open_on(url, config, Some(clock.clock.clone())).await
 }
 
 /// Test hook: a tool whose call panics inside the run's task, to pass where `createAgent` takes the

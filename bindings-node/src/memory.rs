@@ -74,9 +74,22 @@ impl NativeMemory {
 
     /// One of `id` or `key`. Resolves to whether the memory existed.
     #[napi]
-    pub async fn forget(&self, agent: String, id: Option<i64>, key: Option<String>) -> String {
+    pub async fn forget(&self, agent: String, id: Option<f64>, key: Option<String>) -> String {
         let mem = self.memory.clone();
         envelope(async move {
+            // A JavaScript number is an id only when it is a whole number JavaScript holds exactly; 2 ** 70
+            // or 1.5 is refused by name (napi's own conversion saturates or truncates, and would forget
+            // another memory).
+            let id = match id {
+                Some(x) if x.is_finite() && x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_991.0 => Some(x as i64),
+                Some(x) => {
+                    return Err(MemoryError::InvalidArgument {
+                        field: "id".into(),
+                        message: format!("{x} is not a whole number within JavaScript's safe integer range"),
+                    });
+                }
+                None => None,
+            };
             let target = match (id, key) {
                 (Some(id), None) => Target::Id(id),
                 (None, Some(key)) => Target::Key(key),

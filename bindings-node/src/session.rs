@@ -42,18 +42,31 @@ macro_rules! value {
 /// An open session store.
 #[napi]
 pub struct NativeSessions {
-    sessions: Sessions,
+    pub(crate) sessions: Sessions,
 }
 
 /// Opens `sqlite:///path` or `postgres://…` with a SessionConfig as JSON. Resolves to the envelope; the
 /// store itself is then taken with [`take_sessions`].
 #[napi]
 pub async fn open_sessions(url: String, config: String) -> napi::Result<NativeSessions> {
+    open_on(url, config, None).await
+}
+
+/// [`open_sessions`], on the test hook's manual clock when one is given.
+pub(crate) async fn open_on(
+    url: String,
+    config: String,
+    clock: Option<ambit::testing::ManualClock>,
+) -> napi::Result<NativeSessions> {
     let opened = ambit::runtime::runtime()
         .spawn(async move {
             let config: SessionConfig =
                 serde_json::from_str(&config).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
-            Sessions::open(&url).await?.with_config(config)
+            match clock {
+                Some(clock) => ambit::testing::open_sessions(&url, &clock).await,
+                None => Sessions::open(&url).await,
+            }?
+            .with_config(config)
         })
         .await;
     match opened {

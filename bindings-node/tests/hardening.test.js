@@ -260,4 +260,29 @@ describe('model settings', () => {
       toolChoice: { name: 'f' }, parallelToolCalls: false }) });
     new Agent({ model: new ambit.Anthropic('m', { maxTokens: 10, maxOutputTokens: 10, stop: ['x'], toolChoice: 'none' }) });
   });
+  // Issue 14, items 1 and 5: reasoning, thinking, text tool calls, headers and query parameters.
+  test('reasoning, thinking, text tool calls, headers and query: refused by name where wrong', () => {
+    refused(() => new Agent({ model: new OpenAIChat('m', { reasoningEffort: 'extreme' }) }), /reasoning_effort must be one of none, minimal/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { reasoningEffort: 'minimal' }) }),
+      /reasoning_effort "minimal" is not a value of the anthropic wire/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { thinkingBudget: 2048 }) }),
+      /thinking_budget is not a setting of the openai_chat wire; use reasoning_effort/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { thinkingBudget: 8000 }) }),
+      /thinking_budget \(8000\) must be less than max_tokens \(4096\)/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { textToolCalls: 'auto' }) }),
+      /text_tool_calls is not a setting of the anthropic wire/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { textToolCalls: 'on' }) }), /text_tool_calls must be "off", "auto" or "constrained"/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { headers: { 'Content-Type': 'text/plain' } }) }),
+      /headers: Content-Type is set by the HTTP exchange itself/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { headers: { 'api-key': 7 } }) }), /headers: the value of api-key must be a text/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { query: { '': 'x' } }) }), /query: a parameter name is empty/);
+    refused(() => new Agent({ model: new ambit.OpenAIResponses('m', { promptCaching: true }) }),
+      /prompt_caching is not a setting of the openai_responses wire/);
+    assert.throws(() => new OpenAIChat('m', { headers: ['api-key'] }), /options.headers must be an object of texts/);
+    refused(() => new OpenAIChat('m', { header: {} }), /unknown option 'header'/);
+    // Negative control: good ones build.
+    new Agent({ model: new OpenAIChat('m', { reasoningEffort: 'low', textToolCalls: 'constrained',
+      headers: { 'api-key': 'k', 'OpenAI-Project': 'p' }, query: { 'api-version': '2024-10-21' } }) });
+    new Agent({ model: new ambit.Anthropic('m', { thinkingBudget: 2048, maxOutputTokens: 4096, reasoningEffort: 'max' }) });
+  });
 });

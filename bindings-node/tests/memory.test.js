@@ -54,7 +54,9 @@ test('refusals are typed and name the field', async () => {
     [{ body: 'b', title: 't'.repeat(201) }, 'title'],
     [{ body: 'b', salience: 11 }, 'salience'],
     [{ body: 'b', tags: ['x'.repeat(65)] }, 'tags'],
-    [{ body: 'b', colour: 'red' }, 'memory'],
+    [{ body: 'b', colour: 'red' }, 'colour'],
+    [{ body: 'b', salience: 2 ** 80 }, 'salience'],
+    [{ body: 'b', kind: 'rumour' }, 'kind'],
   ]) {
     await assert.rejects(memory.remember('a', fields), (e) => {
       assert.ok(e instanceof InvalidMemoryArgumentError && e instanceof MemoryError && e instanceof AmbitError, String(e));
@@ -68,6 +70,19 @@ test('refusals are typed and name the field', async () => {
   await assert.rejects(memory.recall('a', { limit: 51 }), (e) => e.field === 'limit');
   await assert.rejects(memory.forget('a', {}), (e) => e.code === 'memory_invalid_argument');
   await assert.rejects(Memory.open('mysql://nope'), (e) => e instanceof InvalidMemoryArgumentError && e.field === 'url');
+  // Out of range or negative: the typed refusal naming the argument, never a saturated or truncated id
+  // (1.5 was read as 1 and forgot memory #1) and never the default limit.
+  for (const [call, field] of [
+    [() => memory.forget('a', { id: 2 ** 70 }), 'id'],
+    [() => memory.forget('a', { id: 1.5 }), 'id'],
+    [() => memory.forget('a', { id: -Infinity }), 'id'],
+    [() => memory.recall('a', { limit: -1 }), 'limit'],
+  ]) {
+    await assert.rejects(call(), (e) => e instanceof InvalidMemoryArgumentError && e.field === field, field);
+  }
+  // Control: an id in range is taken (the memory stays: no such id).
+  assert.equal(await memory.forget('a', { id: 2 ** 52 }), false);
+  assert.equal((await memory.recall('a', { limit: 1 })).length, 1);
 });
 
 test('an agent has the memory tools only with memory', async () => {

@@ -26,13 +26,16 @@ const {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  OutputInvalidError,
   CancelledError,
   McpServer,
   Ledger,
   Memory,
+  Knowledge,
   Sessions,
   AwaitingApprovalError,
 } = require('..');
+const native = require('../native.js');
 
 const REPO = path.resolve(__dirname, '..', '..');
 const SCENARIOS_DIR = path.join(REPO, 'tests', 'scenarios');
@@ -232,11 +235,13 @@ const CLASS_BY_CODE = {
   max_turns: MaxTurnsError,
   budget_exceeded: BudgetError,
   output_truncated: OutputTruncatedError,
+  output_invalid: OutputInvalidError,
   cancelled: CancelledError,
 };
 
 function checkResult(result, expect) {
   if ('output' in expect) assert.equal(result.output, expect.output, 'output');
+  if ('structured_output' in expect) assert.deepEqual(result.structuredOutput, expect.structured_output, 'structuredOutput');
   if ('tool_calls' in expect) {
     assert.equal(result.toolCalls.length, expect.tool_calls.length, 'number of tool calls');
     expect.tool_calls.forEach((want, i) => {
@@ -256,6 +261,9 @@ function checkResult(result, expect) {
     );
   }
   if ('stop_reason' in expect) assert.equal(result.stopReason, expect.stop_reason, 'stopReason');
+  if ('cost' in expect) {
+    assert.ok(typeof result.cost === 'number' && Math.abs(result.cost - expect.cost) <= 1e-12, `cost ${result.cost}`);
+  }
   if ('usage' in expect) {
     for (const [key, value] of Object.entries(expect.usage)) {
       assert.ok(key in CAMEL, `unknown usage field in scenario: ${key}`);
@@ -301,6 +309,7 @@ function writeFixture(scenario) {
     fs.mkdirSync(path.join(root, sub));
     for (const [name, spec] of Object.entries(fixture[key] || {})) {
       const text = 'text' in spec ? spec.text : `${spec.line}\n`.repeat(spec.count);
+      fs.mkdirSync(path.dirname(path.join(root, sub, name)), { recursive: true });
       fs.writeFileSync(path.join(root, sub, name), text);
     }
   }
@@ -336,18 +345,25 @@ function stepPolicy(policy, approvals) {
 
 /**
  * `steps`: every step but the last runs to its result (its `expect.output` checked), each first putting
- * the agent under its `with_policy`; resolves to the agent and the input of the last step, which the
- * caller runs as the mode says. Without `steps`: the agent and `input`.
+ * the agent under its `with_policy`, or moves the ledger's manual clock (`advance_clock`); a step's
+ * `expect.drain_decision` is checked after it. Resolves to the agent and the input of the last step,
+ * which the caller runs as the mode says. Without `steps`: the agent and `input`.
  */
-async function runSteps(scenario, agent, approvals) {
+async function runSteps(scenario, agent, approvals, at) {
   if (!scenario.steps) return { agent, input: scenario.input };
   const narrow = (a, step) => (step.with_policy ? a.withPolicy(stepPolicy(step.with_policy, approvals)) : a);
   const earlier = scenario.steps.slice(0, -1);
   const last = scenario.steps[scenario.steps.length - 1];
   for (const [i, step] of earlier.entries()) {
-    agent = narrow(agent, step);
-    const result = await agent.run(step.input);
-    if (step.expect && 'output' in step.expect) assert.equal(result.output, step.expect.output, `step ${i + 1}: output`);
+    if ('advance_clock' in step) {
+      assert.ok(at.clock, `step ${i + 1}: advance_clock without ledger.clock_ms`);
+      at.clock.advance(step.advance_clock);
+    } else {
+      agent = narrow(agent, step);
+      const result = await agent.run(step.input);
+      if (step.expect && 'output' in step.expect) assert.equal(result.output, step.expect.output, `step ${i + 1}: output`);
+    }
+    await checkDrain(scenario, at, step);
   }
   return { agent: narrow(agent, last), input: last.input };
 }
@@ -410,6 +426,13 @@ function scenarioTooling(scenario) {
 
 const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
 
+/** The event types `AgentEvent` in index.d.ts declares: every event a run yields must be one of them. */
+const TYPED_EVENTS = (() => {
+  const dts = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8');
+  const union = dts.slice(dts.indexOf('export type AgentEvent ='), dts.indexOf(';\n\n', dts.indexOf('export type AgentEvent =')));
+  return new Set([...union.matchAll(/\{ type: '([a-z_]+)'/g)].map((m) => m[1]));
+})();
+
 /** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
 async function viaStream(agent, scenario, input) {
   const events = [];
@@ -422,28 +445,50 @@ async function viaStream(agent, scenario, input) {
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);
+  for (const type of types) assert.ok(TYPED_EVENTS.has(type), `event ${type} is not in index.d.ts's AgentEvent`);
+  const approvals = events.filter((e) => e.type === 'approval_requested');
+  for (const e of approvals) assert.equal(typeof e.request.callId, 'string', 'approval_requested carries the request');
   let at = 0;
   for (const want of scenario.expect.events || []) {
     const i = types.indexOf(want, at);
     assert.ok(i >= 0, `event ${want} missing (in order) from ${types.join(', ')}`);
     at = i + 1;
   }
+  for (const absent of scenario.expect.absent_events || []) {
+    assert.ok(!types.includes(absent), `event ${absent} was sent, and must not be: ${types.join(', ')}`);
+  }
   if ('stop_reasons' in scenario.expect) {
     const got = events.filter((e) => e.type === 'model_response').map((e) => e.stopReason);
     assert.deepEqual(got, scenario.expect.stop_reasons, 'stop reasons of the model_response events');
+  }
+  if ('from_text' in scenario.expect) {
+    const got = events.filter((e) => e.type === 'tool_call_requested' && e.fromText).map((e) => e.name);
+    assert.deepEqual(got, scenario.expect.from_text, 'the calls read from text');
+  }
+  if ('streamed_text' in scenario.expect) {
+    assert.equal(text, scenario.expect.streamed_text, 'the text deltas');
   }
   return finished.result;
 }
 
 /**
- * A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
- * scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL).
+ * A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database), the suffix the
+ * scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL), and the
+ * manual clock (the test hook) of a scenario with `ledger.clock_ms` (null: the system clock).
  */
-function ledgerAt(store) {
+function ledgerAt(store, scenario = {}) {
+  const start = scenario.ledger && scenario.ledger.clock_ms;
+  const clock = start == null ? null : new native.TestingClock(start);
   if (store === 'sqlite') {
-    return { url: `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`, suffix: '' };
+    const url = `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`;
+    return { url, suffix: '', clock };
   }
-  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}` };
+  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}`, clock };
+}
+
+/** The ledger at `at`, on its manual clock when it has one. */
+async function openLedger(at) {
+  return at.clock ? new Ledger(await native._testingOpenLedger(at.url, at.clock)) : Ledger.open(at.url);
 }
 
 /** `{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them. */
@@ -456,7 +501,7 @@ function ledgerVars(scenario, at) {
 async function scenarioLedger(scenario, at) {
   const cfg = scenario.ledger;
   if (!cfg) return undefined;
-  const ledger = await Ledger.open(at.url);
+  const ledger = await openLedger(at);
   const sfx = at.suffix;
   return ledger.forRoutine(cfg.scope + sfx, {
     runId: cfg.run_id + sfx,
@@ -466,13 +511,13 @@ async function scenarioLedger(scenario, at) {
 }
 
 /**
- * `expect.drain_decision`: what `Ledger.drainDecision` answers for the routine's run once it finished
- * (the default limits): `stop` (null, or why) and `start_runs`.
+ * `expect.drain_decision` of the scenario (or of one of its `steps`): what `Ledger.drainDecision` answers
+ * for the routine's run (the default limits), on the ledger's clock: `stop` (null, or why) and `start_runs`.
  */
-async function checkDrain(scenario, at) {
-  const want = scenario.expect.drain_decision;
+async function checkDrain(scenario, at, step = scenario) {
+  const want = step.expect && step.expect.drain_decision;
   if (!want) return;
-  const ledger = await Ledger.open(at.url);
+  const ledger = await openLedger(at);
   const got = await ledger.drainDecision(scenario.ledger.routine_id + at.suffix, scenario.ledger.run_id + at.suffix);
   for (const [key, value] of Object.entries(want)) {
     assert.deepEqual(got[camelCase(key)], value, `drainDecision().${camelCase(key)}`);
@@ -505,13 +550,23 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
       // No retries unless the scenario counts on them; `timeout_secs` is the per-request timeout.
       maxRetries: cfg.max_retries ?? 0,
       timeout: cfg.timeout_secs,
+      headers: cfg.headers,
+      query: cfg.query,
       ...modelSettings(cfg.settings ?? {}),
     }),
     instructions: cfg.instructions,
+    // `agent.output`: the final answer's type, given as a JSON Schema.
+    outputType: cfg.output,
     tools: scenario.tools.map(scenarioTool),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
     ...(await scenarioMemory(scenario)),
+    skills: scenario.skills
+      ? { dirs: scenario.skills.dirs, agentManaged: scenario.skills.agent_managed, indexEntries: scenario.skills.index_entries }
+      : undefined,
+    knowledge: scenario.knowledge
+      ? new Knowledge(scenario.knowledge.dir, { inlineMaxBytes: scenario.knowledge.inline_max_bytes })
+      : undefined,
     maxTurns: cfg.max_turns,
     maxConcurrency: cfg.max_concurrency,
     checklist: cfg.checklist,
@@ -541,14 +596,14 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'))
 
 async function runScenario(file, mode = 'run', store = 'sqlite') {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
-  const at = ledgerAt(store);
+  const at = ledgerAt(store, scenario);
   const provider = await startProvider(file, ledgerVars(scenario, at));
   const approvals = scriptedApprovals(scenario);
   try {
     const first = await buildAgent(scenario, provider.baseUrl, approvals, at);
     const { expect } = scenario;
     if (expect.tool_list) checkToolList(first.listTools(), expect.tool_list);
-    const { agent, input } = await runSteps(scenario, first, approvals);
+    const { agent, input } = await runSteps(scenario, first, approvals, at);
     if (scenario.cancel) {
       await cancelWhenReached(scenario, provider, agent, input, mode);
       await checkProvider(scenario, provider);
@@ -572,6 +627,7 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
           assert.equal(e.usage[CAMEL[key]], value, `error usage.${CAMEL[key]}`);
         }
         if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
+        if ('attempt' in expect.error) assert.equal(e.attempt, expect.error.attempt, 'OutputInvalidError.attempt');
         return true;
       });
       await checkProvider(scenario, provider);
@@ -728,6 +784,39 @@ describe('scenarios', () => {
       test(`${name} (ledger on postgres)`, () => runScenario(file, 'run', 'postgres'));
       test(`${name} (stream, ledger on postgres)`, () => runScenario(file, 'stream', 'postgres'));
     }
+  }
+});
+
+describe('ledger timelines', () => {
+  const timelines = fs
+    .readdirSync(SCENARIOS_DIR)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => path.join(SCENARIOS_DIR, f))
+    .filter((file) => JSON.parse(fs.readFileSync(file, 'utf8')).ledger?.clock_ms != null);
+  const stores = ['sqlite', ...(process.env.AMBIT_TEST_POSTGRES_URL ? ['postgres'] : [])];
+  for (const store of stores) {
+    // The negative control of the files with `ledger.clock_ms`: each passes as written (above), and fails
+    // when any one of its `advance_clock` steps moves the clock a millisecond too little.
+    test(`a timeline fails when the clock moves a millisecond too little (${store})`, async () => {
+      assert.ok(timelines.length >= 3, `the ledger timelines: ${timelines}`);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-short-'));
+      let tried = 0;
+      for (const file of timelines) {
+        const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
+        for (const [n, step] of scenario.steps.entries()) {
+          if (!('advance_clock' in step)) continue;
+          const short = JSON.parse(fs.readFileSync(file, 'utf8'));
+          short.steps[n].advance_clock -= 1;
+          const shortFile = path.join(dir, `${n}-${path.basename(file)}`);
+          fs.writeFileSync(shortFile, JSON.stringify(short));
+          // What fails is the timeline: the provider saw another tool result, or the drain differs.
+          await assert.rejects(runScenario(shortFile, 'run', store), /expected|drainDecision/, `${shortFile}`);
+          tried += 1;
+        }
+      }
+      assert.ok(tried >= 8, `${tried} shortened steps`);
+    });
   }
 });
 

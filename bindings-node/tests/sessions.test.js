@@ -12,6 +12,7 @@ const readline = require('node:readline');
 const { spawn, execFileSync } = require('node:child_process');
 
 const { Agent, OpenAIChat, tool, Sessions, AwaitingApprovalError, SESSION_TOOLS } = require('..');
+const native = require('../native.js');
 
 const CACHE = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
 
@@ -302,6 +303,52 @@ describe('durable runs', () => {
           assert.ok(e.message.includes(named), e.message);
           return true;
         });
+      }
+    });
+
+    test(`a handle whose clock passed the lease takes over a stuck run (${kind})`, async () => {
+      // Sessions on the manual clock of the test hook: while a run holds the session (its tool waits), a
+      // handle whose clock has not passed the lease is refused with session_busy (the negative control);
+      // the same handle, its clock moved an hour on, takes the session over (as another process would a
+      // dead run's), and the first run, once its tool returns, finds it lost without asking the model again.
+      const p = await startProvider('node_take_over', [
+        { respond: { tool_calls: [{ id: 'w', name: 'wait', arguments: {} }] } },
+        { expect: { messages_tail: [{ role: 'user', content: 'two' }] }, respond: { content: 'second' } },
+      ]);
+      try {
+        let entered;
+        const inside = new Promise((resolve) => { entered = resolve; });
+        let release;
+        const released = new Promise((resolve) => { release = resolve; });
+        const wait = tool({
+          name: 'wait',
+          description: 'Wait until released.',
+          parameters: { type: 'object', properties: {} },
+          run: async () => {
+            entered();
+            await released;
+            return 'done';
+          },
+        });
+        const agent = new Agent({ model: new OpenAIChat('m', { baseUrl: p.baseUrl, maxRetries: 0 }), tools: [wait] });
+        const live = await Sessions.open(url);
+        const sid = await live.create();
+        const first = live.run(agent, sid, 'one');
+        first.catch(() => {});
+        await inside;
+        // A clock at the system's time: the live run's lease (30 s, renewed every 10 s) holds.
+        const clock = new native.TestingClock(Date.now());
+        const later = new Sessions(await native._testingOpenSessions(url, '{}', clock));
+        await assert.rejects(later.run(agent, sid, 'two'), (e) => e.code === 'session_busy');
+        clock.advance(3_600_000);
+        assert.equal((await later.run(agent, sid, 'two')).output, 'second');
+        release();
+        await assert.rejects(first, (e) => e.code === 'session_busy' && /taken over by another run/.test(e.message));
+        const state = await (await fetch(p.baseUrl.replace(/\/v1$/, '/__ambit/state'))).json();
+        assert.equal(state.served, 2, JSON.stringify(state.mismatches));
+        assert.deepEqual(state.mismatches, []);
+      } finally {
+        p.stop();
       }
     });
 

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use crate::awaitable;
 
 /// Builds the exception `ambit.ledger` defines for a ledger error, keeping its code and details.
-fn ledger_err(e: LedgerError) -> PyErr {
+pub(crate) fn ledger_err(e: LedgerError) -> PyErr {
     Python::attach(|py| {
         let details = PyDict::new(py);
         match &e {
@@ -62,7 +62,7 @@ impl NativeLedgerTools {
 /// The native ledger; `ambit.ledger.Ledger` wraps it.
 #[pyclass(name = "NativeLedger", module = "ambit._native", frozen)]
 pub struct NativeLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 #[pymethods]
@@ -149,7 +149,7 @@ impl NativeLedger {
         routine_id: Option<String>,
     ) -> PyResult<NativeLedgerTools> {
         crate::guard(|| {
-            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let limits = RoutineLimits::from_json(&limits).map_err(ledger_err)?;
             let mut run = RoutineRun::new(scope, run_id).limit(limit).limits(limits);
             run.routine_id = routine_id;
             run.lease_ms = lease_ms;
@@ -173,12 +173,13 @@ impl NativeLedger {
         py: Python<'py>,
         routine_id: String,
         subject_keys: Vec<String>,
-        batch_size: u32,
+        batch_size: i64,
         limits: String,
         run_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
-            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let limits = RoutineLimits::from_json(&limits).map_err(ledger_err)?;
+            let batch_size = ambit::ledger::rules::batch_size(batch_size).map_err(ledger_err)?;
             let ledger = self.ledger.clone();
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             awaitable::into_awaitable(py, locals, async move {
@@ -199,7 +200,7 @@ impl NativeLedger {
         limits: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
-            let limits: RoutineLimits = serde_json::from_str(&limits).map_err(bad_json)?;
+            let limits = RoutineLimits::from_json(&limits).map_err(ledger_err)?;
             let ledger = self.ledger.clone();
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             awaitable::into_awaitable(py, locals, async move {

@@ -36,6 +36,10 @@ fn core_err(e: Error) -> PyErr {
             Error::OutputTruncated { tools, .. } => {
                 let _ = details.set_item("tools", tools.clone());
             }
+            Error::OutputInvalid { attempt, retries, .. } => {
+                let _ = details.set_item("attempt", attempt);
+                let _ = details.set_item("retries", *retries);
+            }
             Error::Budget { budget, limit, spent, cost, .. } => {
                 let _ = details.set_item("budget", budget);
                 let _ = details.set_item("limit", *limit);
@@ -389,6 +393,89 @@ fn _testing_panicking_tools() -> PyResult<ledger::NativeLedgerTools> {
     guard(|| Ok(ledger::NativeLedgerTools { tools: vec![ambit::testing::panicking_tool()] }))
 }
 
+/// Test hook: a clock the test moves by hand (`ambit::testing`), for `_testing_open_ledger` and
+/// `_testing_open_sessions`; times are milliseconds since the Unix epoch. A bad time raises
+/// `ambit.ledger.InvalidLedgerArgument`.
+#[pyclass(name = "_TestingClock", module = "ambit._native", frozen)]
+struct TestingClock {
+    clock: ambit::testing::ManualClock,
+}
+
+#[pymethods]
+impl TestingClock {
+    #[new]
+    fn new(start_ms: i64) -> PyResult<Self> {
+        guard(|| Ok(TestingClock { clock: ambit::testing::manual_clock(start_ms).map_err(ledger::ledger_err)? }))
+    }
+
+    /// The clock's time.
+    fn now_ms(&self) -> PyResult<i64> {
+        guard(|| Ok(ambit::ledger::Clock::now_ms(&self.clock)))
+    }
+
+    /// Moves the clock forward by `ms` (never back); the new time.
+    fn advance(&self, ms: i64) -> PyResult<i64> {
+        guard(|| ambit::testing::advance_clock(&self.clock, ms).map_err(ledger::ledger_err))
+    }
+}
+
+/// Test hook: opens the ledger at `url` on `clock` (awaitable `NativeLedger`, for `ambit.Ledger(...)`).
+#[pyfunction]
+fn _testing_open_ledger<'py>(py: Python<'py>, url: String, clock: &TestingClock) -> PyResult<Bound<'py, PyAny>> {
+    guard(|| {
+        let clock = clock.clock.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let ledger = ambit::testing::open_ledger(&url, &clock).await.map_err(ledger::ledger_err)?;
+            Ok(ledger::NativeLedger { ledger })
+        })
+    })
+}
+
+/// Test hook: opens the session store at `url` on `clock`, `config` a SessionConfig as JSON (awaitable
+/// `NativeSessions`, for `ambit.Sessions(...)`).
+#[pyfunction]
+fn _testing_open_sessions<'py>(
+    py: Python<'py>,
+    url: String,
+    config: String,
+    clock: &TestingClock,
+) -> PyResult<Bound<'py, PyAny>> {
+    guard(|| {
+        let config: ambit::session::SessionConfig = serde_json::from_str(&config).map_err(session::json_err)?;
+        let clock = clock.clock.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let sessions = ambit::testing::open_sessions(&url, &clock)
+                .await
+                .and_then(|s| s.with_config(config))
+                .map_err(session::session_err)?;
+            Ok(session::NativeSessions { sessions })
+        })
+    })
+}
+
+/// Publishes a text document into a knowledge directory (`ambit.Knowledge.publish`); the result as JSON.
+/// A refusal is raised as the exception `ambit.knowledge` defines for its code, naming the argument.
+#[pyfunction]
+fn knowledge_publish(py: Python<'_>, dir: String, name: String, content: String, overwrite: bool) -> PyResult<String> {
+    guard(|| {
+        let published = py.detach(|| ambit::knowledge::publish(&dir, &name, &content, overwrite));
+        match published {
+            Ok(p) => serde_json::to_string(&p).map_err(|e| core_err(Error::Config(e.to_string()))),
+            Err(e) => {
+                let details = pyo3::types::PyDict::new(py);
+                if let Some(field) = e.field() {
+                    details.set_item("field", field)?;
+                }
+                let exc =
+                    py.import("ambit.knowledge")?.getattr("_from_core")?.call1((e.code(), e.to_string(), details))?;
+                Err(PyErr::from_value(exc))
+            }
+        }
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_async_runtimes::tokio::init_with_runtime(ambit::runtime::runtime());
@@ -399,12 +486,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_force_panic, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_panicking_tools, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_open_ledger, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_open_sessions, m)?)?;
+    m.add_class::<TestingClock>()?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;
     m.add_class::<ledger::NativeLedgerTools>()?;
     m.add_class::<session::NativeSessions>()?;
     m.add_class::<session::NativeDeliveries>()?;
     m.add_class::<memory::NativeMemory>()?;
+    m.add_function(wrap_pyfunction!(knowledge_publish, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 
 use crate::{NativeAgent, awaitable, core_err};
 
-fn session_err(e: SessionError) -> PyErr {
+pub(crate) fn session_err(e: SessionError) -> PyErr {
     match e {
         SessionError::Run(e) => core_err(e),
         other => Python::attach(|py| {
@@ -28,7 +28,7 @@ fn session_err(e: SessionError) -> PyErr {
     }
 }
 
-fn json_err(e: serde_json::Error) -> PyErr {
+pub(crate) fn json_err(e: serde_json::Error) -> PyErr {
     session_err(SessionError::InvalidArgument(e.to_string()))
 }
 
@@ -63,7 +63,7 @@ impl NativeDeliveries {
 /// The native store; `ambit.Sessions` wraps it.
 #[pyclass(name = "NativeSessions", module = "ambit._native", frozen)]
 pub struct NativeSessions {
-    sessions: Sessions,
+    pub(crate) sessions: Sessions,
 }
 
 #[pymethods]

@@ -6,8 +6,6 @@ server: streamed and not, with its usage counts and finish reasons."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,25 +19,12 @@ from conftest import REPO, close_stdin_and_wait
 LLAMA = REPO / "tests" / "llama"
 
 
-def tiny_model() -> Path:
-    """The tiny model, written once per version of its generator under $AMBIT_CACHE/llama."""
-    source = (LLAMA / "tiny_model.py").read_bytes()
-    cache = Path(os.environ.get("AMBIT_CACHE", Path.home() / ".cache" / "ambit")) / "llama"
-    path = cache / f"tiny-{hashlib.sha256(source).hexdigest()[:16]}.gguf"
-    if not path.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.part")
-        subprocess.run([sys.executable, str(LLAMA / "tiny_model.py"), str(partial)], check=True)
-        partial.replace(path)
-    return path
-
-
 class LlamaServer:
     """llama.cpp's server on 127.0.0.1 (tests/llama/serve.py); it stops when its stdin closes."""
 
-    def __init__(self, model: Path, log: Path) -> None:
+    def __init__(self, log: Path) -> None:
         self.log = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, str(LLAMA / "serve.py"), str(model)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, str(LLAMA / "serve.py"), "--tiny"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True)
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
@@ -54,19 +39,21 @@ class LlamaServer:
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    server = LlamaServer(tiny_model(), tmp_path_factory.mktemp("llama") / "server.log")
+    server = LlamaServer(tmp_path_factory.mktemp("llama") / "server.log")
     yield server
     server.close()
 
 
-def agent_for(llama: LlamaServer, *, stream: bool, calls: list[str]) -> ambit.Agent:
+def agent_for(llama: LlamaServer, *, stream: bool, calls: list[str],
+              text_tool_calls: ambit.TextToolCalls | None = None) -> ambit.Agent:
     @ambit.tool
     def get_weather(city: str) -> str:
         """Current weather for a city."""
         calls.append(city)
         return f"sunny in {city}"
 
-    return ambit.Agent(model=ambit.OpenAIChat("tiny", base_url=llama.base_url, api_key="none", stream=stream),
+    return ambit.Agent(model=ambit.OpenAIChat("tiny", base_url=llama.base_url, api_key="none", stream=stream,
+                                              text_tool_calls=text_tool_calls),
                        tools=[get_weather], max_turns=4)
 
 
@@ -151,3 +138,35 @@ def test_a_tool_call_cut_by_the_servers_token_limit_never_runs(llama: LlamaServe
     assert calls == []
     assert info.value.code == "output_truncated" and info.value.tools == ["get_weather"]
     assert info.value.usage["requests"] == 1 and info.value.usage["output_tokens"] == 40
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_constrained_decoding_makes_the_real_server_write_a_valid_call_as_text(llama: LlamaServer, stream: bool) -> None:
+    # text_tool_calls="constrained" sends a response_format JSON schema (one call of an offered tool, or a
+    # JSON string); llama.cpp turns it into a grammar, so the random-weight model can only write a valid
+    # call. The server sends it as text (content), the reader reads it, and the Python tool runs; the answer
+    # to the tool's result is the JSON string "P".
+    calls: list[str] = []
+    agent = agent_for(llama, stream=stream, calls=calls, text_tool_calls="constrained")
+
+    async def events() -> list[Any]:
+        return [e async for e in agent.stream("Weather in Paris, as json?")]
+
+    seen = asyncio.run(events())
+    result = seen[-1].result
+    assert calls == ["P"]
+    assert [(c.name, c.arguments, c.is_error) for c in result.tool_calls] == [("get_weather", {"city": "P"}, False)]
+    requested = [e for e in seen if e.type == "tool_call_requested"]
+    assert [(e.name, e.from_text) for e in requested] == [("get_weather", True)]
+    assert result.output == "P" and result.stop_reason == "end"
+    # Only the answer is shown: the call's JSON never reached the text deltas.
+    assert "".join(e.text for e in seen if e.type == "text_delta") == "P"
+
+
+def test_without_the_constraint_the_same_model_writes_no_call(llama: LlamaServer) -> None:
+    # Negative control: "auto" reads calls but asks for no grammar; the same prompt gets text that is not
+    # JSON (the bigram table's "{P\"}…"), which stays the answer, and no tool runs.
+    calls: list[str] = []
+    result = agent_for(llama, stream=False, calls=calls, text_tool_calls="auto").run_sync("Weather in Paris, as json?")
+    assert calls == [] and result.tool_calls == []
+    assert result.output.startswith("{") and result.stop_reason == "length"

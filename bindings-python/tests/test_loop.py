@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from typing import Any
 
 import pytest
@@ -122,3 +123,27 @@ def test_model_settings_refused_by_name() -> None:
     ambit.Agent(model=ambit.OpenAIChat("m", temperature=2, top_p=0, max_output_tokens=1, stop=("a",), seed=7,
                                        tool_choice={"name": "f"}, parallel_tool_calls=False))
     ambit.Agent(model=ambit.Anthropic("m", max_tokens=10, max_output_tokens=10, stop=["x"], tool_choice="none"))
+
+
+def test_reasoning_thinking_text_calls_headers_and_query_are_refused_by_name() -> None:
+    # Issue 14, items 1 and 5: each wrong value is a ConfigError naming the setting (and the wire).
+    for model, words in [
+        (ambit.OpenAIChat("m", reasoning_effort="extreme"), "reasoning_effort must be one of none, minimal"),
+        (ambit.Anthropic("m", reasoning_effort="minimal"), 'reasoning_effort "minimal" is not a value of the anthropic wire'),
+        (ambit.OpenAIChat("m", thinking_budget=2048), "thinking_budget is not a setting of the openai_chat wire"),
+        (ambit.Anthropic("m", thinking_budget=8000), "thinking_budget (8000) must be less than max_tokens (4096)"),
+        (ambit.OpenAIResponses("m", text_tool_calls="auto"), "text_tool_calls is not a setting of the openai_responses wire"),
+        (ambit.OpenAIChat("m", text_tool_calls="on"), 'text_tool_calls must be "off", "auto" or "constrained"'),  # type: ignore[arg-type]
+        (ambit.OpenAIChat("m", headers={"Host": "evil.example"}), "headers: Host is set by the HTTP exchange itself"),
+        (ambit.OpenAIChat("m", headers={"api-key": "k\r\nX: 1"}), "the value of api-key is not a valid header value"),
+        (ambit.OpenAIChat("m", query={"": "x"}), "query: a parameter name is empty"),
+        (ambit.OpenAIChat("m", prompt_caching=True), "prompt_caching is not a setting of the openai_chat wire"),
+    ]:
+        with pytest.raises(ambit.ConfigError, match=re.escape(words)):
+            ambit.Agent(model=model)
+    with pytest.raises(TypeError, match="header"):
+        ambit.OpenAIChat("m", header={"api-key": "k"})  # type: ignore[call-arg]
+    # Negative control: good ones build.
+    ambit.Agent(model=ambit.OpenAIChat("m", reasoning_effort="low", text_tool_calls="constrained",
+                                       headers={"api-key": "k"}, query={"api-version": "2024-10-21"}))
+    ambit.Agent(model=ambit.Anthropic("m", thinking_budget=2048, max_output_tokens=4096, reasoning_effort="max"))

@@ -61,7 +61,12 @@ def test_refusals_are_typed_and_name_the_field(tmp_path):
             (dict(body="b", title="t" * 201), "title"),
             (dict(body="b", salience=11), "salience"),
             (dict(body="b", tags=["x" * 65]), "tags"),
-            (dict(body="b", kind="rumour"), "memory"),
+            (dict(body="b", kind="rumour"), "kind"),
+            (dict(body="b\ud800"), "body"),
+            (dict(body="b", title="\udfff"), "title"),
+            (dict(body="b", tags=["ok", "\ud800"]), "tags"),
+            (dict(body="b", salience=2 ** 80), "salience"),
+            (dict(body="b", salience=-(2 ** 70)), "salience"),
         ]
         for kwargs, field in cases:
             with pytest.raises(InvalidMemoryArgument) as info:
@@ -76,6 +81,24 @@ def test_refusals_are_typed_and_name_the_field(tmp_path):
         assert info.value.field == "limit"
         with pytest.raises(InvalidMemoryArgument):
             await memory.forget("a")
+        # Out of the 64-bit range, a negative limit, a lone surrogate in the agent's name or the query:
+        # each the typed refusal naming its argument (was OverflowError, UnicodeEncodeError, 'recall').
+        for call, field in [
+            (memory.forget("a", id=2 ** 70), "id"),
+            (memory.forget("a", id=-(2 ** 64)), "id"),
+            (memory.recall("a", limit=-1), "limit"),
+            (memory.recall("a", limit=0), "limit"),
+            (memory.recall("a", query="x\ud800"), "query"),
+            (memory.remember("a\ud800", "b"), "agent"),
+            (memory.recall("a\ud800"), "agent"),
+            (memory.list("\udc00"), "agent"),
+        ]:
+            with pytest.raises(InvalidMemoryArgument) as info:
+                await call
+            assert info.value.field == field, info.value
+        # Control: the same calls in range are accepted.
+        assert await memory.forget("a", id=2 ** 62) is False
+        assert len(await memory.recall("a", limit=1)) == 1
         with pytest.raises(InvalidMemoryArgument) as info:
             await Memory.open("mysql://nope")
         assert info.value.field == "url"

@@ -9,12 +9,14 @@ import json
 import os
 import time
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ambit
+from ambit import _native
 from conftest import REPO, SCENARIOS
 from wire_types import validate_exchanges
 
@@ -133,6 +135,7 @@ def write_fixture(scenario: dict[str, Any]) -> str | None:
         (root / sub).mkdir()
         for name, spec in fixture.get(key, {}).items():
             text = spec["text"] if "text" in spec else (spec["line"] + "\n") * spec["count"]
+            (root / sub / name).parent.mkdir(parents=True, exist_ok=True)
             (root / sub / name).write_text(text)
     return str(root / "ws")
 
@@ -161,20 +164,26 @@ def step_policy(agent: ambit.Agent, step: dict[str, Any], approvals: ScriptedApp
 
 
 def run_steps(scenario: dict[str, Any], agent: ambit.Agent, approvals: ScriptedApprovals, use_async: bool,
-              run_one: Any) -> tuple[ambit.Agent, str]:
+              run_one: Any, at: LedgerAt) -> tuple[ambit.Agent, str]:
     """`steps`: every step but the last runs to its result through `run_one(agent, input)` (its
-    `expect.output` checked), each first putting the agent under its `with_policy`; returns the agent
-    and the input of the last step, which the test runs its own way. Without `steps`: the agent and
-    `input`."""
+    `expect.output` checked), each first putting the agent under its `with_policy`, or moves the
+    ledger's manual clock (`advance_clock`); a step's `expect.drain_decision` is checked after it.
+    Returns the agent and the input of the last step, which the test runs its own way. Without
+    `steps`: the agent and `input`."""
     steps = scenario.get("steps")
     if steps is None:
         return agent, scenario["input"]
     *earlier, last = steps
     for n, step in enumerate(earlier, 1):
-        agent = step_policy(agent, step, approvals, use_async)
-        result = run_one(agent, step["input"])
-        if "output" in step.get("expect", {}):
-            assert result.output == step["expect"]["output"], (f"step {n}", result.output)
+        if "advance_clock" in step:
+            assert at.clock is not None, f"step {n}: advance_clock without ledger.clock_ms"
+            at.clock.advance(step["advance_clock"])
+        else:
+            agent = step_policy(agent, step, approvals, use_async)
+            result = run_one(agent, step["input"])
+            if "output" in step.get("expect", {}):
+                assert result.output == step["expect"]["output"], (f"step {n}", result.output)
+        check_drain(scenario, at, step)
     return step_policy(agent, last, approvals, use_async), last["input"]
 
 
@@ -234,6 +243,7 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
                                                        stream=scenario.get("stream", False),
                                                        max_retries=cfg.get("max_retries", 0),
                                                        timeout=cfg.get("timeout_secs"),
+                                                       headers=cfg.get("headers"), query=cfg.get("query"),
                                                        **cfg.get("settings", {}))
 
 
@@ -242,44 +252,61 @@ def scenario_model(scenario: dict[str, Any], base_url: str) -> ambit.Model:
 STORES = ["sqlite"] + (["postgres"] if os.environ.get("AMBIT_TEST_POSTGRES_URL") else [])
 
 
-def ledger_at(store: str) -> tuple[str, str]:
-    """A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix the
-    scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL)."""
+@dataclass
+class LedgerAt:
+    """A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database), the suffix the
+    scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL), and the
+    manual clock of a scenario with `ledger.clock_ms` (the test hook; None: the system clock)."""
+
+    url: str
+    suffix: str
+    clock: Any = None
+
+    async def open(self) -> ambit.Ledger:
+        if self.clock is None:
+            return await ambit.Ledger.open(self.url)
+        return ambit.Ledger(await _native._testing_open_ledger(self.url, self.clock))
+
+
+def ledger_at(store: str, scenario: dict[str, Any] | None = None) -> LedgerAt:
+    """The ledger store `store` for one run of `scenario`, with a clock of its own when it asks for one."""
     import tempfile
     import uuid
+    start = (scenario or {}).get("ledger", {}).get("clock_ms")
+    clock = None if start is None else _native._TestingClock(start)
     if store == "sqlite":
-        return f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db", ""
-    return os.environ["AMBIT_TEST_POSTGRES_URL"], "-" + uuid.uuid4().hex[:16]
+        return LedgerAt(f"sqlite://{tempfile.mkdtemp(prefix='ambit-ledger-')}/ledger.db", "", clock)
+    return LedgerAt(os.environ["AMBIT_TEST_POSTGRES_URL"], "-" + uuid.uuid4().hex[:16], clock)
 
 
-def ledger_vars(scenario: dict[str, Any], at: tuple[str, str]) -> dict[str, str]:
+def ledger_vars(scenario: dict[str, Any], at: LedgerAt) -> dict[str, str]:
     """`{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as that store has them."""
     cfg = scenario.get("ledger", {})
-    return {k: cfg[k] + at[1] for k in ("scope", "routine_id") if cfg.get(k) is not None}
+    return {k: cfg[k] + at.suffix for k in ("scope", "routine_id") if cfg.get(k) is not None}
 
 
-def check_drain(scenario: dict[str, Any], at: tuple[str, str]) -> None:
-    """`expect.drain_decision`: what ``Ledger.drain_decision`` answers for the routine's run once it
-    finished (the default limits)."""
-    want = scenario["expect"].get("drain_decision")
+def check_drain(scenario: dict[str, Any], at: LedgerAt, step: dict[str, Any] | None = None) -> None:
+    """`expect.drain_decision` of the scenario (or of one of its `steps`): what ``Ledger.drain_decision``
+    answers for the routine's run (the default limits), on the ledger's clock."""
+    want = (step or scenario).get("expect", {}).get("drain_decision")
     if want is None:
         return
-    cfg, sfx = scenario["ledger"], at[1]
+    cfg, sfx = scenario["ledger"], at.suffix
 
     async def decide() -> Any:
-        ledger = await ambit.Ledger.open(at[0])
+        ledger = await at.open()
         return await ledger.drain_decision(cfg["routine_id"] + sfx, cfg["run_id"] + sfx)
 
     subset(want, vars(asyncio.run(decide())), "drain_decision")
 
 
-def scenario_ledger(scenario: dict[str, Any], at: tuple[str, str]) -> ambit.ledger.RoutineLedger | None:
-    """`ledger`: the work ledger's four tools at `at` (URL, suffix), bound to one run of a routine."""
+def scenario_ledger(scenario: dict[str, Any], at: LedgerAt) -> ambit.ledger.RoutineLedger | None:
+    """`ledger`: the work ledger's four tools at `at`, bound to one run of a routine."""
     cfg = scenario.get("ledger")
     if cfg is None:
         return None
-    url, sfx = at
-    ledger = asyncio.run(ambit.Ledger.open(url))
+    sfx = at.suffix
+    ledger = asyncio.run(at.open())
     routine = cfg.get("routine_id")
     return ledger.for_routine(cfg["scope"] + sfx, run_id=cfg["run_id"] + sfx,
                               routine_id=None if routine is None else routine + sfx, limit=cfg.get("limit", 5))
@@ -296,7 +323,7 @@ def scenario_memory(scenario: dict[str, Any]) -> tuple[ambit.Memory | None, str 
 
 
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
-                approvals: ScriptedApprovals | None = None, ledger: tuple[str, str] | None = None) -> ambit.Agent:
+                approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
     approvals = approvals or ScriptedApprovals(scenario)
     memory, agent_name = scenario_memory(scenario)
@@ -321,7 +348,18 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
         memory=memory,
         agent_name=agent_name,
+        **scenario_output(cfg),
+        skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
+        knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
     )
+
+
+def scenario_output(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`agent.output`: the final answer's type, given as a JSON Schema (`ambit.OutputSchema`)."""
+    out = cfg.get("output")
+    if out is None:
+        return {}
+    return {"output_type": ambit.OutputSchema(out["name"], out["schema"]), "output_retries": out.get("retries")}
 
 
 def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
@@ -339,6 +377,9 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
             assert expect["error"]["message_contains"] in str(info.value)
         for key, value in expect["error"].get("usage", {}).items():
             assert info.value.usage[key] == value, (key, info.value.usage)  # type: ignore[attr-defined]
+        if "attempt" in expect["error"]:
+            assert isinstance(info.value, ambit.OutputInvalid), info.value
+            assert info.value.attempt == expect["error"]["attempt"], info.value.attempt
         if "tools" in expect["error"]:
             assert isinstance(info.value, ambit.OutputTruncated), info.value
             assert info.value.tools == expect["error"]["tools"], info.value.tools
@@ -346,6 +387,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
     result = run()
     if "output" in expect:
         assert result.output == expect["output"]
+    if "structured_output" in expect:
+        assert result.structured_output == expect["structured_output"], result.structured_output
     if "tool_calls" in expect:
         assert len(result.tool_calls) == len(expect["tool_calls"]), result.tool_calls
         for want, got in zip(expect["tool_calls"], result.tool_calls):
@@ -363,6 +406,8 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         assert [i.text for i in result.open_items] == expect["open_items"], result.open_items
     if "stop_reason" in expect:
         assert result.stop_reason == expect["stop_reason"], result.stop_reason
+    if "cost" in expect:
+        assert result.cost is not None and abs(result.cost - expect["cost"]) <= 1e-12, result.cost
     last = last or agent
     if last is not None and "tool_list_after" in expect:
         subset(expect["tool_list_after"], [vars(t) for t in last.list_tools()], "tool_list_after")
@@ -420,11 +465,11 @@ def on_stores(paths: list[Path]) -> Any:
 def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    at = ledger_at(store)
+    at = ledger_at(store, scenario)
     provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
-    last, text = run_steps(scenario, agent, approvals, True, run_async)
+    last, text = run_steps(scenario, agent, approvals, True, run_async, at)
     if "cancel" in scenario:
         asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
     else:
@@ -450,12 +495,12 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     deltas adding up to the output, the same result (or error) as `run`."""
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    at = ledger_at(store)
+    at = ledger_at(store, scenario)
     provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     # Earlier `steps` run to their result; the last one streams.
-    last, last_input = run_steps(scenario, agent, approvals, True, run_async)
+    last, last_input = run_steps(scenario, agent, approvals, True, run_async, at)
     if "cancel" in scenario:
         # Cancelling the task that iterates the stream closes the stream (and so the run) at its await.
         asyncio.run(cancel_when_reached(scenario, provider, lambda: collect_events(last, last_input)))
@@ -475,13 +520,27 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     if "error" not in scenario["expect"]:
         assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
         types = [e.type for e in seen]
+        # Every event the core sends has its own class here: none arrives as the untyped fallback.
+        untyped = [e.type for e in seen if isinstance(e, ambit.events.Event)]
+        assert not untyped, f"events without a class in ambit.events: {untyped}"
+        for e in seen:
+            if isinstance(e, ambit.events.ApprovalRequested):
+                assert isinstance(e.request, ambit.ApprovalRequest), e
         i = 0
         for want in scenario["expect"].get("events", []):
             assert want in types[i:], (want, types)
             i += types[i:].index(want) + 1
+        for absent in scenario["expect"].get("absent_events", []):
+            assert absent not in types, (absent, types)
         if "stop_reasons" in scenario["expect"]:
             got = [e.stop_reason for e in seen if isinstance(e, ambit.events.ModelResponse)]
             assert got == scenario["expect"]["stop_reasons"], got
+        if "from_text" in scenario["expect"]:
+            got = [e.name for e in seen if isinstance(e, ambit.events.ToolCallRequested) and e.from_text]
+            assert got == scenario["expect"]["from_text"], got
+        if "streamed_text" in scenario["expect"]:
+            got_text = "".join(e.text for e in seen if isinstance(e, ambit.events.TextDelta))
+            assert got_text == scenario["expect"]["streamed_text"], got_text
         check_drain(scenario, at)
     check_provider(scenario, provider)
 
@@ -490,11 +549,11 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
 def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     SAW_CANCEL.clear()
     scenario = json.loads(path.read_text())
-    at = ledger_at(store)
+    at = ledger_at(store, scenario)
     provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals, ledger=at)
-    last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t))
+    last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t), at)
     check(scenario, lambda: last.run_sync(text), agent, approvals, last)
     check_drain(scenario, at)
     check_provider(scenario, provider)
@@ -575,3 +634,36 @@ def test_scenario_session(path: Path, store: str, start_provider: Any, tmp_path:
     state = provider.state()
     assert state["mismatches"] == [] and state["remaining"] == 0, state
     assert validate_exchanges(state) == len(scenario["exchanges"])
+
+
+TIMELINES = [p for p in RUNS if "clock_ms" in json.loads(p.read_text()).get("ledger", {})]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_ledger_timeline_fails_when_the_clock_moves_a_millisecond_too_little(store: str, tmp_path: Path,
+                                                                              start_provider: Any) -> None:
+    """The negative control of the ledger timelines (`ledger.clock_ms`): each passes as written (above),
+    and fails when any one of its `advance_clock` steps moves the clock a millisecond too little."""
+    assert len(TIMELINES) >= 3, TIMELINES
+    tried = 0
+    for path in TIMELINES:
+        scenario = json.loads(path.read_text())
+        for n, step in enumerate(scenario["steps"]):
+            if "advance_clock" not in step:
+                continue
+            short = json.loads(path.read_text())
+            short["steps"][n]["advance_clock"] -= 1
+            file = tmp_path / f"{n}-{path.name}"
+            file.write_text(json.dumps(short))
+            at = ledger_at(store, short)
+            provider = start_provider(file, ledger_vars(short, at))
+            approvals = ScriptedApprovals(short)
+            agent = build_agent(short, provider.base_url, use_async=True, approvals=approvals, ledger=at)
+            with pytest.raises((ambit.AmbitError, AssertionError)) as info:
+                last, text = run_steps(short, agent, approvals, True, run_async, at)
+                check(short, lambda: run_async(last, text), agent, approvals, last)
+                check_drain(short, at)
+            # What failed is the timeline: the provider saw another tool result, or the drain differs.
+            assert "expected" in str(info.value) or "drain_decision" in str(info.value), info.value
+            tried += 1
+    assert tried >= 8, tried

@@ -202,3 +202,49 @@ async def window_report(tmp_path: Path, model: ambit.Model, store_window: int | 
     sid = await sessions.create()
     result = await sessions.run(agent, sid, "how full?")
     assert f" of {expected} tokens" in result.tool_calls[0].result, result.tool_calls[0].result
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_handle_whose_clock_passed_the_lease_takes_over_a_stuck_run(kind: str, tmp_path: Path,
+                                                                     start_provider: Any) -> None:
+    """Sessions on the manual clock of the test hook: while a run holds the session (its tool waits), a
+    handle whose clock has not passed the lease is refused with session_busy (the negative control); the
+    same handle, its clock moved an hour on, takes the session over (as another process would a dead
+    run's), and the first run, once its tool returns, finds it lost."""
+    p = start_provider(script(tmp_path, [
+        {"respond": {"tool_calls": [{"id": "w", "name": "wait", "arguments": {}}]}},
+        {"expect": {"messages_tail": [{"role": "user", "content": "two"}]}, "respond": {"content": "second"}},
+    ]))
+    asyncio.run(take_over(kind, tmp_path, p.base_url))
+    # The first run never asked the model again: it found the session lost before its next turn.
+    assert p.state()["served"] == 2 and not p.state()["mismatches"], p.state()
+
+
+async def take_over(kind: str, tmp_path: Path, base_url: str) -> None:
+    import time
+    from ambit import _native
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @ambit.tool
+    async def wait() -> str:
+        """Wait until released."""
+        entered.set()
+        await release.wait()
+        return "done"
+
+    url = store_url(kind, tmp_path)
+    live = await ambit.Sessions.open(url)
+    agent = ambit.Agent(model=ambit.OpenAIChat("m", base_url=base_url, max_retries=0), tools=[wait])
+    sid = await live.create()
+    first = asyncio.create_task(live.run(agent, sid, "one"))
+    await entered.wait()
+    # A clock at the system's time: the live run's lease (30 s, renewed every 10 s) holds.
+    clock = _native._TestingClock(int(time.time() * 1000))
+    later = ambit.Sessions(await _native._testing_open_sessions(url, json.dumps({}), clock))
+    with pytest.raises(ambit.SessionBusy):
+        await later.run(agent, sid, "two")
+    clock.advance(3_600_000)
+    assert (await later.run(agent, sid, "two")).output == "second"
+    release.set()
+    with pytest.raises(ambit.SessionBusy, match="taken over by another run"):
+        await first

@@ -230,7 +230,7 @@ impl CoreLedgerTools {
 /// The ledger object under the Swift facade's `Ledger`.
 #[derive(uniffi::Object)]
 pub struct CoreLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 #[uniffi::export(async_runtime = "tokio")]
@@ -348,11 +348,12 @@ impl CoreLedger {
         &self,
         routine_id: String,
         subject_keys: Vec<String>,
-        batch_size: u32,
+        batch_size: i64,
         limits: RoutineLimits,
         run_id: Option<String>,
     ) -> Result<BacklogReport, LedgerCoreError> {
         guard_async(async move {
+            let batch_size = core::rules::batch_size(batch_size)?;
             let r = self
                 .ledger
                 .report_backlog(&routine_id, run_id.as_deref(), &subject_keys, batch_size, &limits.into())

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 uniffi::setup_scaffolding!();
 
+mod knowledge;
 mod ledger;
 mod mcp;
 mod memory;
@@ -49,6 +50,10 @@ pub enum CoreError {
     /// `output_truncated`).
     #[error("{message}")]
     OutputTruncated { tools: Vec<String>, usage: Usage, message: String },
+    /// The final answer did not match the output type after `retries` retries; `attempt` is the last
+    /// answer's text (code `output_invalid`).
+    #[error("{message}")]
+    OutputInvalid { attempt: String, retries: u32, usage: Usage, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -76,6 +81,9 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::OutputTruncated { tools, usage } => {
                 CoreError::OutputTruncated { tools, usage: usage.into(), message }
+            }
+            ambit::Error::OutputInvalid { attempt, retries, usage, .. } => {
+                CoreError::OutputInvalid { attempt, retries, usage: usage.into(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },
@@ -160,6 +168,69 @@ impl TestingPanicSwitch {
             Ok(())
         })
     }
+}
+
+/// Test hook: a clock the test moves by hand (`ambit::testing`), for `testingOpenLedger` and
+/// `testingOpenSessions`; times are milliseconds since the Unix epoch. A bad time throws
+/// `LedgerCoreError.InvalidArgument`.
+#[derive(uniffi::Object)]
+pub struct TestingClock {
+    clock: ambit::testing::ManualClock,
+}
+
+#[uniffi::export]
+impl TestingClock {
+    /// A clock at `start_ms`.
+    #[uniffi::constructor]
+    pub fn new(start_ms: i64) -> Result<Arc<Self>, ledger::LedgerCoreError> {
+        guard(|| Ok(Arc::new(TestingClock { clock: ambit::testing::manual_clock(start_ms)? })))
+    }
+
+    /// The clock's time.
+    pub fn now_ms(&self) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::ledger::Clock::now_ms(&self.clock)))
+    }
+
+    /// Moves the clock forward by `ms` (never back); the new time.
+    pub fn advance(&self, ms: i64) -> Result<i64, ledger::LedgerCoreError> {
+        guard(|| Ok(ambit::testing::advance_clock(&self.clock, ms)?))
+    }
+}
+
+/// Test hook: opens the ledger at `url` on `clock` (for the facade's `Ledger(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_ledger(
+    url: String,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<ledger::CoreLedger>, ledger::LedgerCoreError> {
+    guard_async(async move {
+        let ledger = ambit::testing::open_ledger(&url, &clock.clock).await?;
+        Ok(Arc::new(ledger::CoreLedger { ledger }))
+    })
+    .await
+}
+
+/// Test hook: opens the session store at `url` on `clock`, with the window settings `CoreSessions.open`
+/// takes (for the facade's `Sessions(core:)`).
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn testing_open_sessions(
+    url: String,
+    context_window: Option<u64>,
+    compact_at: f64,
+    keep_recent: u32,
+    clock: Arc<TestingClock>,
+) -> Result<Arc<session::CoreSessions>, session::SessionCoreError> {
+    guard_async(async move {
+        let config = ambit::session::SessionConfig {
+            context_window,
+            compact_at,
+            keep_recent: keep_recent as usize,
+            ..ambit::session::SessionConfig::default()
+        };
+        let sessions = ambit::testing::open_sessions(&url, &clock.clock).await?.with_config(config)?;
+        Ok(Arc::new(session::CoreSessions { sessions }))
+    })
+    .await
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for CoreError {
@@ -250,6 +321,31 @@ pub struct AgentConfig {
     /// The agent's name in its memory store; required with `memory`.
     #[uniffi(default = None)]
     pub agent_name: Option<String>,
+    /// The final answer's type: the JSON text of `{"name", "schema", "retries"}` (the core's
+    /// `OutputType`); the Swift facade writes it from `OutputSchema`.
+    #[uniffi(default = None)]
+    pub output_json: Option<String>,
+    /// Skills directories (SPEC §14): the index, skill_read and skill_search, and the writing tools when
+    /// agent-managed.
+    #[uniffi(default = None)]
+    pub skills: Option<SkillsSettings>,
+    /// A knowledge directory (SPEC §14): knowledge_list and knowledge_read.
+    #[uniffi(default = None)]
+    pub knowledge: Option<knowledge::KnowledgeSettings>,
+}
+
+/// An agent's skills directories: the core's `SkillsConfig` as a record.
+#[derive(uniffi::Record)]
+pub struct SkillsSettings {
+    /// Directories holding skill folders, absolute or relative to the working directory; a new skill is
+    /// written to the first.
+    pub dirs: Vec<String>,
+    /// The agent may write, edit and delete skills (never a sub-agent).
+    #[uniffi(default = false)]
+    pub agent_managed: bool,
+    /// The most skills the per-turn index lists (default 100, at most 1,000; 0: no index).
+    #[uniffi(default = None)]
+    pub index_entries: Option<u32>,
 }
 
 /// Tokens used, summed over the model requests of a run.
@@ -325,6 +421,9 @@ pub struct RunResult {
     pub cost: Option<f64>,
     /// Checklist items still pending or in_progress when the run ended (past the nudge cap).
     pub open_items: Vec<ChecklistItem>,
+    /// The final answer read as the agent's output type, as JSON text, when it has one (the facade's
+    /// `decode(_:)` decodes it).
+    pub structured_output_json: Option<String>,
 }
 
 impl From<ambit::RunResult> for RunResult {
@@ -350,6 +449,7 @@ impl From<ambit::RunResult> for RunResult {
             stop_reason: r.stop_reason.into(),
             cost: r.cost,
             open_items: r.open_items.into_iter().map(Into::into).collect(),
+            structured_output_json: r.structured_output.map(|v| v.to_string()),
         }
     }
 }
@@ -444,6 +544,9 @@ impl CoreAgent {
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);
         }
+        if let Some(o) = config.output_json {
+            builder = builder.output(ambit::agent::output::OutputType::from_json(&o)?);
+        }
         match (config.memory, config.agent_name) {
             (None, None) => {}
             (Some(m), Some(name)) => {
@@ -463,6 +566,16 @@ impl CoreAgent {
                 )
                 .into());
             }
+        }
+        if let Some(s) = config.skills {
+            builder = builder.skills(ambit::skills::SkillsConfig {
+                dirs: s.dirs,
+                agent_managed: s.agent_managed,
+                index_entries: s.index_entries.map(|n| n as usize),
+            });
+        }
+        if let Some(k) = config.knowledge {
+            builder = builder.knowledge(k.into_core());
         }
         Ok(Arc::new(CoreAgent { inner: builder.build()? }))
     }

@@ -67,6 +67,51 @@ pub struct ModelSettings {
     /// Whether the model may ask for several tool calls in one answer.
     #[uniffi(default = None)]
     pub parallel_tool_calls: Option<bool>,
+    /// Chat Completions only: whether tool calls a model writes as text are read as calls
+    /// (`ambit::model::text_calls`).
+    #[uniffi(default = None)]
+    pub text_tool_calls: Option<TextToolCalls>,
+    /// How hard a reasoning model thinks: `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`
+    /// (Anthropic `low` to `max`).
+    #[uniffi(default = None)]
+    pub reasoning_effort: Option<String>,
+    /// Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max
+    /// tokens).
+    #[uniffi(default = None)]
+    pub thinking_budget: Option<i64>,
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt), on unless `false`.
+    #[uniffi(default = None)]
+    pub prompt_caching: Option<bool>,
+    /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is a configuration error naming it.
+    #[uniffi(default = None)]
+    pub headers: Option<HashMap<String, String>>,
+    /// Query parameters every request's URL carries (Azure OpenAI's `api-version`).
+    #[uniffi(default = None)]
+    pub query: Option<HashMap<String, String>>,
+}
+
+/// How an answer's text is read for tool calls (Chat Completions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum TextToolCalls {
+    /// Text is text.
+    Off,
+    /// A call written as text (bare or fenced JSON, `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`) of a
+    /// tool offered in that request is read as a call; never when the server sent calls.
+    Auto,
+    /// As `Auto`, and the server (llama.cpp) is asked to constrain the answer to one call or a JSON string.
+    Constrained,
+}
+
+impl TextToolCalls {
+    fn as_str(self) -> &'static str {
+        match self {
+            TextToolCalls::Off => "off",
+            TextToolCalls::Auto => "auto",
+            TextToolCalls::Constrained => "constrained",
+        }
+    }
 }
 
 /// Which tool use the model is asked for. `NoTool` is the wires' `none` (a Swift case named `none`
@@ -108,9 +153,13 @@ impl ModelSettings {
             "stream": self.stream, "timeout_secs": self.timeout_secs, "max_retries": self.max_retries,
             "max_tokens": self.max_tokens, "max_tool_name_bytes": self.max_tool_name_bytes,
             "context_window": self.context_window,
+            "headers": self.headers, "query": self.query,
             "settings": {
                 "max_output_tokens": self.max_output_tokens, "stop": self.stop, "seed": self.seed, "tool_choice": self.tool_choice.as_ref().map(ToolChoice::to_json),
                 "parallel_tool_calls": self.parallel_tool_calls,
+                "text_tool_calls": self.text_tool_calls.map(TextToolCalls::as_str),
+                "reasoning_effort": self.reasoning_effort, "thinking_budget": self.thinking_budget,
+                "prompt_caching": self.prompt_caching,
             },
         });
         let mut config = ambit::ModelConfig::from_json(&config.to_string())?;
@@ -223,10 +272,12 @@ pub enum AgentEvent {
         cost: Option<f64>,
         stop_reason: StopReason,
     },
+    /// `from_text`: the call was read from the answer's text (the `text_tool_calls` setting).
     ToolCallRequested {
         id: String,
         name: String,
         arguments_json: String,
+        from_text: bool,
     },
     ToolStarted {
         id: String,
@@ -242,6 +293,10 @@ pub enum AgentEvent {
         id: String,
         name: String,
         reason: String,
+    },
+    /// A call was put to the approval handler.
+    ApprovalRequested {
+        request: crate::policy::ApprovalRequest,
     },
     ChecklistNudge {
         nudge: u32,
@@ -283,16 +338,17 @@ impl From<ambit::Event> for AgentEvent {
             E::ModelResponse { turn, usage, cost, stop_reason } => {
                 AgentEvent::ModelResponse { turn, usage: usage.into(), cost, stop_reason: stop_reason.into() }
             }
-            E::ToolCallRequested { id, name, arguments } => {
+            E::ToolCallRequested { id, name, arguments, from_text } => {
                 let arguments_json = match arguments {
                     serde_json::Value::String(raw) => raw,
                     other => other.to_string(),
                 };
-                AgentEvent::ToolCallRequested { id, name, arguments_json }
+                AgentEvent::ToolCallRequested { id, name, arguments_json, from_text }
             }
             E::ToolStarted { id, name } => AgentEvent::ToolStarted { id, name },
             E::ToolFinished { id, name, result, is_error } => AgentEvent::ToolFinished { id, name, result, is_error },
             E::ToolRefused { id, name, reason } => AgentEvent::ToolRefused { id, name, reason },
+            E::ApprovalRequested { request } => AgentEvent::ApprovalRequested { request: (&request).into() },
             E::ChecklistNudge { nudge, open_items } => AgentEvent::ChecklistNudge { nudge, open_items },
             E::BackgroundTaskStarted { task_id, call_id, name } => {
                 AgentEvent::BackgroundTaskStarted { task_id, call_id, name }

@@ -74,7 +74,7 @@ macro_rules! json {
 /// The store under the Swift facade's `Sessions`.
 #[derive(uniffi::Object)]
 pub struct CoreSessions {
-    sessions: Sessions,
+    pub(crate) sessions: Sessions,
 }
 
 #[uniffi::export(async_runtime = "tokio")]

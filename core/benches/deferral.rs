@@ -66,6 +66,7 @@ fn first_request(t: &Tooling) -> ModelRequest {
             content: "Which pull requests in ambit/core are waiting for my review?".into(),
         }],
         tools: t.request_tools(&toolbox, &RunLoads::default()),
+        ..Default::default()
     }
 }
 

@@ -61,6 +61,7 @@ fn second_request() -> ModelRequest {
                     id: "call_7Yq2mZ".into(),
                     name: "mcp__github__list_pull_requests".into(),
                     arguments: CALL_ARGS.into(),
+                    from_text: false,
                 }],
             },
             Message::Tool {
@@ -71,6 +72,7 @@ fn second_request() -> ModelRequest {
             },
         ],
         tools,
+        ..Default::default()
     }
 }
 

@@ -27,6 +27,11 @@ pub enum Error {
         tools.join(", ")
     )]
     OutputTruncated { tools: Vec<String>, usage: Usage },
+    /// The model's final answer did not match the agent's output type, after the answers that did not
+    /// went back to it `retries` times: `message` says what is wrong with the last one, `attempt` is
+    /// that answer's text as the model gave it, `usage` what the run used.
+    #[error("the model's final answer did not match the output type after {retries} retries: {message}")]
+    OutputInvalid { message: String, attempt: String, retries: u32, usage: Usage },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -45,6 +50,7 @@ impl Error {
             Error::MaxTurns { .. } => "max_turns",
             Error::Budget { .. } => "budget_exceeded",
             Error::OutputTruncated { .. } => "output_truncated",
+            Error::OutputInvalid { .. } => "output_invalid",
             Error::Cancelled => "cancelled",
             Error::Internal(_) => "internal",
         }
@@ -63,9 +69,10 @@ impl Error {
     /// a cut tool call).
     pub fn usage(&self) -> Option<&Usage> {
         match self {
-            Error::MaxTurns { usage, .. } | Error::Budget { usage, .. } | Error::OutputTruncated { usage, .. } => {
-                Some(usage)
-            }
+            Error::MaxTurns { usage, .. }
+            | Error::Budget { usage, .. }
+            | Error::OutputTruncated { usage, .. }
+            | Error::OutputInvalid { usage, .. } => Some(usage),
             _ => None,
         }
     }

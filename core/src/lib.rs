@@ -30,13 +30,16 @@
 pub mod agent;
 pub mod deferral;
 pub mod error;
+pub mod knowledge;
 pub mod ledger;
 pub mod mcp;
 pub mod memory;
+mod migrate;
 pub mod model;
 pub mod permission;
 pub mod runtime;
 pub mod session;
+pub mod skills;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;
@@ -52,6 +55,7 @@ pub use memory::{Memory, MemoryConfig, MemoryError};
 pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
+pub use model::text_calls::TextToolCalls;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{

@@ -1,6 +1,8 @@
 //! Test hooks for the bindings' suites: ways to make the core panic on purpose, so each language's
 //! tests can show that a panic reaches them as the typed `internal` error (SPEC: no panic crosses the
-//! boundary). Hidden from the documentation; nothing in ambit calls these.
+//! boundary); and a clock the test moves by hand, so ledger and session timelines (leases running out,
+//! cooldowns, stale backlog reports) run in every language without waiting. Hidden from the
+//! documentation; nothing in ambit calls these.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+pub use crate::ledger::ManualClock;
+use crate::ledger::{Ledger, LedgerError, LedgerOptions};
+use crate::session::{SessionError, Sessions};
 use crate::{Tool, ToolError, ToolSpec};
 
 /// The message of every panic these hooks raise.
@@ -82,4 +87,40 @@ impl Tool for PanickingSpec {
     async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
         Ok(Value::String("ok".into()))
     }
+}
+
+/// A manual clock at `start_ms` (milliseconds since the Unix epoch) for [`open_ledger`] and
+/// [`open_sessions`]; clones share the time. Refuses a negative start.
+pub fn manual_clock(start_ms: i64) -> Result<ManualClock, LedgerError> {
+    if start_ms < 0 {
+        return Err(LedgerError::InvalidArgument(format!(
+            "start_ms is milliseconds since the Unix epoch, at least 0, got {start_ms}"
+        )));
+    }
+    Ok(ManualClock::new(start_ms))
+}
+
+/// Moves `clock` forward by `ms` milliseconds and answers the new time. Time never runs backwards: a
+/// negative `ms` is refused and the clock stays where it was.
+pub fn advance_clock(clock: &ManualClock, ms: i64) -> Result<i64, LedgerError> {
+    if ms < 0 {
+        return Err(LedgerError::InvalidArgument(format!("ms is how far the clock moves, at least 0, got {ms}")));
+    }
+    let now = crate::ledger::Clock::now_ms(clock)
+        .checked_add(ms)
+        .ok_or_else(|| LedgerError::InvalidArgument(format!("moving the clock {ms} ms overflows its time")))?;
+    clock.set(now);
+    Ok(now)
+}
+
+/// Opens the ledger at `url` (durable) on `clock` instead of the system clock: every claim, record,
+/// listing, backlog report and drain decision reads its time from it.
+pub async fn open_ledger(url: &str, clock: &ManualClock) -> Result<Ledger, LedgerError> {
+    Ledger::open_with(url, LedgerOptions { clock: Arc::new(clock.clone()), ..LedgerOptions::default() }).await
+}
+
+/// Opens the session store at `url` on `clock` (leases are judged by it: a clock moved past a lease
+/// takes over a session whose run stopped renewing it).
+pub async fn open_sessions(url: &str, clock: &ManualClock) -> Result<Sessions, SessionError> {
+    Ok(Sessions::open(url).await?.with_clock(Arc::new(clock.clone())))
 }

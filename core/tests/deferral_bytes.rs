@@ -54,6 +54,7 @@ fn first_request(n: usize, strategy: LoadStrategy, loaded: &[String]) -> ModelRe
         }),
         messages: vec![Message::User { content: "Which pull requests wait for my review?".into() }],
         tools: t.request_tools(&toolbox, &loads),
+        ..Default::default()
     }
 }
 

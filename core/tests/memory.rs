@@ -203,9 +203,22 @@ async fn every_bound_refuses_by_name_and_the_limit_itself_is_accepted() {
     let long_query = Recall::query(at(rules::MAX_QUERY_BYTES + 1));
     assert_eq!(mem.recall("a", &long_query).await.unwrap_err().field(), Some("query"));
     let e = mem.remember_json("a", &json!({"body": "b", "colour": "red"})).await.unwrap_err();
-    assert_eq!(e.field(), Some("memory"), "unknown fields are refused: {e}");
-    assert!(e.to_string().contains("colour"), "{e}");
+    assert_eq!(e.field(), Some("colour"), "unknown fields are refused by their name: {e}");
     let e = mem.recall_json("a", &json!({"kind": "rumour"})).await.unwrap_err();
+    assert_eq!(e.field(), Some("kind"), "{e}");
+    // Numbers out of range or negative name their field, never the whole memory, never the default.
+    let huge = serde_json::Value::Number(serde_json::Number::from_f64(2f64.powi(80)).unwrap());
+    let e = mem.remember_json("a", &json!({"body": "b", "salience": huge})).await.unwrap_err();
+    assert_eq!(e.field(), Some("salience"), "{e}");
+    assert!(e.to_string().contains("64-bit range"), "{e}");
+    for limit in [json!(-1), json!(2.5), json!("10")] {
+        let e = mem.recall_json("a", &json!({"limit": limit})).await.unwrap_err();
+        assert_eq!(e.field(), Some("limit"), "{limit}: {e}");
+    }
+    // Control: a good limit in the same JSON form is taken.
+    assert_eq!(mem.recall_json("a", &json!({"limit": 1})).await.unwrap().len(), 1);
+    // A non-object names the whole.
+    let e = mem.recall_json("a", &json!([1])).await.unwrap_err();
     assert_eq!(e.field(), Some("recall"), "{e}");
     assert!(matches!(Memory::open("mysql://x").await, Err(MemoryError::InvalidArgument { .. })));
 }
@@ -371,7 +384,12 @@ impl Model for Scripted {
 fn reply(text: Option<&str>, calls: Vec<(&str, &str, Value)>) -> ModelResponse {
     let tool_calls: Vec<ToolCall> = calls
         .into_iter()
-        .map(|(id, name, args)| ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() })
+        .map(|(id, name, args)| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
+            from_text: false,
+        })
         .collect();
     let stop = if tool_calls.is_empty() { StopReason::End } else { StopReason::ToolCalls };
     ModelResponse { id: "r".into(), text: text.map(str::to_string), tool_calls, stop, usage: Usage::default() }
@@ -510,4 +528,37 @@ async fn a_sub_agent_recalls_with_read_and_never_writes_and_one_with_none_cannot
     assert!(final_text.contains("memory 'read' cannot be granted: you hold memory 'none'"), "{final_text}");
     // Negative control: the parent itself can write.
     assert!(agent.tools().get("memory_remember").is_some());
+}
+
+/// SPEC §2: a negative where a count is asked for is refused by name rather than replaced by the
+/// default. The memory tools hold to it even on a call that skips the loop's argument rule (a host
+/// calling `Tool::call` itself): a limit of -1 was read as the default 10.
+#[tokio::test]
+async fn the_memory_tools_refuse_a_negative_limit_and_out_of_range_integers_by_name() {
+    let s = sqlite_store().await;
+    let mem = open(&s, &ManualClock::new(T0)).await;
+    mem.remember("bot", Remember::new("one")).await.unwrap();
+    mem.remember("bot", Remember::new("two")).await.unwrap();
+    let agent = Agent::builder()
+        .model_arc(Scripted::new(|_, _| reply(Some("ok"), vec![])))
+        .memory(MemoryConfig::new(mem.clone(), "bot").unwrap())
+        .build()
+        .unwrap();
+    let tool = |name: &str| agent.tools().get(name).unwrap().clone();
+    let huge = Value::Number(serde_json::Number::from_f64(2f64.powi(70)).unwrap());
+    for (name, args, field) in [
+        ("memory_recall", json!({"limit": -1}), "limit"),
+        ("memory_recall", json!({"limit": 1.5}), "limit"),
+        ("memory_caller_context", json!({"subjects": ["org:a"], "limit": -5}), "limit"),
+        ("memory_remember", json!({"body": "b", "salience": huge.clone()}), "salience"),
+        ("memory_forget", json!({"id": huge.clone()}), "id"),
+    ] {
+        let e = tool(name).call(args.clone()).await.unwrap_err().to_string();
+        assert!(e.contains(&format!("invalid memory argument '{field}'")), "{name} {args}: {e}");
+    }
+    // Control: a limit of 1 is taken (one memory of two), and no limit is the default.
+    let one = tool("memory_recall").call(json!({"limit": 1})).await.unwrap();
+    assert_eq!(one.as_str().unwrap().lines().count(), 1, "{one}");
+    let all = tool("memory_recall").call(json!({})).await.unwrap();
+    assert_eq!(all.as_str().unwrap().lines().count(), 2, "{all}");
 }

@@ -124,7 +124,11 @@ fn write_fixture(scenario: &Value) -> Result<Option<PathBuf>, String> {
                 (None, Some(line)) => format!("{line}\n").repeat(spec["count"].as_u64().unwrap_or(1) as usize),
                 _ => return Err(format!("fixture file {name}: give text, or line and count")),
             };
-            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+            let path = dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(path, text).map_err(|e| e.to_string())?;
         }
     }
     Ok(Some(root.join("ws")))
@@ -155,6 +159,8 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
         "max_retries": cfg.get("max_retries").cloned().unwrap_or(Value::from(0)),
         "timeout_secs": cfg.get("timeout_secs"),
         "settings": cfg.get("settings").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "headers": cfg.get("headers").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "query": cfg.get("query").cloned().unwrap_or_else(|| serde_json::json!({})),
     });
     ModelConfig::from_json(&config.to_string()).map_err(|e| e.to_string())
 }
@@ -203,6 +209,10 @@ async fn build_agent(
     if let Some(n) = cfg["max_turns"].as_u64() {
         builder = builder.max_turns(n as u32);
     }
+    if let Some(o) = cfg.get("output") {
+        // `agent.output`: the final answer's type (a JSON Schema, as a Rust program derives one).
+        builder = builder.output(serde_json::from_value(o.clone()).map_err(|e| format!("agent.output: {e}"))?);
+    }
     for t in scenario["tools"].as_array().into_iter().flatten() {
         // The scenario's tool object is a ToolSpec (name, description, parameters, level,
         // requires_approval, allow_blank) plus the behavior.
@@ -217,7 +227,7 @@ async fn build_agent(
     // `ledger`: the work ledger's four tools, bound to one run of a routine (on PostgreSQL with the
     // scope, routine id and run id made unique by the store's suffix).
     if let Some(l) = scenario.get("ledger") {
-        let store = ambit::ledger::Ledger::open(&ledger.url).await.map_err(|e| e.to_string())?;
+        let store = ledger.open().await?;
         let sfx = &ledger.suffix;
         let mut run = ambit::ledger::tools::RoutineRun::new(
             format!("{}{sfx}", l["scope"].as_str().ok_or("ledger.scope")?),
@@ -238,6 +248,13 @@ async fn build_agent(
         let memory = ambit::memory::Memory::open(&url).await.map_err(|e| e.to_string())?;
         let name = m["agent"].as_str().ok_or("memory.agent")?;
         builder = builder.memory(ambit::memory::MemoryConfig::new(memory, name).map_err(|e| e.to_string())?);
+    }
+    // `skills`: the skills directories (relative to the fixture's working directory) as plain data.
+    if let Some(s) = scenario.get("skills") {
+        builder = builder.skills(serde_json::from_value(s.clone()).map_err(|e| format!("skills: {e}"))?);
+    }
+    if let Some(k) = scenario.get("knowledge") {
+        builder = builder.knowledge(serde_json::from_value(k.clone()).map_err(|e| format!("knowledge: {e}"))?);
     }
     let fixture = write_fixture(scenario)?;
     let mut policy = scenario.get("policy").cloned();
@@ -265,12 +282,15 @@ fn scenario_policy(policy: &Value, approvals: &ScriptedApprovals) -> Result<ambi
 }
 
 /// `steps`: every step but the last runs to its result (its `expect.output` checked), each first putting
-/// the agent under its `with_policy` when it has one; returns the agent and the input of the last step,
-/// which the caller runs as the mode says. Without `steps`: the agent as it is, and `input`.
+/// the agent under its `with_policy` when it has one, or moves the ledger's manual clock
+/// (`advance_clock`); a step's `expect.drain_decision` is checked after it. Returns the agent and the
+/// input of the last step, which the caller runs as the mode says. Without `steps`: the agent as it is,
+/// and `input`.
 async fn run_steps(
     mut agent: Agent,
     scenario: &Value,
     approvals: &ScriptedApprovals,
+    ledger: &LedgerAt,
 ) -> Result<(Agent, String), String> {
     let Some(steps) = scenario.get("steps").and_then(Value::as_array) else {
         return Ok((agent, scenario["input"].as_str().ok_or("the scenario has no input")?.to_string()));
@@ -278,6 +298,13 @@ async fn run_steps(
     let (last, earlier) = steps.split_last().ok_or("steps is empty")?;
     for (n, step) in earlier.iter().enumerate() {
         let at = format!("step {}", n + 1);
+        if let Some(ms) = step.get("advance_clock") {
+            let clock = ledger.clock.as_ref().ok_or_else(|| format!("{at}: advance_clock without ledger.clock_ms"))?;
+            let ms = ms.as_i64().ok_or_else(|| format!("{at}: advance_clock is a number of milliseconds"))?;
+            ambit::testing::advance_clock(clock, ms).map_err(|e| format!("{at}: {e}"))?;
+            check_drain(scenario, step, ledger).await.map_err(|e| format!("{at}: {e}"))?;
+            continue;
+        }
         if let Some(p) = step.get("with_policy") {
             agent = agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("{at}: with_policy: {e}"))?;
         }
@@ -288,6 +315,7 @@ async fn run_steps(
         {
             return Err(format!("{at}: output: expected {out}, got {:?}", result.output));
         }
+        check_drain(scenario, step, ledger).await.map_err(|e| format!("{at}: {e}"))?;
     }
     if let Some(p) = last.get("with_policy") {
         agent =
@@ -304,13 +332,25 @@ struct LedgerAt {
     suffix: String,
     /// A directory of the run's own, for its SQLite files (the ledger there on SQLite, the memory store).
     dir: tempfile::TempDir,
+    /// `ledger.clock_ms`: the ledger's manual clock (the test hook), which `advance_clock` steps move;
+    /// `None`: the system clock.
+    clock: Option<ambit::ledger::ManualClock>,
 }
 
 impl LedgerAt {
     fn sqlite() -> Result<LedgerAt, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        Ok(LedgerAt { url, suffix: String::new(), dir })
+        Ok(LedgerAt { url, suffix: String::new(), dir, clock: None })
+    }
+
+    /// The ledger at this store, on the scenario's manual clock when it has one.
+    async fn open(&self) -> Result<ambit::ledger::Ledger, String> {
+        match &self.clock {
+            Some(clock) => ambit::testing::open_ledger(&self.url, clock).await,
+            None => ambit::ledger::Ledger::open(&self.url).await,
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// The scenario's provider, with `{{scope}}` and `{{routine_id}}` (the ledger's, as this store has
@@ -330,6 +370,13 @@ impl LedgerAt {
 /// scripts/test.sh starts (`AMBIT_TEST_POSTGRES_URL`).
 fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, LedgerAt)>, String> {
     let mut stores = vec![("sqlite", LedgerAt::sqlite()?)];
+    let clock = match scenario.pointer("/ledger/clock_ms") {
+        Some(ms) => {
+            let ms = ms.as_i64().ok_or("ledger.clock_ms is a number of milliseconds")?;
+            Some(ambit::testing::manual_clock(ms).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
     if scenario.get("ledger").is_some() {
         match std::env::var("AMBIT_TEST_POSTGRES_URL") {
             Ok(url) => {
@@ -337,12 +384,16 @@ fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, Led
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
                 let suffix = format!("-{:x}-{nanos:x}", std::process::id());
                 let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-                stores.push(("postgres", LedgerAt { url, suffix, dir }));
+                stores.push(("postgres", LedgerAt { url, suffix, dir, clock: None }));
             }
             Err(_) => {
                 println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display())
             }
         }
+    }
+    // Each store's run gets a clock of its own, at the same start.
+    for (_, at) in &mut stores {
+        at.clock = clock.as_ref().map(|c| ambit::ledger::ManualClock::new(ambit::ledger::Clock::now_ms(c)));
     }
     Ok(stores)
 }
@@ -372,7 +423,7 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
     }
-    let (agent, input) = run_steps(agent, &scenario, &approvals).await?;
+    let (agent, input) = run_steps(agent, &scenario, &approvals, ledger).await?;
     let input = input.as_str();
     if let Some(cancel) = scenario.get("cancel") {
         return run_cancelled(&agent, input, mode, cancel, &provider, &scenario).await;
@@ -407,6 +458,15 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
         {
             return Err(format!("error message {e:?} does not contain {m:?}"));
         }
+        if let Some(want) = err.get("attempt") {
+            let got = match e {
+                ambit::Error::OutputInvalid { ref attempt, .. } => attempt.clone(),
+                _ => return Err(format!("the error carries no attempt: {e}")),
+            };
+            if want.as_str() != Some(got.as_str()) {
+                return Err(format!("error attempt: expected {want}, got {got:?}"));
+            }
+        }
         if let Some(want) = err.get("tools") {
             let got = match e {
                 ambit::Error::OutputTruncated { ref tools, .. } => serde_json::to_value(tools).unwrap(),
@@ -429,18 +489,19 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
     check_result(expect, &result, &approvals, &agent)?;
-    check_drain(&scenario, ledger).await?;
+    check_drain(&scenario, &scenario, ledger).await?;
     check_provider(&provider, &scenario).await
 }
 
-/// `expect.drain_decision`: what the ledger's `drain_decision` answers for the routine's run once it
-/// finished (the default limits): `stop` (null, or why) and `start_runs`.
-async fn check_drain(scenario: &Value, at: &LedgerAt) -> Result<(), String> {
-    let Some(want) = scenario["expect"].get("drain_decision") else { return Ok(()) };
+/// `expect.drain_decision` of the scenario (or of one of its steps, `at_step`): what the ledger's
+/// `drain_decision` answers for the routine's run (the default limits), on the ledger's clock: `stop`
+/// (null, or why) and `start_runs`.
+async fn check_drain(scenario: &Value, at_step: &Value, at: &LedgerAt) -> Result<(), String> {
+    let Some(want) = at_step.pointer("/expect/drain_decision") else { return Ok(()) };
     let l = &scenario["ledger"];
     let (routine, run) =
         (l["routine_id"].as_str().ok_or("ledger.routine_id")?, l["run_id"].as_str().ok_or("ledger.run_id")?);
-    let ledger = ambit::ledger::Ledger::open(&at.url).await.map_err(|e| e.to_string())?;
+    let ledger = at.open().await?;
     let got = ledger
         .drain_decision(&format!("{routine}{}", at.suffix), &format!("{run}{}", at.suffix), &Default::default())
         .await
@@ -510,6 +571,11 @@ fn check_result(
     {
         return Err(format!("output: expected {out}, got {:?}", result.output));
     }
+    if let Some(want) = expect.get("structured_output")
+        && Some(want) != result.structured_output.as_ref()
+    {
+        return Err(format!("structured_output: expected {want}, got {:?}", result.structured_output));
+    }
     if let Some(calls) = expect.get("tool_calls").and_then(Value::as_array) {
         if calls.len() != result.tool_calls.len() {
             return Err(format!("expected {} tool calls, got {:?}", calls.len(), result.tool_calls));
@@ -528,6 +594,11 @@ fn check_result(
     if let Some(want) = expect.get("tool_list_after").and_then(Value::as_array) {
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list_after")?;
+    }
+    if let Some(want) = expect.get("cost").and_then(Value::as_f64)
+        && result.cost.is_none_or(|c| (c - want).abs() > 1e-12)
+    {
+        return Err(format!("cost: expected {want}, got {:?}", result.cost));
     }
     if let Some(want) = expect.get("stop_reason")
         && want.as_str() != Some(result.stop_reason.as_str())
@@ -767,7 +838,8 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
 }
 
 /// `expect.events`: event types that must appear in this order (others may come between),
-/// `expect.stop_reasons`: the stop reasons of the `model_response` events, and the streamed text, which
+/// `expect.stop_reasons`: the stop reasons of the `model_response` events, `expect.from_text`: the tools
+/// of the calls read from text, `expect.streamed_text`: all the text deltas, and the streamed text, which
 /// must add up to the output.
 fn check_events(
     expect: &Value,
@@ -789,6 +861,12 @@ fn check_events(
             }
         }
     }
+    // Event types the run must never send (a refused call never reports `tool_started`).
+    for absent in expect.get("absent_events").and_then(Value::as_array).into_iter().flatten() {
+        if types.iter().any(|t| Some(t.as_str()) == absent.as_str()) {
+            return Err(format!("event {absent} was sent, and must not be: {types:?}"));
+        }
+    }
     if let Some(want) = expect.get("stop_reasons") {
         let got: Vec<&str> = events
             .iter()
@@ -799,6 +877,30 @@ fn check_events(
             .collect();
         if want != &serde_json::to_value(&got).unwrap() {
             return Err(format!("stop_reasons of the model_response events: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("from_text") {
+        let got: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolCallRequested { name, from_text: true, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if want != &serde_json::to_value(&got).unwrap() {
+            return Err(format!("from_text: the calls read from text: expected {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = expect.get("streamed_text").and_then(Value::as_str) {
+        let got: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if got != want {
+            return Err(format!("streamed_text: expected {want:?}, got {got:?}"));
         }
     }
     if let Some(Ok(result)) = end {
@@ -839,6 +941,67 @@ async fn every_scenario_file_passes() {
         }
     }
     assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), files.len(), failures.join("\n"));
+}
+
+/// The scenario files whose ledger runs on the manual clock (`ledger.clock_ms`).
+fn timeline_files() -> Vec<(PathBuf, Value)> {
+    scenario_files()
+        .into_iter()
+        .filter_map(|f| {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).ok()?).ok()?;
+            v.pointer("/ledger/clock_ms").is_some().then_some((f, v))
+        })
+        .collect()
+}
+
+/// The negative control of the ledger timelines: each file passes as written (`every_scenario_file_passes`),
+/// and fails when any one of its `advance_clock` steps moves the clock a millisecond too little (a lease
+/// still held, a cooldown not over, a report not yet stale).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_timeline_fails_when_the_clock_moves_a_millisecond_too_little() {
+    let files = timeline_files();
+    assert!(files.len() >= 3, "the ledger timeline scenarios: {files:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut tried = 0;
+    for (file, scenario) in files {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        run_scenario(&file, Mode::Run).await.unwrap_or_else(|e| panic!("{name} as written: {e}"));
+        let steps = scenario["steps"].as_array().unwrap();
+        for (n, step) in steps.iter().enumerate() {
+            let Some(ms) = step.get("advance_clock").and_then(Value::as_i64) else { continue };
+            let mut short = scenario.clone();
+            short["steps"][n]["advance_clock"] = Value::from(ms - 1);
+            let path = dir.path().join(format!("{n}-{name}"));
+            std::fs::write(&path, short.to_string()).unwrap();
+            // On each store (a failure on SQLite must not hide a pass on PostgreSQL).
+            for (store, at) in ledger_stores(&path, &short).unwrap() {
+                let err = run_scenario_on(&path, &short, Mode::Run, &at).await.expect_err(&format!(
+                    "{name} on {store}: step {} moved {} ms",
+                    n + 1,
+                    ms - 1
+                ));
+                println!("{name} on {store}, step {} a millisecond short: {err}", n + 1);
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried >= 8, "{tried} shortened steps");
+}
+
+#[tokio::test]
+async fn an_output_type_a_wire_would_refuse_is_a_config_error() {
+    use ambit::agent::output::OutputType;
+    let build = |o: OutputType, tool: Option<&str>| {
+        let mut b = Agent::builder().model(OpenAiChat::new("m")).output(o);
+        if let Some(t) = tool {
+            b = b.tool(object_tool(t));
+        }
+        b.build().map(|_| ()).unwrap_err().to_string()
+    };
+    let object = serde_json::json!({"type": "object"});
+    assert!(build(OutputType::new("my answer", object.clone()), None).contains("'my answer'"));
+    assert!(build(OutputType::new("T", serde_json::json!({"type": "string"})), None).contains("\"type\": \"object\""));
+    assert!(build(OutputType::new("T", object), Some("final_answer")).contains("'final_answer'"));
 }
 
 fn object_tool(name: &str) -> ScenarioTool {

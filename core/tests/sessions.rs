@@ -470,3 +470,68 @@ async fn the_context_window_comes_from_the_model_unless_overridden() {
     let entries = sessions.entries(&id).await.unwrap();
     assert!(entries.iter().any(|e| e.item.kind() == "boundary"), "{entries:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_answer_through_final_answer_leaves_a_conversation_the_next_run_continues() {
+    // On Anthropic the typed answer is a call of final_answer: the log keeps its tool_result, so the
+    // next run's request pairs every tool_use with a result (the wire refuses one without).
+    for s in stores().await {
+        let script = json!({"name": "sessions_typed", "wire": "anthropic", "exchanges": [
+            {"respond": {"tool_calls": [{"id": "toolu_1", "name": "final_answer", "arguments": {"city": "Paris"}}]}},
+            {"expect": {"messages_count": 3, "messages_tail": [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "final_answer"}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "The final answer was recorded."},
+                    {"type": "text", "text": "And Lyon?"}]}]},
+             "respond": {"tool_calls": [{"id": "toolu_2", "name": "final_answer", "arguments": {"city": "Lyon"}}]}},
+        ]});
+        let p = Provider::start(serde_json::from_value::<Script>(script).unwrap()).await.unwrap();
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let agent = Agent::builder()
+            .model(ambit::Anthropic::new("claude-sonnet-4-5").base_url(p.base_url()).api_key("k"))
+            .output(ambit::agent::output::OutputType::new("Place", schema))
+            .build()
+            .unwrap();
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        let first = sessions.run(&agent, &id, "Where?").await.unwrap();
+        assert_eq!(first.structured_output, Some(json!({"city": "Paris"})), "{}", s.name);
+        let second = sessions.run(&agent, &id, "And Lyon?").await.unwrap();
+        assert_eq!(second.output_as::<Value>().unwrap(), json!({"city": "Lyon"}), "{}", s.name);
+        check(&p, 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_gauge_counts_the_final_answer_tool_the_request_carries() {
+    // SPEC §4: the gauge counts what the request carries; on Anthropic that includes final_answer.
+    let script = json!({"name": "gauge_final_answer", "wire": "anthropic", "exchanges": [
+        {"respond": {"tool_calls": [{"id": "toolu_1", "name": "context_check", "arguments": {}}]}},
+        {"respond": {"tool_calls": [{"id": "toolu_2", "name": "final_answer", "arguments": {"city": "Paris"}}]}},
+    ]});
+    let p = Provider::start(serde_json::from_value::<Script>(script).unwrap()).await.unwrap();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let agent = Agent::builder()
+        .model(ambit::Anthropic::new("claude-sonnet-4-5").base_url(p.base_url()).api_key("k"))
+        .tool_arc(ambit::tools::builtin::by_name("context_check").unwrap())
+        .output(ambit::agent::output::OutputType::new("Place", schema))
+        .build()
+        .unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let sessions = Sessions::open(&format!("sqlite://{}", store.path().join("s.db").display())).await.unwrap();
+    let id = sessions.create().await.unwrap();
+    let result = sessions.run(&agent, &id, "how full is the window?").await.unwrap();
+    let report = &result.tool_calls[0].result;
+    let state: Value = reqwest::get(format!("{}/__ambit/state", p.base_url().trim_end_matches("/v1")))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sent: Vec<&str> =
+        state["requests"][0]["body"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(sent, ["context_check", "final_answer"]);
+    let fixed = report.split(" tokens of instructions and the ").nth(1).unwrap_or_else(|| panic!("{report}"));
+    let counted: usize = fixed.split_once(' ').unwrap().0.parse().unwrap_or_else(|_| panic!("{report}"));
+    assert_eq!(counted, sent.len(), "{report}");
+}

@@ -487,6 +487,7 @@ impl Model for Staged {
             id: id.into(),
             name: name.into(),
             arguments: args.to_string(),
+            from_text: false,
         };
         Ok(match self.parent_turns.fetch_add(1, Ordering::SeqCst) {
             0 => answer(

@@ -8,7 +8,10 @@ chat template decides what the model does by the marker it puts after the assist
 - `<|call|>` (the last message is the user's): the model opens `<tool_call>`; llama.cpp's grammar then
   forces a call of an offered tool, whose string arguments come out as "P";
 - `<|answer|>` (the last message is a tool result): the model answers "OK" and ends its turn;
-- `<|ramble|>` (the user's message contains "ramble"): the model writes "a" until the token limit.
+- `<|ramble|>` (the user's message contains "ramble"): the model writes "a" until the token limit;
+- `<|json|>` (the user's message contains "json"): the model opens `{`, then follows the generic ranking:
+  unconstrained that is no JSON at all, but under a JSON-schema grammar (ambit's `text_tool_calls =
+  "constrained"`) it is a valid call of an offered tool, written as text.
 
 Usage: python tiny_model.py OUT.gguf
 """
@@ -49,12 +52,12 @@ Call a function as <tool_call>
 {% endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}<|im_start|>assistant
-{% if messages[-1].role == 'tool' %}<|answer|>{% elif 'ramble' in messages[-1].content %}<|ramble|>{% else %}<|call|>{% endif %}
+{% if messages[-1].role == 'tool' %}<|answer|>{% elif 'ramble' in messages[-1].content %}<|ramble|>{% elif 'json' in messages[-1].content %}<|json|>{% else %}<|call|>{% endif %}
 {%- endif %}"""
 
 CONTROL = ["<|im_start|>", "<|im_end|>"]
 # Text tokens: the markers are text too, so that llama.cpp's grammar can read them in the prompt.
-TEXT_SPECIAL = ["<|call|>", "<|answer|>", "<|ramble|>", "<tool_call>", "</tool_call>", "<tool_response>",
+TEXT_SPECIAL = ["<|call|>", "<|answer|>", "<|ramble|>", "<|json|>", "<tool_call>", "</tool_call>", "<tool_response>",
                 "</tool_response>"]
 
 
@@ -100,6 +103,7 @@ def main(out: str) -> None:
         "K": ["<|im_end|>"],
         "P": ['"'],
         "<|ramble|>": ["a"],
+        "<|json|>": ["{"],
         "a": ["a"],
     }
     base = np.linspace(0.0, -1.0, n_vocab, dtype=np.float32)  # ties broken by id

@@ -16,17 +16,18 @@ import asyncio
 import atexit
 import inspect
 import json
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterable, Literal, Mapping, Union, overload
 
 from . import _native
 from ._options import items, mapping, strings
-from ._schema import function_schema
+from ._schema import decode, function_schema, is_pydantic_model, type_schema
 from . import events
 from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
-                     ModelError, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
+                     ModelError, OutputInvalid, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
-from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, ToolChoice
+from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, McpServer
 from .subagents import Subagents, subagents_config
@@ -35,6 +36,10 @@ from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
 from .memory import Memory
+from . import skills
+from .skills import Skills
+from . import knowledge
+from .knowledge import Knowledge
 
 __all__ = [
     "Agent",
@@ -53,6 +58,10 @@ __all__ = [
     "ledger",
     "Memory",
     "memory",
+    "Skills",
+    "skills",
+    "Knowledge",
+    "knowledge",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -76,12 +85,15 @@ __all__ = [
     "ModelError",
     "OpenAIChat",
     "OutputTruncated",
+    "OutputInvalid",
+    "OutputSchema",
     "RunCancelled",
     "RunResult",
     "StopReason",
     "TaskContext",
     "Tool",
     "ToolCall",
+    "TextToolCalls",
     "ToolChoice",
     "Usage",
     "tool",
@@ -144,6 +156,40 @@ class RunResult:
     cost: float | None = None
     #: Checklist items still pending or in_progress when the run ended (past the nudge cap).
     open_items: list[ChecklistItem] = field(default_factory=list)
+    #: The final answer as the agent's ``output_type`` (a Pydantic model, dataclass or TypedDict
+    #: instance, or the JSON value for an :class:`OutputSchema`); ``None`` without one.
+    structured_output: Any = None
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """A final answer's type given as a JSON Schema: ``name`` (1 to 64 letters, digits, ``_`` or ``-``)
+    and ``schema`` (an object's). ``Agent(output_type=...)`` also takes a Pydantic model, a dataclass or a
+    TypedDict, whose schema is derived."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+def _output_config(output_type: Any, retries: int | None) -> tuple[dict[str, Any], Callable[[Any], Any]]:
+    """The core's ``output`` option for ``output_type``, and how its JSON becomes the type."""
+    if isinstance(output_type, OutputSchema):
+        if not isinstance(output_type.schema, Mapping):
+            raise TypeError(f"OutputSchema.schema must be a mapping, got {type(output_type.schema).__name__}")
+        config: dict[str, Any] = {"name": output_type.name, "schema": dict(output_type.schema)}
+        decoder: Callable[[Any], Any] = lambda value: value  # noqa: E731
+    elif isinstance(output_type, type):
+        config = {"name": output_type.__name__, "schema": type_schema(output_type, "output_type")}
+        if config["schema"].get("type") != "object":
+            raise TypeError(f"output_type must be a Pydantic model, a dataclass or a TypedDict (an object), "
+                            f"got {output_type.__name__}")
+        decoder = lambda value: decode(output_type, value, "output")  # noqa: E731
+    else:
+        raise TypeError(f"output_type must be a Pydantic model, a dataclass, a TypedDict or an ambit.OutputSchema, "
+                        f"got {output_type!r}")
+    if retries is not None:
+        config["retries"] = retries
+    return config, decoder
 
 
 @dataclass(frozen=True)
@@ -208,8 +254,17 @@ class Tool:
         fn = self.fn
         task_param = _task_param(fn)
 
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception:  # unresolvable forward references: the arguments go as the JSON gave them
+            hints = {}
+        name = self.name
+
         def kwargs(arguments: str, token: int) -> dict[str, Any]:
-            args = json.loads(arguments)
+            # Read by the core's argument rule already; here only built into the parameters' types
+            # (dataclasses, Pydantic models, enums, times, tuples).
+            args = {k: decode(hints.get(k, Any), v, f"tool '{name}', argument '{k}'")
+                    for k, v in json.loads(arguments).items()}
             if task_param is not None:
                 args[task_param] = TaskContext(token)
             return args
@@ -344,7 +399,8 @@ class Agent:
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
-                 agent_name: str | None = None) -> None:
+                 agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
+                 skills: Skills | None = None, knowledge: Knowledge | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -360,7 +416,15 @@ class Agent:
         (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
         bound to that run of a routine. ``memory`` (an opened :class:`Memory`) with ``agent_name`` (the
         agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
-        instructions on every request."""
+        instructions on every request. ``skills`` (:class:`Skills`) adds the skills index after the
+        instructions, ``skill_read`` and ``skill_search``, and when agent-managed ``skill_write``,
+        ``skill_edit`` and ``skill_delete``. ``knowledge`` (:class:`Knowledge`) adds ``knowledge_list``
+        and ``knowledge_read`` over its directory.
+        ``output_type`` (a Pydantic model, a dataclass, a TypedDict or an
+        :class:`OutputSchema`) makes the final answer JSON of that type, read into
+        ``result.structured_output``: the provider's native structured output where the wire has it, a
+        ``final_answer`` tool elsewhere; a wrong answer goes back to the model up to ``output_retries``
+        times (default 2), then the run raises :class:`OutputInvalid`."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -407,9 +471,22 @@ class Agent:
             if not isinstance(agent_name, str):
                 raise ConfigError(f"agent_name must name the agent in its memory store, got {agent_name!r}")
             options["memory"] = {"url": memory.url, "agent": agent_name}
+        if skills is not None:
+            if not isinstance(skills, Skills):
+                raise TypeError(f"skills must be an ambit.Skills, got {type(skills).__name__}")
+            options["skills"] = skills._config()
+        if knowledge is not None:
+            if not isinstance(knowledge, Knowledge):
+                raise TypeError(f"knowledge must be an ambit.Knowledge, got {type(knowledge).__name__}")
+            options["knowledge"] = knowledge._config()
         sub = subagents_config(subagents)
         if sub is not None:
             options["subagents"] = sub
+        self._decode_output: Callable[[Any], Any] | None = None
+        if output_type is not None:
+            options["output"], self._decode_output = _output_config(output_type, output_retries)
+        elif output_retries is not None:
+            raise ConfigError("output_retries needs an output_type")
         if prices is not None:
             table = mapping("prices", prices, lambda p: isinstance(p, (Price, Mapping)), "Price values")
             if table:
@@ -461,7 +538,7 @@ class Agent:
         """Runs the loop from one user message to the final answer."""
         if not isinstance(input, str):
             raise TypeError(f"input must be a string, got {type(input).__name__}")
-        return _result(json.loads(await self._native.run(input)))
+        return _result(json.loads(await self._native.run(input)), self._decode_output)
 
     async def stream(self, input: str) -> AsyncIterator[events.RunStarted | events.TextDelta | Any]:
         """Runs the loop like :meth:`run`, yielding its events (``ambit.events``) as they happen; the
@@ -473,7 +550,7 @@ class Agent:
         native = self._native.stream(input)
         try:
             while (raw := await native.next()) is not None:
-                yield _event(json.loads(raw))
+                yield _event(json.loads(raw), self._decode_output)
         finally:
             native.cancel()
 
@@ -493,10 +570,11 @@ class Agent:
 _EVENTS: dict[str, type] = {cls.type: cls for cls in (
     events.RunStarted, events.ModelRequest, events.TextDelta, events.ModelResponse, events.ToolCallRequested,
     events.ToolStarted, events.ToolFinished, events.ToolRefused, events.ChecklistNudge, events.RunFinished,
-    events.BackgroundTaskStarted, events.BackgroundTaskProgress, events.BackgroundTaskReported)}
+    events.ApprovalRequested, events.BackgroundTaskStarted, events.BackgroundTaskProgress,
+    events.BackgroundTaskReported)}
 
 
-def _event(raw: dict[str, Any]) -> Any:
+def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> Any:
     kind = raw.pop("type")
     cls = _EVENTS.get(kind)
     if cls is None:
@@ -504,12 +582,16 @@ def _event(raw: dict[str, Any]) -> Any:
     if "usage" in raw:
         raw["usage"] = Usage(**raw["usage"])
     if kind == "run_finished":
-        raw["result"] = _result(raw["result"])
+        raw["result"] = _result(raw["result"], decode_output)
+    if kind == "approval_requested":
+        raw["request"] = ApprovalRequest(**raw["request"])
     return cls(**raw)
 
 
-def _result(raw: dict[str, Any]) -> RunResult:
+def _result(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> RunResult:
+    structured = raw.get("structured_output")
     return RunResult(
+        structured_output=None if structured is None or decode_output is None else decode_output(structured),
         cost=raw.get("cost"),
         open_items=[ChecklistItem(**i) for i in raw.get("open_items", [])],
         output=raw["output"],

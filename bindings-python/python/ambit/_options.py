@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["items", "mapping", "paths", "strings"]
+__all__ = ["items", "lone_surrogate", "mapping", "paths", "strings"]
 
 T = TypeVar("T")
 
@@ -78,3 +78,13 @@ def mapping(option: str, value: Any, check: Callable[[Any], bool] = lambda v: Tr
             raise ConfigError(f"{option}[{key!r}] must be {what.rstrip('s')}, got {_show(v)}")
         out[key] = v
     return out
+
+
+def lone_surrogate(value: str) -> int | None:
+    """Where ``value`` holds a lone surrogate (a Python ``str`` may; Unicode text may not), or ``None``.
+    The caller refuses it naming its argument, before the native module would fail on it untyped."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 __all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
-           "OutputTruncated", "RunCancelled", "SessionBusy", "SessionNotParked"]
+           "OutputTruncated", "OutputInvalid", "RunCancelled", "SessionBusy", "SessionNotParked"]
 
 
 class AmbitError(Exception):
@@ -63,6 +63,16 @@ class OutputTruncated(AmbitError):
     usage: dict[str, int]
 
 
+class OutputInvalid(AmbitError):
+    """The model's final answer did not match the agent's ``output_type``, after the wrong answers went
+    back to it ``retries`` times. ``attempt`` is the last answer's text; ``usage`` what the run used."""
+
+    code = "output_invalid"
+    attempt: str
+    retries: int
+    usage: dict[str, int]
+
+
 class RunCancelled(AmbitError):
     """The run was cancelled."""
 
@@ -110,6 +120,7 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "max_turns": MaxTurnsExceeded,
     "budget_exceeded": BudgetExceeded,
     "output_truncated": OutputTruncated,
+    "output_invalid": OutputInvalid,
     "cancelled": RunCancelled,
     "internal": InternalError,
 }
@@ -127,6 +138,9 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
             setattr(exc, key, details[key])
     if "tools" in details:
         exc.tools = list(details["tools"])  # type: ignore[attr-defined]
+    for key in ("attempt", "retries"):
+        if key in details:
+            setattr(exc, key, details[key])
     if "usage" in details:
         exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
     if "session_id" in details:

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from . import RunResult, StopReason, Usage
+    from .policy import ApprovalRequest
 
 __all__ = [
-    "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
+    "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
     "ToolCallRequested", "ToolFinished", "ToolRefused", "ToolStarted",
 ]
 
@@ -59,10 +60,14 @@ class ModelResponse:
 
 @dataclass(frozen=True)
 class ToolCallRequested:
+    """The model asked for a tool call; ``from_text``: the call was read from the answer's text (the
+    model's ``text_tool_calls`` setting), not sent as a call by the server."""
+
     type: ClassVar[str] = "tool_call_requested"
     id: str
     name: str
     arguments: Any
+    from_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,14 @@ class ToolRefused:
     id: str
     name: str
     reason: str
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    """A call was put to the approval handler (the handler's answer follows as the call's events)."""
+
+    type: ClassVar[str] = "approval_requested"
+    request: ApprovalRequest
 
 
 @dataclass(frozen=True)

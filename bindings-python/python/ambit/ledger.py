@@ -224,6 +224,16 @@ class RoutineLimits:
     started_today: int = 0
 
 
+def _limits_json(limits: Any) -> str:
+    """A routine's limits as the core reads them: a :class:`RoutineLimits`, or a mapping of its fields
+    (the core refuses an unknown one, naming it)."""
+    if isinstance(limits, RoutineLimits):
+        return json.dumps(asdict(limits))
+    if isinstance(limits, Mapping):
+        return json.dumps(dict(limits))
+    raise TypeError(f"limits must be a RoutineLimits (or a mapping of its fields), got {type(limits).__name__}")
+
+
 def _candidate(c: Union[str, Candidate, Mapping[str, Any]]) -> dict[str, Any]:
     if isinstance(c, str):
         return {"subject_key": c}
@@ -351,14 +361,23 @@ class Ledger:
         subject_keys: Iterable[str],
         batch_size: int,
         *,
-        limits: RoutineLimits = RoutineLimits(),
+        limits: Union[RoutineLimits, Mapping[str, Any]] = RoutineLimits(),
         run_id: Optional[str] = None,
     ) -> BacklogReport:
-        raw = await self._native.report_backlog(routine_id, _options.strings("subject_keys", subject_keys), batch_size, json.dumps(asdict(limits)), run_id)
+        """Counts how many of ``subject_keys`` are workable now in the routine's scope, and answers
+        ``ceil(workable / batch_size)`` extra runs capped by the routine's limits; the report is kept for
+        :meth:`drain_decision`. A bad argument (a batch size below 1, an empty key, an unknown limit)
+        raises :class:`InvalidLedgerArgument` naming it."""
+        raw = await self._native.report_backlog(routine_id, _options.strings("subject_keys", subject_keys), batch_size,
+                                                _limits_json(limits), run_id)
         return BacklogReport(**json.loads(raw))
 
-    async def drain_decision(self, routine_id: str, run_id: str, *, limits: RoutineLimits = RoutineLimits()) -> DrainDecision:
-        return DrainDecision(**json.loads(await self._native.drain_decision(routine_id, run_id, json.dumps(asdict(limits)))))
+    async def drain_decision(self, routine_id: str, run_id: str, *,
+                             limits: Union[RoutineLimits, Mapping[str, Any]] = RoutineLimits()) -> DrainDecision:
+        """After run ``run_id`` of a draining routine finishes: ``stop`` (``queue_empty``,
+        ``run_did_not_report``, ``nothing_workable``, ``report_stale``) or ``start_runs`` for the host to
+        start."""
+        return DrainDecision(**json.loads(await self._native.drain_decision(routine_id, run_id, _limits_json(limits))))
 
     def for_routine(
         self,
@@ -374,5 +393,5 @@ class Ledger:
         is the most one ``claim_work`` grants; ``limits`` are the routine's, for ``report_backlog``
         (which needs ``routine_id``)."""
         native = self._native.tools_for_routine(
-            scope, run_id, limit, int(lease_seconds * 1000), json.dumps(asdict(limits)), routine_id)
+            scope, run_id, limit, int(lease_seconds * 1000), _limits_json(limits), routine_id)
         return RoutineLedger(native, scope, routine_id, run_id)

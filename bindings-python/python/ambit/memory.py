@@ -105,10 +105,45 @@ def _record(d: Mapping[str, Any]) -> MemoryRecord:
     return MemoryRecord(**d)
 
 
+def _invalid(name: str, message: str) -> InvalidMemoryArgument:
+    exc = InvalidMemoryArgument(f"invalid memory argument '{name}': {message}", code="memory_invalid_argument")
+    exc.field = name
+    return exc
+
+
 def _optional_str(name: str, value: Any) -> Optional[str]:
-    if value is not None and not isinstance(value, str):
-        raise InvalidMemoryArgument(f"invalid memory argument '{name}': must be a string, got {type(value).__name__}",
-                                    code="memory_invalid_argument")
+    """A string argument as the core can take it: a Python ``str`` may hold a lone surrogate, which is no
+    Unicode text; it is refused naming the argument instead of failing as a whole memory or as an
+    ``UnicodeEncodeError``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid(name, f"must be a string, got {type(value).__name__}")
+    at = _options.lone_surrogate(value)
+    if at is not None:
+        raise _invalid(name, f"is not valid Unicode text (a lone surrogate at index {at})")
+    return value
+
+
+def _agent(agent: Any) -> str:
+    out = _optional_str("agent", agent)
+    if out is None:
+        raise _invalid("agent", "must be a string, got None")
+    return out
+
+
+def _strings(name: str, value: Any) -> list[str]:
+    return [_optional_str(name, v) or "" for v in _options.strings(name, value)]
+
+
+def _int64(name: str, value: Any) -> Optional[int]:
+    """An integer argument as the core takes it: within 64 bits, else refused naming it."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(name, f"must be an integer, got {type(value).__name__}")
+    if not -(2 ** 63) <= value < 2 ** 63:
+        raise _invalid(name, f"{value} is not an integer within the 64-bit range")
     return value
 
 
@@ -136,34 +171,34 @@ class Memory:
             if _optional_str(name, value) is not None:
                 memory[name] = value
         if tags is not None:
-            memory["tags"] = _options.strings("tags", tags)
+            memory["tags"] = _strings("tags", tags)
         if salience is not None:
-            memory["salience"] = salience
+            memory["salience"] = _int64("salience", salience)
         if pinned is not None:
             memory["pinned"] = pinned
-        saved = json.loads(await self._native.remember(agent, json.dumps(memory)))
+        saved = json.loads(await self._native.remember(_agent(agent), json.dumps(memory)))
         return Saved(memory=_record(saved["memory"]), created=saved["created"])
 
     async def recall(self, agent: str, query: Optional[str] = None, *, tags: Iterable[str] | str = (),
                      kind: Optional[Kind] = None, subjects: Iterable[str] | str = (), limit: int = 10) -> list[MemoryRecord]:
         """With a query, ranked by relevance over title, body and tags; without one, pinned and highest
         salience first. ``tags`` keeps memories carrying all of them; at most ``limit`` (1 to 50)."""
-        recall: dict[str, Any] = {"tags": _options.strings("tags", tags),
-                                  "subjects": _options.strings("subjects", subjects), "limit": limit}
+        recall: dict[str, Any] = {"tags": _strings("tags", tags), "subjects": _strings("subjects", subjects),
+                                  "limit": _int64("limit", limit)}
         if _optional_str("query", query) is not None:
             recall["query"] = query
         if kind is not None:
             recall["kind"] = kind
-        return [_record(m) for m in json.loads(await self._native.recall(agent, json.dumps(recall)))]
+        return [_record(m) for m in json.loads(await self._native.recall(_agent(agent), json.dumps(recall)))]
 
     async def forget(self, agent: str, *, id: Optional[int] = None, key: Optional[str] = None) -> bool:
         """Forgets one memory by ``id`` or ``key``; whether it existed."""
-        return await self._native.forget(agent, id=id, key=key)
+        return await self._native.forget(_agent(agent), id=_int64("id", id), key=_optional_str("key", key))
 
     async def list(self, agent: str) -> list[MemoryRecord]:
         """Every memory of ``agent``, oldest first."""
-        return [_record(m) for m in json.loads(await self._native.list(agent))]
+        return [_record(m) for m in json.loads(await self._native.list(_agent(agent)))]
 
     async def export(self, agent: Optional[str] = None) -> str:
         """The memories of ``agent`` (or of every agent) as JSON: ``{"version": 1, "memories": [...]}``."""
-        return await self._native.export(agent)
+        return await self._native.export(None if agent is None else _agent(agent))

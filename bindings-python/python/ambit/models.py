@@ -10,13 +10,17 @@ from typing import Any, Literal, Union
 
 from .errors import ConfigError
 
-__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses", "ToolChoice"]
+__all__ = ["Anthropic", "Model", "OpenAIChat", "OpenAIResponses", "TextToolCalls", "ToolChoice"]
 
 #: Which tool use the model is asked for: ``"auto"``, ``"required"``, ``"none"``, or ``{"name": tool}``.
 ToolChoice = Union[Literal["auto", "required", "none"], Mapping[str, str]]
 
 #: The model settings every request carries, as the core names them (the core checks them, in one place).
-_SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls")
+_SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls",
+             "text_tool_calls", "reasoning_effort", "thinking_budget", "prompt_caching")
+
+#: How an answer's text is read for tool calls (Chat Completions): ``"off"``, ``"auto"`` or ``"constrained"``.
+TextToolCalls = Literal["off", "auto", "constrained"]
 
 
 @dataclass(frozen=True, init=False)
@@ -35,7 +39,22 @@ class Model:
     least 1), ``temperature`` (0 to 2) and ``top_p`` (0 to 1) (neither on Anthropic, whose API has
     none), ``stop`` (1 to 4 non-empty texts; not on Responses), ``seed`` (Chat Completions only),
     ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or ``{"name": tool}``) and
-    ``parallel_tool_calls``. A value out of range, or
+    ``parallel_tool_calls``; on Chat Completions ``text_tool_calls``: ``"auto"`` reads a tool call a model
+    wrote as text (bare or fenced JSON, ``<tool_call>``, ``<|python_tag|>``, ``[TOOL_CALLS]``; only tools
+    offered in that request; never when the server sent calls) as a call, marked ``from_text`` in its
+    ``tool_call_requested`` event, and ``"constrained"`` also asks the server (llama.cpp) to constrain the
+    answer to one such call or a JSON string; ``reasoning_effort`` (``"none"``, ``"minimal"``, ``"low"``,
+    ``"medium"``, ``"high"``, ``"xhigh"`` or ``"max"``; Anthropic ``"low"`` to ``"max"``) and, on Anthropic,
+    ``thinking_budget`` (extended thinking: at least 1,024 tokens, less than the answer's max tokens) and
+    ``prompt_caching`` (on unless ``False``: ``cache_control`` on the tools and the system prompt, the
+    stable prefix; cache writes and reads are counted in the usage and cost).
+
+    ``headers`` and ``query``: HTTP headers and URL query parameters every request carries, as for Azure
+    OpenAI (``headers={"api-key": key}``, ``query={"api-version": "2024-10-21"}``) or OpenAI's
+    ``OpenAI-Organization`` / ``OpenAI-Project``; a header replaces the wire's own of that name, and a
+    name that is not a header's, or one the HTTP exchange sets itself, is refused naming it.
+
+    A value out of range, or
     a setting the wire lacks, is refused when the agent is built (``ConfigError`` naming it and the
     wire)."""
 
@@ -55,6 +74,12 @@ class Model:
     seed: int | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    text_tool_calls: TextToolCalls | None = None
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
+    prompt_caching: bool | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    query: Mapping[str, str] | None = None
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = False, timeout: float | None = None, max_retries: int | None = None,
@@ -62,7 +87,10 @@ class Model:
                  max_output_tokens: int | None = None,
                  temperature: float | None = None, top_p: float | None = None, stop: Sequence[str] | None = None,
                  seed: int | None = None, tool_choice: ToolChoice | None = None,
-                 parallel_tool_calls: bool | None = None) -> None:
+                 parallel_tool_calls: bool | None = None, text_tool_calls: TextToolCalls | None = None,
+                 reasoning_effort: str | None = None, thinking_budget: int | None = None,
+                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None,
+                 prompt_caching: bool | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -84,10 +112,18 @@ class Model:
         object.__setattr__(self, "seed", seed)
         object.__setattr__(self, "tool_choice", dict(tool_choice) if isinstance(tool_choice, Mapping) else tool_choice)
         object.__setattr__(self, "parallel_tool_calls", parallel_tool_calls)
+        object.__setattr__(self, "text_tool_calls", text_tool_calls)
+        object.__setattr__(self, "reasoning_effort", reasoning_effort)
+        object.__setattr__(self, "thinking_budget", thinking_budget)
+        object.__setattr__(self, "prompt_caching", prompt_caching)
+        # Copied, so the model stays as it was built; anything but a mapping reaches the core, which
+        # refuses it by name.
+        object.__setattr__(self, "headers", dict(headers) if isinstance(headers, Mapping) else headers)
+        object.__setattr__(self, "query", dict(query) if isinstance(query, Mapping) else query)
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"wire": self.wire, "model": self.model, "stream": self.stream}
-        for key in ("base_url", "api_key", "max_retries", "max_tool_name_bytes", "context_window"):
+        for key in ("base_url", "api_key", "max_retries", "max_tool_name_bytes", "context_window", "headers", "query"):
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
         if self.timeout is not None:
@@ -136,12 +172,17 @@ class Anthropic(Model):
                  max_tokens: int | None = None, max_tool_name_bytes: int | None = None,
                  max_output_tokens: int | None = None, temperature: float | None = None, top_p: float | None = None,
                  stop: Sequence[str] | None = None, seed: int | None = None, tool_choice: ToolChoice | None = None,
-                 parallel_tool_calls: bool | None = None, context_window: int | None = None) -> None:
+                 parallel_tool_calls: bool | None = None, context_window: int | None = None,
+                 reasoning_effort: str | None = None, thinking_budget: int | None = None,
+                 headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None,
+                 prompt_caching: bool | None = None) -> None:
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream, timeout=timeout,
                          max_retries=max_retries, max_tool_name_bytes=max_tool_name_bytes,
                          max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p, stop=stop,
                          seed=seed, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                         context_window=context_window)
+                         context_window=context_window, reasoning_effort=reasoning_effort,
+                         thinking_budget=thinking_budget, headers=headers, query=query,
+                         prompt_caching=prompt_caching)
         object.__setattr__(self, "max_tokens", max_tokens)
 
     def _config(self) -> dict[str, Any]:

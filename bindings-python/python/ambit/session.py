@@ -109,7 +109,7 @@ class Sessions:
     async def run(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
         """Runs ``agent`` on ``input`` in the session, continuing its conversation."""
         from . import _result
-        return _result(json.loads(await self._native.run(agent._native, session_id, input)))
+        return _result(json.loads(await self._native.run(agent._native, session_id, input)), agent._decode_output)
 
     async def compact(self, agent: "Agent", session_id: str) -> bool:
         """Compacts now (the agent's model writes the summary); False when there was nothing to summarise."""
@@ -128,7 +128,8 @@ class Sessions:
         live. Raises :class:`AwaitingApproval` when another call of the same turn still waits."""
         from . import _result
         from .policy import _decision_json
-        return _result(json.loads(await self._native.resume(agent._native, session_id, _decision_json(decision))))
+        return _result(json.loads(await self._native.resume(agent._native, session_id, _decision_json(decision))),
+                       agent._decode_output)
 
     async def pending(self, session_id: str) -> "ApprovalRequest | None":
         """The approval a parked session waits on, or None."""

@@ -104,8 +104,12 @@ impl Agent {
                 }
             }
         }
-        let call =
-            ToolCall { id: call.id.clone(), name: call.name.clone(), arguments: Value::Object(args).to_string() };
+        let call = ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: Value::Object(args).to_string(),
+            from_text: call.from_text,
+        };
         if background {
             let (agent, ev, st, c, save) = (self.clone(), events.clone(), state.clone(), call.clone(), save_as.clone());
             let started = state.tasks.spawn(&call.name, events, async move {

@@ -34,8 +34,15 @@ pub enum Event {
         #[serde(default)]
         stop_reason: StopReason,
     },
-    /// The model asked for a tool call.
-    ToolCallRequested { id: String, name: String, arguments: Value },
+    /// The model asked for a tool call. `from_text`: the call was read from the answer's text (the
+    /// `text_tool_calls` setting), not sent as a call by the server.
+    ToolCallRequested {
+        id: String,
+        name: String,
+        arguments: Value,
+        #[serde(default)]
+        from_text: bool,
+    },
     /// The tool call is about to run.
     ToolStarted { id: String, name: String },
     /// The tool call ended; `result` is what the model sees.

@@ -83,6 +83,7 @@ pub(crate) async fn run_call(
     call_id: &str,
     arguments: Value,
     on_approval: impl FnOnce(&ApprovalRequest),
+    on_run: impl FnOnce(),
 ) -> GateOutcome {
     let spec = tool.spec();
     let decision = decide(tool_facts(tool), session.facts());
@@ -101,6 +102,7 @@ pub(crate) async fn run_call(
         allow_local_addresses: session.policy.allow_local_addresses.clone(),
     };
     let CallDecision::Ask(reason) = decision else {
+        on_run();
         let result = crate::session::journaled(call_id, tool, &arguments, tool.call_in(arguments.clone(), &ctx)).await;
         return GateOutcome::Ran { arguments, result };
     };
@@ -125,7 +127,7 @@ pub(crate) async fn run_call(
     if answer == ApprovalDecision::Later {
         return GateOutcome::Parked { request };
     }
-    answered(session, tool, call_id, arguments, answer).await
+    answered(session, tool, call_id, arguments, answer, on_run).await
 }
 
 /// What an answer does to a call put to a person: the same for a live answer and for one given later,
@@ -136,6 +138,7 @@ pub(crate) async fn answered(
     call_id: &str,
     arguments: Value,
     answer: ApprovalDecision,
+    on_run: impl FnOnce(),
 ) -> GateOutcome {
     let spec = tool.spec();
     let ctx = ToolContext {
@@ -168,6 +171,7 @@ pub(crate) async fn answered(
             }
         }
     };
+    on_run();
     let result = crate::session::journaled(call_id, tool, &run_with, tool.call_in(run_with.clone(), &ctx)).await;
     GateOutcome::Ran { arguments: run_with, result }
 }

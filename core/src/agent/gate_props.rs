@@ -220,7 +220,7 @@ async fn no_tool_body_runs_outside_the_rules() {
         }
         policy.scope = Some(scope.clone());
         let session = Session::new(policy.clone()).unwrap();
-        let outcome = run_call(&session, tool.as_ref(), "c", args.clone(), |_| {}).await;
+        let outcome = run_call(&session, tool.as_ref(), "c", args.clone(), |_| {}, || {}).await;
         let bodies = tool.ran.lock().unwrap().clone();
         let facts = ToolFacts {
             name: "tool",

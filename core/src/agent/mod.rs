@@ -10,6 +10,7 @@ mod gate;
 #[cfg(test)]
 mod gate_props;
 pub mod options;
+pub mod output;
 pub(crate) mod run_state;
 pub mod scratchpad;
 pub mod subagent;
@@ -77,8 +78,23 @@ pub struct RunResult {
     /// Checklist items still pending or in_progress when the run ended (after the nudge cap).
     #[serde(default)]
     pub open_items: Vec<ChecklistItem>,
+    /// The final answer read as the agent's output type (JSON matching its schema), when the agent has
+    /// one; `output` is then its JSON text.
+    #[serde(default)]
+    pub structured_output: Option<Value>,
     /// The whole conversation, the input first.
     pub messages: Vec<Message>,
+}
+
+impl RunResult {
+    /// The typed final answer decoded as `T` (a serde type matching the output type's schema).
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let value = self
+            .structured_output
+            .clone()
+            .ok_or_else(|| Error::Config("the agent has no output type: the answer is text".into()))?;
+        serde_json::from_value(value).map_err(|e| Error::Config(format!("the typed answer does not decode: {e}")))
+    }
 }
 
 /// An agent: a model, instructions and tools. Cheap to clone; runs share nothing but configuration.
@@ -108,6 +124,10 @@ struct Inner {
     subagents: Option<Arc<subagent::Frame>>,
     /// The agent's memory store and whether it may write it (crate::memory); `None`: no memory tools.
     memory: Option<Arc<crate::memory::Access>>,
+    /// The final answer's type (agent/output.rs); `None`: a free text answer.
+    output: Option<output::OutputType>,
+    /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
+    skills: Option<Arc<crate::skills::SkillsAccess>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -140,9 +160,20 @@ pub struct AgentBuilder {
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
     memory: Option<Result<crate::memory::MemoryConfig, crate::memory::MemoryError>>,
+    output: Option<output::OutputType>,
+    skills: Option<crate::skills::SkillsConfig>,
+    knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentBuilder {
+    /// The final answer's type (agent/output.rs): the run answers JSON matching its schema, read into
+    /// [`RunResult::structured_output`]; an answer that does not match goes back to the model up to its
+    /// retries, then the run fails with [`Error::OutputInvalid`].
+    pub fn output(mut self, output: output::OutputType) -> Self {
+        self.output = Some(output);
+        self
+    }
+
     pub fn model(self, model: impl Model + 'static) -> Self {
         self.model_arc(Arc::new(model))
     }
@@ -156,6 +187,19 @@ impl AgentBuilder {
     /// after the instructions on every request.
     pub fn memory(mut self, config: crate::memory::MemoryConfig) -> Self {
         self.memory = Some(Ok(config));
+        self
+    }
+
+    /// Gives the agent skills directories (SPEC §14): `skill_read` and `skill_search`, the three writing
+    /// tools when the config is agent-managed, and a bounded index of the skills on every request.
+    pub fn skills(mut self, config: crate::skills::SkillsConfig) -> Self {
+        self.skills = Some(config);
+        self
+    }
+
+    /// Gives the agent a knowledge directory (SPEC §14): `knowledge_list` and `knowledge_read`.
+    pub fn knowledge(mut self, config: crate::knowledge::KnowledgeConfig) -> Self {
+        self.knowledge = Some(config);
         self
     }
 
@@ -287,6 +331,31 @@ impl AgentBuilder {
         for t in memory.iter().flat_map(crate::memory::tools::tools) {
             tools.register(t)?;
         }
+        let skills = match self.skills {
+            None => None,
+            Some(config) => {
+                config.validate().map_err(Error::Config)?;
+                Some(Arc::new(crate::skills::SkillsAccess::new(config)))
+            }
+        };
+        for t in skills.iter().flat_map(crate::skills::tools::tools) {
+            tools.register(t)?;
+        }
+        if let Some(k) = &self.knowledge {
+            k.validate().map_err(Error::Config)?;
+            for t in crate::knowledge::tools(k) {
+                tools.register(t)?;
+            }
+        }
+        if let Some(o) = &self.output {
+            o.validate().map_err(Error::Config)?;
+            if tools.iter().any(|t| t.spec().name == output::FINAL_ANSWER_TOOL) {
+                return Err(Error::Config(format!(
+                    "a tool named '{}' is the output type's own: rename the tool",
+                    output::FINAL_ANSWER_TOOL
+                )));
+            }
+        }
         let heartbeat = self.background.then(|| self.heartbeat.unwrap_or(background::DEFAULT_HEARTBEAT));
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
@@ -313,6 +382,8 @@ impl AgentBuilder {
                 tooling,
                 subagents: frame.clone(),
                 memory,
+                output: self.output,
+                skills,
             }),
         };
         subagent::bind(frame, &agent);
@@ -406,10 +477,16 @@ impl Agent {
         let inner = &self.inner;
         let mut nudges = 0;
         events.emit(Event::RunStarted { input: input.clone() });
+        // A typed answer (agent/output.rs): asked of the wire natively where it can, else through the
+        // `final_answer` tool; either way read here, and sent back while it does not match.
+        let output = inner.output.as_ref();
+        let via_tool = output.is_some() && !inner.model.native_structured_output();
+        let mut output_misses = 0u32;
         let mut request = ModelRequest {
             instructions: inner.instructions.clone(),
             messages: subagent::opening(input),
             tools: self.offered_specs(),
+            output: output.filter(|_| !via_tool).map(output::OutputType::structured),
         };
         let mut usage = Usage::default();
         let mut records = Vec::new();
@@ -432,6 +509,9 @@ impl Agent {
             }
             self.prepare_request(&mut request, &state).await;
             self.add_loop_params(&mut request.tools);
+            if let Some(o) = output.filter(|_| via_tool) {
+                request.tools.push(o.final_answer_tool());
+            }
             events.emit(Event::ModelRequest { turn });
             let sent = request.messages.len();
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
@@ -466,6 +546,83 @@ impl Agent {
             if let Some(r) = &rounds {
                 r.responded(&response.usage, sent, &request.messages);
             }
+            if let Some(o) = output.filter(|_| via_tool)
+                && let Some(answer) = calls.iter().find(|c| c.name == output::FINAL_ANSWER_TOOL)
+            {
+                // The answer through the `final_answer` tool: never dispatched, read as the answer.
+                // The checklist gate holds a typed answer as it holds a text one: every call of the turn
+                // gets its result, then the nudge.
+                let gate = match o.read(&answer.arguments) {
+                    Ok(_) => self.checklist_gate(&state, &mut nudges, &events),
+                    Err(_) => Ok(Vec::new()),
+                };
+                if let Err(nudge) = gate {
+                    for c in &calls {
+                        let content = format!(
+                            "not {}: the checklist has open items; finish or defer them, then call {} again",
+                            if c.id == answer.id { "recorded" } else { "run" },
+                            output::FINAL_ANSWER_TOOL
+                        );
+                        let (call_id, name) = (c.id.clone(), c.name.clone());
+                        request.messages.push(Message::Tool { call_id, name, content, is_error: true });
+                    }
+                    request.messages.push(nudge);
+                    continue;
+                }
+                let open = gate.unwrap_or_default();
+                match o.read(&answer.arguments) {
+                    Ok(value) => {
+                        let text = output::text_of(&value);
+                        events.emit(Event::TextDelta { text: text.clone() });
+                        // Every call of the turn gets its result, so the conversation stays one a wire
+                        // takes back (a session's next run continues it).
+                        for c in &calls {
+                            let (content, is_error) = if c.id == answer.id {
+                                ("The final answer was recorded.".to_string(), false)
+                            } else {
+                                (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
+                            };
+                            let (call_id, name) = (c.id.clone(), c.name.clone());
+                            request.messages.push(Message::Tool { call_id, name, content, is_error });
+                        }
+                        return Ok(RunResult {
+                            output: text,
+                            tool_calls: records,
+                            usage,
+                            turns: turn,
+                            stop_reason: StopReason::End,
+                            cost,
+                            open_items: open,
+                            structured_output: Some(value),
+                            messages: request.messages,
+                        });
+                    }
+                    Err(problem) => {
+                        output_misses += 1;
+                        if output_misses > o.retries {
+                            let attempt = answer.arguments.clone();
+                            return Err(Error::OutputInvalid { message: problem, attempt, retries: o.retries, usage });
+                        }
+                        // Every call of the turn gets its result: the answer what was wrong, the others
+                        // that they did not run.
+                        let retry = o.retry_message(&problem, true);
+                        for c in &calls {
+                            let content = if c.id == answer.id {
+                                retry.clone()
+                            } else {
+                                format!("not run: a call of {} ends the turn; call it alone", output::FINAL_ANSWER_TOOL)
+                            };
+                            request.messages.push(Message::Tool {
+                                call_id: c.id.clone(),
+                                name: c.name.clone(),
+                                content,
+                                is_error: true,
+                            });
+                        }
+                        continue;
+                    }
+                }
+            }
             if calls.is_empty() && state.tasks.outstanding() > 0 {
                 // Background results arrive as their own turns, one per turn, once the model has ended
                 // its turn: the next one that is ready, or the next to finish. In a session that keeps
@@ -485,33 +642,38 @@ impl Agent {
                 continue;
             }
             if calls.is_empty() {
-                // The checklist gate: open items keep the run going, up to the nudge cap.
-                let open: Vec<ChecklistItem> = match inner.nudge_cap {
-                    Some(_) => {
-                        let list = state.checklist.lock().unwrap_or_else(|p| p.into_inner());
-                        list.open().into_iter().cloned().collect()
+                let open = match self.checklist_gate(&state, &mut nudges, &events) {
+                    Ok(open) => open,
+                    Err(nudge) => {
+                        request.messages.push(nudge);
+                        continue;
                     }
-                    None => Vec::new(),
                 };
-                if let Some(cap) = inner.nudge_cap
-                    && !open.is_empty()
-                    && nudges < cap
-                {
-                    nudges += 1;
-                    let open_items = open.iter().map(ChecklistItem::line).collect();
-                    events.emit(Event::ChecklistNudge { nudge: nudges, open_items });
-                    let refs: Vec<&ChecklistItem> = open.iter().collect();
-                    request.messages.push(Message::User { content: checklist::nudge_message(&refs, nudges, cap) });
-                    continue;
-                }
+                let text = response.text.unwrap_or_default();
+                let structured_output = match output {
+                    None => None,
+                    Some(o) => match o.read(&text) {
+                        Ok(value) => Some(value),
+                        Err(problem) => {
+                            output_misses += 1;
+                            if output_misses > o.retries {
+                                let retries = o.retries;
+                                return Err(Error::OutputInvalid { message: problem, attempt: text, retries, usage });
+                            }
+                            request.messages.push(Message::User { content: o.retry_message(&problem, via_tool) });
+                            continue;
+                        }
+                    },
+                };
                 return Ok(RunResult {
-                    output: response.text.unwrap_or_default(),
+                    output: text,
                     tool_calls: records,
                     usage,
                     turns: turn,
                     stop_reason: response.stop,
                     cost,
                     open_items: open,
+                    structured_output,
                     messages: request.messages,
                 });
             }
@@ -521,7 +683,12 @@ impl Agent {
                 for c in &calls {
                     let arguments = serde_json::from_str::<Value>(&c.arguments)
                         .unwrap_or_else(|_| Value::String(c.arguments.clone()));
-                    events.emit(Event::ToolCallRequested { id: c.id.clone(), name: c.name.clone(), arguments });
+                    events.emit(Event::ToolCallRequested {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments,
+                        from_text: c.from_text,
+                    });
                 }
             }
             let pending: Vec<_> = calls.iter().map(|c| self.dispatch_call(c, &events, &state)).collect();
@@ -556,6 +723,29 @@ impl Agent {
         s
     }
 
+    /// The checklist gate (SPEC §6): while items are open and nudges remain, the nudge to send (an
+    /// `Err`, the run goes on); else the items still open when the run may end.
+    fn checklist_gate(
+        &self,
+        state: &RunState,
+        nudges: &mut u32,
+        events: &Emitter,
+    ) -> Result<Vec<ChecklistItem>, Message> {
+        let Some(cap) = self.inner.nudge_cap else { return Ok(Vec::new()) };
+        let open: Vec<ChecklistItem> = {
+            let list = state.checklist.lock().unwrap_or_else(|p| p.into_inner());
+            list.open().into_iter().cloned().collect()
+        };
+        if open.is_empty() || *nudges >= cap {
+            return Ok(open);
+        }
+        *nudges += 1;
+        let open_items = open.iter().map(ChecklistItem::line).collect();
+        events.emit(Event::ChecklistNudge { nudge: *nudges, open_items });
+        let refs: Vec<&ChecklistItem> = open.iter().collect();
+        Err(Message::User { content: checklist::nudge_message(&refs, *nudges, cap) })
+    }
+
     /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):
     /// counted in its usage and cost, reported as a `model_response` of that turn, held to its budget.
     fn account_aside(
@@ -584,9 +774,9 @@ impl Agent {
         budget::cost_of(&self.inner.prices, self.inner.model.name(), usage)
     }
 
-    /// [`Agent::dispatch`] with its events around it.
+    /// [`Agent::dispatch`] with its events around it: `tool_started` when the tool is about to run (after
+    /// the gate and any approval), `tool_refused` when it never will, `tool_finished` for every call.
     async fn dispatch_observed(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome = self.dispatch(call, events).await;
         events.emit(Event::ToolFinished {
             id: call.id.clone(),
@@ -601,26 +791,29 @@ impl Agent {
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
-        let arguments = match serde_json::from_str::<Value>(raw) {
-            Ok(v) => v,
-            Err(e) => {
-                let msg = format!("Error: the arguments for tool '{}' are not valid JSON: {e}", call.name);
-                return (Value::String(call.arguments.clone()), msg, true);
-            }
-        };
-        let Some(tool) = self.lookup_tool(&call.name) else {
-            return (arguments, format!("Error: there is no tool named '{}'", call.name), true);
-        };
-        let on_approval = |r: &crate::permission::ApprovalRequest| {
-            events.emit(Event::ApprovalRequested { request: r.clone() });
-        };
-        let outcome = gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval)
-            .instrument(span)
-            .await;
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
             reason
         };
+        let arguments = match serde_json::from_str::<Value>(raw) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = refused(format!("the arguments for tool '{}' are not valid JSON: {e}", call.name));
+                return (Value::String(call.arguments.clone()), format!("Error: {msg}"), true);
+            }
+        };
+        let Some(tool) = self.lookup_tool(&call.name) else {
+            let msg = refused(format!("there is no tool named '{}'", call.name));
+            return (arguments, format!("Error: {msg}"), true);
+        };
+        let on_approval = |r: &crate::permission::ApprovalRequest| {
+            events.emit(Event::ApprovalRequested { request: r.clone() });
+        };
+        let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
+        let outcome =
+            gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
+                .instrument(span)
+                .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
             gate::GateOutcome::Parked { request } => match crate::session::park(&call.id, &call.name, request) {

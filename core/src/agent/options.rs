@@ -46,6 +46,16 @@ pub struct AgentOptions {
     /// A memory store by URL and the agent's name in it (SPEC §14).
     #[serde(default)]
     pub memory: Option<crate::memory::MemorySettings>,
+    /// The final answer's type: a name, a JSON Schema for an object, and the retries
+    /// ([`super::output::OutputType`]).
+    #[serde(default)]
+    pub output: Option<super::output::OutputType>,
+    /// Skills directories, and whether the agent manages them (SPEC §14).
+    #[serde(default)]
+    pub skills: Option<crate::skills::SkillsConfig>,
+    /// A knowledge directory (SPEC §14).
+    #[serde(default)]
+    pub knowledge: Option<crate::knowledge::KnowledgeConfig>,
 }
 
 impl AgentOptions {
@@ -58,6 +68,12 @@ impl AgentOptions {
         }
         if let Some(m) = &options.memory {
             crate::memory::MemoryConfig::from_settings(m).map_err(|e| Error::Config(e.to_string()))?;
+        }
+        if let Some(s) = &options.skills {
+            s.validate().map_err(Error::Config)?;
+        }
+        if let Some(k) = &options.knowledge {
+            k.validate().map_err(Error::Config)?;
         }
         Ok(options)
     }
@@ -98,8 +114,17 @@ impl AgentBuilder {
         if let Some(m) = options.memory {
             self.memory = Some(crate::memory::MemoryConfig::from_settings(&m));
         }
+        if let Some(s) = options.skills {
+            self = self.skills(s);
+        }
+        if let Some(k) = options.knowledge {
+            self = self.knowledge(k);
+        }
         if let Some(s) = options.subagents {
             self = self.subagents(s);
+        }
+        if let Some(o) = options.output {
+            self = self.output(o);
         }
         self = self.tooling(super::ToolingOptions {
             mcp_servers: options.mcp_servers.unwrap_or_default(),

@@ -200,7 +200,7 @@ impl Agent {
         let Some(tool) = self.lookup_tool(name) else {
             return (format!("Error: there is no tool named '{name}'"), true);
         };
-        match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer).await {
+        match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer, || {}).await {
             super::gate::GateOutcome::Refused { message } => (format!("Error: {message}"), true),
             super::gate::GateOutcome::Denied { reason } => {
                 (format!("Error: the call to tool '{name}' was denied: {reason}"), true)
@@ -701,6 +701,9 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
     // Memory is granted, never inherited: read-only recall of the parent's store, or nothing.
     let (tools, memory) = crate::memory::narrowed(tools, p.memory.as_ref(), grant.memory)
         .map_err(|e| ToolError::Failed(e.to_string()))?;
+    // Skills: the reading tools over the parent's directories, never the three that write.
+    let (tools, skills) =
+        crate::skills::narrowed(tools, p.skills.as_ref()).map_err(|e| ToolError::Failed(e.to_string()))?;
     // Its own tooling over its own registry and filters, with the parent's MCP tools handed down
     // through the parent's connections. The parent's model already maps every name the parent has
     // (a superset of the sub-agent's) to the wire.
@@ -718,8 +721,11 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             subagents: Some(frame.clone()),
             tooling,
             memory,
+            skills,
             model: p.model.clone(),
             budget: remaining_budget(p),
+            // A sub-agent reports to its parent in text; the parent's answer is the typed one.
+            output: None,
             ..(**p).clone()
         }),
     };

@@ -88,11 +88,14 @@ impl Agent {
             Some(access) => Box::pin(crate::memory::baseline_block(access)).await,
             None => None,
         };
-        let instructions = match (self.inner.instructions.as_deref(), memory) {
-            (Some(i), Some(m)) => Some(format!("{i}\n\n{m}")),
-            (None, Some(m)) => Some(m),
-            (i, None) => i.map(str::to_string),
+        let skills = match &self.inner.skills {
+            Some(access) => Box::pin(crate::skills::index_block(access, self.inner.session.scope.clone())).await,
+            None => None,
         };
+        // The instructions, then the skills index, then the memory baseline, each a bounded block.
+        let blocks: Vec<&str> =
+            [self.inner.instructions.as_deref(), skills.as_deref(), memory.as_deref()].into_iter().flatten().collect();
+        let instructions = (!blocks.is_empty()).then(|| blocks.join("\n\n"));
         self.inner.tooling.prepare(request, instructions.as_deref(), &state.deferral).await;
     }
 
@@ -100,10 +103,14 @@ impl Agent {
     /// instructions with the catalog, and the tools (the MCP servers' included, deferred and hidden ones
     /// left out, the loop's own parameters added). The context gauge counts this (SPEC §4).
     pub(crate) async fn request_overhead(&self) -> (Option<String>, Vec<crate::tools::ToolSpec>) {
-        let mut request = ModelRequest { instructions: None, messages: Vec::new(), tools: Vec::new() };
+        let mut request = ModelRequest::default();
         let loads = std::sync::Mutex::new(crate::deferral::RunLoads::default());
         self.inner.tooling.prepare(&mut request, self.inner.instructions.as_deref(), &loads).await;
         self.add_loop_params(&mut request.tools);
+        if let Some(o) = self.inner.output.as_ref().filter(|_| !self.inner.model.native_structured_output()) {
+            // The typed answer's tool rides on every request of a wire without native structured output.
+            request.tools.push(o.final_answer_tool());
+        }
         (request.instructions, request.tools)
     }
 

@@ -200,7 +200,7 @@ async fn prepare_puts_the_catalog_after_the_instructions() {
         LoadStrategy::Append,
         facts(Level::Unrestricted, false, Filters::default()),
     );
-    let mut req = crate::model::ModelRequest { instructions: None, messages: vec![], tools: vec![] };
+    let mut req = crate::model::ModelRequest::default();
     let loads = Mutex::new(RunLoads::default());
     t.prepare(&mut req, Some("Be brief."), &loads).await;
     let i = req.instructions.unwrap();

@@ -100,6 +100,10 @@ impl Model for DynamicWireNames {
         self.inner.native_tool_search()
     }
 
+    fn native_structured_output(&self) -> bool {
+        self.inner.native_structured_output()
+    }
+
     async fn respond_with_items(
         &self,
         request: &ModelRequest,

@@ -297,11 +297,12 @@ impl Ledger {
         batch_size: u32,
         limits: &RoutineLimits,
     ) -> Result<BacklogReport, LedgerError> {
-        if batch_size == 0 {
-            return Err(LedgerError::InvalidArgument("batch_size must be at least 1".into()));
-        }
-        rules::check_keys(&[("routine_id", Some(routine_id)), ("run_id", run_id)])?;
-        for key in subject_keys {
+        rules::batch_size(i64::from(batch_size))?;
+        rules::check_required(&[("routine_id", Some(routine_id)), ("run_id", run_id)])?;
+        for (i, key) in subject_keys.iter().enumerate() {
+            if key.is_empty() {
+                return Err(LedgerError::InvalidArgument(format!("subject_keys[{i}] is empty")));
+            }
             rules::check_text("a subject key", key, rules::MAX_KEY_BYTES).map_err(LedgerError::InvalidArgument)?;
         }
         let now = self.clock.now_ms();
@@ -334,7 +335,7 @@ impl Ledger {
         finished_run_id: &str,
         limits: &RoutineLimits,
     ) -> Result<DrainDecision, LedgerError> {
-        rules::check_keys(&[("routine_id", Some(routine_id)), ("run_id", Some(finished_run_id))])?;
+        rules::check_required(&[("routine_id", Some(routine_id)), ("run_id", Some(finished_run_id))])?;
         let activity = self.store.run_activity(routine_id, finished_run_id).await?;
         let facts = rules::DrainFacts {
             now: self.clock.now_ms(),

@@ -54,7 +54,9 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(connect)
             .await?;
-        super::migrate::postgres(&pool, options.clock.now_ms()).await?;
+        crate::migrate::postgres(&pool, &super::migrate::PLAN, options.clock.now_ms())
+            .await
+            .map_err(LedgerError::Store)?;
         Ok(PgStore { pool })
     }
 

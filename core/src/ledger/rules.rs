@@ -235,6 +235,14 @@ pub fn check_keys(keys: &[(&str, Option<&str>)]) -> Result<(), LedgerError> {
     Ok(())
 }
 
+/// [`check_keys`], and each key given must not be empty.
+pub fn check_required(keys: &[(&str, Option<&str>)]) -> Result<(), LedgerError> {
+    if let Some((what, _)) = keys.iter().find(|(_, v)| v.is_some_and(str::is_empty)) {
+        return Err(LedgerError::InvalidArgument(format!("{what} is empty")));
+    }
+    check_keys(keys)
+}
+
 /// One text input checked the same way for every store: no NUL byte (PostgreSQL text cannot hold
 /// one) and at most `max` bytes.
 pub fn check_text(what: &str, value: &str, max: usize) -> Result<(), String> {
@@ -313,6 +321,38 @@ fn one() -> u32 {
     1
 }
 
+impl RoutineLimits {
+    /// The limits as a binding sends them, the JSON text of an object with any of `parallel_limit`,
+    /// `daily_cap` (null for no cap), `running` and `started_today`, each a whole number from 0 to
+    /// 4294967295: anything else is refused with an error naming the field.
+    pub fn from_json(text: &str) -> Result<RoutineLimits, LedgerError> {
+        const FIELDS: [&str; 4] = ["parallel_limit", "daily_cap", "running", "started_today"];
+        let bad = |m: String| LedgerError::InvalidArgument(m);
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("limits are not JSON: {e}")))?;
+        let fields = value.as_object().ok_or_else(|| bad(format!("limits must be an object, got {value}")))?;
+        for (key, v) in fields {
+            if !FIELDS.contains(&key.as_str()) {
+                return Err(bad(format!("unknown routine limit '{key}' (the limits are {})", FIELDS.join(", "))));
+            }
+            let allowed = v.as_u64().is_some_and(|n| u32::try_from(n).is_ok()) || (key == "daily_cap" && v.is_null());
+            if !allowed {
+                let null = if key == "daily_cap" { " or null" } else { "" };
+                return Err(bad(format!("{key} must be a whole number from 0 to {}{null}, got {v}", u32::MAX)));
+            }
+        }
+        serde_json::from_value(value).map_err(|e| bad(format!("limits: {e}")))
+    }
+}
+
+/// A batch size as a binding sends it (any integer): at least 1, and at most 4294967295.
+pub fn batch_size(n: i64) -> Result<u32, LedgerError> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&b| b >= 1)
+        .ok_or_else(|| LedgerError::InvalidArgument(format!("batch_size must be from 1 to {}, got {n}", u32::MAX)))
+}
+
 impl Default for RoutineLimits {
     fn default() -> Self {
         RoutineLimits { parallel_limit: 1, daily_cap: None, running: 1, started_today: 0 }
@@ -323,7 +363,7 @@ impl Default for RoutineLimits {
 /// running) and the daily cap (less the runs already started today).
 pub fn extra_runs(workable: u64, batch_size: u32, limits: &RoutineLimits) -> Result<u32, LedgerError> {
     if batch_size == 0 {
-        return Err(LedgerError::InvalidArgument("batch_size must be at least 1".into()));
+        return Err(LedgerError::InvalidArgument("batch_size must be at least 1, got 0".into()));
     }
     let wanted = workable.div_ceil(u64::from(batch_size));
     let parallel = limits.parallel_limit.saturating_sub(limits.running);
@@ -487,6 +527,29 @@ pub fn validate_claim(req: &super::types::ClaimRequest) -> Result<(), LedgerErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_and_batch_sizes_from_a_binding_are_refused_by_name() {
+        let limits = RoutineLimits::from_json(r#"{"parallel_limit": 3, "daily_cap": null}"#).unwrap();
+        assert_eq!(limits, RoutineLimits { parallel_limit: 3, ..RoutineLimits::default() });
+        for (text, named) in [
+            (r#"{"parallel_limt": 3}"#, "unknown routine limit 'parallel_limt'"),
+            (r#"{"running": -1}"#, "running must be a whole number from 0 to 4294967295, got -1"),
+            (r#"{"started_today": 1.5}"#, "started_today must be a whole number"),
+            (r#"{"parallel_limit": 4294967296}"#, "parallel_limit must be a whole number"),
+            (r#"{"parallel_limit": null}"#, "parallel_limit must be a whole number from 0 to 4294967295, got null"),
+            (r#"{"daily_cap": "5"}"#, "daily_cap must be a whole number from 0 to 4294967295 or null"),
+            ("[1]", "limits must be an object"),
+            ("{", "limits are not JSON"),
+        ] {
+            let e = RoutineLimits::from_json(text).unwrap_err();
+            assert!(e.to_string().contains(named), "{text}: {e}");
+        }
+        assert_eq!(batch_size(1).unwrap(), 1);
+        for n in [0, -1, i64::from(u32::MAX) + 1] {
+            assert!(batch_size(n).unwrap_err().to_string().contains(&format!("got {n}")));
+        }
+    }
 
     #[test]
     fn ladder_is_6_12_24_48_96_hours_then_7_days() {

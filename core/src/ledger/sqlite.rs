@@ -70,7 +70,9 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(connect)
             .await?;
-        super::migrate::sqlite(&pool, options.clock.now_ms()).await?;
+        crate::migrate::sqlite(&pool, &super::migrate::PLAN, options.clock.now_ms())
+            .await
+            .map_err(LedgerError::Store)?;
         Ok(SqliteStore { pool })
     }
 

@@ -377,9 +377,7 @@ impl Memory {
 
     /// [`Memory::remember`] with the memory as JSON (what the bindings send); unknown fields are refused.
     pub async fn remember_json(&self, agent: &str, memory: &serde_json::Value) -> Result<Saved, MemoryError> {
-        let memory: Remember =
-            serde_json::from_value(memory.clone()).map_err(|e| MemoryError::invalid("memory", e.to_string()))?;
-        self.remember(agent, memory).await
+        self.remember(agent, read_json(memory, "memory")?).await
     }
 
     /// Memories of `agent`: ranked by relevance to the query, or the baseline without one.
@@ -395,9 +393,7 @@ impl Memory {
 
     /// [`Memory::recall`] with the recall as JSON; unknown fields are refused.
     pub async fn recall_json(&self, agent: &str, recall: &serde_json::Value) -> Result<Vec<MemoryRecord>, MemoryError> {
-        let recall: Recall =
-            serde_json::from_value(recall.clone()).map_err(|e| MemoryError::invalid("recall", e.to_string()))?;
-        self.recall(agent, &recall).await
+        self.recall(agent, &read_json(recall, "recall")?).await
     }
 
     /// Deletes one memory of `agent` by id or key; whether it existed.
@@ -433,6 +429,30 @@ impl Memory {
         let memories = self.store.search(agent, &search).await?;
         Ok(rules::render_baseline(&memories, limits))
     }
+}
+
+/// `value` (a JSON object of optional fields) read as `T`. A refusal names the field that does not fit,
+/// found by reading each field alone, or `what` when the value is not an object: `salience` for a
+/// salience of 2^80, `limit` for a limit of -1, `kind` for an unknown kind, never the whole memory.
+fn read_json<T: serde::de::DeserializeOwned>(value: &serde_json::Value, what: &str) -> Result<T, MemoryError> {
+    serde_json::from_value(value.clone()).map_err(|e| {
+        let bad = value.as_object().and_then(|fields| {
+            fields.iter().find(|(k, v)| {
+                let alone = serde_json::Value::Object([((*k).clone(), (*v).clone())].into_iter().collect());
+                serde_json::from_value::<T>(alone).is_err()
+            })
+        });
+        match bad {
+            Some((field, serde_json::Value::Number(n))) if n.as_i64().is_none() && n.as_u64().is_none() => {
+                MemoryError::invalid(field, format!("{n} is not an integer within the 64-bit range"))
+            }
+            Some((field, serde_json::Value::Number(n))) if n.as_i64().is_some_and(|i| i < 0) => {
+                MemoryError::invalid(field, format!("{n} is negative; a count is 1 or more"))
+            }
+            Some((field, _)) => MemoryError::invalid(field, e.to_string()),
+            None => MemoryError::invalid(what, e.to_string()),
+        }
+    })
 }
 
 /// How an agent reaches a memory store: the store (open, or a URL opened at first use), the agent's

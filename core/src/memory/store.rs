@@ -75,12 +75,13 @@ const COLUMNS: &str = "m.id, m.agent, m.mkey, m.subject, m.kind, m.title, m.body
 /// The tiebreak, and the whole order without a query.
 const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC, m.id DESC";
 
-const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS ambit_memory_migrations (
-    version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "memory", include_str!("../../migrations/sqlite/memory_0001.sql"))];
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "memory", include_str!("../../migrations/postgres/memory_0001.sql"))];
+/// The memory store's schema migrations, applied on open by the crate's one migration runner.
+const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
+    table: "ambit_memory_migrations",
+    pg_lock: 7411016,
+    sqlite: &[(1, "memory", include_str!("../../migrations/sqlite/memory_0001.sql"))],
+    postgres: &[(1, "memory", include_str!("../../migrations/postgres/memory_0001.sql"))],
+};
 
 /// A parameter of a statement built at run time.
 enum Param {
@@ -166,41 +167,6 @@ fn created(agent: &str, m: &Remember, now: i64) -> MemoryRecord {
 macro_rules! memory_store {
     ($store:ident, $pool:ty, $dialect:expr) => {
         impl $store {
-            /// Applies the migrations not yet applied, each once, in order, in one transaction.
-            async fn migrate(
-                pool: &$pool,
-                migrations: &'static [(i64, &'static str, &'static str)],
-                lock: Option<&'static str>,
-                now: i64,
-            ) -> Result<(), MemoryError> {
-                let mut tx = pool.begin_with($dialect.begin).await?;
-                if let Some(lock) = lock {
-                    sqlx::query(lock).execute(&mut *tx).await?;
-                }
-                sqlx::query(MIGRATIONS_TABLE).execute(&mut *tx).await?;
-                for &(version, name, sql) in migrations {
-                    let done: Option<i64> =
-                        sqlx::query_scalar("SELECT version FROM ambit_memory_migrations WHERE version = $1")
-                            .bind(version)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    if done.is_none() {
-                        sqlx::raw_sql(sql)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| MemoryError::Store(format!("migration {version} ({name}): {e}")))?;
-                        sqlx::query("INSERT INTO ambit_memory_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
-                            .bind(version)
-                            .bind(name)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-                tx.commit().await?;
-                Ok(())
-            }
-
             fn record(row: &<<$pool as PoolDb>::Db as sqlx::Database>::Row) -> Result<MemoryRecord, MemoryError> {
                 let kind: String = row.try_get(4)?;
                 let tags: String = row.try_get(7)?;
@@ -396,7 +362,7 @@ impl SqliteMemories {
             .busy_timeout(Duration::from_secs(30));
         let pool =
             SqlitePoolOptions::new().max_connections(options.max_connections.max(1)).connect_with(connect).await?;
-        Self::migrate(&pool, SQLITE_MIGRATIONS, None, now).await?;
+        crate::migrate::sqlite(&pool, &MIGRATIONS, now).await.map_err(MemoryError::Store)?;
         Ok(SqliteMemories { pool })
     }
 }
@@ -414,8 +380,7 @@ impl PgMemories {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| MemoryError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
         let pool = PgPoolOptions::new().max_connections(options.max_connections.max(1)).connect_with(connect).await?;
-        // Two processes opening the same database at once apply the migrations one after the other.
-        Self::migrate(&pool, POSTGRES_MIGRATIONS, Some("SELECT pg_advisory_xact_lock(7411016)"), now).await?;
+        crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(MemoryError::Store)?;
         Ok(PgMemories { pool })
     }
 }

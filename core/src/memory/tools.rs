@@ -138,10 +138,30 @@ fn strings(args: &Value, key: &str) -> Option<Vec<String>> {
     args.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
 }
 
+/// An integer argument: absent, `None`; an integer within 64 bits, itself; anything else (2^80, a
+/// fraction, a string) refused by name rather than left out.
+fn integer(args: &Value, name: &str) -> Result<Option<i64>, MemoryError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| MemoryError::invalid(name, format!("must be an integer within the 64-bit range, got {v}"))),
+    }
+}
+
+/// The `limit` argument: absent, the default; a count otherwise. A negative, a fraction or any other
+/// value is refused by name, never read as the default (SPEC §2), even on a call that did not come
+/// through the loop's argument rule.
 fn limit(args: &Value) -> Result<usize, MemoryError> {
-    match args.get("limit").and_then(Value::as_u64) {
-        None => Ok(Recall::default().limit),
-        Some(n) => usize::try_from(n).map_err(|_| MemoryError::invalid("limit", format!("{n} is above {MAX_RECALL}"))),
+    match args.get("limit") {
+        None | Some(Value::Null) => Ok(Recall::default().limit),
+        Some(v) => match v.as_u64() {
+            Some(n) => {
+                usize::try_from(n).map_err(|_| MemoryError::invalid("limit", format!("{n} is above {MAX_RECALL}")))
+            }
+            None => Err(MemoryError::invalid("limit", format!("must be a count from 1 to {MAX_RECALL}, got {v}"))),
+        },
     }
 }
 
@@ -174,7 +194,7 @@ impl MemoryTool {
                     title: text(&args, "title"),
                     body: text(&args, "body"),
                     tags: strings(&args, "tags"),
-                    salience: args.get("salience").and_then(Value::as_i64),
+                    salience: integer(&args, "salience")?,
                     pinned: args.get("pinned").and_then(Value::as_bool),
                     source,
                 };
@@ -190,7 +210,7 @@ impl MemoryTool {
                     title: text(&args, "title"),
                     body: text(&args, "note"),
                     tags: strings(&args, "tags"),
-                    salience: args.get("salience").and_then(Value::as_i64),
+                    salience: integer(&args, "salience")?,
                     pinned: args.get("pinned").and_then(Value::as_bool),
                     source,
                 };
@@ -221,7 +241,7 @@ impl MemoryTool {
                 Ok(Value::String(rules::render_results(&memory.recall(agent, &recall).await?)))
             }
             Kind::Forget => {
-                let target = match (args.get("id").and_then(Value::as_i64), text(&args, "key")) {
+                let target = match (integer(&args, "id")?, text(&args, "key")) {
                     (Some(id), None) => Target::Id(id),
                     (None, Some(key)) => Target::Key(key),
                     (Some(_), Some(_)) => return Err(MemoryError::invalid("id", "give id or key, not both")),

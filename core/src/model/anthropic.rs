@@ -97,6 +97,20 @@ impl Anthropic {
         self
     }
 
+    /// A header every request carries, replacing the wire's own of that name (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`, …); a name that is not a header's, one the HTTP exchange
+    /// sets itself, or a value a header cannot carry is a configuration error naming the header.
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_header(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
+    /// A query parameter every request's URL carries (Azure OpenAI's `api-version`).
+    pub fn query(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_query(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
     /// Streams answers (SSE).
     pub fn stream(mut self, on: bool) -> Self {
         self.endpoint.stream = on;
@@ -119,8 +133,17 @@ impl Anthropic {
     /// or a setting this wire lacks, is a configuration error naming it and the wire.
     ///
     /// [`ModelSettings`]: crate::model::ModelSettings
+    ///
+    /// A `thinking_budget` must be less than the answer's `max_tokens` (`max_output_tokens`, else
+    /// [`Anthropic::max_tokens`]: set that first).
     pub fn settings(mut self, settings: crate::model::ModelSettings) -> Result<Self, crate::Error> {
         settings.check(Some(crate::model::Wire::Anthropic)).map_err(crate::model::settings::config_error)?;
+        let max = settings.max_output_tokens.unwrap_or(self.max_tokens);
+        if let Some(budget) = settings.thinking_budget.filter(|b| *b >= max) {
+            return Err(crate::model::settings::config_error(format!(
+                "thinking_budget ({budget}) must be less than max_tokens ({max}), which holds the thinking and the answer"
+            )));
+        }
         self.endpoint.settings = settings;
         Ok(self)
     }
@@ -202,13 +225,36 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
         tools.push(WireTool::Fixed(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Anthropic, t)));
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
+}
+
+/// The `cache_control` of a prompt-caching breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Prompt caching of the stable prefix (on by default): a breakpoint on the last tool and one on the
+/// system prompt (the instructions, with the deferred tools' catalog after them), which the API caches
+/// in that order (tools, then system). The conversation after them changes every turn and is not marked.
+pub fn cache_stable_prefix(body: &mut RequestBody<'_>) {
+    if !body.tools.is_empty() {
+        body.cache_last_tool = Some(ephemeral());
+    }
+    if let Some(Value::String(system)) = body.fields.get("system") {
+        let block = json!([{"type": "text", "text": system, "cache_control": ephemeral()}]);
+        body.fields.insert("system".into(), block);
+    }
 }
 
 /// Whether a block is one the server produced and answered itself (`server_tool_use`, and its
-/// `…_tool_result`, such as `tool_search_tool_result`): kept verbatim for the next request.
+/// `…_tool_result`, such as `tool_search_tool_result`), or the model's thinking (`thinking` with its
+/// `signature`, `redacted_thinking`): kept verbatim for the next request, where the API wants the
+/// thinking of the turn that called tools sent back unchanged, first in its assistant message.
 fn is_server_block(kind: &str) -> bool {
-    kind == "server_tool_use" || (kind.ends_with("_tool_result") && kind != "tool_result")
+    kind == "server_tool_use"
+        || (kind.ends_with("_tool_result") && kind != "tool_result")
+        || kind == "thinking"
+        || kind == "redacted_thinking"
 }
 
 fn stop_reason(reason: Option<&str>, has_calls: bool) -> StopReason {
@@ -262,6 +308,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
                 id: b.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without id"))?.to_string(),
                 name: b.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool_use without name"))?.to_string(),
                 arguments: b.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into()),
+                from_text: false,
             }),
             _ => {}
         }
@@ -292,6 +339,21 @@ pub struct StreamDecoder {
     blocks: Vec<Value>,
     partial_json: Vec<String>,
     done: bool,
+}
+
+/// Appends `t` to the text field `key` of a streamed block, in place: copying the whole text per delta
+/// made long answers quadratic.
+fn append(block: &mut Map<String, Value>, key: &str, t: &str, index: usize) -> Result<(), ModelError> {
+    match block.entry(key) {
+        serde_json::map::Entry::Occupied(mut e) => match e.get_mut() {
+            Value::String(whole) => whole.push_str(t),
+            _ => return Err(misshapen(format!("block {index} has a {key} that is not a string"))),
+        },
+        serde_json::map::Entry::Vacant(e) => {
+            e.insert(Value::String(t.to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// A stream that does not have the wire's shape.
@@ -353,19 +415,17 @@ impl StreamDecoder {
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
                         let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
-                        // Appended in place: copying the whole text per delta made long answers quadratic.
-                        match block.entry("text") {
-                            serde_json::map::Entry::Occupied(mut e) => match e.get_mut() {
-                                Value::String(whole) => whole.push_str(t),
-                                _ => return Err(misshapen(format!("block {index} has a text that is not a string"))),
-                            },
-                            serde_json::map::Entry::Vacant(e) => {
-                                e.insert(Value::String(t.to_string()));
-                            }
-                        }
+                        append(block, "text", t, index)?;
                         if !t.is_empty() {
                             sink(t);
                         }
+                    }
+                    // The model's thinking and its signature, kept (never shown as the answer's text).
+                    Some("thinking_delta") => {
+                        append(block, "thinking", delta.get("thinking").and_then(Value::as_str).unwrap_or(""), index)?
+                    }
+                    Some("signature_delta") => {
+                        append(block, "signature", delta.get("signature").and_then(Value::as_str).unwrap_or(""), index)?
                     }
                     Some("input_json_delta") => {
                         if let Some(partial) = self.partial_json.get_mut(index) {
@@ -485,6 +545,9 @@ impl Model for Anthropic {
         ep.settings.apply(super::Wire::Anthropic, &mut body.fields, has_tools, &|n| {
             crate::tools::wire_name::wire_name(n, limit)
         });
+        if ep.settings.prompt_caching != Some(false) {
+            cache_stable_prefix(&mut body);
+        }
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
         if let Some(key) = &ep.api_key {
             headers.push(("x-api-key", key.clone()));
@@ -519,14 +582,15 @@ mod tests {
                 Message::Assistant {
                     content: Some("let me look".into()),
                     tool_calls: vec![
-                        ToolCall { id: "t1".into(), name: "f".into(), arguments: "{\"x\":1}".into() },
-                        ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into() },
+                        ToolCall { id: "t1".into(), name: "f".into(), arguments: "{\"x\":1}".into(), from_text: false },
+                        ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into(), from_text: false },
                     ],
                 },
                 Message::Tool { call_id: "t1".into(), name: "f".into(), content: "ok".into(), is_error: false },
                 Message::Tool { call_id: "t2".into(), name: "f".into(), content: "bad".into(), is_error: true },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
+            ..Default::default()
         };
         let b = request_body("claude", 100, &req, true);
         assert_eq!(b["system"], "be brief");
@@ -565,6 +629,7 @@ mod tests {
                         id: "toolu_1".into(),
                         name: "get_forecast".into(),
                         arguments: "{}".into(),
+                        from_text: false,
                     }],
                 },
                 Message::Tool {
@@ -575,6 +640,7 @@ mod tests {
                 },
             ],
             tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+            ..Default::default()
         };
         let b = request_body("claude-sonnet-4-5", 100, &req, false);
         assert_eq!(b["tools"][0], json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}));

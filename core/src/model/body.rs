@@ -30,6 +30,9 @@ pub enum WireTool<'a> {
 pub struct RequestBody<'a> {
     pub fields: Map<String, Value>,
     pub tools: Vec<WireTool<'a>>,
+    /// The last tool carries this `cache_control` (Anthropic prompt caching: the tools are the start of
+    /// the cached prefix).
+    pub cache_last_tool: Option<Value>,
 }
 
 impl RequestBody<'_> {
@@ -47,7 +50,14 @@ impl Serialize for RequestBody<'_> {
             map.serialize_entry(k, v)?;
         }
         if tools {
-            map.serialize_entry("tools", &self.tools)?;
+            let last = self.tools.len() - 1;
+            let marked: Vec<Marked<'_>> = self
+                .tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Marked(t, if i == last { self.cache_last_tool.as_ref() } else { None }))
+                .collect();
+            map.serialize_entry("tools", &marked)?;
         }
         map.end()
     }
@@ -65,10 +75,35 @@ impl Serialize for ChatFunction<'_> {
     }
 }
 
+/// A tool as the body writes it, with the `cache_control` it carries, if any.
+struct Marked<'a>(&'a WireTool<'a>, Option<&'a Value>);
+
+impl Serialize for Marked<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.write(s, self.1)
+    }
+}
+
 impl Serialize for WireTool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.write(s, None)
+    }
+}
+
+impl WireTool<'_> {
+    /// Writes the tool, with `cache_control` when given.
+    fn write<S: Serializer>(&self, s: S, cache_control: Option<&Value>) -> Result<S::Ok, S::Error> {
         let (shape, t) = match self {
-            WireTool::Fixed(v) => return v.serialize(s),
+            WireTool::Fixed(v) => {
+                return match (cache_control, v) {
+                    (Some(c), Value::Object(o)) => {
+                        let mut o = o.clone();
+                        o.insert("cache_control".into(), c.clone());
+                        o.serialize(s)
+                    }
+                    _ => v.serialize(s),
+                };
+            }
             WireTool::Function(shape, t) => (*shape, *t),
         };
         let mut map = s.serialize_map(None)?;
@@ -93,6 +128,9 @@ impl Serialize for WireTool<'_> {
         if t.defer_loading && shape != ToolShape::Chat {
             map.serialize_entry("defer_loading", &true)?;
         }
+        if let Some(c) = cache_control {
+            map.serialize_entry("cache_control", c)?;
+        }
         map.end()
     }
 }
@@ -107,7 +145,8 @@ mod tests {
         let mut spec = ToolSpec::new("f", "does f", json!({"type": "object"}));
         let body = |shape, spec: &ToolSpec| {
             let tools = vec![WireTool::Fixed(json!({"type": "tool_search"})), WireTool::Function(shape, spec)];
-            RequestBody { fields: Map::from_iter([("model".to_string(), json!("m"))]), tools }.to_value()
+            RequestBody { fields: Map::from_iter([("model".to_string(), json!("m"))]), tools, cache_last_tool: None }
+                .to_value()
         };
         assert_eq!(
             body(ToolShape::Chat, &spec),
@@ -124,7 +163,7 @@ mod tests {
             json!({"type": "function", "name": "f", "description": "does f", "parameters": {"type": "object"},
                    "strict": false, "defer_loading": true})
         );
-        let empty = RequestBody { fields: Map::new(), tools: Vec::new() };
+        let empty = RequestBody { fields: Map::new(), tools: Vec::new(), cache_last_tool: None };
         assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
     }
 }

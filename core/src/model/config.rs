@@ -65,6 +65,13 @@ pub struct ModelConfig {
     /// a value out of range, or one the wire lacks is refused naming it.
     #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     pub settings: ModelSettings,
+    /// Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`, …
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty", deserialize_with = "headers_map")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Query parameters every request's URL carries: Azure OpenAI's `api-version`, …
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty", deserialize_with = "query_map")]
+    pub query: std::collections::BTreeMap<String, String>,
 }
 
 /// A count read from the plain-data form: anything but a whole number, 0 or more, that fits is refused
@@ -84,6 +91,31 @@ macro_rules! count_field {
         }
     };
 }
+macro_rules! text_map_field {
+    ($name:ident, $field:literal) => {
+        /// Names to texts; anything else is refused naming the field and the entry.
+        fn $name<'de, D: serde::Deserializer<'de>>(
+            d: D,
+        ) -> Result<std::collections::BTreeMap<String, String>, D::Error> {
+            let v = Option::<serde_json::Value>::deserialize(d)?.unwrap_or(serde_json::Value::Null);
+            let map = match v {
+                serde_json::Value::Null => return Ok(Default::default()),
+                serde_json::Value::Object(m) => m,
+                other => {
+                    return Err(serde::de::Error::custom(format!("{} must map names to texts, got {other}", $field)));
+                }
+            };
+            map.into_iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(t) => Ok((k, t)),
+                    _ => Err(serde::de::Error::custom(format!("{}: the value of {k} must be a text", $field))),
+                })
+                .collect()
+        }
+    };
+}
+text_map_field!(headers_map, "headers");
+text_map_field!(query_map, "query");
 count_field!(retries_count, "max_retries", u32);
 count_field!(tokens_count, "max_tokens", u32);
 count_field!(bytes_count, "max_tool_name_bytes", usize);
@@ -103,6 +135,8 @@ impl ModelConfig {
             max_tool_name_bytes: None,
             context_window: None,
             settings: ModelSettings::default(),
+            headers: Default::default(),
+            query: Default::default(),
         }
     }
 
@@ -166,6 +200,12 @@ impl ModelConfig {
                 if let Some(n) = self.context_window {
                     m = m.context_window(n);
                 }
+                for (k, v) in &self.headers {
+                    m = m.header(k, v)?;
+                }
+                for (k, v) in &self.query {
+                    m = m.query(k, v)?;
+                }
                 m.settings(self.settings.clone())?
             }};
         }
@@ -173,11 +213,12 @@ impl ModelConfig {
             Wire::OpenaiChat => Arc::new(common!(OpenAiChat::new(&self.model))),
             Wire::OpenaiResponses => Arc::new(common!(OpenAiResponses::new(&self.model))),
             Wire::Anthropic => {
-                let mut m = common!(Anthropic::new(&self.model));
+                // max_tokens first: the settings' thinking budget is checked against it.
+                let mut m = Anthropic::new(&self.model);
                 if let Some(n) = self.max_tokens {
                     m = m.max_tokens(n);
                 }
-                Arc::new(m)
+                Arc::new(common!(m))
             }
         })
     }
@@ -228,6 +269,38 @@ mod tests {
         assert_eq!((c.max_retries, c.max_tokens), (Some(0), None));
     }
 
+    /// Extra headers and query parameters: a bad or reserved header name, or a value a header cannot
+    /// carry, is refused naming the header and never echoing the value; an unknown option is refused by
+    /// name.
+    #[test]
+    fn headers_and_query_are_checked_by_name() {
+        let build = |extra: &str| {
+            ModelConfig::from_json(&format!(r#"{{"wire": "openai_chat", "model": "m", {extra}}}"#))
+                .and_then(|c| c.build().map(|_| ()))
+        };
+        for (extra, words) in [
+            (
+                r#""headers": {"content-type": "text/plain"}"#,
+                "headers: content-type is set by the HTTP exchange itself",
+            ),
+            (r#""headers": {"Host": "evil.example"}"#, "headers: Host is set by the HTTP exchange itself"),
+            (r#""headers": {"bad name": "x"}"#, "headers: \"bad name\" is not a header name"),
+            (r#""query": {"": "x"}"#, "query: a parameter name is empty"),
+            (r#""header": {"api-key": "k"}"#, "unknown field `header`"),
+            (r#""headers": {"api-key": 7}"#, "headers: the value of api-key must be a text"),
+            (r#""query": ["api-version"]"#, "query must map names to texts"),
+        ] {
+            let e = build(extra).unwrap_err();
+            assert_eq!(e.code(), "config");
+            assert!(e.to_string().contains(words), "{extra}: {e}");
+        }
+        let e = build(r#""headers": {"api-key": "secret\nX-Injected: 1"}"#).unwrap_err();
+        assert!(e.to_string().contains("the value of api-key is not a valid header value"), "{e}");
+        assert!(!e.to_string().contains("secret"), "the value is never echoed: {e}");
+        // Negative control: good ones build.
+        build(r#""headers": {"api-key": "k", "OpenAI-Project": "p"}, "query": {"api-version": "2024-10-21"}"#).unwrap();
+    }
+
     /// The settings block is read by name and checked for the wire when the model is built.
     #[test]
     fn settings_are_refused_by_name_and_wire() {
@@ -246,6 +319,12 @@ mod tests {
         assert!(
             e.to_string().contains("max_tokens is an Anthropic setting; on the openai_chat wire use max_output_tokens")
         );
+        let e = read(r#""max_tokens": 2048, "settings": {"thinking_budget": 2048}"#).unwrap().build().err().unwrap();
+        assert!(e.to_string().contains("thinking_budget (2048) must be less than max_tokens (2048)"), "{e}");
+        let e = read(r#""settings": {"thinking_budget": 8000}"#).unwrap().build().err().unwrap();
+        assert!(e.to_string().contains("must be less than max_tokens (4096)"), "{e}");
+        assert!(read(r#""max_tokens": 2049, "settings": {"thinking_budget": 2048}"#).unwrap().build().is_ok());
+        assert!(read(r#""settings": {"thinking_budget": 8000, "max_output_tokens": 16000}"#).unwrap().build().is_ok());
         // Negative control: the same seed on Chat Completions is built.
         let c = ModelConfig::from_json(r#"{"wire": "openai_chat", "model": "m", "settings": {"seed": 1}}"#).unwrap();
         assert!(c.build().is_ok());

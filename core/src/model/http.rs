@@ -31,8 +31,15 @@ pub(crate) struct Endpoint {
     pub context_window: Option<u64>,
     /// The settings every request carries (checked for the wire when they are set).
     pub settings: super::settings::ModelSettings,
+    /// Headers every request carries besides the wire's own, which they replace (checked when added).
+    pub extra_headers: reqwest::header::HeaderMap,
+    /// Query parameters every request's URL carries.
+    pub query: Vec<(String, String)>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
+
+/// Headers the HTTP exchange itself sets: never taken as extra headers.
+const RESERVED_HEADERS: [&str; 5] = ["content-type", "content-length", "host", "transfer-encoding", "connection"];
 
 /// The per-request timeout when none is set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -50,8 +57,37 @@ impl Endpoint {
             max_tool_name_bytes: None,
             context_window: None,
             settings: Default::default(),
+            extra_headers: Default::default(),
+            query: Vec::new(),
             client: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Adds a header every request carries (Azure OpenAI's `api-key`, `OpenAI-Organization`,
+    /// `OpenAI-Project`, …), replacing the wire's own of that name. A name that is not a header name, one
+    /// the HTTP exchange sets itself (`content-type`, `host`, …), or a value a header cannot carry is
+    /// refused, naming the header (never the value, which may be a secret).
+    pub fn add_header(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("headers: {name:?} is not a header name"))?;
+        if RESERVED_HEADERS.contains(&header.as_str()) {
+            return Err(format!("headers: {name} is set by the HTTP exchange itself"));
+        }
+        let mut value = reqwest::header::HeaderValue::from_str(value)
+            .map_err(|_| format!("headers: the value of {name} is not a valid header value"))?;
+        value.set_sensitive(true);
+        self.extra_headers.insert(header, value);
+        Ok(())
+    }
+
+    /// Adds a query parameter every request's URL carries (Azure OpenAI's `api-version`); an empty name is
+    /// refused.
+    pub fn add_query(&mut self, name: &str, value: &str) -> Result<(), String> {
+        if name.trim().is_empty() {
+            return Err("query: a parameter name is empty".into());
+        }
+        self.query.push((name.to_string(), value.to_string()));
+        Ok(())
     }
 
     /// A new client is needed when the timeout changes.
@@ -67,8 +103,20 @@ impl Endpoint {
         Ok(self.client.get_or_init(|| c).clone())
     }
 
+    /// The URL of `path` under the base URL, with the model's query parameters.
     pub fn url(&self, path: &str) -> String {
-        format!("{}/{path}", self.base_url.trim_end_matches('/'))
+        let url = format!("{}/{path}", self.base_url.trim_end_matches('/'));
+        if self.query.is_empty() {
+            return url;
+        }
+        match reqwest::Url::parse(&url) {
+            Ok(mut u) => {
+                u.query_pairs_mut().extend_pairs(&self.query);
+                u.to_string()
+            }
+            // Not a URL: the request fails naming it, as it would without parameters.
+            Err(_) => url,
+        }
     }
 
     /// POSTs `body` to `url`, retrying what is worth retrying; returns the first 2xx response.
@@ -89,6 +137,8 @@ impl Endpoint {
             for (k, v) in headers {
                 http = http.header(*k, v);
             }
+            // The model's own headers replace the wire's of the same name.
+            http = http.headers(self.extra_headers.clone());
             let (err, retry_after) = match http.send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();

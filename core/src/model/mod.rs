@@ -12,6 +12,7 @@ pub mod pricing;
 pub mod retry;
 pub mod settings;
 pub mod sse;
+pub mod text_calls;
 pub mod window;
 
 pub use config::{ModelConfig, Wire};
@@ -58,6 +59,10 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+    /// The call was read from the answer's text, not sent as a call by the server (the Chat Completions
+    /// wire's `text_tool_calls` setting, [`text_calls`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_text: bool,
 }
 
 /// One entry of the conversation, independent of any wire.
@@ -77,11 +82,21 @@ pub enum Message {
 }
 
 /// Everything one model request carries.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelRequest {
     pub instructions: Option<String>,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+    /// The final answer's type, for a wire with native structured output
+    /// ([`Model::native_structured_output`]); `None`: a free answer.
+    pub output: Option<StructuredOutput>,
+}
+
+/// What a request asks of a wire's native structured output: the answer is JSON matching `schema`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StructuredOutput {
+    pub name: String,
+    pub schema: serde_json::Value,
 }
 
 /// Why the model stopped answering, the same on every wire (each wire's own words in brackets).
@@ -181,6 +196,12 @@ pub trait Model: Send + Sync {
     /// `native` load strategy): the Anthropic Messages wire on Claude Opus / Sonnet 4.5 and later, the
     /// OpenAI Responses wire on GPT-5.4 and later. Elsewhere `native` falls back to the local search.
     fn native_tool_search(&self) -> bool {
+        false
+    }
+
+    /// Whether the wire asks for a typed final answer itself ([`ModelRequest::output`]): Chat Completions
+    /// `response_format` and Responses `text.format`. Elsewhere the loop offers a `final_answer` tool.
+    fn native_structured_output(&self) -> bool {
         false
     }
 

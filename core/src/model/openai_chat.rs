@@ -11,6 +11,7 @@ use super::body::{RequestBody, ToolShape, WireTool};
 use super::http::{Endpoint, count, json_body, truncate};
 use super::limits::{WireLimits, index_below, over};
 use super::sse::SseEvent;
+use super::text_calls::{self, TextToolCalls};
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
 use crate::error::ModelError;
 
@@ -53,6 +54,20 @@ impl OpenAiChat {
     pub fn context_window(mut self, tokens: u64) -> Self {
         self.endpoint.context_window = Some(tokens);
         self
+    }
+
+    /// A header every request carries, replacing the wire's own of that name (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`, …); a name that is not a header's, one the HTTP exchange
+    /// sets itself, or a value a header cannot carry is a configuration error naming the header.
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_header(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
+    /// A query parameter every request's URL carries (Azure OpenAI's `api-version`).
+    pub fn query(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_query(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
     }
 
     /// Streams answers (SSE): text reaches the run's events as it is written.
@@ -140,8 +155,15 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         fields.insert("stream".into(), json!(true));
         fields.insert("stream_options".into(), json!({"include_usage": true}));
     }
+    if let Some(o) = &req.output {
+        // Native structured output: the answer is JSON of the output type (checked by the loop).
+        fields.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": o.name, "schema": o.schema}}),
+        );
+    }
     let tools = req.tools.iter().map(|t| WireTool::Function(ToolShape::Chat, t)).collect();
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
 }
 
 /// Reads a Chat Completions response body.
@@ -173,6 +195,7 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
                 id: c.get("id").and_then(Value::as_str).ok_or_else(|| bad("a tool call without id"))?.to_string(),
                 name: f.get("name").and_then(Value::as_str).ok_or_else(|| bad("a tool call without name"))?.to_string(),
                 arguments: super::arguments_text(f.get("arguments")),
+                from_text: false,
             });
         }
     }
@@ -289,6 +312,7 @@ impl StreamDecoder {
                     id: String::new(),
                     name: String::new(),
                     arguments: String::new(),
+                    from_text: false,
                 });
             }
             let Some(call) = self.calls.get_mut(index) else { continue };
@@ -342,6 +366,10 @@ impl Model for OpenAiChat {
         &self.endpoint.model
     }
 
+    fn native_structured_output(&self) -> bool {
+        true
+    }
+
     fn max_tool_name_bytes(&self) -> usize {
         self.endpoint.max_tool_name_bytes.unwrap_or(crate::tools::wire_name::CHAT_COMPLETIONS_LIMIT)
     }
@@ -371,16 +399,52 @@ impl Model for OpenAiChat {
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
+        // Calls written as text (text_calls.rs): read only from an answer to a request that offers tools
+        // and does not ask for none.
+        let mode = match ep.settings.text_tool_calls.unwrap_or_default() {
+            _ if !has_tools || ep.settings.tool_choice == Some(super::ToolChoice::None) => TextToolCalls::Off,
+            m => m,
+        };
+        if mode == TextToolCalls::Constrained {
+            let tools: Vec<(String, &Value)> = request
+                .tools
+                .iter()
+                .map(|t| (crate::tools::wire_name::wire_name(&t.name, limit), &*t.parameters))
+                .collect();
+            let named: Vec<(&str, &Value)> = match &ep.settings.tool_choice {
+                Some(super::ToolChoice::Tool(n)) => {
+                    let n = crate::tools::wire_name::wire_name(n, limit);
+                    tools.iter().filter(|(w, _)| *w == n).map(|(w, p)| (w.as_str(), *p)).collect()
+                }
+                _ => tools.iter().map(|(w, p)| (w.as_str(), *p)).collect(),
+            };
+            let answer = ep.settings.tool_choice.as_ref().is_none_or(|c| *c == super::ToolChoice::Auto);
+            body.fields.insert("response_format".into(), text_calls::constrained_format(&named, answer));
+        }
+        let offered: Vec<String> =
+            request.tools.iter().map(|t| crate::tools::wire_name::wire_name(&t.name, limit)).collect();
+        let offered: Vec<&str> = offered.iter().map(String::as_str).collect();
+        let seq = request.messages.len();
         let url = ep.url("chat/completions");
         if !ep.stream {
             let resp = ep.post(&url, &headers, &body).await?;
-            let response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
+            let mut response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
+            text_calls::recover(&mut response, &offered, seq, ep.limits.max_tool_calls, mode);
             if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(response);
         }
-        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
+        if mode == TextToolCalls::Off {
+            return ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await;
+        }
+        let held = text_calls::HeldText::new(sink);
+        let hold = |t: &str| held.push(t);
+        let mut response = ep.post_stream(&url, &headers, &body, &hold, || StreamDecoder::new(ep.limits)).await?;
+        let before = response.text.clone();
+        let read = text_calls::recover(&mut response, &offered, seq, ep.limits.max_tool_calls, mode);
+        held.finish(read, if response.text != before { response.text.as_deref() } else { None });
+        Ok(response)
     }
 }
 
@@ -444,11 +508,17 @@ mod tests {
                 Message::User { content: "hi".into() },
                 Message::Assistant {
                     content: None,
-                    tool_calls: vec![ToolCall { id: "c1".into(), name: "f".into(), arguments: "{}".into() }],
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "f".into(),
+                        arguments: "{}".into(),
+                        from_text: false,
+                    }],
                 },
                 Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object", "properties": {}}))],
+            ..Default::default()
         };
         let b = request_body("m", &req, false);
         assert_eq!(b["messages"][0], json!({"role": "system", "content": "be brief"}));

@@ -36,10 +36,11 @@ pub fn supports_tool_search(model: &str) -> bool {
     })
 }
 
-/// Output items the server produced and answered itself (its tool search), kept verbatim for the
-/// next request.
+/// Output items the server produced and answered itself (its tool search), and the model's
+/// `reasoning` items: kept verbatim for the next request, where a reasoning model wants the reasoning
+/// that led to its function calls sent back before them.
 fn is_server_item(kind: &str) -> bool {
-    matches!(kind, "tool_search_call" | "tool_search_output")
+    matches!(kind, "tool_search_call" | "tool_search_output" | "reasoning")
 }
 
 /// A model on the Responses wire.
@@ -81,6 +82,20 @@ impl OpenAiResponses {
     pub fn context_window(mut self, tokens: u64) -> Self {
         self.endpoint.context_window = Some(tokens);
         self
+    }
+
+    /// A header every request carries, replacing the wire's own of that name (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`, …); a name that is not a header's, one the HTTP exchange
+    /// sets itself, or a value a header cannot carry is a configuration error naming the header.
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_header(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
+    }
+
+    /// A query parameter every request's URL carries (Azure OpenAI's `api-version`).
+    pub fn query(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
+        self.endpoint.add_query(name, value).map_err(crate::model::settings::config_error)?;
+        Ok(self)
     }
 
     /// Streams answers (SSE).
@@ -157,12 +172,16 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
     if stream {
         fields.insert("stream".into(), json!(true));
     }
+    if let Some(o) = &req.output {
+        // Native structured output: the answer is JSON of the output type (checked by the loop).
+        fields.insert("text".into(), json!({"format": {"type": "json_schema", "name": o.name, "schema": o.schema}}));
+    }
     let mut tools = Vec::with_capacity(req.tools.len() + 1);
     if req.tools.iter().any(|t| t.defer_loading) {
         tools.push(WireTool::Fixed(json!({"type": "tool_search"})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Responses, t)));
-    RequestBody { fields, tools }
+    RequestBody { fields, tools, cache_last_tool: None }
 }
 
 /// Reads a Responses response object (the body, or `response` of `response.completed`).
@@ -217,6 +236,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
                     .ok_or_else(|| bad("a function_call without name"))?
                     .to_string(),
                 arguments: super::arguments_text(item.get("arguments")),
+                from_text: false,
             }),
             _ => {}
         }
@@ -337,6 +357,10 @@ impl Model for OpenAiResponses {
         supports_tool_search(&self.endpoint.model)
     }
 
+    fn native_structured_output(&self) -> bool {
+        true
+    }
+
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         self.respond_streaming(request, &|_| {}).await
     }
@@ -394,11 +418,17 @@ mod tests {
                 Message::User { content: "hi".into() },
                 Message::Assistant {
                     content: None,
-                    tool_calls: vec![ToolCall { id: "call_1".into(), name: "f".into(), arguments: "{}".into() }],
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "f".into(),
+                        arguments: "{}".into(),
+                        from_text: false,
+                    }],
                 },
                 Message::Tool { call_id: "call_1".into(), name: "f".into(), content: "ok".into(), is_error: false },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
+            ..Default::default()
         };
         let b = request_body("m", &req, false);
         assert_eq!(b["instructions"], "be brief");
@@ -437,10 +467,12 @@ mod tests {
                         id: "call_1".into(),
                         name: "get_forecast".into(),
                         arguments: "{}".into(),
+                        from_text: false,
                     }],
                 },
             ],
             tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],
+            ..Default::default()
         };
         let b = request_body("gpt-5.4", &req, true);
         assert_eq!(b["tools"][0], json!({"type": "tool_search"}));

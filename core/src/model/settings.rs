@@ -10,6 +10,10 @@
 //! | `seed` | `seed` | refused | refused |
 //! | `tool_choice` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "function": {"name"}}` | `"auto"`, `"required"`, `"none"`, `{"type": "function", "name"}` | `{"type": "auto" \| "any" \| "none" \| "tool", "name"}` |
 //! | `parallel_tool_calls` | `parallel_tool_calls` | `parallel_tool_calls` | `tool_choice.disable_parallel_tool_use` (the negation) |
+//! | `text_tool_calls` (`off`, `auto`, `constrained`) | read by the client; `constrained` sends `response_format` | refused | refused |
+//! | `reasoning_effort` (`none` … `max`) | `reasoning_effort` | `reasoning.effort` | `output_config.effort` (`low` … `max`) |
+//! | `thinking_budget` (≥ 1024 tokens, < `max_tokens`) | refused | refused | `thinking: {"type": "enabled", "budget_tokens"}` |
+//! | `prompt_caching` (default on) | refused (automatic) | refused (automatic) | `cache_control` on the last tool and on the system prompt |
 //!
 //! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
 //! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
@@ -26,6 +30,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::config::Wire;
+use super::text_calls::TextToolCalls;
 use crate::error::Error;
 
 /// Which tool use the model is asked for.
@@ -83,11 +88,41 @@ pub struct ModelSettings {
     pub tool_choice: Option<ToolChoice>,
     /// Whether the model may ask for several tool calls in one answer.
     pub parallel_tool_calls: Option<bool>,
+    /// Whether tool calls a model writes as text are read as calls, and whether the server is asked to
+    /// constrain the answer to one (see [`super::text_calls`]). Chat Completions only.
+    pub text_tool_calls: Option<TextToolCalls>,
+    /// How hard a reasoning model thinks: `none`, `minimal`, `low`, `medium`, `high`, `xhigh` or `max`
+    /// (Anthropic: `low` to `max`, its `output_config.effort`).
+    pub reasoning_effort: Option<String>,
+    /// Anthropic only: extended thinking with this many tokens to think in (at least 1,024, and less than
+    /// the answer's `max_tokens`).
+    pub thinking_budget: Option<u32>,
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt: instructions and catalog). On unless `false`; the OpenAI wires' servers cache by themselves.
+    pub prompt_caching: Option<bool>,
 }
 
+/// Every `reasoning_effort` value (the official `openai` package's `ReasoningEffort`).
+pub const REASONING_EFFORTS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+/// The `reasoning_effort` values of the Anthropic wire (its `output_config.effort`).
+pub const ANTHROPIC_EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+/// The least thinking budget Anthropic takes.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
 /// Every setting's name, in the order they are documented.
-pub const SETTING_NAMES: [&str; 7] =
-    ["max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls"];
+pub const SETTING_NAMES: [&str; 11] = [
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "tool_choice",
+    "parallel_tool_calls",
+    "text_tool_calls",
+    "reasoning_effort",
+    "thinking_budget",
+    "prompt_caching",
+];
 
 impl ModelSettings {
     /// Whether no setting is given.
@@ -122,6 +157,16 @@ impl ModelSettings {
                     s.parallel_tool_calls =
                         Some(v.as_bool().ok_or_else(|| format!("parallel_tool_calls must be true or false, got {v}"))?)
                 }
+                "text_tool_calls" => s.text_tool_calls = Some(TextToolCalls::from_value(v)?),
+                "reasoning_effort" => {
+                    s.reasoning_effort =
+                        Some(v.as_str().ok_or_else(|| format!("reasoning_effort must be a text, got {v}"))?.to_string())
+                }
+                "thinking_budget" => s.thinking_budget = Some(super::config::count(key, v)?),
+                "prompt_caching" => {
+                    s.prompt_caching =
+                        Some(v.as_bool().ok_or_else(|| format!("prompt_caching must be true or false, got {v}"))?)
+                }
                 other => {
                     return Err(format!("unknown setting `{other}`; the settings are {}", SETTING_NAMES.join(", ")));
                 }
@@ -150,12 +195,35 @@ impl ModelSettings {
                 return Err("stop entries must not be empty".into());
             }
         }
+        if let Some(e) = self.reasoning_effort.as_deref().filter(|e| !REASONING_EFFORTS.contains(e)) {
+            return Err(format!("reasoning_effort must be one of {}, got {e:?}", REASONING_EFFORTS.join(", ")));
+        }
+        if let Some(b) = self.thinking_budget.filter(|b| *b < MIN_THINKING_BUDGET) {
+            return Err(format!("thinking_budget must be at least {MIN_THINKING_BUDGET} tokens, got {b}"));
+        }
+        if wire == Some(Wire::Anthropic)
+            && let Some(e) = self.reasoning_effort.as_deref().filter(|e| !ANTHROPIC_EFFORTS.contains(e))
+        {
+            return Err(format!(
+                "reasoning_effort {e:?} is not a value of the anthropic wire ({})",
+                ANTHROPIC_EFFORTS.join(", ")
+            ));
+        }
         let lacks = |name: &str, w: Wire| format!("{name} is not a setting of the {} wire", w.as_str());
         match wire {
             Some(w @ Wire::OpenaiResponses) if self.stop.is_some() => Err(lacks("stop", w)),
             Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.seed.is_some() => Err(lacks("seed", w)),
             Some(w @ Wire::Anthropic) if self.temperature.is_some() => Err(lacks("temperature", w)),
             Some(w @ Wire::Anthropic) if self.top_p.is_some() => Err(lacks("top_p", w)),
+            Some(w @ (Wire::OpenaiResponses | Wire::Anthropic)) if self.text_tool_calls.is_some() => {
+                Err(lacks("text_tool_calls", w))
+            }
+            Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.thinking_budget.is_some() => {
+                Err(format!("{}; use reasoning_effort", lacks("thinking_budget", w)))
+            }
+            Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.prompt_caching.is_some() => {
+                Err(format!("{} (its servers cache prompts by themselves)", lacks("prompt_caching", w)))
+            }
             _ => Ok(()),
         }
     }
@@ -191,6 +259,16 @@ impl ModelSettings {
         }
         if let Some(seed) = self.seed {
             put("seed", json!(seed));
+        }
+        if let Some(effort) = &self.reasoning_effort {
+            match wire {
+                Wire::OpenaiChat => put("reasoning_effort", json!(effort)),
+                Wire::OpenaiResponses => put("reasoning", json!({"effort": effort})),
+                Wire::Anthropic => put("output_config", json!({"effort": effort})),
+            }
+        }
+        if let Some(budget) = self.thinking_budget {
+            put("thinking", json!({"type": "enabled", "budget_tokens": budget}));
         }
         if !has_tools {
             return;
@@ -248,6 +326,10 @@ impl ModelSettings {
         put("seed", self.seed.map(|n| json!(n)));
         put("tool_choice", self.tool_choice.as_ref().map(ToolChoice::to_value));
         put("parallel_tool_calls", self.parallel_tool_calls.map(|b| json!(b)));
+        put("text_tool_calls", self.text_tool_calls.map(|t| json!(t.as_str())));
+        put("reasoning_effort", self.reasoning_effort.as_ref().map(|e| json!(e)));
+        put("thinking_budget", self.thinking_budget.map(|n| json!(n)));
+        put("prompt_caching", self.prompt_caching.map(|b| json!(b)));
         m
     }
 }
@@ -301,6 +383,12 @@ mod tests {
             (json!({"tool_choice": "any"}), "tool_choice must be \"auto\""),
             (json!({"tool_choice": {"name": " "}}), "tool_choice names a tool"),
             (json!({"parallel_tool_calls": "no"}), "parallel_tool_calls must be true or false"),
+            (json!({"text_tool_calls": "on"}), "text_tool_calls must be \"off\", \"auto\" or \"constrained\""),
+            (json!({"reasoning_effort": "extreme"}), "reasoning_effort must be one of none, minimal"),
+            (json!({"reasoning_effort": 3}), "reasoning_effort must be a text"),
+            (json!({"thinking_budget": 1023}), "thinking_budget must be at least 1024 tokens, got 1023"),
+            (json!({"thinking_budget": -1}), "thinking_budget must be a whole number"),
+            (json!({"prompt_caching": "yes"}), "prompt_caching must be true or false"),
         ] {
             let e = read(v.clone()).unwrap_err();
             assert!(e.contains(words), "{v}: {e}");
@@ -328,6 +416,27 @@ mod tests {
         let hot = ModelSettings { temperature: Some(1.5), ..Default::default() };
         assert_eq!(hot.check(Some(Wire::Anthropic)).unwrap_err(), "temperature is not a setting of the anthropic wire");
         assert!(hot.check(Some(Wire::OpenaiChat)).is_ok());
+        let text = ModelSettings { text_tool_calls: Some(TextToolCalls::Auto), ..Default::default() };
+        assert_eq!(
+            text.check(Some(Wire::Anthropic)).unwrap_err(),
+            "text_tool_calls is not a setting of the anthropic wire"
+        );
+        assert!(text.check(Some(Wire::OpenaiResponses)).unwrap_err().contains("text_tool_calls"));
+        assert!(text.check(Some(Wire::OpenaiChat)).is_ok());
+        let budget = ModelSettings { thinking_budget: Some(2048), ..Default::default() };
+        assert_eq!(
+            budget.check(Some(Wire::OpenaiChat)).unwrap_err(),
+            "thinking_budget is not a setting of the openai_chat wire; use reasoning_effort"
+        );
+        assert!(budget.check(Some(Wire::Anthropic)).is_ok());
+        let minimal = ModelSettings { reasoning_effort: Some("minimal".into()), ..Default::default() };
+        assert!(
+            minimal
+                .check(Some(Wire::Anthropic))
+                .unwrap_err()
+                .contains("\"minimal\" is not a value of the anthropic wire")
+        );
+        assert!(minimal.check(Some(Wire::OpenaiResponses)).is_ok());
         let top_p = ModelSettings { top_p: Some(0.5), ..Default::default() };
         assert_eq!(top_p.check(Some(Wire::Anthropic)).unwrap_err(), "top_p is not a setting of the anthropic wire");
     }
@@ -348,6 +457,10 @@ mod tests {
             seed: Some(3),
             tool_choice: Some(ToolChoice::Tool("f".into())),
             parallel_tool_calls: Some(false),
+            text_tool_calls: None,
+            reasoning_effort: None,
+            thinking_budget: None,
+            prompt_caching: None,
         };
         assert_eq!(
             body(&s, Wire::OpenaiChat, true),
@@ -373,6 +486,15 @@ mod tests {
         assert_eq!(
             body(&serial, Wire::Anthropic, true),
             json!({"tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})
+        );
+        let think = ModelSettings { reasoning_effort: Some("high".into()), ..Default::default() };
+        assert_eq!(body(&think, Wire::OpenaiChat, false), json!({"reasoning_effort": "high"}));
+        assert_eq!(body(&think, Wire::OpenaiResponses, false), json!({"reasoning": {"effort": "high"}}));
+        assert_eq!(body(&think, Wire::Anthropic, false), json!({"output_config": {"effort": "high"}}));
+        let budget = ModelSettings { thinking_budget: Some(2048), ..Default::default() };
+        assert_eq!(
+            body(&budget, Wire::Anthropic, false),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048}})
         );
         // Without tools, no tool setting is sent (the wires refuse them).
         assert_eq!(body(&s, Wire::OpenaiChat, false)["tool_choice"], Value::Null);

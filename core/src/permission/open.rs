@@ -256,6 +256,81 @@ impl Root {
     }
 }
 
+/// How many entries one [`remove_tree`] removes at most, and how deep it goes: a tree past either is
+/// left (renamed out of the way by the caller) rather than walked without end.
+pub(crate) const REMOVE_MAX_ENTRIES: usize = 100_000;
+const REMOVE_MAX_DEPTH: usize = 64;
+
+/// Creates the directory `name` (one component) in the located directory `parent`, mode 0755. A name
+/// already taken (by anything, a link included) fails with `EEXIST`.
+pub(crate) fn mkdir_in(parent: &Located, name: &OsStr) -> io::Result<()> {
+    let name = cstring(name)?;
+    // SAFETY: `parent.fd` is a live directory descriptor (O_PATH descriptors serve as `dirfd`) and `name`
+    // a NUL-terminated single component, so no link is followed.
+    let r = unsafe { libc::mkdirat(parent.fd.as_raw_fd(), name.as_ptr(), 0o755) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Creates the new regular file `name` (one component) in the located directory `parent` for writing,
+/// mode 0644: `O_EXCL`, so an existing name, a link included, fails with `EEXIST` instead of being
+/// opened.
+pub(crate) fn create_new_in(parent: &Located, name: &OsStr) -> io::Result<File> {
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
+    openat(parent.fd.as_fd(), &cstring(name)?, flags, 0o644).map(File::from)
+}
+
+/// Renames `from` to `to`, both single components of the located directory `parent`: atomic, and
+/// neither name's link (if it is one) is followed. With `replace` false an existing `to` fails the
+/// rename with `EEXIST` (`RENAME_NOREPLACE`).
+pub(crate) fn rename_in(parent: &Located, from: &OsStr, to: &OsStr, replace: bool) -> io::Result<()> {
+    let (from, to) = (cstring(from)?, cstring(to)?);
+    let fd = parent.fd.as_raw_fd();
+    let flags: libc::c_uint = if replace { 0 } else { libc::RENAME_NOREPLACE };
+    // SAFETY: `fd` is a live directory descriptor and both names NUL-terminated single components that
+    // outlive the call.
+    let r = unsafe { libc::syscall(libc::SYS_renameat2, fd, from.as_ptr(), fd, to.as_ptr(), flags) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Removes the name `name` (one component) from the located directory `parent`: a directory (which
+/// must be empty) with `dir`, anything else (a link itself, never what it points to) without.
+pub(crate) fn unlink_in(parent: BorrowedFd<'_>, name: &OsStr, dir: bool) -> io::Result<()> {
+    let name = cstring(name)?;
+    let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: `parent` is a live directory descriptor and `name` a NUL-terminated single component.
+    let r = unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), flags) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Removes the directory `name` of the located directory `parent` with everything beneath it, following
+/// no link (a link is removed as itself), at most [`REMOVE_MAX_ENTRIES`] entries and 64 levels deep.
+pub(crate) fn remove_tree(parent: &Located, name: &OsStr) -> io::Result<()> {
+    let mut left = REMOVE_MAX_ENTRIES;
+    remove_dir_at(parent.fd.as_fd(), name, 0, &mut left)
+}
+
+fn remove_dir_at(parent: BorrowedFd<'_>, name: &OsStr, depth: usize, left: &mut usize) -> io::Result<()> {
+    if depth > REMOVE_MAX_DEPTH {
+        return Err(io::Error::other(format!("the tree is deeper than {REMOVE_MAX_DEPTH} levels")));
+    }
+    let dir = openat(parent, &cstring(name)?, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+    let listing = openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+    let (names, more) = read_names(listing, *left)?;
+    if more {
+        return Err(io::Error::other(format!("the tree holds more than {REMOVE_MAX_ENTRIES} entries")));
+    }
+    for entry in names {
+        *left = left.saturating_sub(1);
+        let located = openat(dir.as_fd(), &cstring(&entry)?, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        if metadata(located.as_fd())?.file_type().is_dir() {
+            remove_dir_at(dir.as_fd(), &entry, depth + 1, left)?;
+        } else {
+            unlink_in(dir.as_fd(), &entry, false)?;
+        }
+    }
+    unlink_in(parent, name, true)
+}
+
 /// Opens `rel` beneath `dir` by `method`, following no symlink.
 fn open_beneath(
     dir: BorrowedFd<'_>,

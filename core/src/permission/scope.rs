@@ -48,6 +48,9 @@ pub enum ScopeError {
     NotRegular(String),
     #[error("path '{0}' is not valid: {1}")]
     Invalid(String, &'static str),
+    /// A create that must not replace found the name taken.
+    #[error("path '{0}' already exists")]
+    Exists(String),
     #[error("{0}")]
     Io(String),
 }
@@ -218,6 +221,118 @@ impl Scope {
         }
         Ok((resolved, file))
     }
+}
+
+impl Scope {
+    /// The directory an entry `given` is made in, checked for writing and located beneath the
+    /// workspace root that grants it, with the entry's name in it and the path as resolved.
+    fn parent_for_write(&self, given: &str, writes: WriteReach) -> Result<ParentDir<'_>, ScopeError> {
+        let resolved = self.check(given, Access::Write, writes)?;
+        let beneath = self.beneath(given, &resolved, Access::Write, writes)?;
+        let rel = resolved.strip_prefix(beneath.root.path()).unwrap_or(Path::new("")).to_path_buf();
+        let (Some(name), Some(parent_rel)) = (rel.file_name(), rel.parent()) else {
+            return Err(ScopeError::NotRegular(given.to_string()));
+        };
+        let name = name.to_os_string();
+        let parent = beneath.locate(parent_rel).map_err(|e| e.into_scope_error(given))?;
+        if parent.kind != Kind::Directory {
+            return Err(ScopeError::Io(format!("no such directory for {given}")));
+        }
+        Ok(ParentDir { resolved, beneath, rel, parent, name })
+    }
+
+    /// Writes `bytes` to `given` atomically: a new file beside it (`O_EXCL`, beneath the workspace root
+    /// that grants the write, following no link) is written and synced, then renamed over the name, so
+    /// a reader sees the old content or the new, never part of it. An existing name that is not a
+    /// regular file is refused; with `replace` false an existing file is refused too
+    /// ([`ScopeError::Exists`]), atomically (`RENAME_NOREPLACE`).
+    pub(crate) fn write_atomic(
+        &self,
+        given: &str,
+        writes: WriteReach,
+        bytes: &[u8],
+        replace: bool,
+    ) -> Result<PathBuf, ScopeError> {
+        let at = self.parent_for_write(given, writes)?;
+        match at.beneath.locate(&at.rel) {
+            Ok(located) if located.kind == Kind::Regular && !replace => {
+                return Err(ScopeError::Exists(given.to_string()));
+            }
+            Ok(located) if located.kind == Kind::Regular => {}
+            Ok(_) => return Err(ScopeError::NotRegular(given.to_string())),
+            Err(Refused::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into_scope_error(given)),
+        }
+        let tmp = temp_name(&at.name, "tmp")?;
+        let mut file = open::create_new_in(&at.parent, &tmp).map_err(|e| refusal(given, e))?;
+        let written = std::io::Write::write_all(&mut file, bytes).and_then(|()| file.sync_all());
+        drop(file);
+        let renamed = written.and_then(|()| open::rename_in(&at.parent, &tmp, &at.name, replace));
+        if let Err(e) = renamed {
+            let _ = open::unlink_in(at.parent.fd.as_fd(), &tmp, false);
+            return Err(match e.raw_os_error() {
+                Some(libc::EEXIST) => ScopeError::Exists(given.to_string()),
+                Some(libc::EISDIR) | Some(libc::ENOTDIR) => ScopeError::NotRegular(given.to_string()),
+                _ => refusal(given, e),
+            });
+        }
+        Ok(at.resolved)
+    }
+
+    /// Makes the directory `given` beneath the workspace root that grants the write (its parent must
+    /// exist); a directory already there is fine, anything else under the name is refused.
+    pub(crate) fn create_dir(&self, given: &str, writes: WriteReach) -> Result<PathBuf, ScopeError> {
+        let at = self.parent_for_write(given, writes)?;
+        match open::mkdir_in(&at.parent, &at.name) {
+            Ok(()) => Ok(at.resolved),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => match at.beneath.locate(&at.rel) {
+                Ok(located) if located.kind == Kind::Directory => Ok(at.resolved),
+                Ok(_) => Err(ScopeError::Exists(given.to_string())),
+                Err(e) => Err(e.into_scope_error(given)),
+            },
+            Err(e) => Err(refusal(given, e)),
+        }
+    }
+
+    /// Removes the directory `given` and everything beneath it, following no link: first renamed aside
+    /// in one step (so it is gone under its name at once, never half there), then emptied and removed
+    /// entry by entry beneath the workspace root that grants the write (at most
+    /// [`open::REMOVE_MAX_ENTRIES`] entries).
+    pub(crate) fn remove_tree(&self, given: &str, writes: WriteReach) -> Result<PathBuf, ScopeError> {
+        let at = self.parent_for_write(given, writes)?;
+        match at.beneath.locate(&at.rel) {
+            Ok(located) if located.kind == Kind::Directory => {}
+            Ok(_) => return Err(ScopeError::Io(format!("not a directory: {given}"))),
+            Err(e) => return Err(e.into_scope_error(given)),
+        }
+        let aside = temp_name(&at.name, "removed")?;
+        open::rename_in(&at.parent, &at.name, &aside, false).map_err(|e| refusal(given, e))?;
+        open::remove_tree(&at.parent, &aside).map_err(|e| {
+            ScopeError::Io(format!("{given} was removed from its place, but not all of it was deleted: {e}"))
+        })?;
+        Ok(at.resolved)
+    }
+}
+
+/// The parent directory of an entry to be made, located beneath its granting root.
+struct ParentDir<'a> {
+    resolved: PathBuf,
+    beneath: Beneath<'a>,
+    /// The entry relative to the granting root.
+    rel: PathBuf,
+    parent: Located,
+    name: OsString,
+}
+
+/// A hidden name beside `name` for a file or directory on its way in or out: `.name.what-<random>`.
+fn temp_name(name: &std::ffi::OsStr, what: &str) -> Result<OsString, ScopeError> {
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| ScopeError::Io(format!("no randomness for a temporary name: {e}")))?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut out = OsString::from(".");
+    out.push(name);
+    out.push(format!(".{what}-{hex}"));
+    Ok(out)
 }
 
 /// A checked path, located beneath the root that grants it (an `O_PATH` descriptor: nothing opened

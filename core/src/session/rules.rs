@@ -529,7 +529,12 @@ mod tests {
     fn turn(i: i64, calls: &[&str]) -> (i64, Message) {
         let tool_calls = calls
             .iter()
-            .map(|id| crate::model::ToolCall { id: id.to_string(), name: "t".into(), arguments: "{}".into() })
+            .map(|id| crate::model::ToolCall {
+                id: id.to_string(),
+                name: "t".into(),
+                arguments: "{}".into(),
+                from_text: false,
+            })
             .collect();
         (i, Message::Assistant { content: None, tool_calls })
     }

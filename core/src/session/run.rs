@@ -552,6 +552,7 @@ impl Sessions {
             instructions: Some(SUMMARISER.to_string()),
             messages: vec![Message::User { content: ask }],
             tools: Vec::new(),
+            ..Default::default()
         };
         let response = model.respond(&request).await.map_err(|e| SessionError::Run(e.into()))?;
         let summary = response.text.unwrap_or_default();

@@ -214,21 +214,23 @@ fn lost_lease(session_id: &str) -> SessionError {
     ))
 }
 
-/// (version, name, SQL), applied in order, each once.
-const SQLITE: &[(i64, &str, &str)] = &[
-    (1, "sessions", include_str!("../../migrations/sqlite/sessions_0001.sql")),
-    (2, "durable runs", include_str!("../../migrations/sqlite/sessions_0002.sql")),
-    (3, "session tasks", include_str!("../../migrations/sqlite/sessions_0003.sql")),
-    (4, "child sessions", include_str!("../../migrations/sqlite/sessions_0004.sql")),
-];
-const POSTGRES: &[(i64, &str, &str)] = &[
-    (1, "sessions", include_str!("../../migrations/postgres/sessions_0001.sql")),
-    (2, "durable runs", include_str!("../../migrations/postgres/sessions_0002.sql")),
-    (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
-    (4, "child sessions", include_str!("../../migrations/postgres/sessions_0004.sql")),
-];
-const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS ambit_session_migrations (
-    version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+/// The sessions' schema migrations, applied on open by the crate's one migration runner.
+const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
+    table: "ambit_session_migrations",
+    pg_lock: 7411002,
+    sqlite: &[
+        (1, "sessions", include_str!("../../migrations/sqlite/sessions_0001.sql")),
+        (2, "durable runs", include_str!("../../migrations/sqlite/sessions_0002.sql")),
+        (3, "session tasks", include_str!("../../migrations/sqlite/sessions_0003.sql")),
+        (4, "child sessions", include_str!("../../migrations/sqlite/sessions_0004.sql")),
+    ],
+    postgres: &[
+        (1, "sessions", include_str!("../../migrations/postgres/sessions_0001.sql")),
+        (2, "durable runs", include_str!("../../migrations/postgres/sessions_0002.sql")),
+        (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
+        (4, "child sessions", include_str!("../../migrations/postgres/sessions_0004.sql")),
+    ],
+};
 
 fn store_err(e: sqlx::Error) -> SessionError {
     SessionError::Store(e.to_string())
@@ -907,30 +909,7 @@ impl SqliteSessions {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(30));
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(store_err)?;
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(store_err)?;
-        sqlx::query(MIGRATIONS_TABLE).execute(&mut *tx).await.map_err(store_err)?;
-        for &(version, name, sql) in SQLITE {
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM ambit_session_migrations WHERE version = ?")
-                    .bind(version)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(store_err)?;
-            if done.is_none() {
-                sqlx::raw_sql(sql)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| SessionError::Store(format!("migration {version} ({name}): {e}")))?;
-                sqlx::query("INSERT INTO ambit_session_migrations (version, name, applied_at) VALUES (?, ?, ?)")
-                    .bind(version)
-                    .bind(name)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_err)?;
-            }
-        }
-        tx.commit().await.map_err(store_err)?;
+        crate::migrate::sqlite(&pool, &MIGRATIONS, now).await.map_err(SessionError::Store)?;
         Ok(SqliteSessions { pool })
     }
 }
@@ -960,32 +939,7 @@ impl PgSessions {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| SessionError::InvalidArgument(format!("bad PostgreSQL URL: {e}")))?;
         let pool = PgPoolOptions::new().max_connections(4).connect_with(connect).await.map_err(store_err)?;
-        let mut tx = pool.begin().await.map_err(store_err)?;
-        // Two processes opening the same database at once apply the migrations one after the other.
-        sqlx::query("SELECT pg_advisory_xact_lock(7411002)").execute(&mut *tx).await.map_err(store_err)?;
-        sqlx::query(MIGRATIONS_TABLE).execute(&mut *tx).await.map_err(store_err)?;
-        for &(version, name, sql) in POSTGRES {
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM ambit_session_migrations WHERE version = $1")
-                    .bind(version)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(store_err)?;
-            if done.is_none() {
-                sqlx::raw_sql(sql)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| SessionError::Store(format!("migration {version} ({name}): {e}")))?;
-                sqlx::query("INSERT INTO ambit_session_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
-                    .bind(version)
-                    .bind(name)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_err)?;
-            }
-        }
-        tx.commit().await.map_err(store_err)?;
+        crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(SessionError::Store)?;
         Ok(PgSessions { pool })
     }
 }

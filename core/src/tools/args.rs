@@ -2,8 +2,8 @@
 //! tool; a refusal names the argument as the schema spells it (`items[1].status` inside a list of
 //! objects) and the tool does not run. The rule is read off the tool's JSON Schema: each property's
 //! `type` (or, without one, the `anyOf` / `oneOf` branch the value's kind fits), `enum`, `minimum` (a
-//! count: `minimum >= 0` refuses negatives), `items`, `properties`, `required` and
-//! `additionalProperties`, at every depth.
+//! count: `minimum >= 0` refuses negatives), `items` (and a tuple's `prefixItems`), `minItems`,
+//! `maxItems`, `properties`, `required` and `additionalProperties`, at every depth.
 
 use serde_json::{Map, Value};
 
@@ -156,6 +156,19 @@ fn read_value(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Resul
     Ok(read)
 }
 
+/// `minItems` and `maxItems` of a list, after its blank entries were dropped.
+fn check_count(name: &str, prop: &Value, n: usize) -> Result<(), String> {
+    let bound = |k: &str| prop.get(k).and_then(Value::as_u64);
+    match (bound("minItems"), bound("maxItems")) {
+        (Some(lo), Some(hi)) if lo == hi && n as u64 != lo => {
+            Err(format!("argument '{name}' must have exactly {lo} entries, got {n}"))
+        }
+        (Some(lo), _) if (n as u64) < lo => Err(format!("argument '{name}' must have at least {lo} entries, got {n}")),
+        (_, Some(hi)) if n as u64 > hi => Err(format!("argument '{name}' must have at most {hi} entries, got {n}")),
+        _ => Ok(()),
+    }
+}
+
 fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
     let Some(ty) = declared_type(prop) else {
         return match union(prop) {
@@ -179,13 +192,24 @@ fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Resul
                 other => return Err(format!("argument '{name}' must be a list, got {}", kind(&other))),
             };
             let item_schema = prop.get("items").cloned().unwrap_or(Value::Null);
+            // A tuple (`prefixItems`): each position read by its own schema, none of them dropped.
+            let positions = prop.get("prefixItems").and_then(Value::as_array);
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.into_iter().enumerate() {
                 let label = format!("{name}[{i}]");
-                if let Some(v) = read_value(&label, &item_schema, item, false)? {
-                    out.push(v);
+                match positions.and_then(|p| p.get(i)) {
+                    Some(schema) => match read_value(&label, schema, item, false)? {
+                        Some(v) => out.push(v),
+                        None => return Err(format!("argument '{label}' is a position of a tuple and cannot be blank")),
+                    },
+                    None => {
+                        if let Some(v) = read_value(&label, &item_schema, item, false)? {
+                            out.push(v);
+                        }
+                    }
                 }
             }
+            check_count(name, prop, out.len())?;
             Ok(Some(Value::Array(out)))
         }
         "boolean" => match value {
@@ -251,6 +275,29 @@ fn show(v: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tuple_is_read_position_by_position_and_its_length_held() {
+        let schema = json!({"type": "object", "properties": {"point": {"type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}}});
+        let read = |v: Value| read_arguments(&schema, &[], json!({"point": v}));
+        assert_eq!(read(json!([1.0, "a"])).unwrap(), json!({"point": [1, "a"]}));
+        for (v, named) in [
+            (json!(["a", "b"]), "argument 'point[0]' must be an integer"),
+            (json!([1]), "argument 'point' must have exactly 2 entries, got 1"),
+            (json!([1, "a", 3]), "argument 'point' must have exactly 2 entries, got 3"),
+            (json!([1, " "]), "argument 'point[1]' is a position of a tuple and cannot be blank"),
+        ] {
+            let e = read(v.clone()).unwrap_err();
+            assert!(e.contains(named), "{v}: {e}");
+        }
+        let list = json!({"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
+            "minItems": 1, "maxItems": 2}}});
+        let e = read_arguments(&list, &[], json!({"tags": ["a", "b", "c"]})).unwrap_err();
+        assert!(e.contains("argument 'tags' must have at most 2 entries, got 3"), "{e}");
+        let e = read_arguments(&list, &[], json!({"tags": [" "]})).unwrap_err();
+        assert!(e.contains("argument 'tags' must have at least 1 entries, got 0"), "{e}");
+    }
 
     fn schema() -> Value {
         json!({"type": "object", "properties": {

@@ -167,6 +167,10 @@ impl crate::model::Model for WireNamedModel {
         self.inner.native_tool_search()
     }
 
+    fn native_structured_output(&self) -> bool {
+        self.inner.native_structured_output()
+    }
+
     async fn respond_with_items(
         &self,
         request: &crate::model::ModelRequest,

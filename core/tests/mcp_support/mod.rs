@@ -22,7 +22,7 @@ pub fn call(id: &str, name: &str, args: serde_json::Value) -> ModelResponse {
     ModelResponse {
         id: id.into(),
         text: None,
-        tool_calls: vec![ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }],
+        tool_calls: vec![ToolCall { id: id.into(), name: name.into(), arguments: args.to_string(), from_text: false }],
         stop: StopReason::ToolCalls,
         usage: Usage::default(),
     }

@@ -37,6 +37,13 @@ pub struct Script {
     /// shared PostgreSQL database).
     #[serde(skip)]
     pub vars: std::collections::BTreeMap<String, String>,
+    /// Anthropic prompt caching, as the API does it: the prefix a request marks with `cache_control`
+    /// (its tools up to the last marked one, then its system blocks up to the last marked one) is
+    /// written to the cache the first time it is seen and read from it after; its size in tokens
+    /// (a token per 4 bytes of its JSON) is reported as `cache_creation_input_tokens` or
+    /// `cache_read_input_tokens`, beside the exchange's own `usage`.
+    #[serde(default)]
+    pub prompt_cache: bool,
 }
 
 /// `want` with every `{{name}}` in its strings replaced by that var's value.
@@ -79,6 +86,8 @@ impl Script {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The prefixes written to the prompt cache (`Script::prompt_cache`).
+    cached: std::collections::HashSet<String>,
     served: usize,
     mismatches: Vec<String>,
     /// Every request: `{path, body}`.
@@ -177,6 +186,14 @@ async fn handle(
     state: Arc<Mutex<State>>,
 ) -> Result<Response<Body>, std::convert::Infallible> {
     let path = req.uri().path().to_string();
+    // The query parameters, for `expect.query` (percent-decoded: the names and values as sent).
+    let query: Map<String, Value> = req
+        .uri()
+        .query()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), Value::String(v.into_owned()))).collect()
+        })
+        .unwrap_or_default();
     let method = req.method().clone();
     let headers: Map<String, Value> = req
         .headers()
@@ -233,7 +250,9 @@ async fn handle(
         Err(format!("expected stream {}, got {}", script.stream, streamed))
     } else {
         let expect = with_vars(&exchange.expect, &script.vars);
-        check_request(wire, &expect, &body, &headers).and_then(|()| check_wait(&expect, since_answer))
+        check_request(wire, &expect, &body, &headers)
+            .and_then(|()| check_query(&expect, &query))
+            .and_then(|()| check_wait(&expect, since_answer))
     };
     if let Err(diff) = checked {
         let msg = mismatch(format!("scenario '{}', request {}: {diff}", script.name, index + 1));
@@ -255,7 +274,11 @@ async fn handle(
     }
     let model = body.get("model").and_then(Value::as_str).unwrap_or("unknown");
     let tag = format!("{}{:02}", hash(&script.name), index + 1);
-    let respond = &exchange.respond;
+    let mut respond = exchange.respond.clone();
+    if script.prompt_cache && wire == "anthropic" {
+        cache_usage(&body, &mut respond, &mut state.lock().unwrap_or_else(|p| p.into_inner()).cached);
+    }
+    let respond = &respond;
     if !streamed {
         let answer = match wire {
             "anthropic" => wires::anthropic_message(&format!("msg_ambit{tag}"), model, respond),
@@ -310,6 +333,45 @@ fn check_wait(expect: &Value, since_answer: Option<std::time::Duration>) -> Resu
             Err(format!("expected a wait of at least {want} ms after the previous answer, got {} ms", d.as_millis()))
         }
         Some(_) => Ok(()),
+    }
+}
+
+/// The prefix of an Anthropic request marked for caching (see [`Script::prompt_cache`]), as JSON text:
+/// empty when nothing is marked.
+pub fn cached_prefix(body: &Value) -> String {
+    let marked = |v: &Value| v.get("cache_control").is_some_and(|c| !c.is_null());
+    let list = |k: &str| body.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
+    let (tools, system) = (list("tools"), list("system"));
+    let upto = |items: &[Value]| items.iter().rposition(marked).map(|i| items[..=i].to_vec());
+    match (upto(&system), upto(&tools)) {
+        (Some(sys), _) => json!({"tools": tools, "system": sys}).to_string(),
+        (None, Some(t)) => json!({"tools": t}).to_string(),
+        (None, None) => String::new(),
+    }
+}
+
+/// Reports the request's cached prefix in `respond`'s usage: written the first time, read after.
+fn cache_usage(body: &Value, respond: &mut Value, cached: &mut std::collections::HashSet<String>) {
+    let prefix = cached_prefix(body);
+    if prefix.is_empty() {
+        return;
+    }
+    let tokens = (prefix.len() as u64).div_ceil(4);
+    let key = if cached.contains(&prefix) { "cache_read_tokens" } else { "cache_write_tokens" };
+    cached.insert(prefix);
+    if !respond.get("usage").is_some_and(Value::is_object) {
+        respond["usage"] = json!({});
+    }
+    respond["usage"][key] = json!(tokens);
+}
+
+/// `expect.query`: the request URL's query parameters, exactly (`{}`: none).
+fn check_query(expect: &Value, query: &Map<String, Value>) -> Result<(), String> {
+    match expect.get("query").and_then(Value::as_object) {
+        Some(want) if want != query => {
+            Err(format!("query: expected {}, got {}", Value::Object(want.clone()), Value::Object(query.clone())))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -5,7 +5,10 @@
 //! `arguments`), an optional wire-specific stop override (`finish_reason` on Chat Completions,
 //! `stop_reason` on Anthropic, `incomplete_reason` on Responses), `usage`, and `native_search` (`query`, `tools[]`): the provider's own
 //! tool search, answered before the rest (Anthropic `server_tool_use` + `tool_search_tool_result`
-//! blocks, Responses `tool_search_call` + `tool_search_output` items; nothing on Chat Completions).
+//! blocks, Responses `tool_search_call` + `tool_search_output` items; nothing on Chat Completions), and
+//! `thinking[]`: the model's reasoning, first in the answer (Anthropic `thinking` blocks from `thinking`
+//! and `signature`, or `redacted_thinking` from `redacted`; Responses `reasoning` items from `summary` and
+//! `encrypted_content`; nothing on Chat Completions).
 
 use serde_json::{Value, json};
 
@@ -227,8 +230,19 @@ fn anthropic_stop(respond: &Value, has_calls: bool) -> String {
         .to_string()
 }
 
+/// The scripted `thinking` entries.
+fn thinking(respond: &Value) -> &[Value] {
+    respond.get("thinking").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
 fn anthropic_blocks(id: &str, respond: &Value) -> Vec<Value> {
     let mut blocks = Vec::new();
+    for t in thinking(respond) {
+        blocks.push(match t.get("redacted") {
+            Some(data) => json!({"type": "redacted_thinking", "data": data}),
+            None => json!({"type": "thinking", "thinking": t["thinking"], "signature": t["signature"]}),
+        });
+    }
     if let Some(search) = native_search(respond) {
         // The server's tool search (`tool_search_tool_bm25`), run and answered inside this answer.
         let use_id = format!("srvtoolu_{}", id.trim_start_matches("msg_"));
@@ -283,8 +297,26 @@ pub fn anthropic_events(id: &str, model: &str, respond: &Value) -> Vec<Sse> {
         Sse::named("ping", json!({"type": "ping"})),
     ];
     for (index, block) in anthropic_blocks(id, respond).into_iter().enumerate() {
-        if block["type"] == "tool_search_tool_result" {
-            // A server tool's result arrives whole in its start event.
+        if block["type"] == "thinking" {
+            // Thinking streams as thinking deltas, then its signature.
+            out.push(Sse::named(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            ));
+            for p in pieces(block["thinking"].as_str().unwrap_or("")) {
+                out.push(Sse::named(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": p}}),
+                ));
+            }
+            out.push(Sse::named(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "signature_delta", "signature": block["signature"]}}),
+            ));
+        } else if block["type"] == "tool_search_tool_result" || block["type"] == "redacted_thinking" {
+            // A server tool's result, or redacted thinking, arrives whole in its start event.
             out.push(Sse::named(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": index, "content_block": block}),
@@ -347,6 +379,18 @@ fn responses_usage(t: Tokens) -> Value {
 /// loads the request's own definitions of the tools it finds.
 fn responses_items(id: &str, respond: &Value, request: &Value) -> Vec<Value> {
     let mut items = Vec::new();
+    for (i, t) in thinking(respond).iter().enumerate() {
+        let summary: Vec<Value> = t
+            .get("summary")
+            .and_then(Value::as_str)
+            .map(|s| vec![json!({"type": "summary_text", "text": s})])
+            .unwrap_or_default();
+        let mut item = json!({"id": format!("rs_{}{i}", &id[5..]), "type": "reasoning", "summary": summary});
+        if let Some(e) = t.get("encrypted_content") {
+            item["encrypted_content"] = e.clone();
+        }
+        items.push(item);
+    }
     if let Some(search) = native_search(respond) {
         let offered = request.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
         let loaded: Vec<Value> = search
@@ -426,8 +470,8 @@ pub fn responses_events(id: &str, model: &str, respond: &Value, request: &Value)
         let item_id = item["id"].clone();
         let mut added = item.clone();
         added["status"] = json!("in_progress");
-        if item["type"] == "tool_search_call" || item["type"] == "tool_search_output" {
-            // The server's search: added, then done, with nothing streamed between.
+        if item["type"] == "tool_search_call" || item["type"] == "tool_search_output" || item["type"] == "reasoning" {
+            // The server's search, or the model's reasoning: added, then done, with nothing streamed between.
             out.push(("response.output_item.added".into(), json!({"output_index": output_index, "item": added})));
         } else if item["type"] == "message" {
             added["content"] = json!([]);

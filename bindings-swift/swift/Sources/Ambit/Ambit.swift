@@ -117,11 +117,31 @@ public struct Model: Sendable, Equatable {
     public var toolChoice: ToolChoice?
     /// Whether the model may ask for several tool calls in one answer.
     public var parallelToolCalls: Bool?
+    /// Chat Completions only: `.auto` reads a tool call a model wrote as text (bare or fenced JSON,
+    /// `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`; only tools offered in that request; never when the
+    /// server sent calls) as a call, marked `fromText` in its `toolCallRequested` event; `.constrained` also
+    /// asks the server (llama.cpp) to constrain the answer to one such call or a JSON string.
+    public var textToolCalls: TextToolCalls?
+    /// How hard a reasoning model thinks: "none", "minimal", "low", "medium", "high", "xhigh", "max"
+    /// (Anthropic "low" to "max").
+    public var reasoningEffort: String?
+    /// Anthropic only: extended thinking with this many tokens (at least 1,024, below the answer's max tokens).
+    public var thinkingBudget: Int?
+    /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
+    /// prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
+    public var promptCaching: Bool?
+    /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
+    /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is `AmbitError.config` naming it.
+    public var headers: [String: String]?
+    /// Query parameters every request's URL carries (Azure OpenAI's `api-version`).
+    public var query: [String: String]?
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
                 timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
-                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil) {
+                seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
+                textToolCalls: TextToolCalls? = nil, reasoningEffort: String? = nil, thinkingBudget: Int? = nil,
+                promptCaching: Bool? = nil, headers: [String: String]? = nil, query: [String: String]? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -139,6 +159,12 @@ public struct Model: Sendable, Equatable {
         self.seed = seed
         self.toolChoice = toolChoice
         self.parallelToolCalls = parallelToolCalls
+        self.textToolCalls = textToolCalls
+        self.reasoningEffort = reasoningEffort
+        self.thinkingBudget = thinkingBudget
+        self.promptCaching = promptCaching
+        self.headers = headers
+        self.query = query
     }
 
     /// A model on the OpenAI Chat Completions wire (any OpenAI-compatible server works by base URL).
@@ -177,7 +203,9 @@ public struct Model: Sendable, Equatable {
             maxToolNameBytes: maxToolNameBytes.map { Int64($0) }, contextWindow: contextWindow.map { Int64($0) },
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
-            parallelToolCalls: parallelToolCalls)
+            parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls, reasoningEffort: reasoningEffort,
+            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, headers: headers,
+            query: query)
     }
 }
 
@@ -197,13 +225,16 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     case budgetExceeded(budget: String, limit: Double, spent: Double, cost: Double?, usage: Usage, message: String)
     /// The output token limit cut the model's answer in the middle of calls of `tools`; none of them ran.
     case outputTruncated(tools: [String], usage: Usage, message: String)
+    /// The final answer did not match the agent's output type after the wrong answers went back to the
+    /// model `retries` times; `attempt` is the last answer's text.
+    case outputInvalid(attempt: String, retries: Int, usage: Usage, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
     /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
     case `internal`(message: String)
 
     /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns`, `budget_exceeded`,
-    /// `output_truncated`, `cancelled` or `internal`.
+    /// `output_truncated`, `output_invalid`, `cancelled` or `internal`.
     public var code: String {
         switch self {
         case .config: return "config"
@@ -213,6 +244,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .maxTurns: return "max_turns"
         case .budgetExceeded: return "budget_exceeded"
         case .outputTruncated: return "output_truncated"
+        case .outputInvalid: return "output_invalid"
         case .cancelled: return "cancelled"
         case .internal: return "internal"
         }
@@ -224,7 +256,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
              let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
              let .internal(message), let .budgetExceeded(_, _, _, _, _, message),
-             let .outputTruncated(_, _, message):
+             let .outputTruncated(_, _, message), let .outputInvalid(_, _, _, message):
             return message
         }
     }
@@ -254,8 +286,66 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
             self = .budgetExceeded(budget: budget, limit: limit, spent: spent, cost: cost, usage: usage, message: message)
         case let .OutputTruncated(tools, usage, message):
             self = .outputTruncated(tools: tools, usage: usage, message: message)
+        case let .OutputInvalid(attempt, retries, usage, message):
+            self = .outputInvalid(attempt: attempt, retries: Int(retries), usage: usage, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         case let .Internal(message): self = .internal(message: message)
+        }
+    }
+}
+
+/// A final answer's type given as a JSON Schema for an object (`Agent(outputType:)`): the answer is JSON
+/// matching it, asked of the provider natively where the wire has it (Chat Completions, Responses) and
+/// through a `final_answer` tool elsewhere; a wrong answer goes back to the model up to `retries` times
+/// (default 2), then the run throws `AmbitError.outputInvalid`. Decode the answer with
+/// `result.decode(YourCodable.self)`.
+public struct OutputSchema: Sendable {
+    /// 1 to 64 letters, digits, `_` or `-`.
+    public let name: String
+    /// The schema as JSON text.
+    public let schemaJSON: String
+    public let retries: Int?
+
+    /// `schema` as JSON text.
+    public init(name: String, schemaJSON: String, retries: Int? = nil) {
+        self.name = name
+        self.schemaJSON = schemaJSON
+        self.retries = retries
+    }
+
+    /// `schema` as a JSON object (`[String: Any]`); throws `AmbitError.config` when it is not one.
+    public init(name: String, schema: [String: Any], retries: Int? = nil) throws {
+        guard JSONSerialization.isValidJSONObject(schema),
+            let data = try? JSONSerialization.data(withJSONObject: schema, options: [.sortedKeys])
+        else {
+            throw AmbitError.config(message: "invalid configuration: the schema of output type '\(name)' is not JSON")
+        }
+        self.init(name: name, schemaJSON: String(decoding: data, as: UTF8.self), retries: retries)
+    }
+
+    /// The core's `OutputType` as JSON text.
+    func json() throws -> String {
+        guard let schema = try? JSONSerialization.jsonObject(with: Data(schemaJSON.utf8)) else {
+            throw AmbitError.config(message: "invalid configuration: the schema of output type '\(name)' is not JSON")
+        }
+        var out: [String: Any] = ["name": name, "schema": schema]
+        if let retries { out["retries"] = retries }
+        let data = try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension RunResult {
+    /// The final answer decoded as `T` (a `Decodable` matching the agent's output type). Throws
+    /// `AmbitError.config` when the agent has no output type or the answer does not decode as `T`.
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        guard let json = structuredOutputJson else {
+            throw AmbitError.config(message: "the agent has no output type: the answer is text")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(json.utf8))
+        } catch {
+            throw AmbitError.config(message: "the typed answer does not decode as \(T.self): \(error)")
         }
     }
 }
@@ -289,14 +379,20 @@ public final class Agent: Sendable {
     /// wider than its parent, and a wider request is refused by name. `ledger`: the work ledger's four
     /// tools bound to one run of a routine (`ledger.tools(scope:routineId:runId:)`). `memory` (an opened
     /// `Memory`) with `agentName` (the agent's namespace in it): the `memory_*` tools and the agent's
-    /// baseline after the instructions on every request.
+    /// baseline after the instructions on every request. `skills` (`Skills(dirs:agentManaged:)`): the
+    /// skills index after the instructions, `skill_read` and `skill_search`, and when agent-managed
+    /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent). `knowledge`
+    /// (`Knowledge(dir:)`): `knowledge_list` and `knowledge_read` over its directory. `outputType`
+    /// (`OutputSchema`): the final answer is JSON of that type, checked by the core;
+    /// `result.decode(YourCodable.self)` decodes it.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
-        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil
+        ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
+        outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -338,7 +434,10 @@ public final class Agent: Sendable {
             subagents: subagents,
             ledger: ledger?.core,
             memory: memory?.core,
-            agentName: agentName
+            agentName: agentName,
+            outputJson: try outputType?.json(),
+            skills: try skills?.settings(),
+            knowledge: try knowledge?.settings()
         )
         do {
             core = try CoreAgent(config: config)

@@ -75,7 +75,8 @@ extension LabelledCandidate {
 public final class Ledger: @unchecked Sendable {
     fileprivate let core: CoreLedger
 
-    private init(core: CoreLedger) { self.core = core }
+    /// Wraps the core's ledger (`open`, or a test hook such as `testingOpenLedger`).
+    init(core: CoreLedger) { self.core = core }
 
     /// Opens the ledger, applying its migrations; `fast` trades durability for speed.
     public static func open(_ url: String, fast: Bool = false) async throws -> Ledger {
@@ -161,7 +162,7 @@ extension Ledger {
     {
         do {
             return try await core.reportBacklog(routineId: routineId, subjectKeys: subjectKeys,
-                                                batchSize: UInt32(clamping: max(batchSize, 0)), limits: limits,
+                                                batchSize: Int64(batchSize), limits: limits,
                                                 runId: runId)
         } catch {
             throw LedgerError(error)

@@ -104,7 +104,8 @@ public let sessionTools = [
 public final class Sessions: @unchecked Sendable {
     private let core: CoreSessions
 
-    private init(core: CoreSessions) {
+    /// Wraps the core's store (`open`, or a test hook such as `testingOpenSessions`).
+    init(core: CoreSessions) {
         self.core = core
     }
 

@@ -30,6 +30,20 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
         #expect(try agent.toolNames == ["get_weather"])
     }
 
+    @Test func outputTypesAWireWouldRefuseAreAConfigErrorNamingThem() throws {
+        let object = #"{"type":"object"}"#
+        for (output, named) in [
+            (OutputSchema(name: "my answer", schemaJSON: object), "'my answer'"),
+            (OutputSchema(name: "W", schemaJSON: #"{"type":"array"}"#), #""type": "object""#),
+            (OutputSchema(name: "W", schemaJSON: "not json"), "is not JSON"),
+        ] {
+            let error = try #require(configError { try Agent(model: model, outputType: output) })
+            #expect(error.code == "config" && error.message.contains(named), "\(error)")
+        }
+        let ok = try Agent(model: model, outputType: OutputSchema(name: "W", schemaJSON: object, retries: 1))
+        #expect(try ok.toolNames == [])
+    }
+
     @Test func duplicateToolNamesAreAConfigError() throws {
         let error = try #require(configError { try Agent(model: model, tools: [NamedTool(), NamedTool()]) })
         #expect(error.code == "config")
@@ -98,6 +112,34 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
                                    stop: ["a"], seed: 7, toolChoice: .tool(name: "f"), parallelToolCalls: false))
         _ = try Agent(model: Model(wire: .anthropic, name: "m", baseURL: url, maxTokens: 10, maxOutputTokens: 10,
                                    stop: ["x"], toolChoice: .noTool))
+    }
+
+    /// Issue 14, items 1 and 5: reasoning, thinking, text tool calls, headers and query parameters, refused
+    /// naming them where wrong.
+    @Test func reasoningThinkingTextCallsHeadersAndQueryAreRefusedByName() throws {
+        let url = "http://127.0.0.1:9/v1"
+        for (m, words) in [
+            (Model(wire: .openAiChat, name: "m", baseURL: url, reasoningEffort: "extreme"), "reasoning_effort must be one of none, minimal"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, reasoningEffort: "minimal"),
+             "reasoning_effort \"minimal\" is not a value of the anthropic wire"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, thinkingBudget: 2048),
+             "thinking_budget is not a setting of the openai_chat wire; use reasoning_effort"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, thinkingBudget: 8000), "thinking_budget (8000) must be less than max_tokens (4096)"),
+            (Model(wire: .anthropic, name: "m", baseURL: url, textToolCalls: .auto), "text_tool_calls is not a setting of the anthropic wire"),
+            (Model(wire: .openAiResponses, name: "m", baseURL: url, promptCaching: false), "prompt_caching is not a setting of the openai_responses wire"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, headers: ["Host": "evil.example"]), "headers: Host is set by the HTTP exchange itself"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, headers: ["api-key": "k\r\nX: 1"]), "the value of api-key is not a valid header value"),
+            (Model(wire: .openAiChat, name: "m", baseURL: url, query: ["": "x"]), "query: a parameter name is empty"),
+        ] {
+            let error = try #require(configError { try Agent(model: m) }, "\(words)")
+            #expect(error.code == "config")
+            #expect(error.message.contains(words), "\(error)")
+        }
+        // Negative control: good ones build.
+        _ = try Agent(model: Model(wire: .openAiChat, name: "m", baseURL: url, textToolCalls: .constrained, reasoningEffort: "low",
+                                   headers: ["api-key": "k"], query: ["api-version": "2024-10-21"]))
+        _ = try Agent(model: Model(wire: .anthropic, name: "m", baseURL: url, maxOutputTokens: 4096, reasoningEffort: "max",
+                                   thinkingBudget: 2048, promptCaching: false))
     }
 
     @Test func emptyToolNameIsAConfigError() throws {

@@ -240,7 +240,10 @@ func writeFixture(_ scenario: [String: Any]) throws -> String? {
                 text = String(
                     repeating: "\(spec["line"] as? String ?? "")\n", count: (spec["count"] as? NSNumber)?.intValue ?? 1)
             }
-            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            let file = dir.appendingPathComponent(name)
+            try FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try text.write(to: file, atomically: true, encoding: .utf8)
         }
     }
     return root.appendingPathComponent("ws").path

@@ -126,22 +126,34 @@ final class Provider {
     }
 }
 
-/// A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database) and the suffix a
-/// scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL).
+/// A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database), the suffix a
+/// scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL), and the
+/// manual clock (the test hook) of a scenario with `ledger.clock_ms` (nil: the system clock).
 struct LedgerAt {
     let store: String
     let url: String
     let suffix: String
+    var clock: TestingClock? = nil
 
     static func sqlite() -> LedgerAt { LedgerAt(store: "sqlite", url: ledgerURL(), suffix: "") }
 
-    /// SQLite; and, for a scenario with a `ledger`, PostgreSQL when scripts/test.sh started one.
-    static func stores(_ scenario: [String: Any]) -> [LedgerAt] {
+    /// SQLite; and, for a scenario with a `ledger`, PostgreSQL when scripts/test.sh started one; each
+    /// with a clock of its own when the scenario asks for one.
+    static func stores(_ scenario: [String: Any]) throws -> [LedgerAt] {
         var out = [sqlite()]
         if scenario["ledger"] != nil, let url = Paths.postgresURL() {
             out.append(LedgerAt(store: "postgres", url: url, suffix: "-" + UUID().uuidString.prefix(18).lowercased()))
         }
+        if let start = ((scenario["ledger"] as? [String: Any])?["clock_ms"] as? NSNumber)?.int64Value {
+            for i in out.indices { out[i].clock = try TestingClock(startMs: start) }
+        }
         return out
+    }
+
+    /// The ledger at this store, on its manual clock when it has one.
+    func open() async throws -> Ledger {
+        guard let clock else { return try await Ledger.open(url) }
+        return Ledger(core: try await testingOpenLedger(url: url, clock: clock))
     }
 
     /// `{{scope}}` and `{{routine_id}}` for the provider: the ledger's, as this store has them.
@@ -341,6 +353,19 @@ func scenarioToolChoice(_ value: Any?, _ file: String) throws -> ToolChoice? {
     }
 }
 
+/// A scenario's `text_tool_calls` setting as the Swift enum.
+func scenarioTextToolCalls(_ value: Any?, _ file: String) throws -> TextToolCalls? {
+    switch value as? String {
+    case nil: return nil
+    case "off": return .off
+    case "auto": return .auto
+    case "constrained": return .constrained
+    default:
+        Issue.record("unknown text_tool_calls \(String(describing: value)) in \(file)")
+        return nil
+    }
+}
+
 func int(_ value: Any?) -> Int? {
     if let n = value as? Int { return n }
     if let n = value as? NSNumber { return n.intValue }
@@ -350,6 +375,42 @@ func int(_ value: Any?) -> Int? {
 @Suite struct ScenarioTests {
     @Test func scenariosAreFound() {
         #expect(!scenarioFiles().isEmpty, "no scenario files in \(Paths.scenarios.path)")
+    }
+
+    /// The negative control of the ledger timelines (the files with `ledger.clock_ms`): each passes as
+    /// written (`scenario`), and fails, on each store, when any one of its `advance_clock` steps moves the
+    /// clock a millisecond too little (the provider sees another tool result, or the drain differs).
+    @Test func aLedgerTimelineFailsWhenTheClockMovesAMillisecondTooLittle() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-short-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        var tried = 0
+        for file in scenarioFiles() {
+            let url = Paths.scenarios.appendingPathComponent(file)
+            let scenario = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+            guard (scenario["ledger"] as? [String: Any])?["clock_ms"] != nil,
+                let steps = scenario["steps"] as? [[String: Any]]
+            else { continue }
+            for (n, step) in steps.enumerated() {
+                guard let ms = (step["advance_clock"] as? NSNumber)?.int64Value else { continue }
+                var shortSteps = steps
+                shortSteps[n]["advance_clock"] = ms - 1
+                var short = scenario
+                short["steps"] = shortSteps
+                let shortURL = dir.appendingPathComponent("\(n)-\(file)")
+                try JSONSerialization.data(withJSONObject: short).write(to: shortURL)
+                for at in try LedgerAt.stores(short) {
+                    try await withKnownIssue("\(file) on \(at.store): step \(n + 1) a millisecond short") {
+                        try await runScenario("\(n)-\(file)", shortURL, short, streamed: false, at)
+                    } matching: { issue in
+                        let text = String(describing: issue)
+                        return text.contains("expected") || text.contains("drain_decision")
+                    }
+                    tried += 1
+                }
+            }
+        }
+        #expect(tried >= 8, "\(tried) shortened steps")
     }
 
     @Test(arguments: scenarioFiles())
@@ -367,6 +428,7 @@ func int(_ value: Any?) -> Int? {
     func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
         var kinds: [String] = []
         var stopReasons: [String] = []
+        var fromText: [String] = []
         var text = ""
         var finished: RunResult?
         for try await event in agent.stream(input) {
@@ -381,10 +443,15 @@ func int(_ value: Any?) -> Int? {
             case let .modelResponse(_, _, _, stopReason):
                 kinds.append("model_response")
                 stopReasons.append(stopReason.name)
-            case .toolCallRequested: kinds.append("tool_call_requested")
+            case let .toolCallRequested(_, name, _, readFromText):
+                kinds.append("tool_call_requested")
+                if readFromText { fromText.append(name) }
             case .toolStarted: kinds.append("tool_started")
             case .toolFinished: kinds.append("tool_finished")
             case .toolRefused: kinds.append("tool_refused")
+            case let .approvalRequested(request):
+                #expect(!request.callId.isEmpty, "\(file): approval_requested carries the request")
+                kinds.append("approval_requested")
             case .checklistNudge: kinds.append("checklist_nudge")
             case .backgroundTaskStarted: kinds.append("background_task_started")
             case .backgroundTaskProgress: kinds.append("background_task_progress")
@@ -392,7 +459,10 @@ func int(_ value: Any?) -> Int? {
             case let .runFinished(usage, result):
                 #expect(usage == result.usage, "\(file)")
                 finished = result
-            case let .other(kind, _): kinds.append(kind)
+            case let .other(kind, _):
+                // Every event the core sends has its own case: none arrives as the fallback.
+                Issue.record("\(file): event \(kind) has no case of its own in AgentEvent")
+                kinds.append(kind)
             }
         }
         #expect(kinds.first == "run_started", "\(file): \(kinds)")
@@ -405,8 +475,17 @@ func int(_ value: Any?) -> Int? {
             }
             at = i + 1
         }
+        for absent in expect["absent_events"] as? [String] ?? [] {
+            #expect(!kinds.contains(absent), "\(file): event \(absent) was sent, and must not be: \(kinds)")
+        }
         if let want = expect["stop_reasons"] as? [String] {
             #expect(stopReasons == want, "\(file): stop reasons of the model_response events \(stopReasons)")
+        }
+        if let want = expect["from_text"] as? [String] {
+            #expect(fromText == want, "\(file): the calls read from text \(fromText)")
+        }
+        if let want = expect["streamed_text"] as? String {
+            #expect(text == want, "\(file): the text deltas \(text.debugDescription)")
         }
         let result = try #require(finished, "\(file): the stream ended without runFinished")
         #expect(text.hasSuffix(result.output), "\(file): text deltas \(text.debugDescription)")
@@ -448,7 +527,7 @@ func int(_ value: Any?) -> Int? {
         // `ledger`: the work ledger's four tools at `at`, bound to one run of a routine.
         var ledgerTools: LedgerTools? = nil
         if let l = scenario["ledger"] as? [String: Any] {
-            let ledger = try await Ledger.open(at.url)
+            let ledger = try await at.open()
             ledgerTools = try ledger.tools(
                 scope: (l["scope"] as? String ?? "") + at.suffix,
                 routineId: (l["routine_id"] as? String).map { $0 + at.suffix },
@@ -476,7 +555,13 @@ func int(_ value: Any?) -> Int? {
                 stop: modelSettings["stop"] as? [String],
                 seed: int(modelSettings["seed"]),
                 toolChoice: try scenarioToolChoice(modelSettings["tool_choice"], file),
-                parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool
+                parallelToolCalls: modelSettings["parallel_tool_calls"] as? Bool,
+                textToolCalls: try scenarioTextToolCalls(modelSettings["text_tool_calls"], file),
+                reasoningEffort: modelSettings["reasoning_effort"] as? String,
+                thinkingBudget: int(modelSettings["thinking_budget"]),
+                promptCaching: modelSettings["prompt_caching"] as? Bool,
+                headers: agentSettings["headers"] as? [String: String],
+                query: agentSettings["query"] as? [String: String]
             ),
             instructions: agentSettings["instructions"] as? String,
             tools: tools,
@@ -508,7 +593,21 @@ func int(_ value: Any?) -> Int? {
             },
             ledger: ledgerTools,
             memory: memory,
-            agentName: agentName
+            agentName: agentName,
+            // `agent.output`: the final answer's type, given as a JSON Schema.
+            outputType: try (agentSettings["output"] as? [String: Any]).map { out in
+                try OutputSchema(name: out["name"] as? String ?? "", schema: out["schema"] as? [String: Any] ?? [:],
+                                 retries: int(out["retries"]))
+            },
+            skills: (scenario["skills"] as? [String: Any]).map { s in
+                Skills(
+                    dirs: s["dirs"] as? [String] ?? [],
+                    agentManaged: s["agent_managed"] as? Bool ?? false,
+                    indexEntries: int(s["index_entries"]))
+            },
+            knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
+                Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
+            }
         )
     }
 
@@ -521,7 +620,7 @@ func int(_ value: Any?) -> Int? {
             if !streamed { try await runSessionScenario(file, url, scenario) }
             return
         }
-        for at in LedgerAt.stores(scenario) {
+        for at in try LedgerAt.stores(scenario) {
             try await runScenario(
                 at.store == "sqlite" ? file : "\(file) (ledger on \(at.store))", url, scenario, streamed: streamed, at)
         }
@@ -538,7 +637,7 @@ func int(_ value: Any?) -> Int? {
         if let list = expect["tool_list"] as? [[String: Any]] {
             try checkToolList(first.listTools(), list, file)
         }
-        let (agent, input) = try await runSteps(scenario, first, approvals, file)
+        let (agent, input) = try await runSteps(scenario, first, approvals, file, at)
         if let cancel = scenario["cancel"] as? [String: Any] {
             try await cancelWhenReached(cancel, provider, agent, input, streamed: streamed, file)
             try await provider.check(scenario, file)
@@ -565,6 +664,13 @@ func int(_ value: Any?) -> Int? {
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
                 }
+                if let attempt = expectedError["attempt"] as? String {
+                    if case let .outputInvalid(got, _, _, _) = ambit {
+                        #expect(got == attempt, "\(file): attempt \(got)")
+                    } else {
+                        Issue.record("\(file): the error carries no attempt: \(ambit)")
+                    }
+                }
                 if let tools = expectedError["tools"] as? [String] {
                     if case let .outputTruncated(got, _, _) = ambit {
                         #expect(got == tools, "\(file): tools \(got)")
@@ -575,7 +681,8 @@ func int(_ value: Any?) -> Int? {
                 if let usage = expectedError["usage"] as? [String: Any] {
                     let got: Usage
                     switch ambit {
-                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _), let .outputTruncated(_, u, _):
+                    case let .budgetExceeded(_, _, _, _, u, _), let .maxTurns(_, u, _), let .outputTruncated(_, u, _),
+                        let .outputInvalid(_, _, u, _):
                         got = u
                     default:
                         Issue.record("\(file): the error carries no usage: \(ambit)")
@@ -600,12 +707,16 @@ func int(_ value: Any?) -> Int? {
         try await provider.check(scenario, file)
     }
 
-    /// `expect.drain_decision`: what `Ledger.drainDecision` answers for the routine's run once it
-    /// finished (the default limits): `stop` (null, or why) and `start_runs`.
-    func checkDrain(_ scenario: [String: Any], _ at: LedgerAt, _ file: String) async throws {
-        guard let want = (scenario["expect"] as? [String: Any])?["drain_decision"] as? [String: Any] else { return }
+    /// `expect.drain_decision` of the scenario (or of one of its `steps`): what `Ledger.drainDecision`
+    /// answers for the routine's run (the default limits), on the ledger's clock: `stop` (null, or why)
+    /// and `start_runs`.
+    func checkDrain(_ scenario: [String: Any], _ at: LedgerAt, _ file: String, step: [String: Any]? = nil)
+        async throws
+    {
+        let source = step ?? scenario
+        guard let want = (source["expect"] as? [String: Any])?["drain_decision"] as? [String: Any] else { return }
         let l = scenario["ledger"] as? [String: Any] ?? [:]
-        let ledger = try await Ledger.open(at.url)
+        let ledger = try await at.open()
         let got = try await ledger.drainDecision(
             (l["routine_id"] as? String ?? "") + at.suffix, runId: (l["run_id"] as? String ?? "") + at.suffix)
         let stops: [DrainStop: String] = [
@@ -654,11 +765,12 @@ func int(_ value: Any?) -> Int? {
     }
 
     /// `steps`: every step but the last runs to its result (its `expect.output` checked), each first
-    /// putting the agent under its `with_policy`; returns the agent and the input of the last step, which
-    /// the caller runs as the mode says. Without `steps`: the agent and `input`.
-    func runSteps(_ scenario: [String: Any], _ agent: Agent, _ approvals: ScriptedApprovals, _ file: String)
-        async throws -> (Agent, String)
-    {
+    /// putting the agent under its `with_policy`, or moves the ledger's manual clock (`advance_clock`); a
+    /// step's `expect.drain_decision` is checked after it. Returns the agent and the input of the last
+    /// step, which the caller runs as the mode says. Without `steps`: the agent and `input`.
+    func runSteps(
+        _ scenario: [String: Any], _ agent: Agent, _ approvals: ScriptedApprovals, _ file: String, _ at: LedgerAt
+    ) async throws -> (Agent, String) {
         guard let steps = scenario["steps"] as? [[String: Any]] else {
             return (agent, scenario["input"] as? String ?? "")
         }
@@ -671,11 +783,17 @@ func int(_ value: Any?) -> Int? {
         }
         var agent = agent
         for (n, step) in steps.dropLast().enumerated() {
-            agent = try narrowed(agent, step)
-            let result = try await agent.run(step["input"] as? String ?? "")
-            if let output = (step["expect"] as? [String: Any])?["output"] as? String {
-                #expect(result.output == output, "\(file): step \(n + 1): output")
+            if let ms = (step["advance_clock"] as? NSNumber)?.int64Value {
+                let clock = try #require(at.clock, "\(file): step \(n + 1): advance_clock without ledger.clock_ms")
+                _ = try clock.advance(ms: ms)
+            } else {
+                agent = try narrowed(agent, step)
+                let result = try await agent.run(step["input"] as? String ?? "")
+                if let output = (step["expect"] as? [String: Any])?["output"] as? String {
+                    #expect(result.output == output, "\(file): step \(n + 1): output")
+                }
             }
+            try await checkDrain(scenario, at, "\(file): step \(n + 1)", step: step)
         }
         return (try narrowed(agent, last), last["input"] as? String ?? "")
     }
@@ -686,6 +804,18 @@ func int(_ value: Any?) -> Int? {
     ) async throws {
         if let output = expect["output"] as? String {
             #expect(result.output == output, "\(file): output")
+        }
+        if let want = expect["structured_output"] {
+            let got = try result.structuredOutputJson.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) }
+            #expect(
+                got.map { NSDictionary(dictionary: $0 as? [String: Any] ?? [:]) }
+                    == NSDictionary(dictionary: want as? [String: Any] ?? [:]),
+                "\(file): structured_output \(String(describing: result.structuredOutputJson))")
+            // And decoded as a Codable of the caller's, as an app would (the output scenarios' weather).
+            struct Weather: Decodable, Equatable { let city: String; let temperature_c: Int; let sky: String }
+            if let city = (want as? [String: Any])?["city"] as? String {
+                #expect(try result.decode(Weather.self).city == city, "\(file): decode")
+            }
         }
         if let calls = expect["tool_calls"] as? [[String: Any]] {
             #expect(result.toolCalls.count == calls.count, "\(file): \(result.toolCalls)")
@@ -711,6 +841,9 @@ func int(_ value: Any?) -> Int? {
         }
         if let stop = expect["stop_reason"] as? String {
             #expect(result.stopReason.name == stop, "\(file): stop reason \(result.stopReason)")
+        }
+        if let cost = (expect["cost"] as? NSNumber)?.doubleValue {
+            #expect(result.cost.map { abs($0 - cost) <= 1e-12 } == true, "\(file): cost \(String(describing: result.cost))")
         }
         if expect["host_saw_cancel"] as? Bool == true {
             let saw = await SawCancel.shared.take(approvals.tag)

@@ -381,6 +381,23 @@ builtin!(
     }, "required": ["pattern"], "additionalProperties": false})
 );
 
+/// The most memory one search pattern may compile to (1 MiB): a larger one (`\w{1000}{1000}`) is refused,
+/// never built. Matching itself takes time linear in the text (the `regex` crate never backtracks), so
+/// no pattern can hang a search.
+pub const PATTERN_MAX_BYTES: usize = 1 << 20;
+
+/// A search pattern (Rust regex syntax) compiled within [`PATTERN_MAX_BYTES`], or why it is refused,
+/// naming the argument `pattern`. The one rule for every tool that searches by pattern (file_search,
+/// skill_search).
+pub(crate) fn search_regex(pattern: &str, case_insensitive: bool) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .size_limit(PATTERN_MAX_BYTES)
+        .dfa_size_limit(PATTERN_MAX_BYTES)
+        .build()
+        .map_err(|e| format!("argument 'pattern' is not a valid regular expression: {e}"))
+}
+
 /// One file_search call's matches and the bounds it met.
 struct Search {
     regex: regex::Regex,
@@ -506,11 +523,8 @@ impl Tool for FileSearch {
     }
     async fn call_in(&self, args: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
         let given = arg(&args, "path").unwrap_or(".").to_string();
-        let regex = regex::RegexBuilder::new(arg(&args, "pattern").unwrap_or_default())
-            .case_insensitive(args.get("case_insensitive") == Some(&Value::Bool(true)))
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| fail(format!("argument 'pattern' is not a valid regular expression: {e}")))?;
+        let case_insensitive = args.get("case_insensitive") == Some(&Value::Bool(true));
+        let regex = search_regex(arg(&args, "pattern").unwrap_or_default(), case_insensitive).map_err(fail)?;
         let mut globs = globset::GlobSetBuilder::new();
         let globbed = args.get("glob").and_then(Value::as_array).is_some_and(|g| !g.is_empty());
         for g in args.get("glob").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {

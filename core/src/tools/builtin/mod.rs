@@ -9,9 +9,11 @@ mod web;
 
 use std::sync::Arc;
 
+pub(crate) use files::search_regex;
 pub use files::{
-    EDIT_MAX_BYTES, FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, READ_CAP, READ_SCAN_MAX_BYTES,
-    SEARCH_CAP, SEARCH_FILE_MAX_BYTES, SEARCH_LINE_MAX_BYTES, SEARCH_TOTAL_MAX_BYTES, WALK_MAX_ENTRIES,
+    EDIT_MAX_BYTES, FIND_CAP, FileEdit, FileFind, FileRead, FileSearch, FileWrite, PATTERN_MAX_BYTES, READ_CAP,
+    READ_SCAN_MAX_BYTES, SEARCH_CAP, SEARCH_FILE_MAX_BYTES, SEARCH_LINE_MAX_BYTES, SEARCH_TOTAL_MAX_BYTES,
+    WALK_MAX_ENTRIES,
 };
 pub use shell::{OUTPUT_CAP, ShellExecute, sandbox_available};
 pub use web::{DEFAULT_FETCH_LIMIT, FETCH_INLINE_MAX_BYTES, FETCH_LOOKAHEAD_BYTES, WebFetch};
