@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Python binding into a cached virtualenv and runs its pytest suite.
+# Builds the Python binding into a cached virtualenv, checks it with mypy --strict and runs its pytest suite.
 set -euo pipefail
 source "$(dirname "$0")/python-env.sh"
 cd "$here/bindings-python"
+# The package's typed API: mypy --strict over it (and the stub of the native module) must be clean.
+"$AMBIT_PY" -m mypy --strict python/ambit
 "$AMBIT_PY" -m pytest -q "$@"

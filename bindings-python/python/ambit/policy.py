@@ -140,7 +140,7 @@ class Policy:
             raise TypeError(f"approvals must be a function, got {handler!r}")
         if inspect.iscoroutinefunction(handler):
             async def decide(request: str) -> str:
-                return _decision_json(await handler(ApprovalRequest(**json.loads(request))))  # type: ignore[misc]
+                return _decision_json(await handler(ApprovalRequest(**json.loads(request))))
             return decide, True
 
         def decide_sync(request: str) -> str:

@@ -81,7 +81,7 @@ class Deliveries:
 class Sessions:
     """An open session store. Make one with :meth:`Sessions.open`."""
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: _native.NativeSessions) -> None:
         self._native = native
 
     @classmethod
@@ -151,4 +151,5 @@ class Sessions:
 
     async def entries(self, session_id: str) -> list[dict[str, Any]]:
         """The whole log: ``{"index", "kind", ...}`` per entry, boundaries and summaries included."""
-        return json.loads(await self._native.entries(session_id))
+        entries: list[dict[str, Any]] = json.loads(await self._native.entries(session_id))
+        return entries
