@@ -131,6 +131,8 @@ impl Endpoint {
         let bytes = bytes::Bytes::from(
             serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?,
         );
+        // Errors name the URL without its query: a parameter may carry a key (`?key=…`).
+        let named = without_query(url);
         let mut attempt = 0;
         loop {
             let mut http = client.post(url).header("content-type", "application/json").body(bytes.clone());
@@ -159,17 +161,15 @@ impl Endpoint {
                 // reqwest's own text for a timeout does not say so: the message names it.
                 Err(e) if e.is_timeout() => (
                     ModelError::Transport(format!(
-                        "no answer within the per-request timeout of {} s ({url})",
+                        "no answer within the per-request timeout of {} s ({named})",
                         self.timeout.as_secs_f64()
                     )),
                     None,
                 ),
                 Err(e) if e.is_connect() || e.is_request() => {
-                    // reqwest names the URL itself when it has it.
-                    let message = if e.url().is_some() { e.to_string() } else { format!("{e} ({url})") };
-                    (ModelError::Transport(message), None)
+                    (ModelError::Transport(format!("{} ({named})", e.without_url())), None)
                 }
-                Err(e) => return Err(ModelError::Transport(e.to_string())),
+                Err(e) => return Err(ModelError::Transport(format!("{} ({named})", e.without_url()))),
             };
             if attempt >= self.retry.max_retries {
                 return Err(err);
@@ -178,6 +178,11 @@ impl Endpoint {
             attempt += 1;
         }
     }
+}
+
+/// `url` without its query (`?…` and what follows), for an error's text.
+fn without_query(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(before, _)| before)
 }
 
 /// A wire's reader of a streamed answer, one event at a time (each wire's `StreamDecoder`).
