@@ -246,3 +246,41 @@ fn a_self_referring_schema_does_not_hang_the_reader() {
     }
     assert!(tree.read(&json!({ "root": bad }).to_string()).is_err());
 }
+
+/// Hole (fixed): skill_search appended every skill that could not be read to its answer, so a skills
+/// directory of 10,000 broken folders (SKILL.md not UTF-8) gave a tool result of hundreds of KB. The
+/// index names at most three; so does the search now. Also measured: the index over 10,000 skills.
+#[tokio::test]
+async fn ten_thousand_broken_skills_keep_the_search_answer_and_the_index_bounded() {
+    let root = tempdir("many");
+    let skills = root.join("skills");
+    for i in 0..10_000 {
+        let d = skills.join(format!("broken-{i:05}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("SKILL.md"), [0xffu8, 0xfe, b'x']).unwrap();
+    }
+    write_skill(&skills, "good", "A good skill.", "needle here\n");
+    let (model, seen) =
+        scripted(vec![mcp_support::call("c0", "skill_search", json!({"pattern": "needle"})), text("done")]);
+    let agent = Agent::builder()
+        .model(model)
+        .policy(Policy::level(Level::Read).scope(scope(&root)))
+        .skills(SkillsConfig::new(["skills"]))
+        .build()
+        .unwrap();
+    agent.run("go").await.unwrap();
+    let requests = seen.lock().unwrap().clone();
+    let index = requests[0].instructions.clone().unwrap();
+    assert!(index.len() <= INDEX_MAX_BYTES, "{}", index.len());
+    let result = requests[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            ambit::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(result.len() < 4096, "skill_search answered {} bytes", result.len());
+    // Control: the match is there, and the answer says skills could not be read.
+    assert!(result.starts_with("good:") && result.contains("more skills could not be read"), "{result}");
+}

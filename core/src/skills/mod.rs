@@ -133,9 +133,9 @@ pub fn render_index(skills: &[SkillEntry], entries: usize, problems: &[String]) 
         "\nYour installed skills, highest priority first. skill_read gives a skill's instructions; \
          skill_search searches every line of every skill.",
     );
-    // Room kept for the closing note and the problems as shown, so the whole block stays within the
+    // Room kept for the closing note and the problem lines as shown, so the whole block stays within the
     // bound (a problem is cut by characters, so its room is counted on the cut text's bytes).
-    let shown_problems: Vec<String> = problems.iter().take(3).map(|p| clip_chars(p, 300)).collect();
+    let shown_problems = problem_lines(problems);
     let reserve = 160 + shown_problems.iter().map(|p| p.len() + 1).sum::<usize>();
     let mut shown = 0usize;
     for s in order.iter().take(entries) {
@@ -157,10 +157,20 @@ pub fn render_index(skills: &[SkillEntry], entries: usize, problems: &[String]) 
         out.push('\n');
         out.push_str(p);
     }
-    if problems.len() > 3 {
-        out.push_str(&format!("\n[… {} more skills could not be read]", problems.len() - 3));
-    }
     Some(out)
+}
+
+/// The most problems (directories or skills that could not be read) an answer names one by one.
+const PROBLEMS_SHOWN: usize = 3;
+
+/// The lines that name `problems`: the first [`PROBLEMS_SHOWN`], each cut to 300 characters, then how
+/// many more there are. The index and skill_search show the same.
+pub(crate) fn problem_lines(problems: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = problems.iter().take(PROBLEMS_SHOWN).map(|p| clip_chars(p, 300)).collect();
+    if problems.len() > PROBLEMS_SHOWN {
+        lines.push(format!("[… {} more skills could not be read]", problems.len() - PROBLEMS_SHOWN));
+    }
+    lines
 }
 
 /// `text` cut to at most `limit` characters, an ellipsis marking the cut.
