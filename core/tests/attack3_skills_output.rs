@@ -284,3 +284,28 @@ async fn ten_thousand_broken_skills_keep_the_search_answer_and_the_index_bounded
     // Control: the match is there, and the answer says skills could not be read.
     assert!(result.starts_with("good:") && result.contains("more skills could not be read"), "{result}");
 }
+
+/// Hole (fixed): knowledge_list answered one line per document up to 10,000 documents, names up to 255
+/// bytes: a directory of 3,000 long-named documents gave a tool result of some 700 KB. The listing now
+/// stops at [`ambit::knowledge::LIST_MAX_BYTES`] and says how many it left out and how to reach them.
+#[tokio::test]
+async fn knowledge_list_stays_bounded_over_thousands_of_documents() {
+    let root = tempdir("klist");
+    let kdir = root.join("kb");
+    std::fs::create_dir_all(&kdir).unwrap();
+    for i in 0..3000 {
+        std::fs::write(kdir.join(format!("{i:04}-{}.md", "n".repeat(200))), "x").unwrap();
+    }
+    let agent = Agent::builder()
+        .model(scripted(vec![]).0)
+        .policy(Policy::level(Level::Read).scope(scope(&root)))
+        .knowledge(KnowledgeConfig::new("kb"))
+        .build()
+        .unwrap();
+    let c = ctx(&scope(&root), Level::Read);
+    let out = agent.tools().get("knowledge_list").unwrap().call_in(json!({}), &c).await.unwrap();
+    let out = out.as_str().unwrap();
+    assert!(out.len() <= ambit::knowledge::LIST_MAX_BYTES + 512, "knowledge_list answered {} bytes", out.len());
+    // Control: it lists documents, in order, and says that more were left out.
+    assert!(out.starts_with("0000-n") && out.contains("more documents not listed"), "{}", &out[out.len() - 300..]);
+}
