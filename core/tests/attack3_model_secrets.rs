@@ -58,3 +58,22 @@ fn header_injection_is_refused_without_echoing_the_value() {
     let config = serde_json::json!({"wire": "openai_chat", "model": "m", "headers": {"api-key": SECRET}});
     ModelConfig::from_json(&config.to_string()).unwrap().build().unwrap();
 }
+
+/// Hole (fixed): a model's and a model config's `Debug` printed the API key and the extra headers' and
+/// query parameters' values, so a host logging `{:?}` of its model wrote its secrets to the log.
+#[test]
+fn debug_output_never_shows_a_secret() {
+    let config = serde_json::json!({"wire": "openai_chat", "model": "m", "api_key": SECRET,
+        "headers": {"api-key": SECRET}, "query": {"key": SECRET}});
+    let config = ModelConfig::from_json(&config.to_string()).unwrap();
+    let shown = format!("{config:?}");
+    assert!(!shown.contains(SECRET), "{shown}");
+    // Control: the rest is shown, names included.
+    assert!(shown.contains("\"m\"") && shown.contains("api-key") && shown.contains("key"), "{shown}");
+    let model = ambit::OpenAiChat::new("m").api_key(SECRET).header("api-key", SECRET).unwrap();
+    let shown = format!("{model:?}");
+    assert!(!shown.contains(SECRET), "{shown}");
+    let model = ambit::Anthropic::new("m").api_key(SECRET);
+    let shown = format!("{model:?}");
+    assert!(!shown.contains(SECRET), "{shown}");
+}

@@ -14,8 +14,9 @@ use super::retry::{RetryPolicy, backoff, retryable};
 use super::sse::{SseEvent, read_events};
 use crate::error::ModelError;
 
-/// The settings of one endpoint, shared by the three wires.
-#[derive(Debug, Clone)]
+/// The settings of one endpoint, shared by the three wires. Its `Debug` never shows the key, nor the
+/// values of the extra headers and query parameters (they may carry a key).
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub model: String,
     pub base_url: String,
@@ -37,6 +38,28 @@ pub(crate) struct Endpoint {
     pub query: Vec<(String, String)>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("stream", &self.stream)
+            .field("limits", &self.limits)
+            .field("max_tool_name_bytes", &self.max_tool_name_bytes)
+            .field("context_window", &self.context_window)
+            .field("settings", &self.settings)
+            .field("extra_headers", &self.extra_headers.keys().map(|k| (k.as_str(), REDACTED)).collect::<Vec<_>>())
+            .field("query", &self.query.iter().map(|(k, _)| (k.as_str(), REDACTED)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// What a `Debug` shows in place of a value that may be a secret.
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// Headers the HTTP exchange itself sets: never taken as extra headers.
 const RESERVED_HEADERS: [&str; 5] = ["content-type", "content-length", "host", "transfer-encoding", "connection"];
