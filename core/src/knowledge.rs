@@ -41,6 +41,8 @@ pub const DEFAULT_INLINE_MAX_BYTES: usize = 64 << 10;
 pub const MAX_INLINE_MAX_BYTES: usize = 1 << 20;
 /// The most entries `knowledge_list` looks at.
 pub const LIST_MAX_ENTRIES: usize = 10_000;
+/// The most bytes of `knowledge_list`'s answer (32 KiB); the documents past it are counted, not listed.
+pub const LIST_MAX_BYTES: usize = 32 << 10;
 /// The longest document name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
 /// The names of the knowledge tools.
@@ -277,7 +279,12 @@ fn list(scope: &Scope, dir: &str) -> Result<String, String> {
         .map_err(|_| format!("knowledge directory '{dir}' could not be listed"))?;
     names.sort();
     let mut lines = Vec::new();
+    let (mut bytes, mut left_out) = (0usize, 0usize);
     for name in names {
+        if bytes > LIST_MAX_BYTES {
+            left_out += 1;
+            continue;
+        }
         let Some(name) = name.to_str().filter(|n| !n.starts_with('.')) else { continue };
         let rel = found.rel.join(name);
         let Ok(located) = found.beneath.locate(&rel) else { continue };
@@ -290,9 +297,22 @@ fn list(scope: &Scope, dir: &str) -> Result<String, String> {
             let _ = file.take(8 << 10).read_to_end(&mut head);
         }
         let kind = if looks_like_text(name, &head) { "text" } else { "binary" };
-        lines.push(format!("{name} ({kind}, {size} bytes)"));
+        let line = format!("{name} ({kind}, {size} bytes)");
+        bytes += line.len() + 1;
+        if bytes > LIST_MAX_BYTES {
+            left_out += 1;
+            continue;
+        }
+        lines.push(line);
     }
     let mut out = if lines.is_empty() { "no knowledge documents".to_string() } else { lines.join("\n") };
+    if left_out > 0 {
+        out.push_str(&format!(
+            "\n[… {left_out} more documents not listed: the listing stops at {}; knowledge_read opens any by name, \
+             and the file tools list the directory '{dir}']",
+            bytes_in_words(LIST_MAX_BYTES as u64)
+        ));
+    }
     if more {
         out.push_str(&format!("\n[the listing stopped after {LIST_MAX_ENTRIES} entries]"));
     }

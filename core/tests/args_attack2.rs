@@ -1,5 +1,5 @@
 //! The argument rule under hostile schemas and arguments (found by an outside attack): deep nesting never
-//! reaches the rule, a huge enum's refusal stays short, a recursive `$ref` is not followed.
+//! reaches the rule, a huge enum's refusal stays short, a recursive `$ref` never loops.
 
 use ambit::tools::args::read_arguments;
 use serde_json::{Value, json};
@@ -24,11 +24,17 @@ fn huge_enum_refusal_is_bounded() {
     assert!(e.len() < 16 * 1024, "a refusal of {} bytes goes back to the model", e.len());
 }
 
-/// `$ref` is not followed: a self-referencing schema neither loops nor refuses.
+/// A local `$ref` is followed (a nested Pydantic model is checked, attack3), yet a self-referencing
+/// schema never loops: a well-founded recursion reads as deep as the value goes, a value it refuses is
+/// refused by its path, and a chain of `$ref`s that only points at more `$ref`s is refused by name.
 #[test]
 fn recursive_ref_does_not_loop() {
     let schema = json!({"type": "object", "$defs": {"n": {"$ref": "#/$defs/n"}},
         "properties": {"x": {"$ref": "#"}, "y": {"anyOf": [{"$ref": "#/$defs/n"}, {"$ref": "#"}]}}});
-    let out = read_arguments(&schema, &[], json!({"x": {"x": {"x": 1}}, "y": [1, 2]})).unwrap();
-    assert_eq!(out["x"], json!({"x": {"x": 1}}));
+    let out = read_arguments(&schema, &[], json!({"x": {"x": {"x": {}}}})).unwrap();
+    assert_eq!(out["x"], json!({"x": {"x": {}}}));
+    let e = read_arguments(&schema, &[], json!({"x": {"x": {"x": 1}}})).unwrap_err();
+    assert!(e.contains("'x.x.x' must be an object"), "{e}");
+    let e = read_arguments(&schema, &[], json!({"y": [1, 2]})).unwrap_err();
+    assert!(e.contains("argument 'y'") && e.contains("(a loop)"), "{e}");
 }

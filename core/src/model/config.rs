@@ -32,7 +32,8 @@ impl Wire {
 }
 
 /// A model as data. Absent fields take each wire's defaults (base URL and key from the environment).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its `Debug` never shows the key, nor the values of the headers and query parameters.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     pub wire: Wire,
@@ -120,6 +121,30 @@ count_field!(retries_count, "max_retries", u32);
 count_field!(tokens_count, "max_tokens", u32);
 count_field!(bytes_count, "max_tool_name_bytes", usize);
 count_field!(window_count, "context_window", u64);
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::http::REDACTED;
+        let names = |m: &std::collections::BTreeMap<String, String>| {
+            m.keys().map(|k| (k.clone(), REDACTED)).collect::<Vec<_>>()
+        };
+        f.debug_struct("ModelConfig")
+            .field("wire", &self.wire)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
+            .field("stream", &self.stream)
+            .field("timeout_secs", &self.timeout_secs)
+            .field("max_retries", &self.max_retries)
+            .field("max_tokens", &self.max_tokens)
+            .field("max_tool_name_bytes", &self.max_tool_name_bytes)
+            .field("context_window", &self.context_window)
+            .field("settings", &self.settings)
+            .field("headers", &names(&self.headers))
+            .field("query", &names(&self.query))
+            .finish()
+    }
+}
 
 impl ModelConfig {
     pub fn new(wire: Wire, model: impl Into<String>) -> Self {

@@ -14,8 +14,9 @@ use super::retry::{RetryPolicy, backoff, retryable};
 use super::sse::{SseEvent, read_events};
 use crate::error::ModelError;
 
-/// The settings of one endpoint, shared by the three wires.
-#[derive(Debug, Clone)]
+/// The settings of one endpoint, shared by the three wires. Its `Debug` never shows the key, nor the
+/// values of the extra headers and query parameters (they may carry a key).
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub model: String,
     pub base_url: String,
@@ -37,6 +38,28 @@ pub(crate) struct Endpoint {
     pub query: Vec<(String, String)>,
     client: Arc<OnceLock<reqwest::Client>>,
 }
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("stream", &self.stream)
+            .field("limits", &self.limits)
+            .field("max_tool_name_bytes", &self.max_tool_name_bytes)
+            .field("context_window", &self.context_window)
+            .field("settings", &self.settings)
+            .field("extra_headers", &self.extra_headers.keys().map(|k| (k.as_str(), REDACTED)).collect::<Vec<_>>())
+            .field("query", &self.query.iter().map(|(k, _)| (k.as_str(), REDACTED)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// What a `Debug` shows in place of a value that may be a secret.
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// Headers the HTTP exchange itself sets: never taken as extra headers.
 const RESERVED_HEADERS: [&str; 5] = ["content-type", "content-length", "host", "transfer-encoding", "connection"];
@@ -131,6 +154,8 @@ impl Endpoint {
         let bytes = bytes::Bytes::from(
             serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?,
         );
+        // Errors name the URL without its query: a parameter may carry a key (`?key=…`).
+        let named = without_query(url);
         let mut attempt = 0;
         loop {
             let mut http = client.post(url).header("content-type", "application/json").body(bytes.clone());
@@ -159,17 +184,15 @@ impl Endpoint {
                 // reqwest's own text for a timeout does not say so: the message names it.
                 Err(e) if e.is_timeout() => (
                     ModelError::Transport(format!(
-                        "no answer within the per-request timeout of {} s ({url})",
+                        "no answer within the per-request timeout of {} s ({named})",
                         self.timeout.as_secs_f64()
                     )),
                     None,
                 ),
                 Err(e) if e.is_connect() || e.is_request() => {
-                    // reqwest names the URL itself when it has it.
-                    let message = if e.url().is_some() { e.to_string() } else { format!("{e} ({url})") };
-                    (ModelError::Transport(message), None)
+                    (ModelError::Transport(format!("{} ({named})", e.without_url())), None)
                 }
-                Err(e) => return Err(ModelError::Transport(e.to_string())),
+                Err(e) => return Err(ModelError::Transport(format!("{} ({named})", e.without_url()))),
             };
             if attempt >= self.retry.max_retries {
                 return Err(err);
@@ -178,6 +201,11 @@ impl Endpoint {
             attempt += 1;
         }
     }
+}
+
+/// `url` without its query (`?…` and what follows), for an error's text.
+fn without_query(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(before, _)| before)
 }
 
 /// A wire's reader of a streamed answer, one event at a time (each wire's `StreamDecoder`).

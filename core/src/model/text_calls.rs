@@ -295,7 +295,9 @@ impl<'a> HeldText<'a> {
             return;
         }
         if !s.started {
-            let Some(c) = s.text.trim_start().chars().next() else { return };
+            // Everything before this piece was white space: only the piece is looked at (looking at the
+            // whole text on every piece was quadratic in a stream of white space).
+            let Some(c) = piece.trim_start().chars().next() else { return };
             s.started = true;
             if matches!(c, '{' | '[' | '`' | '"') {
                 s.holding = true;

@@ -133,8 +133,10 @@ pub fn render_index(skills: &[SkillEntry], entries: usize, problems: &[String]) 
         "\nYour installed skills, highest priority first. skill_read gives a skill's instructions; \
          skill_search searches every line of every skill.",
     );
-    // Room kept for the closing note, so the whole block stays within the bound.
-    let reserve = 160 + problems.iter().take(3).map(|p| p.len().min(300) + 1).sum::<usize>();
+    // Room kept for the closing note and the problem lines as shown, so the whole block stays within the
+    // bound (a problem is cut by characters, so its room is counted on the cut text's bytes).
+    let shown_problems = problem_lines(problems);
+    let reserve = 160 + shown_problems.iter().map(|p| p.len() + 1).sum::<usize>();
     let mut shown = 0usize;
     for s in order.iter().take(entries) {
         let line = index_line(s);
@@ -151,14 +153,24 @@ pub fn render_index(skills: &[SkillEntry], entries: usize, problems: &[String]) 
             if left == 1 { "" } else { "s" }
         ));
     }
-    for p in problems.iter().take(3) {
+    for p in &shown_problems {
         out.push('\n');
-        out.push_str(&clip_chars(p, 300));
-    }
-    if problems.len() > 3 {
-        out.push_str(&format!("\n[… {} more skills could not be read]", problems.len() - 3));
+        out.push_str(p);
     }
     Some(out)
+}
+
+/// The most problems (directories or skills that could not be read) an answer names one by one.
+const PROBLEMS_SHOWN: usize = 3;
+
+/// The lines that name `problems`: the first [`PROBLEMS_SHOWN`], each cut to 300 characters, then how
+/// many more there are. The index and skill_search show the same.
+pub(crate) fn problem_lines(problems: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = problems.iter().take(PROBLEMS_SHOWN).map(|p| clip_chars(p, 300)).collect();
+    if problems.len() > PROBLEMS_SHOWN {
+        lines.push(format!("[… {} more skills could not be read]", problems.len() - PROBLEMS_SHOWN));
+    }
+    lines
 }
 
 /// `text` cut to at most `limit` characters, an ellipsis marking the cut.
@@ -297,7 +309,9 @@ pub(crate) fn load_all(scope: &Scope, dirs: &[String], bounds: ReadBounds) -> (V
         }
         names.sort();
         for name in names {
-            let Some(name) = name.to_str().filter(|n| !n.starts_with('.')) else { continue };
+            // A folder whose name could not be looked up (hidden, or holding a control character that
+            // would break the index's one line per skill) is not a skill.
+            let Some(name) = name.to_str().filter(|n| check_lookup_name(n).is_ok()) else { continue };
             if seen.contains(name) {
                 continue;
             }
@@ -345,7 +359,13 @@ pub(crate) fn find(scope: &Scope, dirs: &[String], name: &str) -> Result<Option<
 
 /// A name to look up: one folder name, nothing that could walk elsewhere.
 fn check_lookup_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) || name.starts_with('.') {
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains('/')
+        || name.chars().any(char::is_control)
+        || name.starts_with('.')
+    {
         return Err(format!("argument 'name': '{}' is not a skill name", name.escape_debug()));
     }
     if name.chars().count() > 255 {

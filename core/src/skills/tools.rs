@@ -194,7 +194,7 @@ fn search(scope: &Scope, dirs: &[String], args: &Value) -> Result<String, String
     if more > 0 {
         out.push_str(&format!("\n[… {more} more matches not shown; the cap is {cap}]"));
     }
-    for p in problems {
+    for p in super::problem_lines(&problems) {
         out.push('\n');
         out.push_str(&p);
     }

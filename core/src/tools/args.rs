@@ -3,9 +3,14 @@
 //! objects) and the tool does not run. The rule is read off the tool's JSON Schema: each property's
 //! `type` (or, without one, the `anyOf` / `oneOf` branch the value's kind fits), `enum`, `minimum` (a
 //! count: `minimum >= 0` refuses negatives), `items` (and a tuple's `prefixItems`), `minItems`,
-//! `maxItems`, `properties`, `required` and `additionalProperties`, at every depth.
+//! `maxItems`, `properties`, `required` and `additionalProperties`, at every depth. A local `$ref`
+//! (`#/$defs/Inner`, as Pydantic writes a nested model) is read as the schema it points at; one that
+//! does not resolve, or only to more `$ref`s past [`MAX_REF_HOPS`], is refused by name.
 
 use serde_json::{Map, Value};
+
+/// The most `$ref`s followed in a row for one value (a longer chain is a loop).
+pub const MAX_REF_HOPS: usize = 32;
 
 /// Reads `args` under `schema`. Returns the arguments the tool receives: blanks left out, bare strings
 /// made one-entry lists, blank list entries dropped, `2.0` made `2`. `allow_blank` names the string
@@ -14,12 +19,13 @@ pub fn read_arguments(schema: &Value, allow_blank: &[String], args: Value) -> Re
     let Value::Object(args) = args else {
         return Err(format!("the arguments must be a JSON object, got {}", kind(&args)));
     };
-    read_object(None, schema, allow_blank, args).map(Value::Object)
+    read_object(schema, None, schema, allow_blank, args).map(Value::Object)
 }
 
 /// Reads the fields of an object under its schema; `at` is the object's own name (`None` for the
 /// arguments themselves), which prefixes every field's name in a refusal.
 fn read_object(
+    root: &Value,
     at: Option<&str>,
     schema: &Value,
     allow_blank: &[String],
@@ -37,7 +43,7 @@ fn read_object(
         match props.get(&name) {
             Some(prop) => {
                 let keep_blank = allow_blank.iter().any(|n| n == &name);
-                if let Some(v) = read_value(&label(&name), prop, value, keep_blank)? {
+                if let Some(v) = read_value(root, &label(&name), prop, value, keep_blank)? {
                     out.insert(name, v);
                 }
             }
@@ -55,6 +61,22 @@ fn read_object(
         }
     }
     Ok(out)
+}
+
+/// The schema `prop` stands for: itself, or where its local `$ref` (`#`, `#/$defs/Inner`) points in
+/// `root`, followed up to [`MAX_REF_HOPS`] times. A `$ref` outside the schema (a URL) is left as it is
+/// (nothing of it checked); one that does not resolve, or loops, is refused naming the argument.
+fn resolve<'a>(root: &'a Value, name: &str, prop: &'a Value) -> Result<&'a Value, String> {
+    let mut at = prop;
+    for _ in 0..=MAX_REF_HOPS {
+        let Some(pointer) = at.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) else {
+            return Ok(at);
+        };
+        at = root.pointer(pointer).ok_or_else(|| {
+            format!("argument '{name}': its schema's $ref '#{pointer}' does not point into the schema")
+        })?;
+    }
+    Err(format!("argument '{name}': its schema's $ref chain is longer than {MAX_REF_HOPS} (a loop)"))
 }
 
 /// The declared type of a property: `type`, or the first non-null entry of a type list.
@@ -88,7 +110,7 @@ fn union(prop: &Value) -> Option<&Vec<Value>> {
 
 /// The branch of a union a value's kind fits: the first whose type is the value's own kind, else one
 /// that takes it by the rule (a bare string as a one-entry list), else one that declares no type.
-fn branch_for<'a>(branches: &'a [Value], value: &Value) -> Option<&'a Value> {
+fn branch_for<'a>(branches: &[&'a Value], value: &Value) -> Option<&'a Value> {
     let exact = |ty: &str| match value {
         Value::String(_) => ty == "string",
         Value::Bool(_) => ty == "boolean",
@@ -97,15 +119,14 @@ fn branch_for<'a>(branches: &'a [Value], value: &Value) -> Option<&'a Value> {
         Value::Object(_) => ty == "object",
         Value::Null => ty == "null",
     };
-    branches
-        .iter()
-        .find(|b| declared_type(b).is_some_and(exact))
-        .or_else(|| branches.iter().find(|b| value.is_string() && declared_type(b) == Some("array")))
-        .or_else(|| branches.iter().find(|b| declared_type(b).is_none()))
+    let find = |test: &dyn Fn(&Value) -> bool| branches.iter().copied().find(|b| test(b));
+    find(&|b| declared_type(b).is_some_and(exact))
+        .or_else(|| find(&|b| value.is_string() && declared_type(b) == Some("array")))
+        .or_else(|| find(&|b| declared_type(b).is_none()))
 }
 
 /// `a string or an object`: the kinds a union takes, for a refusal.
-fn kinds_of(branches: &[Value]) -> String {
+fn kinds_of(branches: &[&Value]) -> String {
     let mut kinds: Vec<&str> = Vec::new();
     for b in branches {
         let k = match declared_type(b) {
@@ -145,11 +166,12 @@ fn check_enum(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
 }
 
 /// `Ok(None)`: the argument counts as left out.
-fn read_value(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
+fn read_value(root: &Value, name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
     if value.is_null() {
         return Ok(None);
     }
-    let read = read_typed(name, prop, value, keep_blank)?;
+    let prop = resolve(root, name, prop)?;
+    let read = read_typed(root, name, prop, value, keep_blank)?;
     if let Some(v) = &read {
         check_enum(name, prop, v)?;
     }
@@ -169,13 +191,16 @@ fn check_count(name: &str, prop: &Value, n: usize) -> Result<(), String> {
     }
 }
 
-fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
+fn read_typed(root: &Value, name: &str, prop: &Value, value: Value, keep_blank: bool) -> Result<Option<Value>, String> {
     let Some(ty) = declared_type(prop) else {
         return match union(prop) {
-            Some(branches) => match branch_for(branches, &value) {
-                Some(branch) => read_value(name, branch, value, keep_blank),
-                None => Err(format!("argument '{name}' must be {}, got {}", kinds_of(branches), kind(&value))),
-            },
+            Some(branches) => {
+                let branches = branches.iter().map(|b| resolve(root, name, b)).collect::<Result<Vec<_>, _>>()?;
+                match branch_for(&branches, &value) {
+                    Some(branch) => read_value(root, name, branch, value, keep_blank),
+                    None => Err(format!("argument '{name}' must be {}, got {}", kinds_of(&branches), kind(&value))),
+                }
+            }
             None => Ok(Some(value)),
         };
     };
@@ -198,12 +223,12 @@ fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Resul
             for (i, item) in items.into_iter().enumerate() {
                 let label = format!("{name}[{i}]");
                 match positions.and_then(|p| p.get(i)) {
-                    Some(schema) => match read_value(&label, schema, item, false)? {
+                    Some(schema) => match read_value(root, &label, schema, item, false)? {
                         Some(v) => out.push(v),
                         None => return Err(format!("argument '{label}' is a position of a tuple and cannot be blank")),
                     },
                     None => {
-                        if let Some(v) = read_value(&label, &item_schema, item, false)? {
+                        if let Some(v) = read_value(root, &label, &item_schema, item, false)? {
                             out.push(v);
                         }
                     }
@@ -242,7 +267,7 @@ fn read_typed(name: &str, prop: &Value, value: Value, keep_blank: bool) -> Resul
         },
         "object" => match value {
             Value::Object(o) if prop.get("properties").is_some_and(Value::is_object) => {
-                read_object(Some(name), prop, &[], o).map(|o| Some(Value::Object(o)))
+                read_object(root, Some(name), prop, &[], o).map(|o| Some(Value::Object(o)))
             }
             Value::Object(o) => {
                 let strings_only = prop
