@@ -35,6 +35,7 @@ pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod permission;
+pub mod routine;
 pub mod runtime;
 pub mod session;
 #[doc(hidden)]
