@@ -35,7 +35,7 @@ fn json_err(e: serde_json::Error) -> PyErr {
 /// The native store; `ambit.Sessions` wraps it.
 #[pyclass(name = "NativeSessions", module = "ambit._native", frozen)]
 pub struct NativeSessions {
-    sessions: Sessions,
+    pub(crate) sessions: Sessions,
 }
 
 #[pymethods]

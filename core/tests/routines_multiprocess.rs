@@ -279,15 +279,18 @@ async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, 
     let mut killed: HashSet<String> = HashSet::new();
     let mut down_until: Vec<i64> = vec![0; runners];
     let end = START + days * 24 * HOUR;
+    // After the end, every runner up and ticking (no more kills) until past every dead runner's lease:
+    // their runs are marked lost by then. A live runner is never silent longer than its lease.
+    let last = end + LEASE + STEP;
     let outage = (START + 3 * 24 * HOUR + 5 * HOUR, START + 3 * 24 * HOUR + 11 * HOUR);
     let mut t = START;
     let mut kills = 0;
     let began = std::time::Instant::now();
-    while t <= end {
+    while t <= last {
         if (t - START) % (24 * HOUR) == 0 {
             eprintln!("day {} at {:?}", (t - START) / (24 * HOUR), began.elapsed());
         }
-        if t >= outage.0 && t < outage.1 {
+        if t >= outage.0 && t < outage.1 && t <= end {
             // Every runner down: nobody ticks for six hours.
             for w in workers.iter_mut() {
                 if let Some(w) = w.take() {
@@ -300,13 +303,13 @@ async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, 
             continue;
         }
         for (i, w) in workers.iter_mut().enumerate() {
-            if w.is_none() && t >= down_until[i] {
+            if w.is_none() && (t >= down_until[i] || t > end) {
                 *w = Some(Worker::start(url, &fresh_id(i), broken));
             }
         }
         all(&mut workers, "tick", t);
         // Now and then, kill a runner with runs in flight; it comes back a little later.
-        if g.below(12) == 0 {
+        if t <= end && g.below(12) == 0 {
             let busy: Vec<usize> = (0..runners).filter(|i| workers[*i].as_ref().is_some_and(|w| w.in_flight > 0)).collect();
             if let Some(&i) = busy.get(g.below(busy.len().max(1) as u64) as usize) {
                 let w = workers[i].take().unwrap();
@@ -318,15 +321,8 @@ async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, 
         }
         t += STEP;
     }
-    // The end: every runner up, the clock past every dead runner's lease; one last tick marks their
-    // runs lost and claims what is due. Then every runner stops (its runs in flight stay `running`).
-    let last = end + LEASE + STEP;
-    for (i, w) in workers.iter_mut().enumerate() {
-        if w.is_none() {
-            *w = Some(Worker::start(url, &fresh_id(i), broken));
-        }
-    }
-    all(&mut workers, "tick", last);
+    // Every runner stops; its runs in flight stay `running` (they are the live runners' own).
+    let last = t - STEP;
     for w in workers.into_iter().flatten() {
         w.kill();
     }

@@ -35,6 +35,8 @@ from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
 from .memory import Memory
+from . import routines
+from .routines import Routines, Runner, RunContext
 
 __all__ = [
     "Agent",
@@ -50,6 +52,10 @@ __all__ = [
     "ledger",
     "Memory",
     "memory",
+    "Routines",
+    "Runner",
+    "RunContext",
+    "routines",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -251,14 +257,19 @@ class TaskContext:
         return _native.task_cancelled(self._token)
 
 
-def _ledger_tools(routine: RoutineLedger | None) -> Any:
-    """The native tools of ``Agent(ledger=...)``."""
-    if routine is None:
-        return None
-    if not isinstance(routine, RoutineLedger):
-        raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
-                        f"got {type(routine).__name__}")
-    return routine._native
+def _ledger_tools(routine: RoutineLedger | None, run: RunContext | None = None) -> Any:
+    """The native tools of ``Agent(ledger=..., routine=...)``."""
+    tools = None
+    if routine is not None:
+        if not isinstance(routine, RoutineLedger):
+            raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
+                            f"got {type(routine).__name__}")
+        tools = routine._native
+    if run is not None:
+        if not isinstance(run, RunContext):
+            raise TypeError(f"routine must be the RunContext an agent factory was given, got {type(run).__name__}")
+        tools = run._tools if tools is None else tools.join(run._tools)
+    return tools
 
 
 def _is_function(value: Any) -> bool:
@@ -341,7 +352,7 @@ class Agent:
                  heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
-                 agent_name: str | None = None) -> None:
+                 agent_name: str | None = None, routine: RunContext | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -357,7 +368,8 @@ class Agent:
         (``ledger.for_routine(scope, run_id=..., routine_id=...)``) adds the work ledger's four tools
         bound to that run of a routine. ``memory`` (an opened :class:`Memory`) with ``agent_name`` (the
         agent's namespace in it) adds the ``memory_*`` tools and the agent's baseline after the
-        instructions on every request."""
+        instructions on every request. ``routine`` (the :class:`RunContext` a :class:`Runner` hands an
+        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -417,7 +429,7 @@ class Agent:
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
-            builtins=builtin_names, ledger_tools=_ledger_tools(ledger))
+            builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine))
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,
