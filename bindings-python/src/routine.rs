@@ -88,7 +88,11 @@ impl NativeRoutines {
         crate::guard(|| {
             let r = self.routines.clone();
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-            awaitable::into_awaitable(py, locals, async move { to_json!(&r.revisions(&id).await.map_err(routine_err)?) })
+            awaitable::into_awaitable(
+                py,
+                locals,
+                async move { to_json!(&r.revisions(&id).await.map_err(routine_err)?) },
+            )
         })
     }
 
@@ -185,7 +189,10 @@ impl NativeRunner {
         crate::guard(|| {
             let seconds = |field: &str, v: f64| {
                 Duration::try_from_secs_f64(v).map_err(|_| {
-                    routine_err(RoutineError::Invalid { field: field.into(), message: format!("must be seconds >= 0, got {v}") })
+                    routine_err(RoutineError::Invalid {
+                        field: field.into(),
+                        message: format!("must be seconds >= 0, got {v}"),
+                    })
                 })
             };
             let mut b = Runner::builder(routines.routines.clone(), sessions.sessions.clone())

@@ -120,16 +120,26 @@ fn routines_spec(n: usize, g: &mut Gen) -> Vec<RoutineSpec> {
         .map(|i| {
             let say = report[g.below(4) as usize];
             match i % 10 {
-                0..=2 => RoutineSpec::every("tester", say, [3600, 7200, 10_800, 21_600][g.below(4) as usize]),
+                0..=2 => RoutineSpec::every("tester", say, [10_800, 21_600, 43_200, 86_400][g.below(4) as usize]),
                 // A run longer than the interval: one at a time, then catch-up.
-                3 => RoutineSpec::every("tester", format!("work={} {say}", 100 * MINUTE), 3600),
+                3 => RoutineSpec::every("tester", format!("work={} {say}", 150 * MINUTE), 7200),
                 // 02:30 New York does not exist on 2026-03-08.
                 4 => RoutineSpec::cron("tester", say, "30 2 * * *", "America/New_York"),
-                5 => RoutineSpec::cron("tester", say, ["0 */3 * * *", "15 9 * * 1-5", "*/45 1-3 * * *"][g.below(3) as usize], "America/New_York"),
-                6 => RoutineSpec { active_window: Some(paris_hours.clone()), ..RoutineSpec::every("tester", say, 3600) },
-                7 => RoutineSpec { daily_cap: Some(3), ..RoutineSpec::every("tester", say, 7200) },
-                8 => RoutineSpec { catch_up: 2, ..RoutineSpec::every("tester", format!("work={} {say}", 250 * MINUTE), 7200) },
-                _ => RoutineSpec::every("tester", "park", 10_800),
+                5 => RoutineSpec::cron(
+                    "tester",
+                    say,
+                    ["0 */6 * * *", "15 9 * * 1-5", "*/45 1-3 * * *"][g.below(3) as usize],
+                    "America/New_York",
+                ),
+                6 => {
+                    RoutineSpec { active_window: Some(paris_hours.clone()), ..RoutineSpec::every("tester", say, 7200) }
+                }
+                7 => RoutineSpec { daily_cap: Some(3), ..RoutineSpec::every("tester", say, 14_400) },
+                8 => RoutineSpec {
+                    catch_up: 2,
+                    ..RoutineSpec::every("tester", format!("work={} {say}", 500 * MINUTE), 14_400)
+                },
+                _ => RoutineSpec::every("tester", "park", 21_600),
             }
         })
         .collect()
@@ -198,13 +208,14 @@ async fn check(routines: &Routines, end: i64, killed: &HashSet<String>) -> (Viol
                 RunState::Lost if !killed.contains(&r.runner) => v.lost_not_killed.push(r.id.clone()),
                 _ => {}
             }
-            *figures.entry(match r.state {
-                RunState::Running => "runs running",
-                RunState::Parked => "runs parked",
-                RunState::Finished => "runs finished",
-                RunState::Lost => "runs lost",
-            })
-            .or_default() += 1;
+            *figures
+                .entry(match r.state {
+                    RunState::Running => "runs running",
+                    RunState::Parked => "runs parked",
+                    RunState::Finished => "runs finished",
+                    RunState::Lost => "runs lost",
+                })
+                .or_default() += 1;
         }
         for (slot, n) in &run_slots {
             if *n > 1 {
@@ -235,11 +246,16 @@ async fn check(routines: &Routines, end: i64, killed: &HashSet<String>) -> (Viol
             v.due_but_idle.push(routine.id.clone());
         }
         if v.slot_unaccounted.len() > before {
-            let mut rs: Vec<(Option<i64>, RunState, i64, Option<i64>, String)> =
-                runs.iter().map(|r| (r.slot_at, r.state, r.started_at, r.ended_at, r.runner.clone())).collect();
-            rs.sort_by_key(|r| r.0);
+            let mut rs: Vec<String> = runs
+                .iter()
+                .map(|r| format!("{:?} {:?} {}-{:?} {}", r.slot_at, r.state, r.started_at, r.ended_at, r.runner))
+                .collect();
+            rs.sort();
             let ks: Vec<_> = skipped.iter().filter(|k| k.routine_id == routine.id).collect();
-            eprintln!("UNACCOUNTED {} {:?} next={:?}\n chain={chain:?}\n runs={rs:?}\n skips={ks:?}", routine.id, routine.spec, routine.next_slot);
+            eprintln!(
+                "UNACCOUNTED {} {:?} next={:?}\n chain={chain:?}\n runs={rs:?}\n skips={ks:?}",
+                routine.id, routine.spec, routine.next_slot
+            );
         }
         *figures.entry("slots due").or_default() += chain.len() as i64;
         // Never two runs of the routine in progress at once (a parked run holds no slot).
@@ -261,9 +277,17 @@ async fn check(routines: &Routines, end: i64, killed: &HashSet<String>) -> (Viol
 
 /// The simulated week (or `days`): creates `n` routines, runs `runners` processes, kills and restarts
 /// them, then checks.
-async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, seed: u64) -> (Violations, BTreeMap<&'static str, i64>) {
+async fn scenario(
+    url: &str,
+    runners: usize,
+    n: usize,
+    days: i64,
+    broken: bool,
+    seed: u64,
+) -> (Violations, BTreeMap<&'static str, i64>) {
     let clock = ManualClock::new(START);
-    let routines = Routines::open_with(url, RoutineOptions { clock: Arc::new(clock.clone()), max_connections: 2 }).await.unwrap();
+    let routines =
+        Routines::open_with(url, RoutineOptions { clock: Arc::new(clock.clone()), max_connections: 2 }).await.unwrap();
     let mut g = Gen(seed);
     for spec in routines_spec(n, &mut g) {
         routines.create(spec, "scheduler-test").await.unwrap();
@@ -275,7 +299,8 @@ async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, 
         incarnation += 1;
         format!("runner-{slot}-{incarnation}")
     };
-    let mut workers: Vec<Option<Worker>> = (0..runners).map(|i| Some(Worker::start(url, &fresh_id(i), broken))).collect();
+    let mut workers: Vec<Option<Worker>> =
+        (0..runners).map(|i| Some(Worker::start(url, &fresh_id(i), broken))).collect();
     let mut killed: HashSet<String> = HashSet::new();
     let mut down_until: Vec<i64> = vec![0; runners];
     let end = START + days * 24 * HOUR;
@@ -310,7 +335,8 @@ async fn scenario(url: &str, runners: usize, n: usize, days: i64, broken: bool, 
         all(&mut workers, "tick", t);
         // Now and then, kill a runner with runs in flight; it comes back a little later.
         if t <= end && g.below(12) == 0 {
-            let busy: Vec<usize> = (0..runners).filter(|i| workers[*i].as_ref().is_some_and(|w| w.in_flight > 0)).collect();
+            let busy: Vec<usize> =
+                (0..runners).filter(|i| workers[*i].as_ref().is_some_and(|w| w.in_flight > 0)).collect();
             if let Some(&i) = busy.get(g.below(busy.len().max(1) as u64) as usize) {
                 let w = workers[i].take().unwrap();
                 killed.insert(w.id.clone());
@@ -353,6 +379,10 @@ async fn negative_control_a_broken_slot_claim_is_caught_by_the_same_checks() {
         let runners = if s.name == "postgres" { 4 } else { 2 };
         let (v, figures) = scenario(&s.url, runners, 60, 2, true, 0xBAD).await;
         eprintln!("{} broken: {figures:?}", s.name);
-        assert!(!v.slot_run_twice.is_empty() || !v.overlapping_runs.is_empty(), "{}: the broken claim went unseen: {v:#?}", s.name);
+        assert!(
+            !v.slot_run_twice.is_empty() || !v.overlapping_runs.is_empty(),
+            "{}: the broken claim went unseen: {v:#?}",
+            s.name
+        );
     }
 }

@@ -17,6 +17,7 @@ twin for code outside asyncio.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, TYPE_CHECKING
@@ -225,13 +226,6 @@ class Routines:
     def revisions_sync(self, id: str) -> list[Revision]:
         return _sync("revisions", lambda: self.revisions(id))
 
-    async def list(self, agent: Optional[str] = None) -> list[Routine]:
-        """Every routine, or ``agent``'s, by id."""
-        return [_routine(r) for r in json.loads(await self._native.list(agent))]
-
-    def list_sync(self, agent: Optional[str] = None) -> list[Routine]:
-        return _sync("list", lambda: self.list(agent))
-
     async def update(self, id: str, changes: Mapping[str, Any], *, actor: str) -> Routine:
         """Only the fields in ``changes`` change; ``None`` clears the title, a limit, the model or the
         window. A schedule, window or resume change reschedules the next slot; the agent cannot change."""
@@ -260,6 +254,13 @@ class Routines:
 
     def skipped_sync(self, routine_id: Optional[str] = None) -> list[SkippedSlots]:
         return _sync("skipped", lambda: self.skipped(routine_id))
+
+    async def list(self, agent: Optional[str] = None) -> "builtins.list[Routine]":
+        """Every routine, or ``agent``'s, by id."""
+        return [_routine(r) for r in json.loads(await self._native.list(agent))]
+
+    def list_sync(self, agent: Optional[str] = None) -> "builtins.list[Routine]":
+        return _sync("list", lambda: self.list(agent))
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,7 @@ fn property_interval_slots_in_a_window_are_the_grid_restarted_at_each_opening() 
         let until = from + 9 * 86_400_000;
         let slots = chain(&t, from, until);
         assert!(!slots.is_empty(), "case {case}");
-        let step = interval_min as i64 * 60_000;
+        let step = interval_min * 60_000;
         for pair in slots.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             assert!(w.contains(Timestamp::from_millisecond(b).unwrap()), "case {case}: slot outside the window");

@@ -4,6 +4,7 @@
 //! - `park`: call `escalate_to_human` (the run parks in its session);
 //! - `report=STATUS`: call `report_outcome` with that status;
 //! - `ask=TOOL`: call TOOL (e.g. `list_my_routines`) and put its result in the final answer.
+//!
 //! Then it answers "done". A run of instructions without `report=` never reports.
 #![allow(dead_code)]
 
