@@ -244,6 +244,8 @@ async fn a_tick_starts_due_runs_as_session_runs_with_their_records_and_events() 
                 RoutineEvent::RunParked { .. } => "parked",
                 RoutineEvent::RunLost { .. } => "lost",
                 RoutineEvent::SlotSkipped { .. } => "skipped",
+                RoutineEvent::DrainStarted { .. } => "drain started",
+                RoutineEvent::DrainStopped { .. } => "drain stopped",
             });
         }
         assert_eq!(kinds.iter().filter(|k| **k == "started").count(), 4, "{kinds:?}");
@@ -360,5 +362,90 @@ async fn deleting_a_routine_lets_its_run_in_progress_finish_and_then_drops_its_h
         let entries = sessions.entries(&started[0].session_id).await.unwrap();
         assert!(!entries.is_empty(), "the run finished in its session");
         assert!(runner.tick(T0 + 120_000).await.unwrap().started.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn drain_runs_are_capped_by_the_parallel_limit_and_the_daily_cap_and_parked_runs_use_no_slot() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let (routines, _) = open(&s.url, &clock).await;
+        // Its window (Saturdays) is closed at T0, a Thursday: a drain is not held by it.
+        let spec = RoutineSpec {
+            parallel_limit: Some(3),
+            daily_cap: Some(5),
+            active_window: Some(window_spec()),
+            ..RoutineSpec::every("tester", "x", 3600)
+        };
+        let r = routines.create(spec, "alice").await.unwrap();
+        let store = routines.store();
+        let first = store.claim_drain(&r.id, 10, "me", T0 + 60_000, T0).await.unwrap();
+        assert_eq!(first.len(), 3, "{}: the parallel limit", s.name);
+        assert!(first.iter().all(|(run, _)| run.kind == "drain" && run.slot_at.is_none()));
+        assert!(store.claim_drain(&r.id, 10, "me", T0 + 60_000, T0).await.unwrap().is_empty(), "three in progress");
+        // A parked run does not use a parallel slot.
+        let usage = ambit::routine::store::RunUsage::default();
+        store.finish(&first[0].0.id, "me", RunState::Parked, &usage, T0).await.unwrap();
+        assert_eq!(store.claim_drain(&r.id, 10, "me", T0 + 60_000, T0).await.unwrap().len(), 1);
+        // Five started today: the daily cap allows no more, whatever is free.
+        for (run, _) in &first[1..] {
+            store.finish(&run.id, "me", RunState::Finished, &usage, T0).await.unwrap();
+        }
+        assert_eq!(store.claim_drain(&r.id, 10, "me", T0 + 60_000, T0).await.unwrap().len(), 1, "{}", s.name);
+        assert!(store.claim_drain(&r.id, 10, "me", T0 + 60_000, T0).await.unwrap().is_empty(), "the daily cap");
+        // The next day, the cap starts again (two still in progress of the parallel three).
+        let next_day = T0 + 24 * 3_600_000;
+        assert_eq!(store.claim_drain(&r.id, 10, "me", next_day + 60_000, next_day).await.unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_backlog_report_starts_a_drain_that_works_the_queue_and_stops_by_the_ledger_rules() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let (routines, sessions) = open(&s.url, &clock).await;
+        let ledger_options = ambit::ledger::LedgerOptions { clock: Arc::new(clock.clone()), ..Default::default() };
+        let ledger = ambit::ledger::Ledger::open_with(&s.url, ledger_options).await.unwrap();
+        let mut spec = RoutineSpec::every("tester", "claim=2 backlog=10/2 report=success", 3600);
+        spec.parallel_limit = Some(3);
+        let r = routines.create(spec, "alice").await.unwrap();
+        let clock_arc: Arc<dyn Clock> = Arc::new(clock.clone());
+        let runner = Runner::builder(routines.clone(), sessions.clone())
+            .agent("tester", move |ctx| routine_agent::agent(ctx, clock_arc.clone()))
+            .ledger(ledger.clone())
+            .build()
+            .unwrap();
+        let mut events = runner.subscribe();
+        assert_eq!(runner.tick(T0).await.unwrap().started.len(), 1);
+        runner.wait_idle().await;
+        let runs = routines.runs(Some(&r.id), 100).await.unwrap();
+        let drains = runs.iter().filter(|x| x.kind == "drain").count();
+        assert!(drains >= 2, "{}: the report started extra runs: {runs:?}", s.name);
+        assert!(runs.len() <= 12, "{}: the drain stopped: {}", s.name, runs.len());
+        assert!(runs.iter().all(|x| x.state == RunState::Finished));
+        // Every subject of the queue was claimed once, across the runs.
+        let entries = ledger
+            .list(&ambit::ledger::ListQuery {
+                scope: Some(r.id.clone()),
+                state: ambit::ledger::ListFilter::All,
+                routine_id: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(entries.len(), 10, "{}", s.name);
+        let (mut started, mut stopped) = (0, Vec::new());
+        while let Ok(e) = events.try_recv() {
+            match e {
+                RoutineEvent::DrainStarted { runs, .. } => started += runs,
+                RoutineEvent::DrainStopped { reason, .. } => stopped.push(reason),
+                _ => {}
+            }
+        }
+        assert_eq!(started as usize, drains);
+        assert!(
+            stopped.iter().any(|r| r == "nothing_workable" || r == "queue_empty"),
+            "{}: the drain stopped by a ledger rule: {stopped:?}",
+            s.name
+        );
     }
 }

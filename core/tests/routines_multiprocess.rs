@@ -378,7 +378,12 @@ async fn negative_control_a_broken_slot_claim_is_caught_by_the_same_checks() {
     for s in &stores {
         let runners = if s.name == "postgres" { 4 } else { 2 };
         let (v, figures) = scenario(&s.url, runners, 60, 2, true, 0xBAD).await;
-        eprintln!("{} broken: {figures:?}", s.name);
+        eprintln!(
+            "{} broken: {figures:?}; caught: {} slots run twice, {} overlapping runs",
+            s.name,
+            v.slot_run_twice.len(),
+            v.overlapping_runs.len()
+        );
         assert!(
             !v.slot_run_twice.is_empty() || !v.overlapping_runs.is_empty(),
             "{}: the broken claim went unseen: {v:#?}",

@@ -245,11 +245,45 @@ pub struct SkippedSlots {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RoutineEvent {
-    RunStarted { run: RunRecord },
-    RunFinished { run: RunRecord },
-    RunParked { run: RunRecord },
-    RunLost { run: RunRecord },
-    SlotSkipped { skipped: SkippedSlots },
+    RunStarted {
+        run: RunRecord,
+    },
+    RunFinished {
+        run: RunRecord,
+    },
+    RunParked {
+        run: RunRecord,
+    },
+    RunLost {
+        run: RunRecord,
+    },
+    SlotSkipped {
+        skipped: SkippedSlots,
+    },
+    /// A run's backlog report started extra runs (or a finished drain run started the next).
+    DrainStarted {
+        routine_id: String,
+        runs: i64,
+    },
+    /// A drain stopped: `nothing_workable`, `queue_empty`, `run_did_not_report` or `report_stale`.
+    DrainStopped {
+        routine_id: String,
+        reason: String,
+    },
+}
+
+/// How many extra runs a drain may start now: what it wants, capped by the parallel limit (less the runs
+/// in progress) and by what the daily cap leaves of today.
+pub(crate) fn rules_drain_allowed(
+    want: i64,
+    parallel_limit: i64,
+    running: i64,
+    daily_cap: Option<i64>,
+    today: i64,
+) -> i64 {
+    let parallel = parallel_limit - running;
+    let daily = daily_cap.map_or(i64::MAX, |cap| cap - today);
+    want.min(parallel).min(daily).max(0)
 }
 
 /// Options of [`Routines::open_with`].

@@ -13,8 +13,11 @@ use tracing::Instrument;
 use super::store::{ClaimSlots, RunUsage};
 use super::{Routine, RoutineError, RoutineEvent, Routines, RunRecord, RunState, SkippedSlots};
 use crate::Agent;
+use crate::error::ToolError;
+use crate::ledger::tools::{RoutineRun, ledger_tools};
+use crate::ledger::{DrainStop, Ledger, RoutineLimits};
 use crate::session::{SessionError, Sessions};
-use crate::tools::Tool;
+use crate::tools::{Tool, ToolSpec};
 
 /// Makes the agent for one run of a routine. The context names the routine (its `model` override
 /// included) and gives the run's tools (`report_outcome`, `list_my_routines`, `list_my_outcomes`).
@@ -59,9 +62,18 @@ pub struct RunnerBuilder {
     poll: Duration,
     batch: i64,
     broken: bool,
+    ledger: Option<Ledger>,
 }
 
 impl RunnerBuilder {
+    /// The work ledger the runs use: each run also gets `claim_work`, `record_work`,
+    /// `list_work_ledger` and `report_backlog` (its scope is the routine's id), and a backlog report
+    /// starts a drain (extra runs, capped by the routine's parallel limit and daily cap), which goes on
+    /// run after run until one of the ledger's four stop rules says stop.
+    pub fn ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
     /// Maps an agent name of the routines to the factory that makes its agent.
     pub fn agent(
         mut self,
@@ -125,6 +137,7 @@ impl RunnerBuilder {
                 poll: self.poll,
                 batch: self.batch,
                 broken: self.broken,
+                ledger: self.ledger,
                 events,
                 inflight,
             }),
@@ -141,6 +154,7 @@ struct Inner {
     poll: Duration,
     batch: i64,
     broken: bool,
+    ledger: Option<Ledger>,
     events: broadcast::Sender<RoutineEvent>,
     inflight: watch::Sender<usize>,
 }
@@ -169,6 +183,7 @@ impl Runner {
             poll: Duration::from_secs(1),
             batch: 256,
             broken: false,
+            ledger: None,
         }
     }
 
@@ -219,20 +234,76 @@ impl Runner {
             report.skipped.push(skipped);
         }
         for (run, routine) in claimed.runs {
-            let _ = inner.events.send(RoutineEvent::RunStarted { run: run.clone() });
             report.started.push(run.clone());
-            inner.inflight.send_modify(|n| *n += 1);
-            let this = self.clone();
-            let span = tracing::info_span!("routine_run", routine = %routine.id, run = %run.id, slot = run.slot_at);
-            tokio::spawn(
-                async move {
-                    this.execute(routine, run).await;
-                    this.inner.inflight.send_modify(|n| *n = n.saturating_sub(1));
-                }
-                .instrument(span),
-            );
+            self.spawn_run(routine, run);
         }
         Ok(report)
+    }
+
+    /// Starts a claimed run in the background.
+    fn spawn_run(&self, routine: Routine, run: RunRecord) {
+        let _ = self.inner.events.send(RoutineEvent::RunStarted { run: run.clone() });
+        self.inner.inflight.send_modify(|n| *n += 1);
+        let this = self.clone();
+        let span = tracing::info_span!("routine_run", routine = %routine.id, run = %run.id, kind = %run.kind, slot = run.slot_at);
+        tokio::spawn(
+            async move {
+                this.execute(routine, run).await;
+                this.inner.inflight.send_modify(|n| *n = n.saturating_sub(1));
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Starts up to `want` extra runs of a routine for its drain (capped in the store); how many started.
+    async fn start_drain(&self, routine_id: &str, want: i64) -> i64 {
+        let inner = &self.inner;
+        let now = inner.routines.clock().now_ms();
+        let claimed =
+            match inner.routines.store().claim_drain(routine_id, want, &inner.id, now + inner.lease_ms, now).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(routine = %routine_id, error = %e, "drain runs could not be started");
+                    return 0;
+                }
+            };
+        let started = claimed.len() as i64;
+        if started > 0 {
+            let _ = inner.events.send(RoutineEvent::DrainStarted { routine_id: routine_id.to_string(), runs: started });
+        }
+        for (run, routine) in claimed {
+            self.spawn_run(routine, run);
+        }
+        started
+    }
+
+    /// After a run of a routine ends: the ledger's drain decision (the four stop rules), and the next
+    /// drain run when it goes on.
+    async fn after_run(&self, routine: &Routine, run: &RunRecord) {
+        let Some(ledger) = &self.inner.ledger else { return };
+        // The store caps the runs it starts; the decision only says whether the drain goes on.
+        let limits = RoutineLimits { parallel_limit: u32::MAX, daily_cap: None, running: 1, started_today: 0 };
+        let decision = match ledger.drain_decision(&routine.id, &run.id, &limits).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "drain decision failed");
+                return;
+            }
+        };
+        match decision.stop {
+            // A scheduled run that never reported a backlog started no drain: nothing stops.
+            Some(DrainStop::RunDidNotReport) if run.kind != "drain" => {}
+            Some(stop) => {
+                let reason = serde_json::to_value(stop).ok().and_then(|v| v.as_str().map(str::to_string));
+                let _ = self.inner.events.send(RoutineEvent::DrainStopped {
+                    routine_id: routine.id.clone(),
+                    reason: reason.unwrap_or_default(),
+                });
+            }
+            None => {
+                self.start_drain(&routine.id, i64::from(decision.start_runs)).await;
+            }
+        }
     }
 
     /// Ticks on the routines' clock until cancelled (drop the future). A failed tick (the store
@@ -251,7 +322,24 @@ impl Runner {
     async fn execute(&self, routine: Routine, run: RunRecord) {
         let inner = &self.inner;
         let clock = inner.routines.clock().clone();
-        let tools = super::tools::routine_tools(inner.routines.clone(), &routine.spec.agent, &run.id);
+        let mut tools = super::tools::routine_tools(inner.routines.clone(), &routine.spec.agent, &run.id);
+        if let Some(ledger) = &inner.ledger {
+            let limits = RoutineLimits {
+                parallel_limit: u32::try_from(routine.spec.parallel()).unwrap_or(u32::MAX),
+                daily_cap: routine.spec.daily_cap.and_then(|c| u32::try_from(c).ok()),
+                running: 1,
+                started_today: 0,
+            };
+            let bound =
+                RoutineRun::new(routine.id.clone(), run.id.clone()).routine_id(routine.id.clone()).limits(limits);
+            for tool in ledger_tools(ledger.clone(), bound) {
+                tools.push(if tool.spec().name == "report_backlog" {
+                    Arc::new(DrainTrigger { inner: tool, runner: self.clone(), routine_id: routine.id.clone() })
+                } else {
+                    tool
+                });
+            }
+        }
         let ctx = RunContext { routine: routine.clone(), run: run.clone(), tools };
         let heartbeat = async {
             let every = Duration::from_millis((inner.lease_ms / 3).max(1) as u64);
@@ -317,9 +405,35 @@ impl Runner {
                     RoutineEvent::RunFinished { run: record }
                 };
                 let _ = inner.events.send(event);
+                if state == RunState::Finished {
+                    self.after_run(&routine, &run).await;
+                }
             }
             Ok(None) => tracing::warn!(run = %run.id, "routine run ended after it was marked lost"),
             Err(e) => tracing::warn!(run = %run.id, error = %e, "routine run could not be recorded"),
         }
+    }
+}
+
+/// The ledger's `report_backlog` for a run of a routine: after the ledger counted the backlog, the
+/// runner starts the extra runs it answered (capped in the store), and the answer says how many started.
+struct DrainTrigger {
+    inner: Arc<dyn Tool>,
+    runner: Runner,
+    routine_id: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for DrainTrigger {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    async fn call(&self, arguments: serde_json::Value) -> Result<serde_json::Value, ToolError> {
+        let mut answer = self.inner.call(arguments).await?;
+        let want = answer.get("extra_runs").and_then(serde_json::Value::as_i64).unwrap_or(0);
+        let started = self.runner.start_drain(&self.routine_id, want).await;
+        answer["extra_runs"] = serde_json::json!(started);
+        Ok(answer)
     }
 }

@@ -68,6 +68,17 @@ pub trait RoutineStore: Send + Sync {
     async fn delete(&self, id: &str, actor: &str, now: i64) -> Result<(), RoutineError>;
     /// Claims the due slots of up to `limit` routines: a run started or slots skipped for each.
     async fn claim(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError>;
+    /// Starts up to `want` extra runs of a routine for a drain, capped by its parallel limit (runs in
+    /// progress, parked ones not counted) and its daily cap, in one transaction with the routine's row
+    /// locked. A drain is not held by the routine's window.
+    async fn claim_drain(
+        &self,
+        routine_id: &str,
+        want: i64,
+        runner: &str,
+        lease_until: i64,
+        now: i64,
+    ) -> Result<Vec<(RunRecord, Routine)>, RoutineError>;
     /// Extends the lease of every live run of `runner`.
     async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError>;
     /// Marks `lost` every running run whose lease ran out before `now`.
@@ -499,6 +510,61 @@ macro_rules! routine_store {
                     return Ok(Claimed::default());
                 }
                 if req.broken { self.claim_broken(req).await } else { self.claim_guarded(req).await }
+            }
+
+            async fn claim_drain(
+                &self,
+                routine_id: &str,
+                want: i64,
+                runner: &str,
+                lease_until: i64,
+                now: i64,
+            ) -> Result<Vec<(RunRecord, Routine)>, RoutineError> {
+                let mut out = Vec::new();
+                if want <= 0 {
+                    return Ok(out);
+                }
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1{}", $dialect.lock);
+                let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(routine_id).fetch_optional(&mut *tx).await? else {
+                    return Ok(out);
+                };
+                let routine = Self::routine(&row)?;
+                let running: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND state = 'running'")
+                        .bind(routine_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let (day_start, day_end) = super::schedule::day_bounds(&routine.spec.day_zone(), now).unwrap_or((now, now));
+                let today: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 AND started_at < $3",
+                )
+                .bind(routine_id)
+                .bind(day_start)
+                .bind(day_end)
+                .fetch_one(&mut *tx)
+                .await?;
+                let allowed = super::rules_drain_allowed(want, routine.spec.parallel(), running, routine.spec.daily_cap, today);
+                for _ in 0..allowed {
+                    let sql = format!(
+                        "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
+                         lease_until, session_id, started_at) VALUES ($1, $2, $3, 'drain', NULL, NULL, 'running', $4, $5, $6, $7) \
+                         RETURNING {RUN_COLUMNS}"
+                    );
+                    let row = sqlx::query(AssertSqlSafe(sql))
+                        .bind(super::fresh_id("run"))
+                        .bind(routine_id)
+                        .bind(routine.revision)
+                        .bind(runner)
+                        .bind(lease_until)
+                        .bind(super::fresh_id("ses"))
+                        .bind(now)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    out.push((Self::run_record(&row)?, routine.clone()));
+                }
+                tx.commit().await?;
+                Ok(out)
             }
 
             async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError> {

@@ -3,7 +3,9 @@
 //! - `work=MS`: call `sim_work`, which returns once the test's clock is MS past the run's start;
 //! - `park`: call `escalate_to_human` (the run parks in its session);
 //! - `report=STATUS`: call `report_outcome` with that status;
-//! - `ask=TOOL`: call TOOL (e.g. `list_my_routines`) and put its result in the final answer.
+//! - `ask=TOOL`: call TOOL (e.g. `list_my_routines`) and put its result in the final answer;
+//! - `claim=N`: `claim_work` on PO-0 … PO-9, at most N granted;
+//! - `backlog=K/B`: `report_backlog` of PO-0 … PO-(K-1) with batch size B.
 //!
 //! Then it answers "done". A run of instructions without `report=` never reports.
 #![allow(dead_code)]
@@ -33,6 +35,15 @@ fn directives(input: &str) -> Vec<ToolCall> {
                 json!({"status": status, "summary": format!("The run ended with {status}."), "tool_calls": 1}),
             ),
             Some(("ask", tool)) => (tool, json!({"include_runs": true})),
+            Some(("claim", n)) => {
+                let keys: Vec<String> = (0..10).map(|k| format!("PO-{k}")).collect();
+                ("claim_work", json!({"candidates": keys, "limit": n.parse::<u64>().unwrap_or(1)}))
+            }
+            Some(("backlog", kb)) => {
+                let (k, b) = kb.split_once('/').unwrap_or(("0", "1"));
+                let keys: Vec<String> = (0..k.parse::<usize>().unwrap_or(0)).map(|k| format!("PO-{k}")).collect();
+                ("report_backlog", json!({"subject_keys": keys, "batch_size": b.parse::<u64>().unwrap_or(1)}))
+            }
             None if word == "park" => ("escalate_to_human", json!({"question": "Go ahead?"})),
             _ => continue,
         };
