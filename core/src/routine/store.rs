@@ -157,10 +157,17 @@ struct Dialect {
     lock: &'static str,
     /// Appended to the read of the due routines a claim takes.
     lock_due: &'static str,
+    /// Appended to a read of rows to lock, skipping those another transaction holds.
+    lock_skip: &'static str,
 }
 
-const SQLITE: Dialect = Dialect { begin: "BEGIN IMMEDIATE", lock: "", lock_due: "" };
-const POSTGRES: Dialect = Dialect { begin: "BEGIN", lock: " FOR UPDATE", lock_due: " FOR UPDATE OF r SKIP LOCKED" };
+const SQLITE: Dialect = Dialect { begin: "BEGIN IMMEDIATE", lock: "", lock_due: "", lock_skip: "" };
+const POSTGRES: Dialect = Dialect {
+    begin: "BEGIN",
+    lock: " FOR UPDATE",
+    lock_due: " FOR UPDATE OF r SKIP LOCKED",
+    lock_skip: " FOR UPDATE SKIP LOCKED",
+};
 
 const ROUTINE_COLUMNS: &str = "r.id, r.revision, r.definition, r.next_slot, r.created_at, r.updated_at";
 const RUN_COLUMNS: &str = "id, routine_id, revision, kind, slot_at, state, runner, session_id, started_at, ended_at, \
@@ -568,20 +575,24 @@ macro_rules! routine_store {
             }
 
             async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError> {
-                let done = sqlx::query(
-                    "UPDATE ambit_routine_runs SET lease_until = $2 WHERE runner = $1 AND state = 'running' AND lease_until < $2",
-                )
-                .bind(runner)
-                .bind(lease_until)
-                .execute(&self.pool)
-                .await?;
+                // Rows are locked in id order, so a renewal never deadlocks with another renewal or with
+                // a lost-marking of the same rows (PostgreSQL; SQLite has one writer).
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET lease_until = $2 WHERE id IN (SELECT id FROM ambit_routine_runs \
+                     WHERE runner = $1 AND state = 'running' AND lease_until < $2 ORDER BY id{})",
+                    $dialect.lock
+                );
+                let done = sqlx::query(AssertSqlSafe(sql)).bind(runner).bind(lease_until).execute(&self.pool).await?;
                 Ok(done.rows_affected())
             }
 
             async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError> {
+                // A row another transaction holds (a renewal in flight) is skipped: it is not lost.
                 let sql = format!(
-                    "UPDATE ambit_routine_runs SET state = 'lost', ended_at = $1 WHERE state = 'running' AND lease_until < $1 \
-                     RETURNING {RUN_COLUMNS}"
+                    "UPDATE ambit_routine_runs SET state = 'lost', ended_at = $1 WHERE id IN (SELECT id FROM \
+                     ambit_routine_runs WHERE state = 'running' AND lease_until < $1 ORDER BY id{}) \
+                     AND state = 'running' AND lease_until < $1 RETURNING {RUN_COLUMNS}",
+                    $dialect.lock_skip
                 );
                 let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).fetch_all(&self.pool).await?;
                 rows.iter().map(Self::run_record).collect()
