@@ -67,7 +67,7 @@ impl NativeLedgerTools {
 /// The native ledger; `ambit.ledger.Ledger` wraps it.
 #[pyclass(name = "NativeLedger", module = "ambit._native", frozen)]
 pub struct NativeLedger {
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
 }
 
 #[pymethods]

@@ -10,7 +10,7 @@ use ambit::routine::{RoutineError, Routines, Runner};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::ledger::NativeLedgerTools;
+use crate::ledger::{NativeLedger, NativeLedgerTools};
 use crate::session::NativeSessions;
 use crate::{NativeAgent, awaitable};
 
@@ -175,9 +175,10 @@ pub struct NativeRunner {
 
 #[pymethods]
 impl NativeRunner {
-    /// `agents` maps agent names to factories; `lease` and `poll` are seconds.
+    /// `agents` maps agent names to factories; `lease` and `poll` are seconds; with `ledger`, runs get
+    /// the ledger's tools and a backlog report starts a drain.
     #[new]
-    #[pyo3(signature = (routines, sessions, agents, lease=60.0, poll=1.0, id=None))]
+    #[pyo3(signature = (routines, sessions, agents, lease=60.0, poll=1.0, id=None, ledger=None))]
     fn new(
         routines: &NativeRoutines,
         sessions: &NativeSessions,
@@ -185,6 +186,7 @@ impl NativeRunner {
         lease: f64,
         poll: f64,
         id: Option<String>,
+        ledger: Option<PyRef<'_, NativeLedger>>,
     ) -> PyResult<Self> {
         crate::guard(|| {
             let seconds = |field: &str, v: f64| {
@@ -200,6 +202,9 @@ impl NativeRunner {
                 .poll_interval(seconds("poll", poll)?);
             if let Some(id) = id {
                 b = b.id(id);
+            }
+            if let Some(l) = ledger {
+                b = b.ledger(l.ledger.clone());
             }
             for (name, factory) in agents {
                 b = b.agent(name, move |ctx| call_factory(&factory, ctx));

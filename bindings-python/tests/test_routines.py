@@ -117,3 +117,28 @@ async def run_one(url: str, base_url: str) -> None:
     assert again.started == [], "the slot ran once"
     with pytest.raises(TypeError):
         ambit.Runner(routines, sessions, agents={name: "not a factory"})  # type: ignore[dict-item]
+
+
+def test_a_runner_with_a_ledger_gives_each_run_the_ledger_tools(tmp_path: Path, start_provider: Any) -> None:
+    path = tmp_path / "routine_ledger.json"
+    path.write_text(json.dumps({"name": "py_routine_ledger", "exchanges": [
+        {"expect": {"tool_names": ["report_outcome", "list_my_routines", "list_my_outcomes", "claim_work",
+                                   "record_work", "list_work_ledger", "report_backlog"]},
+         "respond": {"content": "Nothing reported."}},
+    ]}))
+    p = start_provider(path)
+
+    async def go() -> None:
+        url = store_url("sqlite", tmp_path)
+        routines = await ambit.Routines.open(url)
+        sessions = await ambit.Sessions.open(url)
+        ledger = await ambit.Ledger.open(url)
+        r = await routines.create({"agent": "py", "instructions": "Chase POs.", "interval_seconds": 60}, actor="a")
+        runner = ambit.Runner(routines, sessions, ledger=ledger, agents={
+            "py": lambda ctx: ambit.Agent(model=ambit.OpenAIChat("m", base_url=p.base_url, max_retries=0),
+                                          routine=ctx)})
+        await runner.tick(r.created_at)
+        await runner.wait_idle()
+        (run,) = await routines.runs(r.id)
+        assert (run.state, run.outcome) == ("finished", "unknown"), "a run that never reports is unknown"
+    asyncio.run(go())

@@ -27,6 +27,7 @@ from .errors import AmbitError
 
 if TYPE_CHECKING:
     from . import Agent
+    from .ledger import Ledger
     from .session import Sessions
 
 __all__ = [
@@ -279,17 +280,21 @@ class Runner:
     number of processes, may share one store."""
 
     def __init__(self, routines: Routines, sessions: "Sessions", agents: Mapping[str, Callable[[RunContext], "Agent"]],
-                 *, lease: float = 60.0, poll: float = 1.0, id: Optional[str] = None) -> None:
+                 *, lease: float = 60.0, poll: float = 1.0, id: Optional[str] = None,
+                 ledger: Optional["Ledger"] = None) -> None:
         """``agents`` maps the routines' agent names to factories; ``lease`` (seconds) is how long a run
         of a runner that died stays held before it is marked lost; ``poll`` how often
-        :meth:`run_forever` ticks."""
+        :meth:`run_forever` ticks. With ``ledger`` (an opened :class:`ambit.Ledger`), every run gets the
+        work ledger's tools (scope: the routine's id) and a ``report_backlog`` starts a drain: extra runs
+        capped by the routine's parallel limit and daily cap, going on until a stop rule says stop."""
         if not isinstance(routines, Routines):
             raise TypeError(f"routines must be an ambit.Routines, got {type(routines).__name__}")
         if not isinstance(agents, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in agents.items()):
             raise TypeError("agents must map agent names to factories (callables taking a RunContext)")
         entries = [(name, _factory(make)) for name, make in agents.items()]
         self._native = _native.NativeRunner(routines._native, sessions._native, entries, lease=float(lease),
-                                            poll=float(poll), id=id)
+                                            poll=float(poll), id=id,
+                                            ledger=ledger._native if ledger is not None else None)
 
     @property
     def id(self) -> str:
