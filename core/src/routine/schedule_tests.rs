@@ -243,7 +243,7 @@ fn property_the_cron_chain_is_every_slot_once_in_order() {
     // Around both changes of 2026 in the northern and southern zones.
     let starts = ["2026-03-06T00:00", "2026-04-03T00:00", "2026-09-04T00:00", "2026-10-02T00:00", "2026-10-30T00:00"];
     let mut slots_seen = 0;
-    for case in 0..60 {
+    for case in 0..30 {
         let expr = gen_cron(&mut g);
         let zone = g.pick(&ZONES);
         let tz = TimeZone::get(zone).unwrap();
@@ -264,7 +264,7 @@ fn property_the_cron_chain_is_every_slot_once_in_order() {
         assert_eq!(got, want, "case {case}: '{expr}' in {zone} from {}", civil(zone, from));
         slots_seen += got.len();
     }
-    assert!(slots_seen > 1000, "the generator reaches slots in volume: {slots_seen}");
+    assert!(slots_seen > 500, "the generator reaches slots in volume: {slots_seen}");
 }
 
 #[test]

@@ -283,16 +283,23 @@ macro_rules! routine_store {
             ) -> Result<(), RoutineError> {
                 let Some(next_slot) = routine.next_slot.filter(|s| *s <= req.now) else { return Ok(()) };
                 let Ok(timing) = routine.spec.timing() else { return Ok(()) };
-                let (day_start, day_end) =
-                    super::schedule::day_bounds(&routine.spec.day_zone(), req.now).unwrap_or((req.now, req.now));
-                let runs_today: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 AND started_at < $3",
-                )
-                .bind(&routine.id)
-                .bind(day_start)
-                .bind(day_end)
-                .fetch_one(&mut **tx)
-                .await?;
+                // Runs started today count only for a daily cap.
+                let runs_today: i64 = match routine.spec.daily_cap {
+                    None => 0,
+                    Some(_) => {
+                        let (day_start, day_end) = super::schedule::day_bounds(&routine.spec.day_zone(), req.now)
+                            .unwrap_or((req.now, req.now));
+                        sqlx::query_scalar(
+                            "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 \
+                             AND started_at < $3",
+                        )
+                        .bind(&routine.id)
+                        .bind(day_start)
+                        .bind(day_end)
+                        .fetch_one(&mut **tx)
+                        .await?
+                    }
+                };
                 let plan = plan_claim(&timing, &routine.spec, next_slot, req.now, runs_today);
                 for &(first, last, slots, reason) in &plan.skip {
                     sqlx::query(
@@ -355,17 +362,15 @@ macro_rules! routine_store {
                 for candidate in due {
                     // Re-read under the lock, in a statement of its own: a runner that committed since
                     // the due list was read shows here (a moved next_slot, a live run).
-                    let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1");
+                    let sql = format!(
+                        "SELECT {ROUTINE_COLUMNS}, (SELECT count(*) FROM ambit_routine_runs x WHERE x.routine_id = r.id \
+                         AND x.state = 'running') FROM ambit_routines r WHERE r.id = $1"
+                    );
                     let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(&candidate.id).fetch_optional(&mut *tx).await? else {
                         continue;
                     };
                     let routine = Self::routine(&row)?;
-                    let live: i64 = sqlx::query_scalar(
-                        "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND state = 'running'",
-                    )
-                    .bind(&routine.id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                    let live: i64 = row.try_get(6)?;
                     if live == 0 {
                         Self::claim_one(&mut tx, req, routine, &mut out).await?;
                     }
