@@ -449,3 +449,27 @@ async fn a_backlog_report_starts_a_drain_that_works_the_queue_and_stops_by_the_l
         );
     }
 }
+
+#[tokio::test]
+async fn a_busy_runner_claims_no_more_than_its_room_and_leaves_the_rest_due() {
+    let stores = session_stores::stores().await;
+    let clock = ManualClock::new(T0);
+    let (routines, sessions) = open(&stores[0].url, &clock).await;
+    for _ in 0..3 {
+        routines.create(RoutineSpec::every("tester", "work=60000 report=success", 3600), "alice").await.unwrap();
+    }
+    let agent_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+    let runner = Runner::builder(routines.clone(), sessions)
+        .agent("tester", move |ctx| routine_agent::agent(ctx, agent_clock.clone()))
+        .max_in_flight(2)
+        .build()
+        .unwrap();
+    assert_eq!(runner.tick(T0).await.unwrap().started.len(), 2);
+    assert!(runner.tick(T0).await.unwrap().started.is_empty(), "no room: the third stays due for another runner");
+    clock.set(T0 + 60_000);
+    runner.wait_idle().await;
+    assert_eq!(runner.tick(T0 + 60_000).await.unwrap().started.len(), 1);
+    clock.set(T0 + 120_000);
+    runner.wait_idle().await;
+    assert_eq!(routines.runs(None, 10).await.unwrap().len(), 3);
+}

@@ -63,6 +63,7 @@ pub struct RunnerBuilder {
     batch: i64,
     broken: bool,
     ledger: Option<Ledger>,
+    max_in_flight: usize,
 }
 
 impl RunnerBuilder {
@@ -109,6 +110,12 @@ impl RunnerBuilder {
         self.batch = batch;
         self
     }
+    /// The most runs this runner has in progress at once (default 256): a tick claims no more than
+    /// the room left, so a busy runner leaves due slots to the others.
+    pub fn max_in_flight(mut self, max: usize) -> Self {
+        self.max_in_flight = max;
+        self
+    }
     /// The broken slot claim of the negative control (no lock, no unique slot key). Tests only.
     #[doc(hidden)]
     pub fn broken_claim_for_tests(mut self) -> Self {
@@ -122,6 +129,9 @@ impl RunnerBuilder {
         }
         if self.batch < 1 {
             return Err(RoutineError::invalid("batch", "must be at least 1"));
+        }
+        if self.max_in_flight < 1 {
+            return Err(RoutineError::invalid("max_in_flight", "must be at least 1"));
         }
         let id = self.id.unwrap_or_else(|| super::fresh_id("runner"));
         super::spec::check_name("id", &id)?;
@@ -138,6 +148,7 @@ impl RunnerBuilder {
                 batch: self.batch,
                 broken: self.broken,
                 ledger: self.ledger,
+                max_in_flight: self.max_in_flight,
                 events,
                 inflight,
             }),
@@ -155,6 +166,7 @@ struct Inner {
     batch: i64,
     broken: bool,
     ledger: Option<Ledger>,
+    max_in_flight: usize,
     events: broadcast::Sender<RoutineEvent>,
     inflight: watch::Sender<usize>,
 }
@@ -184,6 +196,7 @@ impl Runner {
             batch: 256,
             broken: false,
             ledger: None,
+            max_in_flight: 256,
         }
     }
 
@@ -218,6 +231,10 @@ impl Runner {
             tracing::warn!(run = %run.id, routine = %run.routine_id, "routine run lost: its runner's lease ran out");
             let _ = inner.events.send(RoutineEvent::RunLost { run: run.clone() });
         }
+        let room = inner.max_in_flight.saturating_sub(self.in_flight()) as i64;
+        if room == 0 {
+            return Ok(report);
+        }
         let mut agents: Vec<String> = inner.agents.keys().cloned().collect();
         agents.sort();
         let req = ClaimSlots {
@@ -225,7 +242,7 @@ impl Runner {
             runner: inner.id.clone(),
             lease_until: now + inner.lease_ms,
             agents,
-            limit: inner.batch,
+            limit: inner.batch.min(room),
             broken: inner.broken,
         };
         let claimed = store.claim(&req).await?;
