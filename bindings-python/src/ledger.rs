@@ -57,6 +57,11 @@ impl NativeLedgerTools {
     fn names(&self) -> PyResult<Vec<String>> {
         crate::guard(|| Ok(self.tools.iter().map(|t| t.spec().name.clone()).collect()))
     }
+
+    /// These tools and `other`'s, in one set (a routine run's tools with its ledger's).
+    fn join(&self, other: PyRef<'_, NativeLedgerTools>) -> PyResult<NativeLedgerTools> {
+        crate::guard(|| Ok(NativeLedgerTools { tools: self.tools.iter().chain(other.tools.iter()).cloned().collect() }))
+    }
 }
 
 /// The native ledger; `ambit.ledger.Ledger` wraps it.

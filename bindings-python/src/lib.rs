@@ -5,6 +5,7 @@
 mod awaitable;
 mod ledger;
 mod memory;
+mod routine;
 mod session;
 
 use std::sync::Arc;
@@ -184,8 +185,8 @@ impl ApprovalHandler for PyApproval {
 
 /// The native agent; `ambit.Agent` wraps it.
 #[pyclass(name = "NativeAgent", module = "ambit._native", frozen)]
-struct NativeAgent {
-    agent: Agent,
+pub(crate) struct NativeAgent {
+    pub(crate) agent: Agent,
 }
 
 #[pymethods]
@@ -496,6 +497,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::NativeDeliveries>()?;
     m.add_class::<memory::NativeMemory>()?;
     m.add_function(wrap_pyfunction!(knowledge_publish, m)?)?;
+    m.add_class::<routine::NativeRoutines>()?;
+    m.add_class::<routine::NativeRunner>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -37,6 +37,7 @@ pub mod memory;
 mod migrate;
 pub mod model;
 pub mod permission;
+pub mod routine;
 pub mod runtime;
 pub mod session;
 pub mod skills;

@@ -40,6 +40,8 @@ from . import skills
 from .skills import Skills
 from . import knowledge
 from .knowledge import Knowledge
+from . import routines
+from .routines import Routines, Runner, RunContext
 
 __all__ = [
     "Agent",
@@ -62,6 +64,10 @@ __all__ = [
     "skills",
     "Knowledge",
     "knowledge",
+    "Routines",
+    "Runner",
+    "RunContext",
+    "routines",
     "AmbitError",
     "Anthropic",
     "BudgetExceeded",
@@ -309,14 +315,19 @@ class TaskContext:
         return _native.task_cancelled(self._token)
 
 
-def _ledger_tools(routine: RoutineLedger | None) -> Any:
-    """The native tools of ``Agent(ledger=...)``."""
-    if routine is None:
-        return None
-    if not isinstance(routine, RoutineLedger):
-        raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
-                        f"got {type(routine).__name__}")
-    return routine._native
+def _ledger_tools(routine: RoutineLedger | None, run: RunContext | None = None) -> Any:
+    """The native tools of ``Agent(ledger=..., routine=...)``."""
+    tools = None
+    if routine is not None:
+        if not isinstance(routine, RoutineLedger):
+            raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
+                            f"got {type(routine).__name__}")
+        tools = routine._native
+    if run is not None:
+        if not isinstance(run, RunContext):
+            raise TypeError(f"routine must be the RunContext an agent factory was given, got {type(run).__name__}")
+        tools = run._tools if tools is None else tools.join(run._tools)
+    return tools
 
 
 def _is_function(value: Any) -> bool:
@@ -400,7 +411,8 @@ class Agent:
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
-                 skills: Skills | None = None, knowledge: Knowledge | None = None) -> None:
+                 skills: Skills | None = None, knowledge: Knowledge | None = None,
+                 routine: RunContext | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -424,7 +436,8 @@ class Agent:
         :class:`OutputSchema`) makes the final answer JSON of that type, read into
         ``result.structured_output``: the provider's native structured output where the wire has it, a
         ``final_answer`` tool elsewhere; a wrong answer goes back to the model up to ``output_retries``
-        times (default 2), then the run raises :class:`OutputInvalid`."""
+        times (default 2), then the run raises :class:`OutputInvalid`. ``routine`` (the :class:`RunContext` a :class:`Runner` hands an
+        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -497,7 +510,7 @@ class Agent:
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
-            builtins=builtin_names, ledger_tools=_ledger_tools(ledger))
+            builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine))
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

@@ -17,7 +17,7 @@
 //! ```
 
 pub mod error;
-mod migrate;
+pub(crate) mod migrate;
 pub mod postgres;
 pub mod rules;
 pub mod sqlite;

@@ -1,0 +1,769 @@
+//! The two routine stores, SQLite (one file, WAL, write transactions begun IMMEDIATE) and PostgreSQL
+//! (rows locked `FOR UPDATE`, due routines claimed `SKIP LOCKED` so runners spread over them). The
+//! code is written once: the SQL is the same but for a [`Dialect`], and `routine_store!` expands the
+//! one implementation for each driver.
+//!
+//! The slot claim is the exactly-once guard. In one transaction, with the routine's row locked: re-read
+//! the row and whether a run of it is live, plan the slots due ([`plan_claim`]), write the skipped ones,
+//! insert the run under the unique `slot_key` (routine id and slot time), and move `next_slot` on. Two
+//! runners racing for a slot cannot both commit: the second one either skips the locked row, sees the
+//! moved `next_slot` when it re-reads, or fails on the unique key.
+
+use std::collections::VecDeque;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row};
+
+use super::schedule::Timing;
+use super::spec::Reschedule;
+use super::{
+    Outcome, OutcomeStatus, Revision, Routine, RoutineError, RoutinePatch, RoutineSpec, RunRecord, RunState,
+    SkippedSlots,
+};
+
+/// What a runner asks of a claim.
+#[derive(Debug, Clone)]
+pub struct ClaimSlots {
+    pub now: i64,
+    pub runner: String,
+    pub lease_until: i64,
+    /// The agents this runner can run; routines of other agents are left to other runners.
+    pub agents: Vec<String>,
+    /// The most routines claimed in one pass.
+    pub limit: i64,
+    /// A deliberately broken claim (read, then write, with no lock and no unique slot key): only for the
+    /// negative control of the exactly-once tests.
+    pub broken: bool,
+}
+
+/// What a claim started and skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Claimed {
+    pub runs: Vec<(RunRecord, Routine)>,
+    pub skipped: Vec<SkippedSlots>,
+}
+
+/// What a finished run used.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunUsage {
+    pub tool_calls: i64,
+    pub tool_errors: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: Option<f64>,
+}
+
+/// A routine store. Every time it needs comes in as an argument.
+#[async_trait]
+pub trait RoutineStore: Send + Sync {
+    async fn create(&self, routine: &Routine, actor: &str) -> Result<(), RoutineError>;
+    async fn get(&self, id: &str) -> Result<Option<Routine>, RoutineError>;
+    async fn revisions(&self, id: &str) -> Result<Vec<Revision>, RoutineError>;
+    async fn list(&self, agent: Option<&str>) -> Result<Vec<Routine>, RoutineError>;
+    async fn update(&self, id: &str, patch: &RoutinePatch, actor: &str, now: i64) -> Result<Routine, RoutineError>;
+    async fn delete(&self, id: &str, actor: &str, now: i64) -> Result<(), RoutineError>;
+    /// Claims the due slots of up to `limit` routines: a run started or slots skipped for each.
+    async fn claim(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError>;
+    /// Starts up to `want` extra runs of a routine for a drain, capped by its parallel limit (runs in
+    /// progress, parked ones not counted) and its daily cap, in one transaction with the routine's row
+    /// locked. A drain is not held by the routine's window.
+    async fn claim_drain(
+        &self,
+        routine_id: &str,
+        want: i64,
+        runner: &str,
+        lease_until: i64,
+        now: i64,
+    ) -> Result<Vec<(RunRecord, Routine)>, RoutineError>;
+    /// Extends the lease of every live run of `runner`.
+    async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError>;
+    /// Marks `lost` every running run whose lease ran out before `now`.
+    async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError>;
+    /// Keeps a live run's reported outcome (the latest report wins).
+    async fn report_outcome(&self, run_id: &str, outcome: &Outcome) -> Result<(), RoutineError>;
+    /// Ends a run of `runner` as `finished` (an unreported outcome becomes `unknown`) or `parked`;
+    /// `None` when the run was no longer this runner's (marked lost meanwhile).
+    async fn finish(
+        &self,
+        run_id: &str,
+        runner: &str,
+        state: RunState,
+        usage: &RunUsage,
+        now: i64,
+    ) -> Result<Option<RunRecord>, RoutineError>;
+    async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError>;
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, RoutineError>;
+    async fn skipped(&self, routine_id: Option<&str>) -> Result<Vec<SkippedSlots>, RoutineError>;
+}
+
+/// What one routine's claim does: the slots it skips, the slot it runs, where `next_slot` goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimPlan {
+    pub skip: Vec<(i64, i64, i64, &'static str)>,
+    pub run: Option<i64>,
+    pub next_slot: Option<i64>,
+}
+
+/// The most slots of one routine walked in one claim (a one-second routine after a week's outage is
+/// 604,800); past it the rest are skipped by the next claim.
+const MAX_WALK: usize = 2_000_000;
+
+/// Plans a claim at `now` for a routine whose earliest unclaimed slot is `next_slot`: of the slots due
+/// (at or before `now`), the latest `catch_up` are kept and the older ones skipped as `missed`; the
+/// earliest kept one runs (unless the daily cap is reached: then every due slot is skipped as
+/// `daily_cap`), and `next_slot` moves to the next kept slot or to the first slot after `now`.
+pub fn plan_claim(timing: &Timing, spec: &RoutineSpec, next_slot: i64, now: i64, runs_today: i64) -> ClaimPlan {
+    let keep = spec.catch_up.max(1) as usize;
+    let mut kept: VecDeque<i64> = VecDeque::new();
+    let mut first_missed: Option<i64> = None;
+    let mut last_missed = 0;
+    let mut missed = 0i64;
+    let mut slot = Some(next_slot);
+    let mut walked = 0;
+    while let Some(s) = slot.filter(|s| *s <= now && walked < MAX_WALK) {
+        kept.push_back(s);
+        if kept.len() > keep {
+            let old = kept.pop_front().unwrap_or(s);
+            first_missed.get_or_insert(old);
+            last_missed = old;
+            missed += 1;
+        }
+        slot = timing.next_slot(s);
+        walked += 1;
+    }
+    let mut skip = Vec::new();
+    if let Some(first) = first_missed {
+        skip.push((first, last_missed, missed, "missed"));
+    }
+    let (Some(&earliest), Some(&latest)) = (kept.front(), kept.back()) else {
+        return ClaimPlan { skip, run: None, next_slot: slot };
+    };
+    if spec.daily_cap.is_some_and(|cap| runs_today >= cap) {
+        skip.push((earliest, latest, kept.len() as i64, "daily_cap"));
+        return ClaimPlan { skip, run: None, next_slot: slot };
+    }
+    let next = if kept.len() > 1 { kept.get(1).copied() } else { slot };
+    ClaimPlan { skip, run: Some(earliest), next_slot: next }
+}
+
+/// What differs between the two stores' SQL. Placeholders are `$N` in both.
+struct Dialect {
+    begin: &'static str,
+    /// Appended to the read of one row about to be updated.
+    lock: &'static str,
+    /// Appended to the read of the due routines a claim takes.
+    lock_due: &'static str,
+    /// Appended to a read of rows to lock, skipping those another transaction holds.
+    lock_skip: &'static str,
+}
+
+const SQLITE: Dialect = Dialect { begin: "BEGIN IMMEDIATE", lock: "", lock_due: "", lock_skip: "" };
+const POSTGRES: Dialect = Dialect {
+    begin: "BEGIN",
+    lock: " FOR UPDATE",
+    lock_due: " FOR UPDATE OF r SKIP LOCKED",
+    lock_skip: " FOR UPDATE SKIP LOCKED",
+};
+
+const ROUTINE_COLUMNS: &str = "r.id, r.revision, r.definition, r.next_slot, r.created_at, r.updated_at";
+const RUN_COLUMNS: &str = "id, routine_id, revision, kind, slot_at, state, runner, session_id, started_at, ended_at, \
+                           outcome, summary, tool_calls, tool_errors, input_tokens, output_tokens, cost";
+
+fn spec_json(spec: &RoutineSpec) -> Result<String, RoutineError> {
+    serde_json::to_string(spec).map_err(|e| RoutineError::Store(e.to_string()))
+}
+fn spec_of(text: &str) -> Result<RoutineSpec, RoutineError> {
+    serde_json::from_str(text).map_err(|e| RoutineError::Store(format!("a stored definition does not read: {e}")))
+}
+
+/// The database a pool type is for, so the macro can name its row type.
+trait PoolDb {
+    type Db: sqlx::Database;
+}
+impl PoolDb for sqlx::SqlitePool {
+    type Db = sqlx::Sqlite;
+}
+impl PoolDb for sqlx::PgPool {
+    type Db = sqlx::Postgres;
+}
+
+macro_rules! routine_store {
+    ($store:ident, $pool:ty, $dialect:expr) => {
+        impl $store {
+            fn routine(row: &<<$pool as PoolDb>::Db as sqlx::Database>::Row) -> Result<Routine, RoutineError> {
+                let definition: String = row.try_get(2)?;
+                Ok(Routine {
+                    id: row.try_get(0)?,
+                    spec: spec_of(&definition)?,
+                    revision: row.try_get(1)?,
+                    next_slot: row.try_get(3)?,
+                    created_at: row.try_get(4)?,
+                    updated_at: row.try_get(5)?,
+                })
+            }
+
+            fn run_record(r: &<<$pool as PoolDb>::Db as sqlx::Database>::Row) -> Result<RunRecord, RoutineError> {
+                let state: String = r.try_get(5)?;
+                let outcome: Option<String> = r.try_get(10)?;
+                Ok(RunRecord {
+                    id: r.try_get(0)?,
+                    routine_id: r.try_get(1)?,
+                    revision: r.try_get(2)?,
+                    kind: r.try_get(3)?,
+                    slot_at: r.try_get(4)?,
+                    state: RunState::parse(&state).ok_or_else(|| RoutineError::Store(format!("unknown run state '{state}'")))?,
+                    runner: r.try_get(6)?,
+                    session_id: r.try_get(7)?,
+                    started_at: r.try_get(8)?,
+                    ended_at: r.try_get(9)?,
+                    outcome: outcome.as_deref().and_then(OutcomeStatus::parse),
+                    summary: r.try_get(11)?,
+                    tool_calls: r.try_get(12)?,
+                    tool_errors: r.try_get(13)?,
+                    input_tokens: r.try_get(14)?,
+                    output_tokens: r.try_get(15)?,
+                    cost: r.try_get(16)?,
+                })
+            }
+
+            async fn add_revision(
+                tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
+                id: &str,
+                revision: i64,
+                actor: &str,
+                at: i64,
+                change: &str,
+                spec: &RoutineSpec,
+            ) -> Result<(), RoutineError> {
+                sqlx::query(
+                    "INSERT INTO ambit_routine_revisions (routine_id, revision, actor, at, change, definition) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(id)
+                .bind(revision)
+                .bind(actor)
+                .bind(at)
+                .bind(change)
+                .bind(spec_json(spec)?)
+                .execute(&mut **tx)
+                .await?;
+                Ok(())
+            }
+
+            /// The due routines a claim looks at: locked (skipping rows other runners hold) unless broken.
+            async fn due(
+                conn: &mut <<$pool as PoolDb>::Db as sqlx::Database>::Connection,
+                req: &ClaimSlots,
+                lock: &str,
+            ) -> Result<Vec<Routine>, RoutineError> {
+                let holes: Vec<String> = (0..req.agents.len()).map(|i| format!("${}", i + 3)).collect();
+                let sql = format!(
+                    "SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.next_slot IS NOT NULL AND r.next_slot <= $1 \
+                     AND r.enabled = 1 AND r.agent IN ({}) AND NOT EXISTS (SELECT 1 FROM ambit_routine_runs x \
+                     WHERE x.routine_id = r.id AND x.state = 'running') ORDER BY r.next_slot LIMIT $2{lock}",
+                    holes.join(", ")
+                );
+                let mut q = sqlx::query(AssertSqlSafe(sql)).bind(req.now).bind(req.limit);
+                for a in &req.agents {
+                    q = q.bind(a.as_str());
+                }
+                q.fetch_all(&mut *conn).await?.iter().map(Self::routine).collect()
+            }
+
+            /// Claims one routine's due slots inside `tx`, given the routine as read.
+            async fn claim_one(
+                tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
+                req: &ClaimSlots,
+                routine: Routine,
+                out: &mut Claimed,
+            ) -> Result<(), RoutineError> {
+                let Some(next_slot) = routine.next_slot.filter(|s| *s <= req.now) else { return Ok(()) };
+                let Ok(timing) = routine.spec.timing() else { return Ok(()) };
+                // Runs started today count only for a daily cap.
+                let runs_today: i64 = match routine.spec.daily_cap {
+                    None => 0,
+                    Some(_) => {
+                        let (day_start, day_end) = super::schedule::day_bounds(&routine.spec.day_zone(), req.now)
+                            .unwrap_or((req.now, req.now));
+                        sqlx::query_scalar(
+                            "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 \
+                             AND started_at < $3",
+                        )
+                        .bind(&routine.id)
+                        .bind(day_start)
+                        .bind(day_end)
+                        .fetch_one(&mut **tx)
+                        .await?
+                    }
+                };
+                let plan = plan_claim(&timing, &routine.spec, next_slot, req.now, runs_today);
+                for &(first, last, slots, reason) in &plan.skip {
+                    sqlx::query(
+                        "INSERT INTO ambit_routine_skips (routine_id, first_slot, last_slot, slots, reason, at) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(&routine.id)
+                    .bind(first)
+                    .bind(last)
+                    .bind(slots)
+                    .bind(reason)
+                    .bind(req.now)
+                    .execute(&mut **tx)
+                    .await?;
+                    out.skipped.push(SkippedSlots {
+                        routine_id: routine.id.clone(),
+                        first_slot: first,
+                        last_slot: last,
+                        slots,
+                        reason: reason.to_string(),
+                        at: req.now,
+                    });
+                }
+                if let Some(slot) = plan.run {
+                    let run_id = super::fresh_id("run");
+                    let session_id = super::fresh_id("ses");
+                    // The exactly-once key; the broken claim of the negative control keys by run instead.
+                    let slot_key = if req.broken { run_id.clone() } else { format!("{}@{slot}", routine.id) };
+                    let sql = format!(
+                        "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
+                         lease_until, session_id, started_at) VALUES ($1, $2, $3, 'scheduled', $4, $5, 'running', $6, $7, $8, $9) \
+                         RETURNING {RUN_COLUMNS}"
+                    );
+                    let row = sqlx::query(AssertSqlSafe(sql))
+                        .bind(&run_id)
+                        .bind(&routine.id)
+                        .bind(routine.revision)
+                        .bind(slot)
+                        .bind(&slot_key)
+                        .bind(&req.runner)
+                        .bind(req.lease_until)
+                        .bind(&session_id)
+                        .bind(req.now)
+                        .fetch_one(&mut **tx)
+                        .await?;
+                    out.runs.push((Self::run_record(&row)?, Routine { next_slot: plan.next_slot, ..routine.clone() }));
+                }
+                sqlx::query("UPDATE ambit_routines SET next_slot = $2 WHERE id = $1")
+                    .bind(&routine.id)
+                    .bind(plan.next_slot)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            }
+
+            async fn claim_guarded(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError> {
+                let mut out = Claimed::default();
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let due = Self::due(&mut *tx, req, $dialect.lock_due).await?;
+                for candidate in due {
+                    // Re-read under the lock, in a statement of its own: a runner that committed since
+                    // the due list was read shows here (a moved next_slot, a live run).
+                    let sql = format!(
+                        "SELECT {ROUTINE_COLUMNS}, (SELECT count(*) FROM ambit_routine_runs x WHERE x.routine_id = r.id \
+                         AND x.state = 'running') FROM ambit_routines r WHERE r.id = $1"
+                    );
+                    let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(&candidate.id).fetch_optional(&mut *tx).await? else {
+                        continue;
+                    };
+                    let routine = Self::routine(&row)?;
+                    let live: i64 = row.try_get(6)?;
+                    if live == 0 {
+                        Self::claim_one(&mut tx, req, routine, &mut out).await?;
+                    }
+                }
+                tx.commit().await?;
+                Ok(out)
+            }
+
+            /// The negative control: the due list read with no lock, each routine then written as read.
+            async fn claim_broken(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError> {
+                let mut out = Claimed::default();
+                let due = {
+                    let mut conn = self.pool.acquire().await?;
+                    Self::due(&mut *conn, req, "").await?
+                };
+                for routine in due {
+                    let mut tx = self.pool.begin_with($dialect.begin).await?;
+                    Self::claim_one(&mut tx, req, routine, &mut out).await?;
+                    tx.commit().await?;
+                }
+                Ok(out)
+            }
+        }
+
+        #[async_trait]
+        impl RoutineStore for $store {
+            async fn create(&self, routine: &Routine, actor: &str) -> Result<(), RoutineError> {
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO ambit_routines (id, agent, revision, definition, enabled, next_slot, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&routine.id)
+                .bind(&routine.spec.agent)
+                .bind(routine.revision)
+                .bind(spec_json(&routine.spec)?)
+                .bind(routine.spec.enabled as i64)
+                .bind(routine.next_slot)
+                .bind(routine.created_at)
+                .bind(routine.updated_at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                let reused: Option<i64> =
+                    sqlx::query_scalar("SELECT revision FROM ambit_routine_revisions WHERE routine_id = $1 LIMIT 1")
+                        .bind(&routine.id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if inserted == 0 || reused.is_some() {
+                    return Err(RoutineError::invalid("id", format!("a routine '{}' exists or existed", routine.id)));
+                }
+                Self::add_revision(&mut tx, &routine.id, 1, actor, routine.created_at, "create", &routine.spec).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn get(&self, id: &str) -> Result<Option<Routine>, RoutineError> {
+                let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1");
+                let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+                row.map(|r| Self::routine(&r)).transpose()
+            }
+
+            async fn revisions(&self, id: &str) -> Result<Vec<Revision>, RoutineError> {
+                let rows = sqlx::query(
+                    "SELECT revision, actor, at, change, definition FROM ambit_routine_revisions WHERE routine_id = $1 \
+                     ORDER BY revision",
+                )
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        let definition: String = r.try_get(4)?;
+                        Ok(Revision {
+                            revision: r.try_get(0)?,
+                            actor: r.try_get(1)?,
+                            at: r.try_get(2)?,
+                            change: r.try_get(3)?,
+                            definition: spec_of(&definition)?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn list(&self, agent: Option<&str>) -> Result<Vec<Routine>, RoutineError> {
+                let sql = format!(
+                    "SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE ($1 IS NULL OR r.agent = $1) ORDER BY r.id"
+                );
+                let rows = sqlx::query(AssertSqlSafe(sql)).bind(agent).fetch_all(&self.pool).await?;
+                rows.iter().map(Self::routine).collect()
+            }
+
+            async fn update(&self, id: &str, patch: &RoutinePatch, actor: &str, now: i64) -> Result<Routine, RoutineError> {
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1{}", $dialect.lock);
+                let row = sqlx::query(AssertSqlSafe(sql))
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or_else(|| RoutineError::NotFound(id.to_string()))?;
+                let old = Self::routine(&row)?;
+                let (spec, how) = patch.apply(&old.spec)?;
+                let next_slot = match how {
+                    Reschedule::Keep => old.next_slot,
+                    Reschedule::Anew => spec.timing()?.first_slot(now),
+                    Reschedule::Pause => None,
+                };
+                let new = Routine { spec, revision: old.revision + 1, updated_at: now, next_slot, ..old };
+                sqlx::query(
+                    "UPDATE ambit_routines SET revision = $2, definition = $3, enabled = $4, next_slot = $5, updated_at = $6 \
+                     WHERE id = $1",
+                )
+                .bind(id)
+                .bind(new.revision)
+                .bind(spec_json(&new.spec)?)
+                .bind(new.spec.enabled as i64)
+                .bind(new.next_slot)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                Self::add_revision(&mut tx, id, new.revision, actor, now, "update", &new.spec).await?;
+                tx.commit().await?;
+                Ok(new)
+            }
+
+            async fn delete(&self, id: &str, actor: &str, now: i64) -> Result<(), RoutineError> {
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1{}", $dialect.lock);
+                let row = sqlx::query(AssertSqlSafe(sql))
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or_else(|| RoutineError::NotFound(id.to_string()))?;
+                let old = Self::routine(&row)?;
+                sqlx::query("DELETE FROM ambit_routines WHERE id = $1").bind(id).execute(&mut *tx).await?;
+                // A run in progress finishes; its record goes when it does.
+                sqlx::query("DELETE FROM ambit_routine_runs WHERE routine_id = $1 AND state <> 'running'")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM ambit_routine_skips WHERE routine_id = $1").bind(id).execute(&mut *tx).await?;
+                Self::add_revision(&mut tx, id, old.revision + 1, actor, now, "delete", &old.spec).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn claim(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError> {
+                if req.agents.is_empty() {
+                    return Ok(Claimed::default());
+                }
+                if req.broken { self.claim_broken(req).await } else { self.claim_guarded(req).await }
+            }
+
+            async fn claim_drain(
+                &self,
+                routine_id: &str,
+                want: i64,
+                runner: &str,
+                lease_until: i64,
+                now: i64,
+            ) -> Result<Vec<(RunRecord, Routine)>, RoutineError> {
+                let mut out = Vec::new();
+                if want <= 0 {
+                    return Ok(out);
+                }
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let sql = format!("SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.id = $1{}", $dialect.lock);
+                let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(routine_id).fetch_optional(&mut *tx).await? else {
+                    return Ok(out);
+                };
+                let routine = Self::routine(&row)?;
+                let running: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND state = 'running'")
+                        .bind(routine_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let (day_start, day_end) = super::schedule::day_bounds(&routine.spec.day_zone(), now).unwrap_or((now, now));
+                let today: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 AND started_at < $3",
+                )
+                .bind(routine_id)
+                .bind(day_start)
+                .bind(day_end)
+                .fetch_one(&mut *tx)
+                .await?;
+                let allowed = super::rules_drain_allowed(want, routine.spec.parallel(), running, routine.spec.daily_cap, today);
+                for _ in 0..allowed {
+                    let sql = format!(
+                        "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
+                         lease_until, session_id, started_at) VALUES ($1, $2, $3, 'drain', NULL, NULL, 'running', $4, $5, $6, $7) \
+                         RETURNING {RUN_COLUMNS}"
+                    );
+                    let row = sqlx::query(AssertSqlSafe(sql))
+                        .bind(super::fresh_id("run"))
+                        .bind(routine_id)
+                        .bind(routine.revision)
+                        .bind(runner)
+                        .bind(lease_until)
+                        .bind(super::fresh_id("ses"))
+                        .bind(now)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    out.push((Self::run_record(&row)?, routine.clone()));
+                }
+                tx.commit().await?;
+                Ok(out)
+            }
+
+            async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError> {
+                // Rows are locked in id order, so a renewal never deadlocks with another renewal or with
+                // a lost-marking of the same rows (PostgreSQL; SQLite has one writer).
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET lease_until = $2 WHERE id IN (SELECT id FROM ambit_routine_runs \
+                     WHERE runner = $1 AND state = 'running' AND lease_until < $2 ORDER BY id{})",
+                    $dialect.lock
+                );
+                let done = sqlx::query(AssertSqlSafe(sql)).bind(runner).bind(lease_until).execute(&self.pool).await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError> {
+                // A row another transaction holds (a renewal in flight) is skipped: it is not lost.
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET state = 'lost', ended_at = $1 WHERE id IN (SELECT id FROM \
+                     ambit_routine_runs WHERE state = 'running' AND lease_until < $1 ORDER BY id{}) \
+                     AND state = 'running' AND lease_until < $1 RETURNING {RUN_COLUMNS}",
+                    $dialect.lock_skip
+                );
+                let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).fetch_all(&self.pool).await?;
+                rows.iter().map(Self::run_record).collect()
+            }
+
+            async fn report_outcome(&self, run_id: &str, outcome: &Outcome) -> Result<(), RoutineError> {
+                let done = sqlx::query(
+                    "UPDATE ambit_routine_runs SET outcome = $2, summary = $3, tool_calls = $4, tool_errors = $5 \
+                     WHERE id = $1 AND state IN ('running', 'parked')",
+                )
+                .bind(run_id)
+                .bind(outcome.status.as_str())
+                .bind(&outcome.summary)
+                .bind(outcome.tool_calls)
+                .bind(outcome.tool_errors)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(RoutineError::invalid("run_id", format!("run '{run_id}' is not in progress")));
+                }
+                Ok(())
+            }
+
+            async fn finish(
+                &self,
+                run_id: &str,
+                runner: &str,
+                state: RunState,
+                usage: &RunUsage,
+                now: i64,
+            ) -> Result<Option<RunRecord>, RoutineError> {
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let finished = state == RunState::Finished;
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET state = $3, ended_at = CASE WHEN $4 = 1 THEN $5 ELSE ended_at END, \
+                     outcome = CASE WHEN $4 = 1 THEN COALESCE(outcome, 'unknown') ELSE outcome END, \
+                     tool_calls = COALESCE(tool_calls, $6), tool_errors = COALESCE(tool_errors, $7), \
+                     input_tokens = input_tokens + $8, output_tokens = output_tokens + $9, \
+                     cost = CASE WHEN $10 IS NULL THEN cost ELSE COALESCE(cost, 0) + $10 END \
+                     WHERE id = $1 AND runner = $2 AND state = 'running' RETURNING {RUN_COLUMNS}"
+                );
+                let row = sqlx::query(AssertSqlSafe(sql))
+                    .bind(run_id)
+                    .bind(runner)
+                    .bind(state.as_str())
+                    .bind(finished as i64)
+                    .bind(now)
+                    .bind(usage.tool_calls)
+                    .bind(usage.tool_errors)
+                    .bind(usage.input_tokens)
+                    .bind(usage.output_tokens)
+                    .bind(usage.cost)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let record = row.map(|r| Self::run_record(&r)).transpose()?;
+                // The routine was deleted while the run was in progress: its history goes now.
+                sqlx::query(
+                    "DELETE FROM ambit_routine_runs WHERE id = $1 AND state <> 'running' AND NOT EXISTS \
+                     (SELECT 1 FROM ambit_routines r WHERE r.id = ambit_routine_runs.routine_id)",
+                )
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(record)
+            }
+
+            async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError> {
+                let sql = format!(
+                    "SELECT {RUN_COLUMNS} FROM ambit_routine_runs WHERE ($1 IS NULL OR routine_id = $1) \
+                     ORDER BY started_at DESC, id DESC LIMIT $2"
+                );
+                let rows = sqlx::query(AssertSqlSafe(sql)).bind(routine_id).bind(limit).fetch_all(&self.pool).await?;
+                rows.iter().map(Self::run_record).collect()
+            }
+
+            async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, RoutineError> {
+                let sql = format!("SELECT {RUN_COLUMNS} FROM ambit_routine_runs WHERE id = $1");
+                let row = sqlx::query(AssertSqlSafe(sql)).bind(run_id).fetch_optional(&self.pool).await?;
+                row.map(|r| Self::run_record(&r)).transpose()
+            }
+
+            async fn skipped(&self, routine_id: Option<&str>) -> Result<Vec<SkippedSlots>, RoutineError> {
+                let rows = sqlx::query(
+                    "SELECT routine_id, first_slot, last_slot, slots, reason, at FROM ambit_routine_skips \
+                     WHERE ($1 IS NULL OR routine_id = $1) ORDER BY routine_id, first_slot",
+                )
+                .bind(routine_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(SkippedSlots {
+                            routine_id: r.try_get(0)?,
+                            first_slot: r.try_get(1)?,
+                            last_slot: r.try_get(2)?,
+                            slots: r.try_get(3)?,
+                            reason: r.try_get(4)?,
+                            at: r.try_get(5)?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+/// Routines in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteRoutines {
+    pool: sqlx::SqlitePool,
+}
+
+impl SqliteRoutines {
+    pub async fn open(path: &str, max_connections: u32, now: i64) -> Result<SqliteRoutines, RoutineError> {
+        if path.is_empty() {
+            return Err(RoutineError::invalid(
+                "url",
+                "sqlite:// needs a file path, e.g. sqlite:///var/lib/app/routines.db",
+            ));
+        }
+        let connect = SqliteConnectOptions::from_str("sqlite://")
+            .map_err(|e| RoutineError::invalid("url", e.to_string()))?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(connect)
+            .await?;
+        crate::migrate::sqlite(&pool, &MIGRATIONS, now).await.map_err(RoutineError::Store)?;
+        Ok(SqliteRoutines { pool })
+    }
+}
+
+routine_store!(SqliteRoutines, sqlx::SqlitePool, SQLITE);
+
+/// Routines in a PostgreSQL database.
+#[derive(Debug, Clone)]
+pub struct PgRoutines {
+    pool: sqlx::PgPool,
+}
+
+impl PgRoutines {
+    pub async fn open(url: &str, max_connections: u32, now: i64) -> Result<PgRoutines, RoutineError> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| RoutineError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(connect)
+            .await?;
+        crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(RoutineError::Store)?;
+        Ok(PgRoutines { pool })
+    }
+}
+
+routine_store!(PgRoutines, sqlx::PgPool, POSTGRES);
+
+/// The routines' schema migrations, applied on open by the crate's one migration runner.
+const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
+    table: "ambit_routine_migrations",
+    pg_lock: 7411015,
+    sqlite: &[(1, "routines", include_str!("../../migrations/sqlite/routines_0001.sql"))],
+    postgres: &[(1, "routines", include_str!("../../migrations/postgres/routines_0001.sql"))],
+};
