@@ -23,14 +23,7 @@ pub(crate) fn ledger_err(e: LedgerError) -> PyErr {
             }
             _ => {}
         }
-        let made = py
-            .import("ambit.ledger")
-            .and_then(|m| m.getattr("_from_core"))
-            .and_then(|f| f.call1((e.code(), e.to_string(), details)));
-        match made {
-            Ok(exc) => PyErr::from_value(exc),
-            Err(err) => err,
-        }
+        crate::python_err(py, "ambit.ledger", e.code(), e.to_string(), details)
     })
 }
 

@@ -49,14 +49,34 @@ fn core_err(e: Error) -> PyErr {
             }
             _ => {}
         }
-        let made = py
-            .import("ambit.errors")
-            .and_then(|m| m.getattr("_from_core"))
-            .and_then(|f| f.call1((e.code(), e.to_string(), details)));
-        match made {
-            Ok(exc) => PyErr::from_value(exc),
-            Err(err) => err,
+        python_err(py, "ambit.errors", e.code(), e.to_string(), details)
+    })
+}
+
+/// The exception the Python module `module` makes (its `_from_core`) for a core error's code, message
+/// and details: the module decides the class. A failure to make it is raised as itself.
+pub(crate) fn python_err(
+    py: Python<'_>,
+    module: &str,
+    code: &str,
+    message: String,
+    details: Bound<'_, PyDict>,
+) -> PyErr {
+    let made = py.import(module).and_then(|m| m.getattr("_from_core")).and_then(|f| f.call1((code, message, details)));
+    match made {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(err) => err,
+    }
+}
+
+/// [`python_err`] for an error whose one detail is the argument it names (`field`).
+pub(crate) fn field_err(module: &str, code: &str, message: String, field: Option<&str>) -> PyErr {
+    Python::attach(|py| {
+        let details = PyDict::new(py);
+        if let Some(field) = field {
+            let _ = details.set_item("field", field);
         }
+        python_err(py, module, code, message, details)
     })
 }
 
@@ -464,15 +484,7 @@ fn knowledge_publish(py: Python<'_>, dir: String, name: String, content: String,
         let published = py.detach(|| ambit::knowledge::publish(&dir, &name, &content, overwrite));
         match published {
             Ok(p) => serde_json::to_string(&p).map_err(|e| core_err(Error::Config(e.to_string()))),
-            Err(e) => {
-                let details = pyo3::types::PyDict::new(py);
-                if let Some(field) = e.field() {
-                    details.set_item("field", field)?;
-                }
-                let exc =
-                    py.import("ambit.knowledge")?.getattr("_from_core")?.call1((e.code(), e.to_string(), details))?;
-                Err(PyErr::from_value(exc))
-            }
+            Err(e) => Err(field_err("ambit.knowledge", e.code(), e.to_string(), e.field())),
         }
     })
 }

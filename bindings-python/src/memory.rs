@@ -3,26 +3,12 @@
 
 use ambit::memory::{Memory, MemoryError, Target};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::awaitable;
 
 /// Builds the exception `ambit.memory` defines for a memory error, keeping its code and field.
 fn memory_err(e: MemoryError) -> PyErr {
-    Python::attach(|py| {
-        let details = PyDict::new(py);
-        if let Some(field) = e.field() {
-            let _ = details.set_item("field", field);
-        }
-        let made = py
-            .import("ambit.memory")
-            .and_then(|m| m.getattr("_from_core"))
-            .and_then(|f| f.call1((e.code(), e.to_string(), details)));
-        match made {
-            Ok(exc) => PyErr::from_value(exc),
-            Err(err) => err,
-        }
-    })
+    crate::field_err("ambit.memory", e.code(), e.to_string(), e.field())
 }
 
 fn json_arg(field: &str, text: &str) -> PyResult<serde_json::Value> {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use ambit::Error;
 use ambit::routine::{RoutineError, Routines, Runner};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::ledger::{NativeLedger, NativeLedgerTools};
 use crate::session::NativeSessions;
@@ -16,20 +15,7 @@ use crate::{NativeAgent, awaitable};
 
 /// Builds the exception `ambit.routines` defines for a routine error, keeping its code and field.
 fn routine_err(e: RoutineError) -> PyErr {
-    Python::attach(|py| {
-        let details = PyDict::new(py);
-        if let Some(field) = e.field() {
-            let _ = details.set_item("field", field);
-        }
-        let made = py
-            .import("ambit.routines")
-            .and_then(|m| m.getattr("_from_core"))
-            .and_then(|f| f.call1((e.code(), e.to_string(), details)));
-        match made {
-            Ok(exc) => PyErr::from_value(exc),
-            Err(err) => err,
-        }
-    })
+    crate::field_err("ambit.routines", e.code(), e.to_string(), e.field())
 }
 
 fn json_arg(field: &str, text: &str) -> PyResult<serde_json::Value> {

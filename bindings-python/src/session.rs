@@ -16,14 +16,7 @@ pub(crate) fn session_err(e: SessionError) -> PyErr {
                 let _ = details.set_item("session_id", session_id);
                 let _ = details.set_item("request", serde_json::to_string(request).unwrap_or_default());
             }
-            let made = py
-                .import("ambit.errors")
-                .and_then(|m| m.getattr("_from_core"))
-                .and_then(|f| f.call1((other.code(), other.to_string(), details)));
-            match made {
-                Ok(exc) => PyErr::from_value(exc),
-                Err(err) => err,
-            }
+            crate::python_err(py, "ambit.errors", other.code(), other.to_string(), details)
         }),
     }
 }
