@@ -13,7 +13,7 @@
 //! use ambit::knowledge::{KnowledgeConfig, publish};
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! publish("/srv/agents/support/knowledge", "refund-policy", "# Refunds\nOver 500 EUR: a second approver.", false)?;
-//! # let model = ambit::model::OpenAiChat::new("gpt-4.1");
+//! # let model = ambit::OpenAiChat::new("gpt-4.1");
 //! let agent = ambit::Agent::builder().model(model).knowledge(KnowledgeConfig::new("/srv/agents/support/knowledge")).build()?;
 //! # Ok(()) }
 //! ```

@@ -18,7 +18,7 @@
 //! let sessions = ambit::session::Sessions::open("sqlite:///var/lib/app/sessions.db").await.unwrap();
 //! let runner = Runner::builder(routines, sessions)
 //!     .agent("po-chaser", move |_ctx| Ok(agent.clone()))
-//!     .build();
+//!     .build()?;
 //! runner.run_forever().await?;
 //! # Ok(()) }
 //! ```

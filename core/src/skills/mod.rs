@@ -19,7 +19,7 @@
 //! use ambit::skills::SkillsConfig;
 //! # fn demo() -> Result<(), ambit::Error> {
 //! let skills = SkillsConfig::new(["/home/me/.claude/skills"]).agent_managed(true);
-//! # let model = ambit::model::OpenAiChat::new("gpt-4.1");
+//! # let model = ambit::OpenAiChat::new("gpt-4.1");
 //! let agent = ambit::Agent::builder().model(model).skills(skills).build()?;
 //! # Ok(()) }
 //! ```
