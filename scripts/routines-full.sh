@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The routines' multi-process week (issue 15): 200 routines, runner processes killed with SIGKILL at
+# random, on SQLite and PostgreSQL, and its negative control (a broken slot claim caught by the same
+# checks). Several minutes; not part of scripts/test.sh while the due_but_idle violation is open.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$here/scripts/env.sh"
+if [ -z "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
+  pg_dir="$(mktemp -u -d /tmp/ambit-pg.XXXXXX)"
+  trap 'bash "$here/scripts/postgres.sh" stop "$pg_dir"' EXIT
+  AMBIT_TEST_POSTGRES_URL="$(bash "$here/scripts/postgres.sh" start "$pg_dir")"
+  export AMBIT_TEST_POSTGRES_URL
+fi
+cd "$here"
+cargo test -p ambit --test routines_multiprocess -- --ignored --test-threads 1 --nocapture
