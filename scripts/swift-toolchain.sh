@@ -40,8 +40,10 @@ inroot() {
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
     if [ "$dir" != / ]; then mkdir -p "$root$dir"; mount --bind "$dir" "$root$dir"; fi
     cd "$root$dir" 2>/dev/null || true
+    # SWIFT_BACKTRACE=enable=no: a crashing test process exits (and the run fails) instead of waiting
+    # forever on the Swift backtracer, which cannot start inside this root (seen once: a hang).
     exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
-      sh -c "cd \"\$0\" && exec \"\$@\"" "$dir" "$@"
+      SWIFT_BACKTRACE=enable=no sh -c "cd \"\$0\" && exec \"\$@\"" "$dir" "$@"
   ' inroot "$root" "$dir" "$@"
 }
 

@@ -169,7 +169,9 @@ fi
 scratch="/var/cache/ambit-swiftpm/$(printf '%s' "$pkg" | sha256sum | cut -c1-16)"
 
 echo "test-swift: swift test" >&2
-bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift test --scratch-path "$scratch" "$@"
+# --no-parallel: on a 2-core machine Swift's cooperative pool has 2 threads, and the session tests run in
+# parallel were seen to hang (open bug: a blocking call on a cooperative thread is the suspect).
+bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift test --no-parallel --scratch-path "$scratch" "$@"
 
 # The example, against the loopback provider (started on the host; the root shares its network).
 echo "test-swift: examples/swift/main.swift" >&2
