@@ -553,7 +553,7 @@ class Agent:
             raise TypeError(f"input must be a string, got {type(input).__name__}")
         return _result(json.loads(await self._native.run(input)), self._decode_output)
 
-    async def stream(self, input: str) -> AsyncIterator[events.RunStarted | events.TextDelta | Any]:
+    async def stream(self, input: str) -> AsyncIterator[events.AgentEvent]:
         """Runs the loop like :meth:`run`, yielding its events (``ambit.events``) as they happen; the
         last is :class:`ambit.events.RunFinished` with the result. A failed run raises its error after
         the events before it. Closing the iterator early (``contextlib.aclosing``, or when it is collected)
@@ -580,14 +580,10 @@ class Agent:
         return asyncio.run(self.run(input))
 
 
-_EVENTS: dict[str, type] = {cls.type: cls for cls in (
-    events.RunStarted, events.ModelRequest, events.TextDelta, events.ModelResponse, events.ToolCallRequested,
-    events.ToolStarted, events.ToolFinished, events.ToolRefused, events.ChecklistNudge, events.RunFinished,
-    events.ApprovalRequested, events.BackgroundTaskStarted, events.BackgroundTaskProgress,
-    events.BackgroundTaskReported)}
+_EVENTS: dict[str, type] = {cls.type: cls for cls in typing.get_args(events.AgentEvent) if cls is not Event}
 
 
-def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> Any:
+def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> events.AgentEvent:
     kind = raw.pop("type")
     cls = _EVENTS.get(kind)
     if cls is None:
@@ -598,7 +594,8 @@ def _event(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = Non
         raw["result"] = _result(raw["result"], decode_output)
     if kind == "approval_requested":
         raw["request"] = ApprovalRequest(**raw["request"])
-    return cls(**raw)
+    event: events.AgentEvent = cls(**raw)
+    return event
 
 
 def _result(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = None) -> RunResult:

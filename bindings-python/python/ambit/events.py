@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 if TYPE_CHECKING:
     from . import RunResult, StopReason, Usage
     from .policy import ApprovalRequest
 
 __all__ = [
-    "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
+    "AgentEvent", "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
     "ToolCallRequested", "ToolFinished", "ToolRefused", "ToolStarted",
 ]
 
@@ -148,3 +148,12 @@ class RunFinished:
     type: ClassVar[str] = "run_finished"
     usage: Usage
     result: RunResult
+
+
+AgentEvent = Union[
+    RunStarted, ModelRequest, TextDelta, ModelResponse, ToolCallRequested, ToolStarted, ToolFinished,
+    ToolRefused, ApprovalRequested, BackgroundTaskStarted, BackgroundTaskProgress, BackgroundTaskReported,
+    ChecklistNudge, RunFinished, Event,
+]
+"""Every event ``agent.stream(...)`` yields: narrow it with ``isinstance`` or ``match``. A type this version
+does not know arrives as the plain :class:`Event`."""
