@@ -211,7 +211,11 @@ impl NativeRunner {
             let runner = self.runner.clone();
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             awaitable::into_awaitable(py, locals, async move {
-                let report = runner.tick(now.unwrap_or_else(now_ms)).await.map_err(routine_err)?;
+                let report = match now {
+                    Some(now) => runner.tick(now).await,
+                    None => runner.tick_now().await,
+                }
+                .map_err(routine_err)?;
                 to_json!(&report)
             })
         })
@@ -237,8 +241,4 @@ impl NativeRunner {
             awaitable::into_awaitable(py, locals, async move { runner.run_forever().await.map_err(routine_err) })
         })
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -473,3 +473,120 @@ async fn a_busy_runner_claims_no_more_than_its_room_and_leaves_the_rest_due() {
     runner.wait_idle().await;
     assert_eq!(routines.runs(None, 10).await.unwrap().len(), 3);
 }
+
+/// The model of the person's side of a resume: it answers at once.
+struct Answers;
+
+#[async_trait::async_trait]
+impl ambit::Model for Answers {
+    fn name(&self) -> &str {
+        "answers"
+    }
+    async fn respond(&self, _: &ambit::model::ModelRequest) -> Result<ambit::model::ModelResponse, ambit::ModelError> {
+        Ok(ambit::model::ModelResponse {
+            id: "r".into(),
+            text: Some("Went ahead.".into()),
+            tool_calls: vec![],
+            stop: ambit::model::StopReason::End,
+            usage: ambit::model::Usage::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_parked_run_resumed_through_sessions_is_finished_by_the_next_tick() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let (routines, sessions) = open(&s.url, &clock).await;
+        let r = routines.create(RoutineSpec::every("tester", "park report=success", 3600), "alice").await.unwrap();
+        let runner = runner(&routines, &sessions, &clock);
+        runner.tick(T0).await.unwrap();
+        runner.wait_idle().await;
+        let parked = routines.runs(Some(&r.id), 10).await.unwrap().remove(0);
+        assert_eq!(parked.state, RunState::Parked, "{}", s.name);
+        // The control: while the session waits on the person, a tick leaves the record parked.
+        let tick = runner.tick(T0 + 1).await.unwrap();
+        assert!(tick.resumed.is_empty(), "{}: a run still waiting is not finished", s.name);
+        assert_eq!(routines.run(&parked.id).await.unwrap().map(|x| x.state), Some(RunState::Parked));
+
+        // The person answers through the session API, from another store handle (another process).
+        let other = Sessions::open(&s.url).await.unwrap();
+        let person = ambit::Agent::builder()
+            .model(Answers)
+            .tools(ambit::tools::builtin::by_name("escalate_to_human"))
+            .build()
+            .unwrap();
+        let resumed = other.resume(&person, &parked.session_id, ambit::ApprovalDecision::Approve).await.unwrap();
+        assert_eq!(resumed.output, "Went ahead.");
+        let mut events = runner.subscribe();
+        clock.set(T0 + 2);
+        let tick = runner.tick(T0 + 2).await.unwrap();
+        assert_eq!(tick.resumed.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [parked.id.as_str()], "{}", s.name);
+        let record = routines.run(&parked.id).await.unwrap().unwrap();
+        assert_eq!((record.state, record.outcome, record.ended_at), (RunState::Finished, Some(OutcomeStatus::Unknown), Some(T0 + 2)));
+        assert!(matches!(events.try_recv(), Ok(RoutineEvent::RunFinished { run }) if run.id == parked.id));
+        // Once: the next tick has nothing more to say about it.
+        assert!(runner.tick(T0 + 3).await.unwrap().resumed.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn slots_outside_the_window_and_while_disabled_are_readable_skips() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let (routines, sessions) = open(&s.url, &clock).await;
+        // Every half hour, Saturdays 10:00-10:45 UTC: slots at 10:00 and 10:30, then next Saturday.
+        let window =
+            ActiveWindow { weekdays: vec!["sat".into()], start: "10:00".into(), end: "10:45".into(), timezone: "UTC".into() };
+        let spec = RoutineSpec { active_window: Some(window), ..RoutineSpec::every("tester", "report=success", 1800) };
+        let r = routines.create(spec, "alice").await.unwrap();
+        const SAT_10: i64 = 1_780_135_200_000;
+        assert_eq!(r.next_slot, Some(SAT_10));
+        let runner = runner(&routines, &sessions, &clock);
+        let mut events = runner.subscribe();
+        clock.set(SAT_10);
+        let first = runner.tick(SAT_10).await.unwrap();
+        assert_eq!((first.started.len(), first.skipped.len()), (1, 0), "{}: 10:00 runs; no gap yet", s.name);
+        runner.wait_idle().await;
+        clock.set(SAT_10 + 1_800_000);
+        let second = runner.tick(SAT_10 + 1_800_000).await.unwrap();
+        runner.wait_idle().await;
+        assert_eq!(second.started.len(), 1, "{}", s.name);
+        // Claiming 10:30 moves the next slot to next Saturday: the half hours between are the window's.
+        let week = 7 * 24 * 3_600_000;
+        assert_eq!(routines.get(&r.id).await.unwrap().routine.next_slot, Some(SAT_10 + week));
+        assert_eq!(second.skipped.len(), 1, "{}: {:?}", s.name, second.skipped);
+        let k = &second.skipped[0];
+        assert_eq!(
+            (k.reason.as_str(), k.first_slot, k.last_slot, k.slots),
+            ("window", SAT_10 + 3_600_000, SAT_10 + week - 1_800_000, 7 * 48 - 2),
+            "{}",
+            s.name
+        );
+        let mut skipped_events = 0;
+        while let Ok(e) = events.try_recv() {
+            if let RoutineEvent::SlotSkipped { skipped } = e {
+                assert_eq!(skipped.reason, "window");
+                skipped_events += 1;
+            }
+        }
+        assert_eq!(skipped_events, 1, "{}: the host hears of it", s.name);
+
+        // Disabled for five minutes: the slots it would have had are a `disabled` skip once it is back.
+        let every_minute = routines.create(RoutineSpec::every("tester", "report=success", 60), "alice").await.unwrap();
+        let paused_at = clock.now_ms();
+        routines.update_json(&every_minute.id, &json!({"enabled": false}), "bob").await.unwrap();
+        clock.set(paused_at + 5 * 60_000 - 1);
+        routines.update_json(&every_minute.id, &json!({"title": "reworded while paused"}), "bob").await.unwrap();
+        assert!(routines.skipped(Some(&every_minute.id)).await.unwrap().is_empty(), "{}: nothing yet", s.name);
+        routines.update_json(&every_minute.id, &json!({"enabled": true}), "carol").await.unwrap();
+        let skips = routines.skipped(Some(&every_minute.id)).await.unwrap();
+        assert_eq!(skips.len(), 1, "{}", s.name);
+        assert_eq!(
+            (skips[0].reason.as_str(), skips[0].first_slot, skips[0].slots),
+            ("disabled", paused_at, 5),
+            "{}: counted from the pause, not from the rewording",
+            s.name
+        );
+    }
+}

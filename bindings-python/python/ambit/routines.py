@@ -138,7 +138,8 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class SkippedSlots:
-    """Slots that came due and were not run: ``missed`` (beyond catch-up) or ``daily_cap``."""
+    """Slots that were not run: ``missed`` (beyond catch-up), ``daily_cap``, ``window`` (outside the active
+    window) or ``disabled`` (while the routine was disabled)."""
 
     routine_id: str
     first_slot: int
@@ -155,6 +156,8 @@ class TickReport:
     started: list[RunRecord]
     lost: list[RunRecord]
     skipped: list[SkippedSlots]
+    #: Parked runs whose session a resume ended since: now finished.
+    resumed: list[RunRecord] = field(default_factory=list)
 
 
 def _routine(d: Mapping[str, Any]) -> Routine:
@@ -302,10 +305,11 @@ class Runner:
 
     async def tick(self, now: Optional[int] = None) -> TickReport:
         """One pass at ``now`` (ms; the clock when omitted): renews this runner's leases, marks lost the
-        runs whose lease ran out, claims the due slots and starts their runs in the background."""
+        runs whose lease ran out, claims the due slots and starts their runs in the background, and finishes
+        parked runs whose session a resume ended (``resumed``)."""
         d = json.loads(await self._native.tick(now))
         return TickReport(started=[_run(r) for r in d["started"]], lost=[_run(r) for r in d["lost"]],
-                          skipped=[SkippedSlots(**s) for s in d["skipped"]])
+                          skipped=[SkippedSlots(**s) for s in d["skipped"]], resumed=[_run(r) for r in d["resumed"]])
 
     def tick_sync(self, now: Optional[int] = None) -> TickReport:
         return _sync("tick", lambda: self.tick(now))

@@ -229,8 +229,10 @@ pub struct RunRecord {
     pub cost: Option<f64>,
 }
 
-/// Slots that came due and were not run: older slots beyond `catch_up` (`missed`), or slots over the
-/// daily cap (`daily_cap`).
+/// Slots that were not run: older slots beyond `catch_up` (`missed`), slots over the daily cap
+/// (`daily_cap`), slots of the schedule outside the active window (`window`: recorded by the claim that
+/// moves the next slot past them, so a gap reaching into the future is recorded when it starts), and
+/// slots that came while the routine was disabled (`disabled`: recorded when it is enabled again).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedSlots {
     pub routine_id: String,

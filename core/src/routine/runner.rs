@@ -23,6 +23,27 @@ use crate::tools::{Tool, ToolSpec};
 /// included) and gives the run's tools (`report_outcome`, `list_my_routines`, `list_my_outcomes`).
 pub type AgentFactory = Arc<dyn Fn(&RunContext) -> Result<Agent, crate::Error> + Send + Sync>;
 
+/// An [`AgentFactory`] that answers later: for hosts whose factory runs on another thread (a
+/// JavaScript function called on Node's own thread).
+pub type AsyncAgentFactory =
+    Arc<dyn Fn(RunContext) -> futures::future::BoxFuture<'static, Result<Agent, crate::Error>> + Send + Sync>;
+
+/// A factory as the runner keeps it.
+#[derive(Clone)]
+enum Factory {
+    Now(AgentFactory),
+    Later(AsyncAgentFactory),
+}
+
+impl Factory {
+    async fn make(&self, ctx: &RunContext) -> Result<Agent, crate::Error> {
+        match self {
+            Factory::Now(f) => f(ctx),
+            Factory::Later(f) => f(ctx.clone()).await,
+        }
+    }
+}
+
 /// What an agent factory knows of the run it makes an agent for.
 #[derive(Clone)]
 pub struct RunContext {
@@ -50,13 +71,19 @@ pub struct TickReport {
     pub started: Vec<RunRecord>,
     pub lost: Vec<RunRecord>,
     pub skipped: Vec<SkippedSlots>,
+    /// Parked runs whose session a resume ended since: now `finished`.
+    #[serde(default)]
+    pub resumed: Vec<RunRecord>,
 }
+
+/// How many parked runs one tick looks at.
+const PARKED_CHECKS_PER_TICK: i64 = 8;
 
 /// Builds a [`Runner`].
 pub struct RunnerBuilder {
     routines: Routines,
     sessions: Sessions,
-    agents: HashMap<String, AgentFactory>,
+    agents: HashMap<String, Factory>,
     id: Option<String>,
     lease: Duration,
     poll: Duration,
@@ -81,12 +108,17 @@ impl RunnerBuilder {
         name: impl Into<String>,
         factory: impl Fn(&RunContext) -> Result<Agent, crate::Error> + Send + Sync + 'static,
     ) -> Self {
-        self.agents.insert(name.into(), Arc::new(factory));
+        self.agents.insert(name.into(), Factory::Now(Arc::new(factory)));
         self
     }
     /// [`RunnerBuilder::agent`] with a shared factory.
     pub fn agent_arc(mut self, name: impl Into<String>, factory: AgentFactory) -> Self {
-        self.agents.insert(name.into(), factory);
+        self.agents.insert(name.into(), Factory::Now(factory));
+        self
+    }
+    /// [`RunnerBuilder::agent`] with a factory that answers later.
+    pub fn agent_async(mut self, name: impl Into<String>, factory: AsyncAgentFactory) -> Self {
+        self.agents.insert(name.into(), Factory::Later(factory));
         self
     }
     /// The runner's id in run records (default: a fresh one).
@@ -159,7 +191,7 @@ impl RunnerBuilder {
 struct Inner {
     routines: Routines,
     sessions: Sessions,
-    agents: HashMap<String, AgentFactory>,
+    agents: HashMap<String, Factory>,
     id: String,
     lease_ms: i64,
     poll: Duration,
@@ -254,7 +286,39 @@ impl Runner {
             report.started.push(run.clone());
             self.spawn_run(routine, run);
         }
+        report.resumed = self.follow_parked(now).await?;
         Ok(report)
+    }
+
+    /// [`Runner::tick`] at the routines' clock's now.
+    pub async fn tick_now(&self) -> Result<TickReport, RoutineError> {
+        self.tick(self.inner.routines.clock().now_ms()).await
+    }
+
+    /// Looks at the sessions of a few parked runs (the longest unchecked first): a parked run whose
+    /// session a resume took on and ended (through `Sessions::resume`, in any process) is finished.
+    async fn follow_parked(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError> {
+        let inner = &self.inner;
+        let store = inner.routines.store();
+        let mut ended = Vec::new();
+        for run in store.parked_to_check(now, PARKED_CHECKS_PER_TICK).await? {
+            let state = match inner.sessions.store().state(&run.session_id).await {
+                Ok(state) => state,
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "the session of a parked routine run could not be read");
+                    continue;
+                }
+            };
+            // Still parked, or a resume is running it: the record waits.
+            if state.parked.is_some() || state.state == "running" {
+                continue;
+            }
+            if let Some(record) = store.end_parked(&run.id, now).await? {
+                let _ = inner.events.send(RoutineEvent::RunFinished { run: record.clone() });
+                ended.push(record);
+            }
+        }
+        Ok(ended)
     }
 
     /// Starts a claimed run in the background.
@@ -327,8 +391,7 @@ impl Runner {
     /// unreachable) is logged and retried at the next one.
     pub async fn run_forever(&self) -> Result<(), RoutineError> {
         loop {
-            let now = self.inner.routines.clock().now_ms();
-            if let Err(e) = self.tick(now).await {
+            if let Err(e) = self.tick_now().await {
                 tracing::warn!(error = %e, "routine tick failed");
             }
             tokio::time::sleep(self.inner.poll).await;
@@ -366,11 +429,10 @@ impl Runner {
             }
         };
         let work = async {
-            let agent = match inner.agents.get(&routine.spec.agent).map(|f| f(&ctx)) {
-                Some(Ok(agent)) => agent,
-                Some(Err(e)) => return Err(format!("the agent factory failed: {e}")),
-                None => return Err(format!("this runner has no agent '{}'", routine.spec.agent)),
+            let Some(factory) = inner.agents.get(&routine.spec.agent) else {
+                return Err(format!("this runner has no agent '{}'", routine.spec.agent));
             };
+            let agent = factory.make(&ctx).await.map_err(|e| format!("the agent factory failed: {e}"))?;
             inner
                 .sessions
                 .store()

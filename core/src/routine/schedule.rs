@@ -270,6 +270,24 @@ impl Timing {
         }
     }
 
+    /// The slots the cadence alone gives after `from` and before `to` (both exclusive), which the window
+    /// (or a pause) took out of the chain: `(first, last, count)`, or `None` when there are none. At most
+    /// `cap` are walked.
+    pub fn cadence_slots_between(&self, from: i64, to: i64, cap: usize) -> Option<(i64, i64, i64)> {
+        let bare = Timing { cadence: self.cadence.clone(), window: None };
+        let mut first = None;
+        let mut last = 0;
+        let mut count = 0i64;
+        let mut at = bare.next_slot(from);
+        while let Some(s) = at.filter(|s| *s < to && (count as usize) < cap) {
+            first.get_or_insert(s);
+            last = s;
+            count += 1;
+            at = bare.next_slot(s);
+        }
+        first.map(|f| (f, last, count))
+    }
+
     /// `at` when inside the window (or there is none), else the window's next opening.
     fn in_window_from(&self, at: i64) -> Option<i64> {
         match &self.window {

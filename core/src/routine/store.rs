@@ -95,6 +95,12 @@ pub trait RoutineStore: Send + Sync {
         usage: &RunUsage,
         now: i64,
     ) -> Result<Option<RunRecord>, RoutineError>;
+    /// Up to `limit` parked runs, the longest unchecked first, each marked checked at `now`: the runs
+    /// whose sessions a runner looks at to see whether a resume ended them.
+    async fn parked_to_check(&self, now: i64, limit: i64) -> Result<Vec<RunRecord>, RoutineError>;
+    /// Ends a parked run as `finished` (an unreported outcome becomes `unknown`): its session's run was
+    /// resumed and ended. `None` when it was no longer parked.
+    async fn end_parked(&self, run_id: &str, now: i64) -> Result<Option<RunRecord>, RoutineError>;
     async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError>;
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, RoutineError>;
     async fn skipped(&self, routine_id: Option<&str>) -> Result<Vec<SkippedSlots>, RoutineError>;
@@ -117,6 +123,52 @@ const MAX_WALK: usize = 2_000_000;
 /// earliest kept one runs (unless the daily cap is reached: then every due slot is skipped as
 /// `daily_cap`), and `next_slot` moves to the next kept slot or to the first slot after `now`.
 pub fn plan_claim(timing: &Timing, spec: &RoutineSpec, next_slot: i64, now: i64, runs_today: i64) -> ClaimPlan {
+    let mut plan = plan_chain(timing, spec, next_slot, now, runs_today);
+    if timing.window.is_some() {
+        plan.skip.extend(outside_window(timing, next_slot, plan.next_slot));
+    }
+    plan
+}
+
+/// The most slots outside a window counted between two slots of the chain.
+const MAX_WINDOW_WALK: usize = 100_000;
+
+/// The slots of the cadence the window took out of the chain between `from` (a slot of the chain) and
+/// `to` (where the claim moves the next slot), one `window` range for each gap in the chain: the claim
+/// that moves the next slot past them records them, future ones included (they can no longer run).
+fn outside_window(timing: &Timing, from: i64, to: Option<i64>) -> Vec<(i64, i64, i64, &'static str)> {
+    let mut out = Vec::new();
+    let Some(to) = to else { return out };
+    let mut at = from;
+    let mut walked = 0;
+    while at < to && walked < MAX_WALK {
+        let Some(next) = timing.next_slot(at) else { break };
+        if let Some((first, last, slots)) = timing.cadence_slots_between(at, next.min(to), MAX_WINDOW_WALK) {
+            out.push((first, last, slots, "window"));
+        }
+        at = next;
+        walked += 1;
+    }
+    out
+}
+
+/// The slots a routine's chain would have had from `since` (when it was disabled) until `now`:
+/// `(first, last, count)`, at most [`MAX_WINDOW_WALK`] walked.
+fn paused_slots(spec: &RoutineSpec, since: i64, now: i64) -> Option<(i64, i64, i64)> {
+    let timing = spec.timing().ok()?;
+    let mut at = timing.first_slot(since);
+    let (mut first, mut last, mut count) = (None, 0, 0i64);
+    while let Some(s) = at.filter(|s| *s < now && (count as usize) < MAX_WINDOW_WALK) {
+        first.get_or_insert(s);
+        last = s;
+        count += 1;
+        at = timing.next_slot(s);
+    }
+    first.map(|f| (f, last, count))
+}
+
+/// [`plan_claim`] but for the window's gaps.
+fn plan_chain(timing: &Timing, spec: &RoutineSpec, next_slot: i64, now: i64, runs_today: i64) -> ClaimPlan {
     let keep = spec.catch_up.max(1) as usize;
     let mut kept: VecDeque<i64> = VecDeque::new();
     let mut first_missed: Option<i64> = None;
@@ -252,6 +304,28 @@ macro_rules! routine_store {
                 .execute(&mut **tx)
                 .await?;
                 Ok(())
+            }
+
+            /// When a disabled routine was disabled: the time of the revision after its latest enabled one.
+            async fn disabled_since(
+                tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
+                id: &str,
+            ) -> Result<Option<i64>, RoutineError> {
+                let rows = sqlx::query(
+                    "SELECT at, definition FROM ambit_routine_revisions WHERE routine_id = $1 ORDER BY revision DESC",
+                )
+                .bind(id)
+                .fetch_all(&mut **tx)
+                .await?;
+                let mut since = None;
+                for row in &rows {
+                    let definition: String = row.try_get(1)?;
+                    if spec_of(&definition)?.enabled {
+                        break;
+                    }
+                    since = Some(row.try_get::<i64, _>(0)?);
+                }
+                Ok(since)
             }
 
             /// The due routines a claim looks at: locked (skipping rows other runners hold) unless broken.
@@ -478,6 +552,25 @@ macro_rules! routine_store {
                     Reschedule::Anew => spec.timing()?.first_slot(now),
                     Reschedule::Pause => None,
                 };
+                // Resumed: the slots that came while it was disabled are recorded as skipped.
+                let paused = if !old.spec.enabled && spec.enabled {
+                    Self::disabled_since(&mut tx, id).await?.and_then(|since| paused_slots(&spec, since, now))
+                } else {
+                    None
+                };
+                if let Some((first, last, slots)) = paused {
+                    sqlx::query(
+                        "INSERT INTO ambit_routine_skips (routine_id, first_slot, last_slot, slots, reason, at) \
+                         VALUES ($1, $2, $3, $4, 'disabled', $5)",
+                    )
+                    .bind(id)
+                    .bind(first)
+                    .bind(last)
+                    .bind(slots)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 let new = Routine { spec, revision: old.revision + 1, updated_at: now, next_slot, ..old };
                 sqlx::query(
                     "UPDATE ambit_routines SET revision = $2, definition = $3, enabled = $4, next_slot = $5, updated_at = $6 \
@@ -665,6 +758,26 @@ macro_rules! routine_store {
                 Ok(record)
             }
 
+            async fn parked_to_check(&self, now: i64, limit: i64) -> Result<Vec<RunRecord>, RoutineError> {
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET checked_at = $1 WHERE id IN (SELECT id FROM ambit_routine_runs \
+                     WHERE state = 'parked' ORDER BY COALESCE(checked_at, 0), id LIMIT $2{}) AND state = 'parked' \
+                     RETURNING {RUN_COLUMNS}",
+                    $dialect.lock_skip
+                );
+                let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(limit).fetch_all(&self.pool).await?;
+                rows.iter().map(Self::run_record).collect()
+            }
+
+            async fn end_parked(&self, run_id: &str, now: i64) -> Result<Option<RunRecord>, RoutineError> {
+                let sql = format!(
+                    "UPDATE ambit_routine_runs SET state = 'finished', ended_at = $2, outcome = COALESCE(outcome, 'unknown') \
+                     WHERE id = $1 AND state = 'parked' RETURNING {RUN_COLUMNS}"
+                );
+                let row = sqlx::query(AssertSqlSafe(sql)).bind(run_id).bind(now).fetch_optional(&self.pool).await?;
+                row.map(|r| Self::run_record(&r)).transpose()
+            }
+
             async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError> {
                 let sql = format!(
                     "SELECT {RUN_COLUMNS} FROM ambit_routine_runs WHERE ($1 IS NULL OR routine_id = $1) \
@@ -764,6 +877,12 @@ routine_store!(PgRoutines, sqlx::PgPool, POSTGRES);
 const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
     table: "ambit_routine_migrations",
     pg_lock: 7411015,
-    sqlite: &[(1, "routines", include_str!("../../migrations/sqlite/routines_0001.sql"))],
-    postgres: &[(1, "routines", include_str!("../../migrations/postgres/routines_0001.sql"))],
+    sqlite: &[
+        (1, "routines", include_str!("../../migrations/sqlite/routines_0001.sql")),
+        (2, "routines_parked_check", include_str!("../../migrations/sqlite/routines_0002.sql")),
+    ],
+    postgres: &[
+        (1, "routines", include_str!("../../migrations/postgres/routines_0001.sql")),
+        (2, "routines_parked_check", include_str!("../../migrations/postgres/routines_0002.sql")),
+    ],
 };

@@ -100,6 +100,35 @@ impl Model for RoutineModel {
     }
 }
 
+/// The times the `sim_work` calls of this process wait for (one entry a call, while it waits).
+static WAITING: std::sync::Mutex<Vec<i64>> = std::sync::Mutex::new(Vec::new());
+
+/// How many `sim_work` calls wait for the clock to pass `now`: a call whose time has come is on its way
+/// out and not counted. A runner whose runs in flight all wait here does nothing until the clock moves.
+pub fn waiting_past(now: i64) -> usize {
+    WAITING.lock().map_or(0, |w| w.iter().filter(|u| **u > now).count())
+}
+
+/// One entry of [`WAITING`], removed when the wait ends or its future is dropped.
+struct Waiting(i64);
+impl Waiting {
+    fn enter(until: i64) -> Waiting {
+        if let Ok(mut w) = WAITING.lock() {
+            w.push(until);
+        }
+        Waiting(until)
+    }
+}
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Ok(mut w) = WAITING.lock()
+            && let Some(i) = w.iter().position(|u| *u == self.0)
+        {
+            w.swap_remove(i);
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Work {
     ms: i64,
@@ -118,6 +147,7 @@ pub fn agent(ctx: &RunContext, clock: Arc<dyn Clock>) -> Result<Agent, ambit::Er
                 // Measured from the run's start, so when the call happens does not matter.
                 let until = started + w.ms;
                 // The test's clock moves when the test says; this waits on that, not on time.
+                let _waiting = Waiting::enter(until);
                 while clock.now_ms() < until {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }

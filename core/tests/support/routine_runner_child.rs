@@ -4,7 +4,10 @@
 //! Usage: `ambit-routine-runner-child <store-url> <runner-id> [--broken]`. It prints `ready`, then
 //! answers one command a line:
 //! - `tick T`: sets its clock to T (ms) and ticks at T; answers `ok <started> <lost> <skipped> <in-flight>`;
-//! - `idle T`: sets its clock to T and waits until its runs have ended; answers `ok`.
+//! - `idle T`: sets its clock to T and waits until its runs have ended; answers `ok`;
+//! - `settle T`: sets its clock to T and waits until every run it has in flight waits for the clock to
+//!   move past T (the rest have ended); answers `ok <in-flight>`. Nothing it runs moves after that until
+//!   the clock does, so the test's final tick reads a store at rest.
 //!
 //! `--broken` runs the deliberately broken slot claim of the negative control.
 
@@ -60,6 +63,20 @@ async fn main() {
             "idle" => {
                 runner.wait_idle().await;
                 "ok".to_string()
+            }
+            "settle" => {
+                // A real condition, polled with a generous cap: each run in flight either ends or
+                // reaches its wait on the clock within moments.
+                let waiting = || routine_agent::waiting_past(t);
+                let began = std::time::Instant::now();
+                while runner.in_flight() != waiting() && began.elapsed() < Duration::from_secs(120) {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                if runner.in_flight() == waiting() {
+                    format!("ok {}", runner.in_flight())
+                } else {
+                    format!("error {} runs in flight, {} waiting on the clock after 120 s", runner.in_flight(), waiting())
+                }
             }
             _ => "error unknown command".to_string(),
         };
