@@ -31,22 +31,54 @@ pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
 /// Whether the provider's tool search serves `model`: Claude Opus and Sonnet 4.5 and later, any
 /// Claude 5 or later (by name, dated or not: `claude-sonnet-4-5`, `claude-opus-4-5-20251101`).
 pub fn supports_tool_search(model: &str) -> bool {
-    let m = model.to_ascii_lowercase();
-    ["opus-", "sonnet-", "haiku-"].iter().any(|family| {
-        m.match_indices(family).any(|(at, _)| {
-            let rest = &m[at + family.len()..];
-            let mut parts = rest.split(['-', '.', '@', ':']);
-            // A date after the family (`claude-3-5-sonnet-20241022`) is no version.
-            let major: u32 = match parts.next().and_then(|p| p.parse().ok()).filter(|n| *n < 100) {
-                Some(n) => n,
-                None => return false,
-            };
-            // A dated snapshot (`-20250514`) is not a minor version.
-            let minor: u32 = parts.next().and_then(|p| p.parse().ok()).filter(|n| *n < 100).unwrap_or(0);
-            major >= 5 || (major == 4 && minor >= 5 && *family != "haiku-")
-        })
-    })
+    match claude_version(model) {
+        Some((family, major, minor)) => major >= 5 || (major == 4 && minor >= 5 && family != "haiku"),
+        None => false,
+    }
 }
+
+/// A Claude model's family (`opus`, `sonnet`, `haiku`) and version, by name: after the family
+/// (`claude-sonnet-4-5`, `claude-opus-4-20250514`: 4.0) or before it (`claude-3-5-haiku-20241022`: 3.5).
+/// A date is never a version.
+pub fn claude_version(model: &str) -> Option<(&'static str, u32, u32)> {
+    let m = model.to_ascii_lowercase();
+    let small = |p: &str| p.parse::<u32>().ok().filter(|n| *n < 100);
+    for family in ["opus", "sonnet", "haiku"] {
+        for (at, _) in m.match_indices(family) {
+            let rest = m[at + family.len()..].strip_prefix('-').unwrap_or("");
+            let mut parts = rest.split(['-', '.', '@', ':']);
+            if let Some(major) = parts.next().and_then(small) {
+                return Some((family, major, parts.next().and_then(small).unwrap_or(0)));
+            }
+            // The older naming: the version before the family (`claude-3-5-haiku`, `claude-3-opus`).
+            let before: Vec<u32> =
+                m[..at].split(['-', '.']).filter(|p| !p.is_empty()).filter_map(small).collect();
+            if let Some(&major) = before.first() {
+                return Some((family, major, before.get(1).copied().unwrap_or(0)));
+            }
+        }
+    }
+    None
+}
+
+/// The fewest tokens a prefix must have for the API to cache it on `model` (Anthropic's prompt-caching
+/// documentation): 4,096 on Opus 4.5 and later and on Haiku 4.5 and later; 2,048 on Sonnet 4.6 and later
+/// and on Haiku 3 and 3.5; 1,024 on the other Opus and Sonnet models and on any model not known by name.
+pub fn min_cacheable_tokens(model: &str) -> u64 {
+    match claude_version(model) {
+        Some(("opus", major, minor)) if (major, minor) >= (4, 5) => 4096,
+        Some(("haiku", major, _)) if major >= 4 => 4096,
+        Some(("haiku", _, _)) => 2048,
+        Some(("sonnet", major, minor)) if (major, minor) >= (4, 6) => 2048,
+        _ => 1024,
+    }
+}
+
+/// The bytes taken to hold a token when a prefix is measured against [`min_cacheable_tokens`]: 2, fewer
+/// than any tokenizer's average (English runs about 4 bytes a token, JSON about 3), so the estimate errs
+/// high. Marking a prefix below the minimum costs nothing but a breakpoint; leaving a cacheable one
+/// unmarked would cost its reads.
+pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 2;
 
 /// A model on the Anthropic Messages wire.
 #[derive(Debug, Clone)]
@@ -225,7 +257,7 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
         tools.push(WireTool::Fixed(json!({"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Anthropic, t)));
-    RequestBody { fields, tools, cache_last_tool: None }
+    RequestBody { fields, tools, cache_last_tool: None, strict: false }
 }
 
 /// The `cache_control` of a prompt-caching breakpoint.
@@ -236,14 +268,39 @@ fn ephemeral() -> Value {
 /// Prompt caching of the stable prefix (on by default): a breakpoint on the last tool and one on the
 /// system prompt (the instructions, with the deferred tools' catalog after them), which the API caches
 /// in that order (tools, then system). The conversation after them changes every turn and is not marked.
-pub fn cache_stable_prefix(body: &mut RequestBody<'_>) {
-    if !body.tools.is_empty() {
+/// A breakpoint goes only where the prefix up to it may reach `min_tokens` ([`min_cacheable_tokens`],
+/// estimated at [`BYTES_PER_TOKEN_ESTIMATE`]): the API caches nothing shorter.
+pub fn cache_stable_prefix(body: &mut RequestBody<'_>, min_tokens: u64) {
+    let need = min_tokens.saturating_mul(BYTES_PER_TOKEN_ESTIMATE);
+    // The tools' bytes, counted only up to what is needed.
+    let tools = if body.tools.is_empty() { 0 } else { bytes_up_to(&body.tools, need) };
+    if !body.tools.is_empty() && tools >= need {
         body.cache_last_tool = Some(ephemeral());
     }
-    if let Some(Value::String(system)) = body.fields.get("system") {
+    if let Some(Value::String(system)) = body.fields.get("system")
+        && tools.saturating_add(system.len() as u64) >= need
+    {
         let block = json!([{"type": "text", "text": system, "cache_control": ephemeral()}]);
         body.fields.insert("system".into(), block);
     }
+}
+
+/// How many bytes `value` serializes to, counting no further than `limit`.
+fn bytes_up_to(value: &impl serde::Serialize, limit: u64) -> u64 {
+    struct Count(u64, u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len() as u64);
+            if self.0 >= self.1 { Err(std::io::Error::other("enough")) } else { Ok(buf.len()) }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0, limit);
+    // Stopped at the limit on purpose: the count so far is the answer.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Whether a block is one the server produced and answered itself (`server_tool_use`, and its
@@ -542,11 +599,11 @@ impl Model for Anthropic {
         let mut body = self::request(&ep.model, self.max_tokens, request, ep.stream);
         let limit = self.max_tool_name_bytes();
         let has_tools = !body.tools.is_empty();
-        ep.settings.apply(super::Wire::Anthropic, &mut body.fields, has_tools, &|n| {
+        ep.settings.apply(super::Wire::Anthropic, &mut body.fields, has_tools, &request.messages, &|n| {
             crate::tools::wire_name::wire_name(n, limit)
         });
         if ep.settings.prompt_caching != Some(false) {
-            cache_stable_prefix(&mut body);
+            cache_stable_prefix(&mut body, min_cacheable_tokens(&ep.model));
         }
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
         if let Some(key) = &ep.api_key {
@@ -572,6 +629,55 @@ impl Model for Anthropic {
 mod tests {
     use super::*;
     use crate::tools::ToolSpec;
+
+    #[test]
+    fn each_claude_family_has_its_minimum_cacheable_length() {
+        for (model, min) in [
+            ("claude-opus-4-5-20251101", 4096),
+            ("claude-opus-4-6", 4096),
+            ("claude-haiku-4-5", 4096),
+            ("claude-sonnet-4-6", 2048),
+            ("claude-3-5-haiku-20241022", 2048),
+            ("claude-3-haiku-20240307", 2048),
+            ("claude-sonnet-4-5", 1024),
+            ("claude-sonnet-4-20250514", 1024),
+            ("claude-opus-4-1", 1024),
+            ("claude-3-7-sonnet-latest", 1024),
+            ("some-proxy-model", 1024),
+        ] {
+            assert_eq!(min_cacheable_tokens(model), min, "{model}");
+        }
+    }
+
+    /// A breakpoint goes where the prefix up to it may reach the model's minimum, never below it: the
+    /// tools' own breakpoint by the tools' bytes, the system prompt's by the tools' and its own.
+    #[test]
+    fn a_prefix_below_the_minimum_is_not_marked() {
+        let spec = ToolSpec::new("get_weather", "Current weather.", json!({"type": "object"}));
+        let req = |system: &str| ModelRequest {
+            instructions: Some(system.to_string()),
+            messages: vec![Message::User { content: "hi".into() }],
+            tools: vec![spec.clone()],
+            output: None,
+        };
+        let marked = |system: &str, min: u64| {
+            let r = req(system);
+            let mut body = request("m", 64, &r, false);
+            cache_stable_prefix(&mut body, min);
+            let v = body.to_value();
+            (v["tools"][0].get("cache_control").is_some(), v["system"].is_array())
+        };
+        let tool_bytes = serde_json::to_vec(&request("m", 64, &req(""), false).tools).unwrap().len() as u64;
+        let need = 1024 * BYTES_PER_TOKEN_ESTIMATE;
+        let just = "x".repeat((need - tool_bytes) as usize);
+        let short = "x".repeat((need - tool_bytes - 1) as usize);
+        assert_eq!(marked("short", 1024), (false, false), "a tiny prefix is not marked");
+        assert_eq!(marked(&short, 1024), (false, false), "one byte short of the minimum");
+        assert_eq!(marked(&just, 1024), (false, true), "the system prompt brings the prefix to the minimum");
+        assert_eq!(marked(&just, 2048), (false, false), "the same prefix is short on a model with a higher minimum");
+        // The tools alone long enough: both breakpoints (negative control of the cut).
+        assert_eq!(marked("s", (tool_bytes / BYTES_PER_TOKEN_ESTIMATE).max(1)), (true, true));
+    }
 
     #[test]
     fn tool_results_merge_into_one_user_message() {

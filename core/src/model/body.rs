@@ -12,7 +12,7 @@ use crate::tools::ToolSpec;
 pub enum ToolShape {
     /// Chat Completions: `{"type": "function", "function": {name, description, parameters}}`.
     Chat,
-    /// Responses: `{"type": "function", name, description, parameters, "strict": false}` (+ `defer_loading`).
+    /// Responses: `{"type": "function", name, description, parameters, strict}` (+ `defer_loading`).
     Responses,
     /// Anthropic Messages: `{name, description, input_schema}` (+ `defer_loading`).
     Anthropic,
@@ -33,6 +33,9 @@ pub struct RequestBody<'a> {
     /// The last tool carries this `cache_control` (Anthropic prompt caching: the tools are the start of
     /// the cached prefix).
     pub cache_last_tool: Option<Value>,
+    /// The OpenAI wires' strict schemas are on (the `strict` setting): each function tool whose schema
+    /// qualifies ([`super::strict::why_not_strict`]) is written with `strict: true`.
+    pub strict: bool,
 }
 
 impl RequestBody<'_> {
@@ -55,7 +58,7 @@ impl Serialize for RequestBody<'_> {
                 .tools
                 .iter()
                 .enumerate()
-                .map(|(i, t)| Marked(t, if i == last { self.cache_last_tool.as_ref() } else { None }))
+                .map(|(i, t)| Marked(t, if i == last { self.cache_last_tool.as_ref() } else { None }, self.strict))
                 .collect();
             map.serialize_entry("tools", &marked)?;
         }
@@ -63,36 +66,42 @@ impl Serialize for RequestBody<'_> {
     }
 }
 
-struct ChatFunction<'a>(&'a ToolSpec);
+/// A Chat Completions function, `strict: true` when asked for.
+struct ChatFunction<'a>(&'a ToolSpec, bool);
 
 impl Serialize for ChatFunction<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(3))?;
+        let mut map = s.serialize_map(None)?;
         map.serialize_entry("name", &self.0.name)?;
         map.serialize_entry("description", &self.0.description)?;
         map.serialize_entry("parameters", &self.0.parameters)?;
+        if self.1 {
+            map.serialize_entry("strict", &true)?;
+        }
         map.end()
     }
 }
 
-/// A tool as the body writes it, with the `cache_control` it carries, if any.
-struct Marked<'a>(&'a WireTool<'a>, Option<&'a Value>);
+/// A tool as the body writes it, with the `cache_control` it carries, if any, and whether strict
+/// schemas are on.
+struct Marked<'a>(&'a WireTool<'a>, Option<&'a Value>, bool);
 
 impl Serialize for Marked<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.write(s, self.1)
+        self.0.write(s, self.1, self.2)
     }
 }
 
 impl Serialize for WireTool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.write(s, None)
+        self.write(s, None, false)
     }
 }
 
 impl WireTool<'_> {
-    /// Writes the tool, with `cache_control` when given.
-    fn write<S: Serializer>(&self, s: S, cache_control: Option<&Value>) -> Result<S::Ok, S::Error> {
+    /// Writes the tool, with `cache_control` when given; `strict`: strict schemas are on, so a function
+    /// whose schema qualifies is marked strict.
+    fn write<S: Serializer>(&self, s: S, cache_control: Option<&Value>, strict: bool) -> Result<S::Ok, S::Error> {
         let (shape, t) = match self {
             WireTool::Fixed(v) => {
                 return match (cache_control, v) {
@@ -106,18 +115,19 @@ impl WireTool<'_> {
             }
             WireTool::Function(shape, t) => (*shape, *t),
         };
+        let strict = strict && shape != ToolShape::Anthropic && super::strict::why_not_strict(&t.parameters).is_none();
         let mut map = s.serialize_map(None)?;
         match shape {
             ToolShape::Chat => {
                 map.serialize_entry("type", "function")?;
-                map.serialize_entry("function", &ChatFunction(t))?;
+                map.serialize_entry("function", &ChatFunction(t, strict))?;
             }
             ToolShape::Responses => {
                 map.serialize_entry("type", "function")?;
                 map.serialize_entry("name", &t.name)?;
                 map.serialize_entry("description", &t.description)?;
                 map.serialize_entry("parameters", &t.parameters)?;
-                map.serialize_entry("strict", &false)?;
+                map.serialize_entry("strict", &strict)?;
             }
             ToolShape::Anthropic => {
                 map.serialize_entry("name", &t.name)?;
@@ -145,7 +155,12 @@ mod tests {
         let mut spec = ToolSpec::new("f", "does f", json!({"type": "object"}));
         let body = |shape, spec: &ToolSpec| {
             let tools = vec![WireTool::Fixed(json!({"type": "tool_search"})), WireTool::Function(shape, spec)];
-            RequestBody { fields: Map::from_iter([("model".to_string(), json!("m"))]), tools, cache_last_tool: None }
+            RequestBody {
+                fields: Map::from_iter([("model".to_string(), json!("m"))]),
+                tools,
+                cache_last_tool: None,
+                strict: true,
+            }
                 .to_value()
         };
         assert_eq!(
@@ -163,7 +178,29 @@ mod tests {
             json!({"type": "function", "name": "f", "description": "does f", "parameters": {"type": "object"},
                    "strict": false, "defer_loading": true})
         );
-        let empty = RequestBody { fields: Map::new(), tools: Vec::new(), cache_last_tool: None };
+        let empty = RequestBody { fields: Map::new(), tools: Vec::new(), cache_last_tool: None, strict: false };
         assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
+    }
+
+    /// A function whose schema qualifies for strict mode is marked strict on both OpenAI wires while the
+    /// setting is on; one that does not, or with the setting off, is not (Responses then says `false`).
+    #[test]
+    fn strict_marks_only_qualifying_functions_and_only_when_on() {
+        let strict = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                            "additionalProperties": false});
+        let open = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        let (a, b) = (ToolSpec::new("a", "", strict), ToolSpec::new("b", "", open));
+        let body = |shape, on| {
+            let tools = vec![WireTool::Function(shape, &a), WireTool::Function(shape, &b)];
+            RequestBody { fields: Map::new(), tools, cache_last_tool: None, strict: on }.to_value()
+        };
+        let chat = body(ToolShape::Chat, true);
+        assert_eq!(chat["tools"][0]["function"]["strict"], json!(true));
+        assert_eq!(chat["tools"][1]["function"].get("strict"), None);
+        assert_eq!(body(ToolShape::Chat, false)["tools"][0]["function"].get("strict"), None);
+        let responses = body(ToolShape::Responses, true);
+        assert_eq!((&responses["tools"][0]["strict"], &responses["tools"][1]["strict"]), (&json!(true), &json!(false)));
+        assert_eq!(body(ToolShape::Responses, false)["tools"][0]["strict"], json!(false));
+        assert_eq!(body(ToolShape::Anthropic, true)["tools"][0].get("strict"), None);
     }
 }

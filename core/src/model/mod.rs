@@ -12,6 +12,7 @@ pub mod pricing;
 pub mod retry;
 pub mod settings;
 pub mod sse;
+pub mod strict;
 pub mod text_calls;
 pub mod window;
 

@@ -163,7 +163,7 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         );
     }
     let tools = req.tools.iter().map(|t| WireTool::Function(ToolShape::Chat, t)).collect();
-    RequestBody { fields, tools, cache_last_tool: None }
+    RequestBody { fields, tools, cache_last_tool: None, strict: false }
 }
 
 /// Reads a Chat Completions response body.
@@ -392,17 +392,19 @@ impl Model for OpenAiChat {
         let mut body = self::request(&ep.model, request, ep.stream);
         let limit = self.max_tool_name_bytes();
         let has_tools = !body.tools.is_empty();
-        ep.settings.apply(super::Wire::OpenaiChat, &mut body.fields, has_tools, &|n| {
+        ep.settings.apply(super::Wire::OpenaiChat, &mut body.fields, has_tools, &request.messages, &|n| {
             crate::tools::wire_name::wire_name(n, limit)
         });
+        super::strict::mark(&mut body, super::Wire::OpenaiChat, ep.settings.strict_schemas(), request.output.is_some());
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
+        let tool_choice = ep.settings.tool_choice_for(&request.messages);
         // Calls written as text (text_calls.rs): read only from an answer to a request that offers tools
         // and does not ask for none.
         let mode = match ep.settings.text_tool_calls.unwrap_or_default() {
-            _ if !has_tools || ep.settings.tool_choice == Some(super::ToolChoice::None) => TextToolCalls::Off,
+            _ if !has_tools || tool_choice == Some(super::ToolChoice::None) => TextToolCalls::Off,
             m => m,
         };
         if mode == TextToolCalls::Constrained {
@@ -411,14 +413,14 @@ impl Model for OpenAiChat {
                 .iter()
                 .map(|t| (crate::tools::wire_name::wire_name(&t.name, limit), &*t.parameters))
                 .collect();
-            let named: Vec<(&str, &Value)> = match &ep.settings.tool_choice {
+            let named: Vec<(&str, &Value)> = match &tool_choice {
                 Some(super::ToolChoice::Tool(n)) => {
                     let n = crate::tools::wire_name::wire_name(n, limit);
                     tools.iter().filter(|(w, _)| *w == n).map(|(w, p)| (w.as_str(), *p)).collect()
                 }
                 _ => tools.iter().map(|(w, p)| (w.as_str(), *p)).collect(),
             };
-            let answer = ep.settings.tool_choice.as_ref().is_none_or(|c| *c == super::ToolChoice::Auto);
+            let answer = tool_choice.as_ref().is_none_or(|c| *c == super::ToolChoice::Auto);
             body.fields.insert("response_format".into(), text_calls::constrained_format(&named, answer));
         }
         let offered: Vec<String> =

@@ -181,7 +181,7 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         tools.push(WireTool::Fixed(json!({"type": "tool_search"})));
     }
     tools.extend(req.tools.iter().map(|t| WireTool::Function(ToolShape::Responses, t)));
-    RequestBody { fields, tools, cache_last_tool: None }
+    RequestBody { fields, tools, cache_last_tool: None, strict: false }
 }
 
 /// Reads a Responses response object (the body, or `response` of `response.completed`).
@@ -385,9 +385,15 @@ impl Model for OpenAiResponses {
         let mut body = self::request(&ep.model, request, ep.stream);
         let limit = self.max_tool_name_bytes();
         let has_tools = !body.tools.is_empty();
-        ep.settings.apply(super::Wire::OpenaiResponses, &mut body.fields, has_tools, &|n| {
+        ep.settings.apply(super::Wire::OpenaiResponses, &mut body.fields, has_tools, &request.messages, &|n| {
             crate::tools::wire_name::wire_name(n, limit)
         });
+        super::strict::mark(
+            &mut body,
+            super::Wire::OpenaiResponses,
+            ep.settings.strict_schemas(),
+            request.output.is_some(),
+        );
         let mut headers = Vec::new();
         if let Some(key) = &ep.api_key {
             headers.push(("authorization", format!("Bearer {key}")));

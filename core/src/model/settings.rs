@@ -13,7 +13,9 @@
 //! | `text_tool_calls` (`off`, `auto`, `constrained`) | read by the client; `constrained` sends `response_format` | refused | refused |
 //! | `reasoning_effort` (`none` … `max`) | `reasoning_effort` | `reasoning.effort` | `output_config.effort` (`low` … `max`) |
 //! | `thinking_budget` (≥ 1024 tokens, < `max_tokens`) | refused | refused | `thinking: {"type": "enabled", "budget_tokens"}` |
-//! | `prompt_caching` (default on) | refused (automatic) | refused (automatic) | `cache_control` on the last tool and on the system prompt |
+//! | `prompt_caching` (default on) | refused (automatic) | refused (automatic) | `cache_control` on the last tool and on the system prompt, each where its prefix reaches the model's cacheable minimum |
+//! | `strict` (default on) | `strict: true` on a function tool / `json_schema` whose schema qualifies ([`super::strict`]) | the same | refused |
+//! | `store` | refused | `store`; `false` also asks for `include: ["reasoning.encrypted_content"]` | refused |
 //!
 //! The reference for each wire is the official `openai` (3.60) and `anthropic` (2.16) Python packages'
 //! request types: the Messages API of that package has no `temperature`, `top_p` or `seed`, the
@@ -21,6 +23,12 @@
 //!
 //! `tool_choice` and `parallel_tool_calls` are sent only with a request that offers tools (the wires
 //! refuse them otherwise). A named tool is sent by its wire name (SPEC §3).
+//!
+//! `required` and a named tool bind the model's first answer to each user message only: once the model
+//! has asked for a tool call since the conversation's last user message, the requests that follow send
+//! `auto` (else the model could never end its turn, and the run would loop to `max_turns`);
+//! [`ModelSettings::tool_choice_for`]. On Anthropic, extended thinking (`thinking_budget`) takes only
+//! `auto` and `none`: `required` or a named tool beside it is refused naming `tool_choice`.
 //!
 //! On Anthropic, `max_output_tokens` is the wire's `max_tokens`; the older Anthropic-only `max_tokens`
 //! setting of [`ModelConfig`](super::ModelConfig) is the same number: giving both with different values is
@@ -30,6 +38,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::config::Wire;
+use super::Message;
 use super::text_calls::TextToolCalls;
 use crate::error::Error;
 
@@ -100,6 +109,14 @@ pub struct ModelSettings {
     /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
     /// prompt: instructions and catalog). On unless `false`; the OpenAI wires' servers cache by themselves.
     pub prompt_caching: Option<bool>,
+    /// OpenAI wires: strict schemas (structured outputs). On unless `false`: a function tool, or a typed
+    /// answer's `json_schema`, whose schema qualifies ([`super::strict::why_not_strict`]) is sent with
+    /// `strict: true`, so the server decodes only what matches it; one that does not is sent without it.
+    pub strict: Option<bool>,
+    /// Responses only: whether the server keeps the response (`store`). `false` is stateless use: the
+    /// request also asks for the reasoning items' `encrypted_content`, which the next requests send back
+    /// (a reasoning model only; OpenAI refuses the `include` for other models).
+    pub store: Option<bool>,
 }
 
 /// Every `reasoning_effort` value (the official `openai` package's `ReasoningEffort`).
@@ -110,7 +127,7 @@ pub const ANTHROPIC_EFFORTS: [&str; 5] = ["low", "medium", "high", "xhigh", "max
 pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// Every setting's name, in the order they are documented.
-pub const SETTING_NAMES: [&str; 11] = [
+pub const SETTING_NAMES: [&str; 13] = [
     "max_output_tokens",
     "temperature",
     "top_p",
@@ -122,6 +139,8 @@ pub const SETTING_NAMES: [&str; 11] = [
     "reasoning_effort",
     "thinking_budget",
     "prompt_caching",
+    "strict",
+    "store",
 ];
 
 impl ModelSettings {
@@ -163,10 +182,9 @@ impl ModelSettings {
                         Some(v.as_str().ok_or_else(|| format!("reasoning_effort must be a text, got {v}"))?.to_string())
                 }
                 "thinking_budget" => s.thinking_budget = Some(super::config::count(key, v)?),
-                "prompt_caching" => {
-                    s.prompt_caching =
-                        Some(v.as_bool().ok_or_else(|| format!("prompt_caching must be true or false, got {v}"))?)
-                }
+                "prompt_caching" => s.prompt_caching = Some(flag(key, v)?),
+                "strict" => s.strict = Some(flag(key, v)?),
+                "store" => s.store = Some(flag(key, v)?),
                 other => {
                     return Err(format!("unknown setting `{other}`; the settings are {}", SETTING_NAMES.join(", ")));
                 }
@@ -224,17 +242,45 @@ impl ModelSettings {
             Some(w @ (Wire::OpenaiChat | Wire::OpenaiResponses)) if self.prompt_caching.is_some() => {
                 Err(format!("{} (its servers cache prompts by themselves)", lacks("prompt_caching", w)))
             }
+            Some(w @ Wire::Anthropic) if self.strict.is_some() => Err(lacks("strict", w)),
+            Some(w @ (Wire::OpenaiChat | Wire::Anthropic)) if self.store.is_some() => Err(lacks("store", w)),
+            Some(Wire::Anthropic)
+                if self.thinking_budget.is_some()
+                    && matches!(self.tool_choice, Some(ToolChoice::Required | ToolChoice::Tool(_))) =>
+            {
+                Err(format!(
+                    "tool_choice {} cannot be used with thinking_budget: extended thinking takes only tool_choice \"auto\" or \"none\"",
+                    self.tool_choice.as_ref().map(ToolChoice::to_value).unwrap_or_default()
+                ))
+            }
             _ => Ok(()),
         }
     }
 
+    /// The tool choice a request with this conversation is sent with: `required` and a named tool hold
+    /// until the model has asked for a tool call since the last user message, then `auto` (a model made
+    /// to call a tool on every answer could never end its turn).
+    pub fn tool_choice_for(&self, messages: &[Message]) -> Option<ToolChoice> {
+        match &self.tool_choice {
+            Some(ToolChoice::Required | ToolChoice::Tool(_)) if called_since_user(messages) => Some(ToolChoice::Auto),
+            other => other.clone(),
+        }
+    }
+
+    /// Whether strict schemas are asked for (the OpenAI wires; on unless `strict: false`).
+    pub fn strict_schemas(&self) -> bool {
+        self.strict != Some(false)
+    }
+
     /// Writes the settings into a request body of `wire`. `has_tools`: the request offers tools;
-    /// `wire_name` maps a declared tool name to the name the wire sees.
+    /// `messages`: the request's conversation (for [`ModelSettings::tool_choice_for`]); `wire_name` maps a
+    /// declared tool name to the name the wire sees.
     pub(crate) fn apply(
         &self,
         wire: Wire,
         fields: &mut Map<String, Value>,
         has_tools: bool,
+        messages: &[Message],
         wire_name: &dyn Fn(&str) -> String,
     ) {
         let mut put = |k: &str, v: Value| {
@@ -270,13 +316,22 @@ impl ModelSettings {
         if let Some(budget) = self.thinking_budget {
             put("thinking", json!({"type": "enabled", "budget_tokens": budget}));
         }
+        if let Some(store) = self.store {
+            put("store", json!(store));
+            if !store {
+                // Stateless: the server keeps no reasoning items, so each comes back encrypted, and is
+                // sent back so (`Message::Provider`, verbatim).
+                put("include", json!(["reasoning.encrypted_content"]));
+            }
+        }
         if !has_tools {
             return;
         }
+        let tool_choice = self.tool_choice_for(messages);
         let named = |n: &str| wire_name(n);
         match wire {
             Wire::OpenaiChat | Wire::OpenaiResponses => {
-                if let Some(choice) = &self.tool_choice {
+                if let Some(choice) = &tool_choice {
                     put(
                         "tool_choice",
                         match choice {
@@ -293,7 +348,7 @@ impl ModelSettings {
                 }
             }
             Wire::Anthropic => {
-                let mut choice = match &self.tool_choice {
+                let mut choice = match &tool_choice {
                     None if self.parallel_tool_calls.is_none() => return,
                     None | Some(ToolChoice::Auto) => json!({"type": "auto"}),
                     Some(ToolChoice::Required) => json!({"type": "any"}),
@@ -330,8 +385,15 @@ impl ModelSettings {
         put("reasoning_effort", self.reasoning_effort.as_ref().map(|e| json!(e)));
         put("thinking_budget", self.thinking_budget.map(|n| json!(n)));
         put("prompt_caching", self.prompt_caching.map(|b| json!(b)));
+        put("strict", self.strict.map(|b| json!(b)));
+        put("store", self.store.map(|b| json!(b)));
         m
     }
+}
+
+/// A true-or-false read from the plain-data form, refused naming the setting.
+fn flag(key: &str, v: &Value) -> Result<bool, String> {
+    v.as_bool().ok_or_else(|| format!("{key} must be true or false, got {v}"))
 }
 
 /// A number read from the plain-data form, refused naming the setting.
@@ -350,6 +412,15 @@ impl Serialize for ModelSettings {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.to_map().serialize(s)
     }
+}
+
+/// Whether the model has asked for a tool call since the conversation's last user message.
+fn called_since_user(messages: &[Message]) -> bool {
+    messages
+        .iter()
+        .rev()
+        .take_while(|m| !matches!(m, Message::User { .. }))
+        .any(|m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
 }
 
 /// A configuration error for a setting, naming the model's wire.
@@ -443,7 +514,7 @@ mod tests {
 
     fn body(s: &ModelSettings, wire: Wire, tools: bool) -> Value {
         let mut m = Map::new();
-        s.apply(wire, &mut m, tools, &|n| format!("w_{n}"));
+        s.apply(wire, &mut m, tools, &[], &|n| format!("w_{n}"));
         Value::Object(m)
     }
 
@@ -461,6 +532,8 @@ mod tests {
             reasoning_effort: None,
             thinking_budget: None,
             prompt_caching: None,
+            strict: None,
+            store: None,
         };
         assert_eq!(
             body(&s, Wire::OpenaiChat, true),
@@ -499,5 +572,93 @@ mod tests {
         // Without tools, no tool setting is sent (the wires refuse them).
         assert_eq!(body(&s, Wire::OpenaiChat, false)["tool_choice"], Value::Null);
         assert_eq!(body(&serial, Wire::Anthropic, false), json!({}));
+    }
+
+    fn called() -> Vec<Message> {
+        vec![
+            Message::User { content: "weather?".into() },
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![super::super::ToolCall {
+                    id: "c1".into(),
+                    name: "f".into(),
+                    arguments: "{}".into(),
+                    from_text: false,
+                }],
+            },
+            Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false },
+        ]
+    }
+
+    /// `required` and a named tool bind the first answer to each user message: once the model has called
+    /// a tool since, the request says `auto` (else the model could never end its turn).
+    #[test]
+    fn a_forced_tool_choice_binds_only_the_first_answer_to_each_user_message() {
+        let opening = vec![Message::User { content: "weather?".into() }];
+        let mut again = called();
+        again.push(Message::User { content: "and tomorrow?".into() });
+        for (choice, chat, anthropic) in [
+            (ToolChoice::Required, json!("required"), json!({"type": "any"})),
+            (
+                ToolChoice::Tool("f".into()),
+                json!({"type": "function", "function": {"name": "w_f"}}),
+                json!({"type": "tool", "name": "w_f"}),
+            ),
+        ] {
+            let s = ModelSettings { tool_choice: Some(choice.clone()), ..Default::default() };
+            let sent = |wire, messages: &[Message]| {
+                let mut m = Map::new();
+                s.apply(wire, &mut m, true, messages, &|n| format!("w_{n}"));
+                m.remove("tool_choice").unwrap_or_default()
+            };
+            assert_eq!(sent(Wire::OpenaiChat, &opening), chat);
+            assert_eq!(sent(Wire::Anthropic, &opening), anthropic);
+            assert_eq!(sent(Wire::OpenaiChat, &called()), json!("auto"), "{choice:?} after a call");
+            assert_eq!(sent(Wire::OpenaiResponses, &called()), json!("auto"));
+            assert_eq!(sent(Wire::Anthropic, &called()), json!({"type": "auto"}));
+            // A new user message binds the next answer again.
+            assert_eq!(sent(Wire::OpenaiChat, &again), chat);
+        }
+        // `none` and `auto` are kept whatever was called (negative control: only the forcing ones change).
+        let none = ModelSettings { tool_choice: Some(ToolChoice::None), ..Default::default() };
+        assert_eq!(none.tool_choice_for(&called()), Some(ToolChoice::None));
+    }
+
+    #[test]
+    fn extended_thinking_refuses_a_forced_tool_choice_by_name() {
+        for choice in [ToolChoice::Required, ToolChoice::Tool("f".into())] {
+            let s = ModelSettings { thinking_budget: Some(2048), tool_choice: Some(choice), ..Default::default() };
+            let e = s.check(Some(Wire::Anthropic)).unwrap_err();
+            assert!(e.starts_with("tool_choice ") && e.contains("cannot be used with thinking_budget"), "{e}");
+        }
+        for choice in [ToolChoice::Auto, ToolChoice::None] {
+            let s = ModelSettings { thinking_budget: Some(2048), tool_choice: Some(choice), ..Default::default() };
+            assert_eq!(s.check(Some(Wire::Anthropic)), Ok(()));
+        }
+        // Without thinking, `required` is fine on Anthropic (negative control).
+        let s = ModelSettings { tool_choice: Some(ToolChoice::Required), ..Default::default() };
+        assert_eq!(s.check(Some(Wire::Anthropic)), Ok(()));
+    }
+
+    #[test]
+    fn strict_and_store_are_read_and_refused_on_wires_without_them() {
+        let s = read(json!({"strict": false, "store": false})).unwrap();
+        assert_eq!((s.strict, s.store), (Some(false), Some(false)));
+        assert!(!s.strict_schemas() && ModelSettings::default().strict_schemas());
+        assert!(read(json!({"strict": "no"})).unwrap_err().contains("strict must be true or false"));
+        assert!(read(json!({"store": 0})).unwrap_err().contains("store must be true or false"));
+        let strict = ModelSettings { strict: Some(true), ..Default::default() };
+        assert_eq!(strict.check(Some(Wire::Anthropic)).unwrap_err(), "strict is not a setting of the anthropic wire");
+        assert!(strict.check(Some(Wire::OpenaiChat)).is_ok());
+        let store = ModelSettings { store: Some(false), ..Default::default() };
+        assert_eq!(store.check(Some(Wire::OpenaiChat)).unwrap_err(), "store is not a setting of the openai_chat wire");
+        assert!(store.check(Some(Wire::Anthropic)).is_err());
+        assert!(store.check(Some(Wire::OpenaiResponses)).is_ok());
+        assert_eq!(
+            body(&store, Wire::OpenaiResponses, false),
+            json!({"store": false, "include": ["reasoning.encrypted_content"]})
+        );
+        let kept = ModelSettings { store: Some(true), ..Default::default() };
+        assert_eq!(body(&kept, Wire::OpenaiResponses, false), json!({"store": true}));
     }
 }
