@@ -184,6 +184,57 @@ export declare class Anthropic extends Model {
   constructor(model: string, options?: ModelOptions & { maxTokens?: number });
 }
 
+/** A tool call in a test model's reply. `id` defaults to `call_<request>_<index>`. */
+export interface ReplyCall {
+  name: string;
+  arguments?: { [key: string]: JsonValue };
+  id?: string;
+}
+
+/** One reply of a test model: a string (a text reply), or text, tool calls, or both, with token counts. */
+export type Reply =
+  | string
+  | { content?: string; toolCalls?: ReplyCall[]; usage?: { inputTokens?: number; outputTokens?: number } };
+
+/** What a {@link FunctionModel} is asked. */
+export interface TestRequest {
+  /** The request's number in the model's life, from 1. */
+  index: number;
+  wire: 'openai_chat' | 'anthropic' | 'openai_responses';
+  model: string;
+  instructions: string | null;
+  /** The conversation so far, provider-neutral (snake_case, as the core writes it). */
+  messages: Array<{ [key: string]: JsonValue }>;
+  /** The tools offered: `name`, `description`, `parameters`. */
+  tools: Array<{ name: string; description: string; parameters: JsonSchema; [key: string]: JsonValue }>;
+  /** The wire's request body, as a hosted model would get it. */
+  body: { [key: string]: JsonValue };
+}
+
+/** The settings of a test model. */
+export interface TestModelOptions {
+  /** The wire it speaks (default `openai_chat`). */
+  wire?: 'openai_chat' | 'anthropic' | 'openai_responses';
+  /** The name it reports (default `test-model`). */
+  model?: string;
+  /** Stream its answers as the wire's server-sent events. */
+  stream?: boolean;
+}
+
+/**
+ * A model for tests, answering from a script: the n-th request gets the n-th reply. It reaches no
+ * network, yet its replies go through the wire's real decoder. A request past the script fails the run
+ * (`ModelError`, code `model_response`).
+ */
+export declare class TestModel extends Model {
+  constructor(replies: Reply[], options?: TestModelOptions);
+}
+
+/** A model for tests answering with a function of each request (sync or async); a throw fails the run. */
+export declare class FunctionModel extends Model {
+  constructor(fn: (request: TestRequest) => Reply | Promise<Reply>, options?: TestModelOptions);
+}
+
 /** The run went past a hard budget. */
 export declare class BudgetError extends AmbitError {
   readonly code: 'budget_exceeded';

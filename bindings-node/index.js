@@ -627,6 +627,8 @@ Object.assign(module.exports, require('./ledger.js'));
   const { toNativeKnowledge: _, ...knowledge } = require('./knowledge.js');
   Object.assign(module.exports, knowledge);
 }
+// Test models (after the exports above: testmodel.js takes Model from models.js).
+Object.assign(module.exports, require('./testmodel.js'));
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
 Object.defineProperty(module.exports, '_toError', { value: toError });

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use ambit::{Agent, AgentOptions, Error, ModelConfig, ModelError, RunResult, Tool, ToolError, ToolSpec};
+use ambit::test_model::{HostReplyFunction, ReplyFunction};
+use ambit::{Agent, AgentOptions, Error, ModelError, RunResult, Tool, ToolError, ToolSpec};
 use async_trait::async_trait;
 use napi::Status;
 use napi::bindgen_prelude::{Either, Promise};
@@ -25,10 +26,15 @@ pub mod session;
 /// synchronous `run`) or a promise of it (an async one), saving a second trip to the JS thread.
 type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
 
-/// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …).
+/// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …), or
+/// of a test model (`{"test_model": {...}}`, `ambit::test_model::build_model`).
 #[napi(object, object_to_js = false)]
 pub struct NativeModelConfig {
     pub config: String,
+    /// A test model's function, called as a tool is: with `{"arguments": request}`, answering the
+    /// envelope of a reply's JSON.
+    #[napi(ts_type = "(requestJson: string) => Promise<string>")]
+    pub function: Option<JsToolFn>,
 }
 
 /// The agent settings.
@@ -265,7 +271,11 @@ fn build(
 ) -> Result<Agent, Error> {
     let mut builder = Agent::builder();
     if let Some(m) = config.model {
-        builder = builder.model_arc(ModelConfig::from_json(&m.config)?.build()?);
+        let function = m.function.map(|call| {
+            let spec = ToolSpec::new("test_model_function", "A test model's function.", json!({}));
+            Arc::new(HostReplyFunction(Arc::new(JsTool { spec, call }))) as Arc<dyn ReplyFunction>
+        });
+        builder = builder.model_arc(ambit::test_model::build_model(&m.config, function)?);
     }
     if let Some(o) = config.options {
         builder = builder.options(AgentOptions::from_json(&o)?);

@@ -11,9 +11,10 @@ mod session;
 use std::sync::Arc;
 
 use ambit::{
-    Agent, AgentOptions, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, ModelConfig, PolicyConfig, Tool,
-    ToolError, ToolSpec,
+    Agent, AgentOptions, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, PolicyConfig, Tool, ToolError,
+    ToolSpec,
 };
+use ambit::test_model::{HostReplyFunction, ReplyFunction};
 use async_trait::async_trait;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -215,7 +216,9 @@ impl NativeAgent {
     /// `approvals` is `(decide, is_async)`; `builtins` names built-in tools; `ledger_tools` are the
     /// work ledger's tools bound to a routine's run.
     #[new]
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None))]
+    /// `model_function` is a test model's function, `(call, is_async)`, called as a tool is
+    /// (`ambit::test_model::HostReplyFunction`).
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -227,10 +230,16 @@ impl NativeAgent {
         approvals: Option<(Py<PyAny>, bool)>,
         builtins: Vec<String>,
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
+        model_function: Option<(Py<PyAny>, bool)>,
     ) -> PyResult<Self> {
         guard(|| {
-            // `model` is a ModelConfig as JSON: the wire, the model's name, where, and how.
-            let m = ModelConfig::from_json(&model).and_then(|c| c.build()).map_err(core_err)?;
+            // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
+            // model's (`ambit::test_model::build_model`).
+            let function = model_function.map(|(call, is_async)| {
+                let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
+                Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
+            });
+            let m = ambit::test_model::build_model(&model, function).map_err(core_err)?;
             let mut b = Agent::builder().model_arc(m);
             if let Some(o) = options {
                 b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);

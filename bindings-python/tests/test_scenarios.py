@@ -323,13 +323,14 @@ def scenario_memory(scenario: dict[str, Any]) -> tuple[ambit.Memory | None, str 
 
 
 def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False,
-                approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None) -> ambit.Agent:
+                approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None,
+                model: ambit.Model | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
     approvals = approvals or ScriptedApprovals(scenario)
     memory, agent_name = scenario_memory(scenario)
     return ambit.Agent(
         policy=scenario_policy(scenario, approvals, use_async),
-        model=scenario_model(scenario, base_url),
+        model=model or scenario_model(scenario, base_url),
         instructions=cfg.get("instructions"),
         max_turns=cfg.get("max_turns"),
         max_concurrency=cfg.get("max_concurrency"),
@@ -543,6 +544,68 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
             assert got_text == scenario["expect"]["streamed_text"], got_text
         check_drain(scenario, at)
     check_provider(scenario, provider)
+
+
+def scenario_test_model(scenario: dict[str, Any], use_async: bool) -> ambit.Model:
+    """`test_model`: the users' test model on the scenario's wire, answering with the exchanges'
+    `respond` entries: scripted (`ambit.TestModel`), or by a function of the request
+    (`ambit.FunctionModel`, plain or async) answering request n with the n-th."""
+    def reply(respond: dict[str, Any]) -> ambit.Reply:
+        usage = respond.get("usage", {})
+        return ambit.Reply(content=respond.get("content"),
+                           tool_calls=[ambit.ReplyCall(c["name"], c["arguments"], c.get("id"))
+                                       for c in respond.get("tool_calls", [])],
+                           input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0))
+    replies = [reply(e["respond"]) for e in scenario["exchanges"]]
+    common: dict[str, Any] = {"wire": scenario.get("wire", "openai_chat"), "model": scenario["agent"]["model"],
+                              "stream": scenario.get("stream", False)}
+    if scenario["test_model"] == "script":
+        return ambit.TestModel(replies, **common)
+
+    def answer(request: ambit.TestRequest) -> ambit.Reply:
+        assert request.model == scenario["agent"]["model"] and request.body["model"] == request.model
+        assert [t["name"] for t in request.tools] == [t["name"] for t in scenario["tools"]], request.tools
+        return replies[request.index - 1]
+
+    async def answer_async(request: ambit.TestRequest) -> ambit.Reply:
+        return answer(request)
+    return ambit.FunctionModel(answer_async if use_async else answer, **common)
+
+
+TEST_MODEL_RUNS = [p for p in RUNS if "test_model" in json.loads(p.read_text())]
+
+
+@pytest.mark.parametrize("mode", ["run_async", "run_sync", "stream"])
+@pytest.mark.parametrize("path", TEST_MODEL_RUNS, ids=[p.stem for p in TEST_MODEL_RUNS])
+def test_scenario_on_the_test_model(path: Path, mode: str) -> None:
+    """A file with `test_model` runs again on the users' test model, without a provider: its replies
+    are the exchanges' answers, so the run must come out as it does against the loopback provider."""
+    scenario = json.loads(path.read_text())
+    use_async = mode != "run_sync"
+    approvals = ScriptedApprovals(scenario)
+    agent = build_agent(scenario, "", use_async=use_async, approvals=approvals,
+                        model=scenario_test_model(scenario, use_async))
+    text = scenario["input"]
+    if mode == "stream":
+        def streamed() -> Any:
+            events, finished = asyncio.run(collect_events(agent, text))
+            types = [e.type for e in events]
+            i = 0
+            for want in scenario["expect"].get("events", []):
+                assert want in types[i:], (want, types)
+                i += types[i:].index(want) + 1
+            if "stop_reasons" in scenario["expect"]:
+                got = [e.stop_reason for e in events if isinstance(e, ambit.events.ModelResponse)]
+                assert got == scenario["expect"]["stop_reasons"], got
+            deltas = "".join(e.text for e in events if isinstance(e, ambit.events.TextDelta))
+            if "streamed_text" in scenario["expect"]:
+                assert deltas == scenario["expect"]["streamed_text"], deltas
+            return finished.result
+        check(scenario, streamed, agent, approvals)
+    elif mode == "run_sync":
+        check(scenario, lambda: agent.run_sync(text), agent, approvals)
+    else:
+        check(scenario, lambda: run_async(agent, text), agent, approvals)
 
 
 @on_stores(SYNC_RUNS)

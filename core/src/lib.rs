@@ -41,6 +41,7 @@ pub mod routine;
 pub mod runtime;
 pub mod session;
 pub mod skills;
+pub mod test_model;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;
@@ -63,4 +64,5 @@ pub use permission::{
     ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
     Scope, ToolStatus,
 };
+pub use test_model::{FunctionModel, TestModel};
 pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};

@@ -42,9 +42,17 @@ from . import knowledge
 from .knowledge import Knowledge
 from . import routines
 from .routines import Routines, Runner, RunContext
+from . import testmodel
+from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
 
 __all__ = [
     "Agent",
+    "FunctionModel",
+    "Reply",
+    "ReplyCall",
+    "TestModel",
+    "TestRequest",
+    "testmodel",
     "Subagents",
     "Later",
     "AwaitingApproval",
@@ -441,7 +449,8 @@ class Agent:
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
-            raise TypeError(f"model must be a model (OpenAIChat, Anthropic, OpenAIResponses) or a model name, "
+            raise TypeError(f"model must be a model (OpenAIChat, Anthropic, OpenAIResponses, TestModel, "
+                            f"FunctionModel) or a model name, "
                             f"got {type(model).__name__}")
         if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
             raise ConfigError(f"max_turns must be a positive integer, got {max_turns!r}")
@@ -510,7 +519,8 @@ class Agent:
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
-            builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine))
+            builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
+            model_function=model._native_function())
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from .errors import ConfigError
@@ -139,6 +139,10 @@ class Model:
 
     def _config_json(self) -> str:
         return json.dumps(self._config())
+
+    def _native_function(self) -> tuple[Callable[..., Any], bool] | None:
+        """The function a test model answers with (``ambit.FunctionModel``); none for a hosted model."""
+        return None
 
 
 @dataclass(frozen=True, init=False)

@@ -5,6 +5,9 @@
 //! expectation; a mismatch is answered with HTTP 400 naming the first difference. `GET /__ambit/state`
 //! reports what was served, with every request body and every answer, for the suites to validate.
 
+// The wire rendering lives in the core, where the users' test model (`ambit::test_model`) renders its
+// replies through it too: one rule for what each wire answers.
+#[path = "../../../core/src/test_model/wires.rs"]
 pub mod wires;
 
 use std::net::SocketAddr;

@@ -1,4 +1,5 @@
-//! What the loopback provider answers on each wire, field for field as the real APIs do: whole bodies,
+//! What a provider answers on each wire (the users' test model, [`super::TestModel`], and the loopback
+//! provider of ambit's own suites both render through it), field for field as the real APIs do: whole bodies,
 //! and the server-sent events of a streamed answer (event names, ids, stop reasons, usage fields).
 //!
 //! A scripted answer (`respond`) is wire-neutral: `content`, `tool_calls[]` (`id`, `name`,
