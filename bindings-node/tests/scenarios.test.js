@@ -34,6 +34,8 @@ const {
   Knowledge,
   Sessions,
   AwaitingApprovalError,
+  TestModel,
+  FunctionModel,
 } = require('..');
 const native = require('../native.js');
 
@@ -538,12 +540,12 @@ async function scenarioMemory(scenario) {
 }
 
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
-async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite')) {
+async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'), model = undefined) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const cfg = scenario.agent;
   return new Agent({
-    model: new Wire(cfg.model, {
+    model: model ?? new Wire(cfg.model, {
       baseUrl,
       apiKey: cfg.api_key,
       stream: scenario.stream ?? false,
@@ -652,6 +654,37 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
   } finally {
     provider.stop();
   }
+}
+
+/**
+ * `test_model`: the users' test model on the scenario's wire, answering with the exchanges' `respond`
+ * entries: scripted (`TestModel`), or by a function of the request (`FunctionModel`, sync or async)
+ * answering request n with the n-th.
+ */
+function scenarioTestModel(scenario, useAsync) {
+  const replies = scenario.exchanges.map(({ respond }) => ({
+    content: respond.content,
+    toolCalls: (respond.tool_calls || []).map((c) => ({ name: c.name, arguments: c.arguments, id: c.id })),
+    usage: { inputTokens: respond.usage?.input_tokens ?? 0, outputTokens: respond.usage?.output_tokens ?? 0 },
+  }));
+  const options = { wire: scenario.wire || 'openai_chat', model: scenario.agent.model, stream: scenario.stream ?? false };
+  if (scenario.test_model === 'script') return new TestModel(replies, options);
+  const answer = (request) => {
+    assert.equal(request.body.model, scenario.agent.model);
+    assert.deepEqual(request.tools.map((t) => t.name), scenario.tools.map((t) => t.name));
+    return replies[request.index - 1];
+  };
+  return new FunctionModel(useAsync ? async (request) => answer(request) : answer, options);
+}
+
+/** A file with `test_model` runs again on the users' test model, without a provider: the run must come
+ *  out as it does against the loopback provider. */
+async function runOnTheTestModel(file, mode) {
+  const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const approvals = scriptedApprovals(scenario);
+  const agent = await buildAgent(scenario, undefined, approvals, undefined, scenarioTestModel(scenario, mode === 'stream'));
+  const result = mode === 'stream' ? await viaStream(agent, scenario, scenario.input) : await agent.run(scenario.input);
+  checkResult(result, scenario.expect);
 }
 
 /** Store URLs for the session scenarios: a fresh SQLite file, and PostgreSQL when scripts/test.sh started one
@@ -779,6 +812,10 @@ describe('scenarios', () => {
     }
     test(name, () => runScenario(file));
     test(`${name} (stream)`, () => runScenario(file, 'stream'));
+    if ('test_model' in JSON.parse(fs.readFileSync(file, 'utf8'))) {
+      test(`${name} (on the test model)`, () => runOnTheTestModel(file, 'run'));
+      test(`${name} (on the test model, stream)`, () => runOnTheTestModel(file, 'stream'));
+    }
     // A file with a `ledger` also runs on PostgreSQL when scripts/test.sh started one.
     if ('ledger' in JSON.parse(fs.readFileSync(file, 'utf8')) && process.env.AMBIT_TEST_POSTGRES_URL) {
       test(`${name} (ledger on postgres)`, () => runScenario(file, 'run', 'postgres'));

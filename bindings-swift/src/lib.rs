@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
+use ambit::test_model::{HostReplyFunction, ReplyFunction};
+use serde_json::{Value, json};
 
 uniffi::setup_scaffolding!();
 
@@ -332,6 +333,13 @@ pub struct AgentConfig {
     /// A knowledge directory (SPEC §14): knowledge_list and knowledge_read.
     #[uniffi(default = None)]
     pub knowledge: Option<knowledge::KnowledgeSettings>,
+    /// A test model in place of `model`: the JSON text of `{"test_model": {...}}`
+    /// (`ambit::test_model::build_model`); the Swift facade writes it from `TestModel` and `FunctionModel`.
+    #[uniffi(default = None)]
+    pub test_model_json: Option<String>,
+    /// A `FunctionModel`'s function, called as a tool is: with a request's JSON, answering a reply's JSON.
+    #[uniffi(default = None)]
+    pub model_function: Option<Arc<dyn HostTool>>,
 }
 
 /// An agent's skills directories: the core's `SkillsConfig` as a record.
@@ -512,7 +520,17 @@ impl CoreAgent {
 
 impl CoreAgent {
     fn build(config: AgentConfig) -> Result<Arc<Self>, CoreError> {
-        let mut builder = ambit::Agent::builder().model_arc(config.model.build()?);
+        let model = match config.test_model_json {
+            Some(json) => {
+                let function = config.model_function.map(|implementation| {
+                    let spec = ambit::ToolSpec::new("test_model_function", "A test model's function.", json!({}));
+                    Arc::new(HostReplyFunction(Arc::new(SwiftTool { spec, implementation }))) as Arc<dyn ReplyFunction>
+                });
+                ambit::test_model::build_model(&json, function)?
+            }
+            None => config.model.build()?,
+        };
+        let mut builder = ambit::Agent::builder().model_arc(model);
         if let Some(settings) = config.settings {
             builder = settings.apply(builder);
         }

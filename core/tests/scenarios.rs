@@ -180,8 +180,18 @@ async fn build_agent(
     approvals: &ScriptedApprovals,
     ledger: &LedgerAt,
 ) -> Result<Agent, String> {
-    let cfg = &scenario["agent"];
     let model = scenario_model(scenario, base_url)?.build().map_err(|e| e.to_string())?;
+    build_agent_on(scenario, model, approvals, ledger).await
+}
+
+/// The scenario's agent on `model`.
+async fn build_agent_on(
+    scenario: &Value,
+    model: std::sync::Arc<dyn ambit::Model>,
+    approvals: &ScriptedApprovals,
+    ledger: &LedgerAt,
+) -> Result<Agent, String> {
+    let cfg = &scenario["agent"];
     let mut builder = Agent::builder().model_arc(model);
     if let Some(n) = cfg["max_concurrency"].as_u64() {
         builder = builder.max_concurrency(n as usize);
@@ -941,6 +951,109 @@ async fn every_scenario_file_passes() {
         }
     }
     assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), files.len(), failures.join("\n"));
+}
+
+/// `test_model`: the users' test model on the scenario's wire, answering with the exchanges' `respond`
+/// entries: scripted ([`TestModel`]), or by a function of the request ([`FunctionModel`]) answering
+/// request n with the n-th.
+fn scenario_test_model(scenario: &Value) -> Result<std::sync::Arc<dyn ambit::Model>, String> {
+    use ambit::test_model::{Reply, TestRequest};
+    use ambit::{FunctionModel, TestModel, Wire};
+    let replies = scenario["exchanges"]
+        .as_array()
+        .ok_or("no exchanges")?
+        .iter()
+        .map(|e| Reply::from_value(e["respond"].clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let wire: Wire = serde_json::from_value(scenario.get("wire").cloned().unwrap_or_else(|| "openai_chat".into()))
+        .map_err(|e| e.to_string())?;
+    let name = scenario["agent"]["model"].as_str().ok_or("no model name")?.to_string();
+    let stream = scenario["stream"].as_bool().unwrap_or(false);
+    let tools: Vec<String> =
+        scenario["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str().map(String::from)).collect();
+    Ok(match scenario["test_model"].as_str() {
+        Some("script") => std::sync::Arc::new(TestModel::new(replies).wire(wire).name(name).stream(stream)),
+        Some("function") => {
+            let expected = name.clone();
+            let f = move |r: &TestRequest| {
+                let offered: Vec<String> = r.tools.iter().map(|t| t.name.clone()).collect();
+                if offered != tools || r.body["model"] != expected {
+                    return Err(format!("unexpected request: tools {offered:?}, body model {}", r.body["model"]));
+                }
+                replies.get(r.index - 1).cloned().ok_or_else(|| format!("request {} past the exchanges", r.index))
+            };
+            std::sync::Arc::new(FunctionModel::new(f).wire(wire).name(name).stream(stream))
+        }
+        other => return Err(format!("test_model must be \"script\" or \"function\", got {other:?}")),
+    })
+}
+
+/// A file with `test_model` runs again on the users' test model, without a provider: its replies are the
+/// exchanges' answers, so the run must come out as it does against the loopback provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_model_files_pass_on_the_test_model() {
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for f in scenario_files() {
+        let scenario: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        if scenario.get("test_model").is_none() {
+            continue;
+        }
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        for mode in [Mode::Run, Mode::Stream] {
+            let outcome: Result<(), String> = async {
+                let approvals = ScriptedApprovals::new(&scenario);
+                let agent =
+                    build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?).await?;
+                let input = scenario["input"].as_str().ok_or("no input")?;
+                let result = match mode {
+                    Mode::Run => agent.run(input).await.map_err(|e| e.to_string())?,
+                    Mode::Stream => {
+                        let (mut events, mut end) = (Vec::new(), None);
+                        let mut stream = agent.stream(input);
+                        while let Some(item) = stream.next().await {
+                            match item {
+                                Ok(Event::RunFinished { result, .. }) => end = Some(Ok(result)),
+                                Ok(e) => events.push(e),
+                                Err(e) => end = Some(Err(e)),
+                            }
+                        }
+                        check_events(&scenario["expect"], &events, end.as_ref())?;
+                        end.ok_or("no end")?.map_err(|e| e.to_string())?
+                    }
+                };
+                check_result(&scenario["expect"], &result, &approvals, &agent)
+            }
+            .await;
+            ran += 1;
+            if let Err(e) = outcome {
+                failures.push(format!("{name} ({}): {e}", if mode == Mode::Run { "run" } else { "stream" }));
+            }
+        }
+    }
+    assert!(ran >= 6, "only {ran} runs on the test model");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The negative control of the runs on the test model: a file whose first answer lost one of its tool
+/// calls, or whose usage is a token off, no longer passes its own expectations.
+#[tokio::test]
+async fn a_test_model_file_fails_when_its_answers_change() {
+    let path = scenario_files().into_iter().find(|f| f.ends_with("test_model_chat.json")).expect("test_model_chat.json");
+    let scenario: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let run = |scenario: Value| async move {
+        let approvals = ScriptedApprovals::new(&scenario);
+        let agent = build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?).await?;
+        let result = agent.run(scenario["input"].as_str().unwrap_or_default()).await.map_err(|e| e.to_string())?;
+        check_result(&scenario["expect"], &result, &approvals, &agent)
+    };
+    run(scenario.clone()).await.expect("the file as written passes");
+    let mut one_call = scenario.clone();
+    one_call["exchanges"][0]["respond"]["tool_calls"].as_array_mut().unwrap().pop();
+    assert!(run(one_call).await.is_err(), "a lost tool call went unnoticed");
+    let mut usage = scenario;
+    usage["exchanges"][1]["respond"]["usage"]["output_tokens"] = 10.into();
+    assert!(run(usage).await.is_err(), "a changed usage count went unnoticed");
 }
 
 /// The scenario files whose ledger runs on the manual clock (`ledger.clock_ms`).

@@ -175,7 +175,7 @@ class FunctionModel(Model):
         assert fn is not None
         if inspect.iscoroutinefunction(fn):
             async def call_async(arg: str, _token: int) -> str:
-                reply = await fn(_request(arg))  # type: ignore[misc]
+                reply = await fn(_request(arg))
                 return json.dumps(_reply_config(reply))
             return call_async, True
 

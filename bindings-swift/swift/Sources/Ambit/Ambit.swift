@@ -135,6 +135,8 @@ public struct Model: Sendable, Equatable {
     public var headers: [String: String]?
     /// Query parameters every request's URL carries (Azure OpenAI's `api-version`).
     public var query: [String: String]?
+    /// A test model's script or function (`Model.testModel`, `Model.functionModel`; TestModel.swift).
+    var test: TestBacking? = nil
 
     public init(wire: Wire, name: String, baseURL: String? = nil, apiKey: String? = nil, stream: Bool = false,
                 timeout: Double? = nil, maxRetries: Int? = nil, maxTokens: Int? = nil, maxToolNameBytes: Int? = nil,
@@ -437,7 +439,9 @@ public final class Agent: Sendable {
             agentName: agentName,
             outputJson: try outputType?.json(),
             skills: try skills?.settings(),
-            knowledge: try knowledge?.settings()
+            knowledge: try knowledge?.settings(),
+            testModelJson: model.test?.json,
+            modelFunction: model.test?.function.map { ReplyFunctionAdapter($0) }
         )
         do {
             core = try CoreAgent(config: config)

@@ -424,6 +424,54 @@ func int(_ value: Any?) -> Int? {
         try await runScenario(file, streamed: true)
     }
 
+    /// A file with `test_model` runs again on the users' test model, without a provider: its replies are
+    /// the exchanges' answers (scripted, `Model.testModel`, or by a function answering request n with the
+    /// n-th, `Model.functionModel`), so the run must come out as it does against the loopback provider.
+    @Test(arguments: scenarioFiles().filter { file in
+        let data = try? Data(contentsOf: Paths.scenarios.appendingPathComponent(file))
+        return ((data.flatMap { try? JSONSerialization.jsonObject(with: $0) }) as? [String: Any])?["test_model"] != nil
+    })
+    func scenarioOnTheTestModel(_ file: String) async throws {
+        let url = Paths.scenarios.appendingPathComponent(file)
+        let scenario = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        let wires: [String: Wire] = ["openai_chat": .openAiChat, "anthropic": .anthropic, "openai_responses": .openAiResponses]
+        let wire = try #require(wires[scenario["wire"] as? String ?? "openai_chat"])
+        let name = (scenario["agent"] as? [String: Any])?["model"] as? String ?? ""
+        let stream = scenario["stream"] as? Bool ?? false
+        let replies: [Reply] = try (scenario["exchanges"] as? [[String: Any]] ?? []).map { e in
+            let r = e["respond"] as? [String: Any] ?? [:]
+            let usage = r["usage"] as? [String: Any] ?? [:]
+            return Reply(
+                content: r["content"] as? String,
+                toolCalls: try (r["tool_calls"] as? [[String: Any]] ?? []).map { c in
+                    ReplyCall(name: c["name"] as? String ?? "", argumentsJSON: try jsonText(c["arguments"] ?? [String: Any]()),
+                              id: c["id"] as? String)
+                },
+                inputTokens: int(usage["input_tokens"]) ?? 0, outputTokens: int(usage["output_tokens"]) ?? 0)
+        }
+        let toolNames = (scenario["tools"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        let function: Model = .functionModel(wire: wire, name: name, stream: stream) { request in
+                guard request.index >= 1, request.index <= replies.count else {
+                    throw ToolError("request \(request.index) past the \(replies.count) exchanges")
+                }
+                guard request.toolNames == toolNames, request.body["model"] as? String == name else {
+                    throw ToolError("unexpected request: tools \(request.toolNames), body \(request.bodyJSON)")
+                }
+                return replies[request.index - 1]
+            }
+        let expect = scenario["expect"] as? [String: Any] ?? [:]
+        let input = scenario["input"] as? String ?? ""
+        for streamed in [false, true] {
+            let approvals = try ScriptedApprovals(scenario)
+            // A script is used up by one run: each way gets a fresh agent on a fresh model.
+            let fresh: Model = scenario["test_model"] as? String == "function" ? function
+                : .testModel(replies, wire: wire, name: name, stream: stream)
+            let agent = try await makeAgent(scenario, baseURL: "", approvals: approvals, file, model: fresh)
+            let result = streamed ? try await viaStream(agent, input, expect, file) : try await agent.run(input)
+            try await checkResult(result, expect, approvals, agent, "\(file) (test model\(streamed ? ", streamed" : ""))")
+        }
+    }
+
     /// Runs through `stream`, checks the events, and returns the result `run` would.
     func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
         var kinds: [String] = []
@@ -495,7 +543,7 @@ func int(_ value: Any?) -> Int? {
     /// The scenario's agent at `baseURL`, with the host approval handler `approvals`.
     func makeAgent(
         _ scenario: [String: Any], baseURL: String, approvals: ScriptedApprovals, _ file: String,
-        ledger at: LedgerAt = .sqlite()
+        ledger at: LedgerAt = .sqlite(), model override: Model? = nil
     ) async throws -> Agent
     {
         let wires: [String: Wire] = ["openai_chat": .openAiChat, "anthropic": .anthropic, "openai_responses": .openAiResponses]
@@ -540,7 +588,7 @@ func int(_ value: Any?) -> Int? {
             memory = try await Memory.open(memoryURL())
         }
         return try Agent(
-            model: Model(
+            model: override ?? Model(
                 wire: wire,
                 name: agentSettings["model"] as? String ?? "",
                 baseURL: baseURL,
