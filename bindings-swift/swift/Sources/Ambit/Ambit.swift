@@ -130,6 +130,13 @@ public struct Model: Sendable, Equatable {
     /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
     /// prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
     public var promptCaching: Bool?
+    /// OpenAI wires: strict schemas, on unless `false`. A function tool, or a typed answer's JSON Schema, in
+    /// strict mode's subset (every property required, `additionalProperties: false` on every object, no
+    /// `default`, …) is sent with `strict: true`; any other without it. Not on Anthropic.
+    public var strict: Bool?
+    /// Responses only: whether the server keeps the response (`store`). `false` is stateless use: the
+    /// requests also ask for the reasoning items' encrypted content, sent back on the next request.
+    public var store: Bool?
     /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
     /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is `AmbitError.config` naming it.
     public var headers: [String: String]?
@@ -141,7 +148,8 @@ public struct Model: Sendable, Equatable {
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
                 seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
                 textToolCalls: TextToolCalls? = nil, reasoningEffort: String? = nil, thinkingBudget: Int? = nil,
-                promptCaching: Bool? = nil, headers: [String: String]? = nil, query: [String: String]? = nil) {
+                promptCaching: Bool? = nil, strict: Bool? = nil, store: Bool? = nil,
+                headers: [String: String]? = nil, query: [String: String]? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -163,6 +171,8 @@ public struct Model: Sendable, Equatable {
         self.reasoningEffort = reasoningEffort
         self.thinkingBudget = thinkingBudget
         self.promptCaching = promptCaching
+        self.strict = strict
+        self.store = store
         self.headers = headers
         self.query = query
     }
@@ -204,8 +214,8 @@ public struct Model: Sendable, Equatable {
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
             parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls, reasoningEffort: reasoningEffort,
-            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, headers: headers,
-            query: query)
+            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, strict: strict, store: store,
+            headers: headers, query: query)
     }
 }
 
