@@ -285,8 +285,13 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
   name: string;
   /** What the tool does, for the model. */
   description?: string;
-  /** JSON Schema of the arguments; must be an object schema (checked when the agent is built). */
-  parameters: JsonSchema;
+  /**
+   * The arguments' type: a JSON Schema (an object schema, checked when the agent is built), or a zod (4)
+   * schema, whose JSON Schema (its input side) the core checks every call by and whose `parse` then turns
+   * the checked arguments into the value `run` gets (transforms and refinements included: a parse error
+   * is the call's error result). With zod, `run`'s argument type is inferred from the schema.
+   */
+  parameters: JsonSchema | ZodLike<Args>;
   /**
    * Runs the tool on the arguments the model sent; sync or async. A string result reaches the model
    * as it is, anything else as JSON. A thrown error becomes an error result the model sees
@@ -324,6 +329,12 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
 }
 
 /** Declares a host tool. Throws a TypeError when `name` or `run` is missing or of the wrong type. */
+/** A zod (4) schema, or anything with `toJSONSchema()` and `parse`: `T` is what `parse` makes. */
+export interface ZodLike<T = unknown> {
+  toJSONSchema(params?: { io?: 'input' | 'output' }): Record<string, unknown>;
+  parse(value: unknown): T;
+}
+
 export declare function tool<Args extends Record<string, any> = Record<string, any>>(
   definition: ToolDefinition<Args>,
 ): Tool<Args>;
