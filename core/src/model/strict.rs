@@ -202,18 +202,31 @@ mod tests {
         let ok = || strict_object(json!({"city": {"type": "string"}}), &["city"]);
         let cases: Vec<(Value, &str)> = vec![
             (json!({"anyOf": [ok()]}), "the root is not an object schema"),
-            (json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
-             "the schema's root: an object without \"additionalProperties\": false"),
-            (strict_object(json!({"city": {"type": "string"}, "unit": {"type": "string"}}), &["city"]),
-             "the property `unit` is not in required"),
-            (strict_object(json!({"city": {"type": "string", "default": "Paris"}}), &["city"]),
-             "/properties/city: the keyword `default` is not supported"),
+            (
+                json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+                "the schema's root: an object without \"additionalProperties\": false",
+            ),
+            (
+                strict_object(json!({"city": {"type": "string"}, "unit": {"type": "string"}}), &["city"]),
+                "the property `unit` is not in required",
+            ),
+            (
+                strict_object(json!({"city": {"type": "string", "default": "Paris"}}), &["city"]),
+                "/properties/city: the keyword `default` is not supported",
+            ),
             (strict_object(json!({"c": {"type": "string", "minLength": 1}}), &["c"]), "`minLength`"),
             (strict_object(json!({"c": {"allOf": [{"type": "string"}]}}), &["c"]), "`allOf`"),
-            (strict_object(json!({"c": {"type": "object", "properties": {}}}), &["c"]),
-             "/properties/c: an object without \"additionalProperties\": false"),
-            (strict_object(json!({"c": {"type": "array", "items": {"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false}}}), &["c"]),
-             "/properties/c/items: the property `a` is not in required"),
+            (
+                strict_object(json!({"c": {"type": "object", "properties": {}}}), &["c"]),
+                "/properties/c: an object without \"additionalProperties\": false",
+            ),
+            (
+                strict_object(
+                    json!({"c": {"type": "array", "items": {"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false}}}),
+                    &["c"],
+                ),
+                "/properties/c/items: the property `a` is not in required",
+            ),
             (strict_object(json!({"a/b": true}), &["a/b"]), "/properties/a~1b: the schema true is not an object"),
         ];
         for (schema, words) in cases {

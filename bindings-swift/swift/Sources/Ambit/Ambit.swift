@@ -70,6 +70,61 @@ public struct TaskContext: Sendable {
     public var isCancelled: Bool { Task.isCancelled || ((try? taskCancelled(token: token)) ?? true) }
 }
 
+/// A tool whose arguments are a `Decodable` type: `parameters` is the type's JSON Schema (given, as an
+/// `OutputSchema` is: Swift cannot derive one), by which the core checks every call, as it checks any
+/// tool's; the checked arguments are then decoded as `Args` before `run` sees them. Arguments that pass
+/// the schema but do not decode are the call's error result, naming the type; `run` never sees them.
+public struct TypedTool<Args: Decodable>: AmbitTool {
+    public let name: String
+    public let description: String
+    public let parameters: String
+    public let level: Level
+    public let requiresApproval: Bool
+    public let allowBlank: [String]
+    public let idempotent: Bool
+    let run: @Sendable (Args, TaskContext) async throws -> String
+
+    /// `parametersJSON`: `Args`' JSON Schema as JSON text (an object schema; checked when the agent is
+    /// built).
+    public init(name: String, description: String, parametersJSON: String, level: Level = .unrestricted,
+                requiresApproval: Bool = false, allowBlank: [String] = [], idempotent: Bool = false,
+                run: @escaping @Sendable (Args, TaskContext) async throws -> String) {
+        self.name = name
+        self.description = description
+        self.parameters = parametersJSON
+        self.level = level
+        self.requiresApproval = requiresApproval
+        self.allowBlank = allowBlank
+        self.idempotent = idempotent
+        self.run = run
+    }
+
+    /// `parameters`: `Args`' JSON Schema as a JSON object; throws `AmbitError.config` when it is not one.
+    public init(name: String, description: String, parameters: [String: Any], level: Level = .unrestricted,
+                requiresApproval: Bool = false, allowBlank: [String] = [], idempotent: Bool = false,
+                run: @escaping @Sendable (Args, TaskContext) async throws -> String) throws {
+        guard JSONSerialization.isValidJSONObject(parameters),
+            let data = try? JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])
+        else {
+            throw AmbitError.config(message: "invalid configuration: the parameters of tool '\(name)' are not JSON")
+        }
+        self.init(name: name, description: description, parametersJSON: String(decoding: data, as: UTF8.self),
+                  level: level, requiresApproval: requiresApproval, allowBlank: allowBlank, idempotent: idempotent,
+                  run: run)
+    }
+
+    public func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        let args: Args
+        do {
+            let data = try JSONSerialization.data(withJSONObject: arguments)
+            args = try JSONDecoder().decode(Args.self, from: data)
+        } catch {
+            throw ToolError("the arguments of tool '\(name)' do not decode as \(Args.self): \(error)")
+        }
+        return try await run(args, context)
+    }
+}
+
 /// A simple error for tools to throw: the message reaches the model as it is.
 public struct ToolError: LocalizedError, CustomStringConvertible, Sendable {
     public var message: String
