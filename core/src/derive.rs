@@ -66,7 +66,29 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     if let Value::Object(o) = &mut value {
         o.remove("$schema");
     }
+    drop_number_formats(&mut value);
     value
+}
+
+/// The `format`s schemars writes for Rust's number types: no wire's schema dialect has them (OpenAI's
+/// strict mode refuses a schema carrying one), and the argument rule does not read them.
+const NUMBER_FORMATS: [&str; 13] = [
+    "int8", "int16", "int32", "int64", "int", "uint8", "uint16", "uint32", "uint64", "uint", "float", "double",
+    "int128",
+];
+
+/// Removes [`NUMBER_FORMATS`] everywhere in a schema (the bounds schemars writes beside them stay).
+fn drop_number_formats(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("format").and_then(Value::as_str).is_some_and(|f| NUMBER_FORMATS.contains(&f)) {
+                o.remove("format");
+            }
+            o.values_mut().for_each(drop_number_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_number_formats),
+        _ => {}
+    }
 }
 
 /// The output type of a run whose final answer is a `T`: named after the type (its schema name, cut to
@@ -134,6 +156,7 @@ mod tests {
         assert_eq!(o.validate(), Ok(()));
         assert_eq!(o.schema.get("$schema"), None);
         assert_eq!(o.schema["additionalProperties"], json!(false));
+        assert_eq!(o.schema["properties"]["temperature_c"], json!({"type": "integer"}), "no int32 format");
         assert_eq!(crate::model::strict::why_not_strict(&o.schema), None, "{}", o.schema);
         // The one validator reads the derived schema: the enum through its `$defs` reference.
         assert!(o.read(r#"{"city": "Paris", "temperature_c": 21, "sky": "sunny"}"#).is_ok());

@@ -12,7 +12,8 @@
 //! - only these keywords: `type`, `properties`, `required`, `additionalProperties`, `items`, `enum`,
 //!   `const`, `anyOf`, `$ref`, `$defs`, `definitions`, `description`, `title`, `pattern`, `format`,
 //!   `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `minItems`, `maxItems`
-//!   (so no `default`, `allOf`, `oneOf`, `not`, `minLength`, `prefixItems`, …);
+//!   (so no `default`, `allOf`, `oneOf`, `not`, `minLength`, `prefixItems`, …), and `format` only one of
+//!   `date-time`, `time`, `date`, `duration`, `email`, `hostname`, `ipv4`, `ipv6`, `uuid`;
 //! - at most [`MAX_DEPTH`] levels of nested objects and [`MAX_PROPERTIES`] properties in all.
 
 use serde_json::{Map, Value};
@@ -24,6 +25,9 @@ use super::body::RequestBody;
 pub const MAX_DEPTH: usize = 10;
 /// The most properties, summed over every object, strict mode takes.
 pub const MAX_PROPERTIES: usize = 5000;
+
+/// The `format`s strict mode takes.
+const FORMATS: [&str; 9] = ["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// The keywords of strict mode's subset.
 const KEYWORDS: [&str; 22] = [
@@ -75,6 +79,9 @@ impl Walk {
         };
         if let Some(k) = o.keys().find(|k| !KEYWORDS.contains(&k.as_str())) {
             return Err(format!("{}: the keyword `{k}` is not supported in strict mode", here(at)));
+        }
+        if let Some(f) = o.get("format").filter(|f| !f.as_str().is_some_and(|f| FORMATS.contains(&f))) {
+            return Err(format!("{}: the format {f} is not supported in strict mode", here(at)));
         }
         if is_object(o) {
             if depth > MAX_DEPTH {
@@ -228,6 +235,10 @@ mod tests {
                 "/properties/c/items: the property `a` is not in required",
             ),
             (strict_object(json!({"a/b": true}), &["a/b"]), "/properties/a~1b: the schema true is not an object"),
+            (
+                strict_object(json!({"n": {"type": "integer", "format": "int32"}}), &["n"]),
+                "/properties/n: the format \"int32\" is not supported",
+            ),
         ];
         for (schema, words) in cases {
             let why = why_not_strict(&schema).unwrap_or_else(|| panic!("{schema} qualified"));
