@@ -116,6 +116,19 @@ export interface ModelOptions {
    */
   promptCaching?: boolean;
   /**
+   * OpenAI wires: strict schemas, on unless `false`. A function tool, or a typed answer's JSON Schema,
+   * in strict mode's subset (every property required, `additionalProperties: false` on every object, no
+   * `default`, …) is sent with `strict: true`, so the server decodes only what matches it; any other is
+   * sent without it. Not on Anthropic.
+   */
+  strict?: boolean;
+  /**
+   * Responses only: whether the server keeps the response (`store`). `false` is stateless use: the
+   * requests also ask for the reasoning items' encrypted content, sent back on the next request (a
+   * reasoning model only: OpenAI refuses that for other models).
+   */
+  store?: boolean;
+  /**
    * Headers every request carries, replacing the wire's own of those names: Azure OpenAI's `api-key`,
    * `OpenAI-Organization`, `OpenAI-Project`; a name that is not a header's, or one the HTTP exchange sets
    * itself (`content-type`, `host`, …), is a `ConfigError` naming it.
@@ -134,6 +147,9 @@ export type TextToolCalls = 'off' | 'auto' | 'constrained';
  * snake_case name, e.g. `top_p`) and the wire, when the agent is built; an unknown option too.
  */
 export type ToolChoice = 'auto' | 'required' | 'none' | { name: string };
+// `required` and a named tool bind the model's first answer to each user message: once it has called a
+// tool since, the requests say `auto` (else it could never end its turn). With Anthropic's extended
+// thinking (`thinkingBudget`) only `auto` and `none` are taken: the others are a `ConfigError`.
 
 /** @deprecated use {@link ModelOptions} */
 export type OpenAIChatOptions = ModelOptions;
@@ -160,6 +176,8 @@ export declare class Model {
   readonly reasoningEffort: ModelOptions['reasoningEffort'] | undefined;
   readonly thinkingBudget: number | undefined;
   readonly promptCaching: boolean | undefined;
+  readonly strict: boolean | undefined;
+  readonly store: boolean | undefined;
   readonly headers: Record<string, string> | undefined;
   readonly query: Record<string, string> | undefined;
 }
@@ -318,8 +336,13 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
   name: string;
   /** What the tool does, for the model. */
   description?: string;
-  /** JSON Schema of the arguments; must be an object schema (checked when the agent is built). */
-  parameters: JsonSchema;
+  /**
+   * The arguments' type: a JSON Schema (an object schema, checked when the agent is built), or a zod (4)
+   * schema, whose JSON Schema (its input side) the core checks every call by and whose `parse` then turns
+   * the checked arguments into the value `run` gets (transforms and refinements included: a parse error
+   * is the call's error result). With zod, `run`'s argument type is inferred from the schema.
+   */
+  parameters: JsonSchema | ZodLike<Args>;
   /**
    * Runs the tool on the arguments the model sent; sync or async. A string result reaches the model
    * as it is, anything else as JSON. A thrown error becomes an error result the model sees
@@ -357,6 +380,12 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
 }
 
 /** Declares a host tool. Throws a TypeError when `name` or `run` is missing or of the wrong type. */
+/** A zod (4) schema, or anything with `toJSONSchema()` and `parse`: `T` is what `parse` makes. */
+export interface ZodLike<T = unknown> {
+  toJSONSchema(params?: { io?: 'input' | 'output' }): Record<string, unknown>;
+  parse(value: unknown): T;
+}
+
 export declare function tool<Args extends Record<string, any> = Record<string, any>>(
   definition: ToolDefinition<Args>,
 ): Tool<Args>;

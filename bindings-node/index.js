@@ -140,7 +140,12 @@ function tool(definition) {
     throw new TypeError(`tool(): expected an object {name, description, parameters, run}, got ${describe(definition)}`);
   }
   refuseUnknown('tool()', definition, TOOL_OPTIONS);
-  const { name, description = '', parameters, run } = definition;
+  const { name, description = '', run } = definition;
+  // Typed parameters: a zod schema gives the JSON Schema the core checks the arguments by, and its
+  // parse turns the checked arguments into the typed value `run` gets.
+  const zod = fromZod(definition.parameters);
+  const parameters = zod === undefined ? definition.parameters : zod.json;
+  const parse = zod === undefined ? (args) => args : zod.parse;
   if (typeof name !== 'string') {
     throw new TypeError(`tool(): name must be a string, got ${describe(name)}`);
   }
@@ -165,7 +170,7 @@ function tool(definition) {
   const call = (requestJson) => {
     try {
       const request = JSON.parse(requestJson);
-      const value = run(request.arguments, new TaskContext(request.task));
+      const value = run(parse(request.arguments), new TaskContext(request.task));
       if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
         return Promise.resolve(value).then(ok, failed);
       }
@@ -208,6 +213,20 @@ class TaskContext {
   }
 }
 
+/**
+ * A zod (4) schema (anything with `toJSONSchema()` and `parse`) as the core takes a type: the JSON Schema
+ * of what it reads (its input side: the model writes that; `parse` makes the output side, transforms
+ * included), without the `$schema` marker, and its parse; `undefined` for anything else. The core checks
+ * the JSON against that schema; zod's parse then only builds the typed value (and runs its refinements).
+ */
+function fromZod(schema) {
+  if (schema == null || typeof schema.toJSONSchema !== 'function' || typeof schema.parse !== 'function') {
+    return undefined;
+  }
+  const { $schema, ...json } = schema.toJSONSchema({ io: 'input' });
+  return { json, parse: (value) => schema.parse(value) };
+}
+
 /** Every option `new Agent({...})` reads; any other key is refused by name. */
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
@@ -230,13 +249,10 @@ function toNativeOutput(outputType) {
   const { name, retries } = outputType;
   let { schema, parse } = outputType;
   if (typeof name !== 'string') throw new TypeError(`Agent: outputType.name must be a string, got ${describe(name)}`);
-  if (schema != null && typeof schema.toJSONSchema === 'function' && typeof schema.parse === 'function') {
-    // A zod schema: the JSON Schema of what it reads (its input side: the model writes that; `parse`
-    // makes the output side, transforms included), without the `$schema` marker, and its parse.
-    const zod = schema;
-    const { $schema, ...json } = zod.toJSONSchema({ io: 'input' });
-    schema = json;
-    parse = parse ?? ((value) => zod.parse(value));
+  const zod = fromZod(schema);
+  if (zod !== undefined) {
+    schema = zod.json;
+    parse = parse ?? zod.parse;
   }
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
     throw new TypeError(`Agent: outputType.schema must be a JSON Schema object or a zod schema, got ${describe(schema)}`);

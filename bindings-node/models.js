@@ -28,6 +28,8 @@ const SETTINGS = {
   reasoningEffort: 'reasoning_effort',
   thinkingBudget: 'thinking_budget',
   promptCaching: 'prompt_caching',
+  strict: 'strict',
+  store: 'store',
 };
 
 /** Every key every model's options object may have (Anthropic adds `maxTokens`). */

@@ -272,6 +272,12 @@ describe('model settings', () => {
     refused(() => new Agent({ model: new ambit.Anthropic('m', { textToolCalls: 'auto' }) }),
       /text_tool_calls is not a setting of the anthropic wire/);
     refused(() => new Agent({ model: new OpenAIChat('m', { textToolCalls: 'on' }) }), /text_tool_calls must be "off", "auto" or "constrained"/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { thinkingBudget: 2048, toolChoice: 'required' }) }),
+      /tool_choice "required" cannot be used with thinking_budget/);
+    refused(() => new Agent({ model: new OpenAIChat('m', { store: false }) }), /store is not a setting of the openai_chat wire/);
+    refused(() => new Agent({ model: new ambit.Anthropic('m', { strict: true }) }), /strict is not a setting of the anthropic wire/);
+    new Agent({ model: new ambit.Anthropic('m', { thinkingBudget: 2048, toolChoice: 'none' }) });
+    new Agent({ model: new ambit.OpenAIResponses('m', { store: false, strict: false }) });
     refused(() => new Agent({ model: new OpenAIChat('m', { headers: { 'Content-Type': 'text/plain' } }) }),
       /headers: Content-Type is set by the HTTP exchange itself/);
     refused(() => new Agent({ model: new OpenAIChat('m', { headers: { 'api-key': 7 } }) }), /headers: the value of api-key must be a text/);

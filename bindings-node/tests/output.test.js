@@ -123,3 +123,47 @@ test('a zod schema is an output type: its JSON Schema goes to the wire, its pars
     p.stop();
   }
 });
+
+test('a zod schema types a tool: the core checks the call by its JSON Schema, zod parse makes what run gets', async () => {
+  const { execFileSync } = require('node:child_process');
+  const mcp = execFileSync('bash', [path.join(__dirname, '..', '..', 'scripts', 'mcp-servers.sh')], {
+    encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+  const { z } = require(path.join(mcp, 'npm', 'node_modules', 'zod'));
+  const { tool } = require('..');
+  const Args = z.strictObject({ city: z.string(), days: z.number().int().min(1) })
+    .refine((a) => a.city !== 'Atlantis', 'no such city')
+    .transform((a) => ({ ...a, city: a.city.toUpperCase() }));
+  const seen = [];
+  const forecast = tool({ name: 'forecast', description: 'The forecast.', parameters: Args,
+    run: (a) => { seen.push(a); return `${a.city}: sunny for ${a.days} days`; } });
+  const p = await startProvider([
+    // The wire gets zod's JSON Schema (no `$schema`); the strict object is strict mode's subset.
+    { expect: { body: { tools: [{ function: { name: 'forecast', strict: true, parameters: {
+      type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 } },
+      required: ['city', 'days'], additionalProperties: false, $schema: null } } }] } },
+      respond: { tool_calls: [
+        { id: 'c1', name: 'forecast', arguments: { city: 'paris', days: 2 } },
+        // Refused by the core (days below the minimum): run never sees it.
+        { id: 'c2', name: 'forecast', arguments: { city: 'oslo', days: 0 } },
+        // Passes the JSON Schema, refused by zod's refinement: the call's error result.
+        { id: 'c3', name: 'forecast', arguments: { city: 'Atlantis', days: 1 } },
+      ] } },
+    { expect: { messages_tail: [
+      { role: 'tool', tool_call_id: 'c1', content: 'PARIS: sunny for 2 days' },
+      { role: 'tool', tool_call_id: 'c2', content: { $contains: 'days' } },
+      { role: 'tool', tool_call_id: 'c3', content: { $contains: 'no such city' } },
+    ] },
+      respond: { content: 'Sunny in Paris.' } },
+  ]);
+  try {
+    const agent = new Agent({ model: new OpenAIChat('gpt-4.1', { baseUrl: p.baseUrl, maxRetries: 0 }), tools: [forecast] });
+    const result = await agent.run('Forecast for Paris?');
+    assert.equal(result.output, 'Sunny in Paris.');
+    assert.deepEqual(seen, [{ city: 'PARIS', days: 2 }], 'run got the parsed value, and only for the valid call');
+    assert.deepEqual(result.toolCalls.map((c) => c.isError), [false, true, true]);
+    assert.equal(forecast.parameters.$schema, undefined, 'the tool shows the JSON Schema it was given to the core');
+  } finally {
+    p.stop();
+  }
+});

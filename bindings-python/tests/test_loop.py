@@ -138,6 +138,11 @@ def test_reasoning_thinking_text_calls_headers_and_query_are_refused_by_name() -
         (ambit.OpenAIChat("m", headers={"api-key": "k\r\nX: 1"}), "the value of api-key is not a valid header value"),
         (ambit.OpenAIChat("m", query={"": "x"}), "query: a parameter name is empty"),
         (ambit.OpenAIChat("m", prompt_caching=True), "prompt_caching is not a setting of the openai_chat wire"),
+        (ambit.Anthropic("m", thinking_budget=2048, tool_choice="required"),
+         'tool_choice "required" cannot be used with thinking_budget'),
+        (ambit.Anthropic("m", thinking_budget=2048, tool_choice={"name": "f"}), "cannot be used with thinking_budget"),
+        (ambit.OpenAIChat("m", store=False), "store is not a setting of the openai_chat wire"),
+        (ambit.OpenAIChat("m", strict="yes"), "strict must be true or false"),  # type: ignore[arg-type]
     ]:
         with pytest.raises(ambit.ConfigError, match=re.escape(words)):
             ambit.Agent(model=model)
@@ -147,3 +152,5 @@ def test_reasoning_thinking_text_calls_headers_and_query_are_refused_by_name() -
     ambit.Agent(model=ambit.OpenAIChat("m", reasoning_effort="low", text_tool_calls="constrained",
                                        headers={"api-key": "k"}, query={"api-version": "2024-10-21"}))
     ambit.Agent(model=ambit.Anthropic("m", thinking_budget=2048, max_output_tokens=4096, reasoning_effort="max"))
+    ambit.Agent(model=ambit.Anthropic("m", thinking_budget=2048, tool_choice="auto"))
+    ambit.Agent(model=ambit.OpenAIResponses("m", store=False, strict=False))

@@ -83,6 +83,13 @@ pub struct ModelSettings {
     /// prompt), on unless `false`.
     #[uniffi(default = None)]
     pub prompt_caching: Option<bool>,
+    /// OpenAI wires: strict schemas, on unless `false` (`ambit::model::strict`).
+    #[uniffi(default = None)]
+    pub strict: Option<bool>,
+    /// Responses only: whether the server keeps the response; `false` also asks for the reasoning items'
+    /// encrypted content (stateless use).
+    #[uniffi(default = None)]
+    pub store: Option<bool>,
     /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
     /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is a configuration error naming it.
     #[uniffi(default = None)]
@@ -159,7 +166,7 @@ impl ModelSettings {
                 "parallel_tool_calls": self.parallel_tool_calls,
                 "text_tool_calls": self.text_tool_calls.map(TextToolCalls::as_str),
                 "reasoning_effort": self.reasoning_effort, "thinking_budget": self.thinking_budget,
-                "prompt_caching": self.prompt_caching,
+                "prompt_caching": self.prompt_caching, "strict": self.strict, "store": self.store,
             },
         });
         let mut config = ambit::ModelConfig::from_json(&config.to_string())?;

@@ -29,6 +29,8 @@
 
 pub mod agent;
 pub mod deferral;
+#[cfg(feature = "schemars")]
+pub mod derive;
 pub mod error;
 pub mod knowledge;
 pub mod ledger;

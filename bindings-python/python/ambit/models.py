@@ -17,7 +17,7 @@ ToolChoice = Union[Literal["auto", "required", "none"], Mapping[str, str]]
 
 #: The model settings every request carries, as the core names them (the core checks them, in one place).
 _SETTINGS = ("max_output_tokens", "temperature", "top_p", "stop", "seed", "tool_choice", "parallel_tool_calls",
-             "text_tool_calls", "reasoning_effort", "thinking_budget", "prompt_caching")
+             "text_tool_calls", "reasoning_effort", "thinking_budget", "prompt_caching", "strict", "store")
 
 #: How an answer's text is read for tool calls (Chat Completions): ``"off"``, ``"auto"`` or ``"constrained"``.
 TextToolCalls = Literal["off", "auto", "constrained"]
@@ -47,7 +47,15 @@ class Model:
     ``"medium"``, ``"high"``, ``"xhigh"`` or ``"max"``; Anthropic ``"low"`` to ``"max"``) and, on Anthropic,
     ``thinking_budget`` (extended thinking: at least 1,024 tokens, less than the answer's max tokens) and
     ``prompt_caching`` (on unless ``False``: ``cache_control`` on the tools and the system prompt, the
-    stable prefix; cache writes and reads are counted in the usage and cost).
+    stable prefix, each breakpoint only where the prefix may reach the model's minimum cacheable length;
+    cache writes and reads are counted in the usage and cost). On the OpenAI wires ``strict`` (on unless
+    ``False``): a function tool, or a typed answer's schema, in strict mode's subset (every property
+    required, ``additionalProperties: false`` on every object, no ``default``, …) is sent with
+    ``strict: true``, any other without it; on Responses ``store``: ``False`` is stateless use, the
+    requests also asking for the reasoning items' encrypted content, sent back on the next request.
+    ``tool_choice`` ``"required"`` or a named tool binds the model's first answer to each user message:
+    once it has called a tool since, the requests say ``"auto"``; with ``thinking_budget`` only
+    ``"auto"`` and ``"none"`` are taken.
 
     ``headers`` and ``query``: HTTP headers and URL query parameters every request carries, as for Azure
     OpenAI (``headers={"api-key": key}``, ``query={"api-version": "2024-10-21"}``) or OpenAI's
@@ -78,6 +86,8 @@ class Model:
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
     prompt_caching: bool | None = None
+    strict: bool | None = None
+    store: bool | None = None
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     query: Mapping[str, str] | None = None
 
@@ -90,7 +100,8 @@ class Model:
                  parallel_tool_calls: bool | None = None, text_tool_calls: TextToolCalls | None = None,
                  reasoning_effort: str | None = None, thinking_budget: int | None = None,
                  headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None,
-                 prompt_caching: bool | None = None) -> None:
+                 prompt_caching: bool | None = None, strict: bool | None = None,
+                 store: bool | None = None) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{type(self).__name__} needs a model name, got {model!r}")
         if not isinstance(stream, bool):
@@ -116,6 +127,8 @@ class Model:
         object.__setattr__(self, "reasoning_effort", reasoning_effort)
         object.__setattr__(self, "thinking_budget", thinking_budget)
         object.__setattr__(self, "prompt_caching", prompt_caching)
+        object.__setattr__(self, "strict", strict)
+        object.__setattr__(self, "store", store)
         # Copied, so the model stays as it was built; anything but a mapping reaches the core, which
         # refuses it by name.
         object.__setattr__(self, "headers", dict(headers) if isinstance(headers, Mapping) else headers)

@@ -51,8 +51,7 @@ pub fn claude_version(model: &str) -> Option<(&'static str, u32, u32)> {
                 return Some((family, major, parts.next().and_then(small).unwrap_or(0)));
             }
             // The older naming: the version before the family (`claude-3-5-haiku`, `claude-3-opus`).
-            let before: Vec<u32> =
-                m[..at].split(['-', '.']).filter(|p| !p.is_empty()).filter_map(small).collect();
+            let before: Vec<u32> = m[..at].split(['-', '.']).filter(|p| !p.is_empty()).filter_map(small).collect();
             if let Some(&major) = before.first() {
                 return Some((family, major, before.get(1).copied().unwrap_or(0)));
             }

@@ -161,7 +161,7 @@ mod tests {
                 cache_last_tool: None,
                 strict: true,
             }
-                .to_value()
+            .to_value()
         };
         assert_eq!(
             body(ToolShape::Chat, &spec),

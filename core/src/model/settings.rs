@@ -37,8 +37,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::config::Wire;
 use super::Message;
+use super::config::Wire;
 use super::text_calls::TextToolCalls;
 use crate::error::Error;
 

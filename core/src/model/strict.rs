@@ -12,7 +12,8 @@
 //! - only these keywords: `type`, `properties`, `required`, `additionalProperties`, `items`, `enum`,
 //!   `const`, `anyOf`, `$ref`, `$defs`, `definitions`, `description`, `title`, `pattern`, `format`,
 //!   `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `minItems`, `maxItems`
-//!   (so no `default`, `allOf`, `oneOf`, `not`, `minLength`, `prefixItems`, …);
+//!   (so no `default`, `allOf`, `oneOf`, `not`, `minLength`, `prefixItems`, …), and `format` only one of
+//!   `date-time`, `time`, `date`, `duration`, `email`, `hostname`, `ipv4`, `ipv6`, `uuid`;
 //! - at most [`MAX_DEPTH`] levels of nested objects and [`MAX_PROPERTIES`] properties in all.
 
 use serde_json::{Map, Value};
@@ -24,6 +25,9 @@ use super::body::RequestBody;
 pub const MAX_DEPTH: usize = 10;
 /// The most properties, summed over every object, strict mode takes.
 pub const MAX_PROPERTIES: usize = 5000;
+
+/// The `format`s strict mode takes.
+const FORMATS: [&str; 9] = ["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// The keywords of strict mode's subset.
 const KEYWORDS: [&str; 22] = [
@@ -75,6 +79,9 @@ impl Walk {
         };
         if let Some(k) = o.keys().find(|k| !KEYWORDS.contains(&k.as_str())) {
             return Err(format!("{}: the keyword `{k}` is not supported in strict mode", here(at)));
+        }
+        if let Some(f) = o.get("format").filter(|f| !f.as_str().is_some_and(|f| FORMATS.contains(&f))) {
+            return Err(format!("{}: the format {f} is not supported in strict mode", here(at)));
         }
         if is_object(o) {
             if depth > MAX_DEPTH {
@@ -202,19 +209,36 @@ mod tests {
         let ok = || strict_object(json!({"city": {"type": "string"}}), &["city"]);
         let cases: Vec<(Value, &str)> = vec![
             (json!({"anyOf": [ok()]}), "the root is not an object schema"),
-            (json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
-             "the schema's root: an object without \"additionalProperties\": false"),
-            (strict_object(json!({"city": {"type": "string"}, "unit": {"type": "string"}}), &["city"]),
-             "the property `unit` is not in required"),
-            (strict_object(json!({"city": {"type": "string", "default": "Paris"}}), &["city"]),
-             "/properties/city: the keyword `default` is not supported"),
+            (
+                json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+                "the schema's root: an object without \"additionalProperties\": false",
+            ),
+            (
+                strict_object(json!({"city": {"type": "string"}, "unit": {"type": "string"}}), &["city"]),
+                "the property `unit` is not in required",
+            ),
+            (
+                strict_object(json!({"city": {"type": "string", "default": "Paris"}}), &["city"]),
+                "/properties/city: the keyword `default` is not supported",
+            ),
             (strict_object(json!({"c": {"type": "string", "minLength": 1}}), &["c"]), "`minLength`"),
             (strict_object(json!({"c": {"allOf": [{"type": "string"}]}}), &["c"]), "`allOf`"),
-            (strict_object(json!({"c": {"type": "object", "properties": {}}}), &["c"]),
-             "/properties/c: an object without \"additionalProperties\": false"),
-            (strict_object(json!({"c": {"type": "array", "items": {"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false}}}), &["c"]),
-             "/properties/c/items: the property `a` is not in required"),
+            (
+                strict_object(json!({"c": {"type": "object", "properties": {}}}), &["c"]),
+                "/properties/c: an object without \"additionalProperties\": false",
+            ),
+            (
+                strict_object(
+                    json!({"c": {"type": "array", "items": {"type": "object", "properties": {"a": {}}, "required": [], "additionalProperties": false}}}),
+                    &["c"],
+                ),
+                "/properties/c/items: the property `a` is not in required",
+            ),
             (strict_object(json!({"a/b": true}), &["a/b"]), "/properties/a~1b: the schema true is not an object"),
+            (
+                strict_object(json!({"n": {"type": "integer", "format": "int32"}}), &["n"]),
+                "/properties/n: the format \"int32\" is not supported",
+            ),
         ];
         for (schema, words) in cases {
             let why = why_not_strict(&schema).unwrap_or_else(|| panic!("{schema} qualified"));

@@ -70,6 +70,61 @@ public struct TaskContext: Sendable {
     public var isCancelled: Bool { Task.isCancelled || ((try? taskCancelled(token: token)) ?? true) }
 }
 
+/// A tool whose arguments are a `Decodable` type: `parameters` is the type's JSON Schema (given, as an
+/// `OutputSchema` is: Swift cannot derive one), by which the core checks every call, as it checks any
+/// tool's; the checked arguments are then decoded as `Args` before `run` sees them. Arguments that pass
+/// the schema but do not decode are the call's error result, naming the type; `run` never sees them.
+public struct TypedTool<Args: Decodable>: AmbitTool {
+    public let name: String
+    public let description: String
+    public let parameters: String
+    public let level: Level
+    public let requiresApproval: Bool
+    public let allowBlank: [String]
+    public let idempotent: Bool
+    let run: @Sendable (Args, TaskContext) async throws -> String
+
+    /// `parametersJSON`: `Args`' JSON Schema as JSON text (an object schema; checked when the agent is
+    /// built).
+    public init(name: String, description: String, parametersJSON: String, level: Level = .unrestricted,
+                requiresApproval: Bool = false, allowBlank: [String] = [], idempotent: Bool = false,
+                run: @escaping @Sendable (Args, TaskContext) async throws -> String) {
+        self.name = name
+        self.description = description
+        self.parameters = parametersJSON
+        self.level = level
+        self.requiresApproval = requiresApproval
+        self.allowBlank = allowBlank
+        self.idempotent = idempotent
+        self.run = run
+    }
+
+    /// `parameters`: `Args`' JSON Schema as a JSON object; throws `AmbitError.config` when it is not one.
+    public init(name: String, description: String, parameters: [String: Any], level: Level = .unrestricted,
+                requiresApproval: Bool = false, allowBlank: [String] = [], idempotent: Bool = false,
+                run: @escaping @Sendable (Args, TaskContext) async throws -> String) throws {
+        guard JSONSerialization.isValidJSONObject(parameters),
+            let data = try? JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])
+        else {
+            throw AmbitError.config(message: "invalid configuration: the parameters of tool '\(name)' are not JSON")
+        }
+        self.init(name: name, description: description, parametersJSON: String(decoding: data, as: UTF8.self),
+                  level: level, requiresApproval: requiresApproval, allowBlank: allowBlank, idempotent: idempotent,
+                  run: run)
+    }
+
+    public func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        let args: Args
+        do {
+            let data = try JSONSerialization.data(withJSONObject: arguments)
+            args = try JSONDecoder().decode(Args.self, from: data)
+        } catch {
+            throw ToolError("the arguments of tool '\(name)' do not decode as \(Args.self): \(error)")
+        }
+        return try await run(args, context)
+    }
+}
+
 /// A simple error for tools to throw: the message reaches the model as it is.
 public struct ToolError: LocalizedError, CustomStringConvertible, Sendable {
     public var message: String
@@ -130,6 +185,13 @@ public struct Model: Sendable, Equatable {
     /// Anthropic only: prompt caching of the stable prefix (`cache_control` on the tools and the system
     /// prompt), on unless `false`; cache writes and reads are counted in the usage and cost.
     public var promptCaching: Bool?
+    /// OpenAI wires: strict schemas, on unless `false`. A function tool, or a typed answer's JSON Schema, in
+    /// strict mode's subset (every property required, `additionalProperties: false` on every object, no
+    /// `default`, …) is sent with `strict: true`; any other without it. Not on Anthropic.
+    public var strict: Bool?
+    /// Responses only: whether the server keeps the response (`store`). `false` is stateless use: the
+    /// requests also ask for the reasoning items' encrypted content, sent back on the next request.
+    public var store: Bool?
     /// Headers every request carries, replacing the wire's own of those names (Azure OpenAI's `api-key`,
     /// `OpenAI-Organization`, `OpenAI-Project`); a bad or reserved name is `AmbitError.config` naming it.
     public var headers: [String: String]?
@@ -143,7 +205,8 @@ public struct Model: Sendable, Equatable {
                 contextWindow: Int? = nil, maxOutputTokens: Int? = nil, temperature: Double? = nil, topP: Double? = nil, stop: [String]? = nil,
                 seed: Int? = nil, toolChoice: ToolChoice? = nil, parallelToolCalls: Bool? = nil,
                 textToolCalls: TextToolCalls? = nil, reasoningEffort: String? = nil, thinkingBudget: Int? = nil,
-                promptCaching: Bool? = nil, headers: [String: String]? = nil, query: [String: String]? = nil) {
+                promptCaching: Bool? = nil, strict: Bool? = nil, store: Bool? = nil,
+                headers: [String: String]? = nil, query: [String: String]? = nil) {
         self.wire = wire
         self.name = name
         self.baseURL = baseURL
@@ -165,6 +228,8 @@ public struct Model: Sendable, Equatable {
         self.reasoningEffort = reasoningEffort
         self.thinkingBudget = thinkingBudget
         self.promptCaching = promptCaching
+        self.strict = strict
+        self.store = store
         self.headers = headers
         self.query = query
     }
@@ -206,8 +271,8 @@ public struct Model: Sendable, Equatable {
             maxOutputTokens: maxOutputTokens.map { Int64($0) },
             temperature: temperature, topP: topP, stop: stop, seed: seed.map { Int64($0) }, toolChoice: toolChoice,
             parallelToolCalls: parallelToolCalls, textToolCalls: textToolCalls, reasoningEffort: reasoningEffort,
-            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, headers: headers,
-            query: query)
+            thinkingBudget: thinkingBudget.map { Int64($0) }, promptCaching: promptCaching, strict: strict, store: store,
+            headers: headers, query: query)
     }
 }
 

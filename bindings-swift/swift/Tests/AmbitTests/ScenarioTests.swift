@@ -608,6 +608,7 @@ func int(_ value: Any?) -> Int? {
                 reasoningEffort: modelSettings["reasoning_effort"] as? String,
                 thinkingBudget: int(modelSettings["thinking_budget"]),
                 promptCaching: modelSettings["prompt_caching"] as? Bool,
+                strict: modelSettings["strict"] as? Bool, store: modelSettings["store"] as? Bool,
                 headers: agentSettings["headers"] as? [String: String],
                 query: agentSettings["query"] as? [String: String]
             ),
