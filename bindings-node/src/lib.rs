@@ -16,6 +16,7 @@ pub mod ledger;
 mod mcp;
 pub mod memory;
 mod policy;
+pub mod routine;
 pub mod session;
 
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of
@@ -23,7 +24,7 @@ pub mod session;
 /// the process alive; a pending run does).
 /// A host tool: called with the request's JSON text, it answers the envelope's JSON text at once (a
 /// synchronous `run`) or a promise of it (an async one), saving a second trip to the JS thread.
-type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
+pub(crate) type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
 
 /// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …).
 #[napi(object, object_to_js = false)]
@@ -165,7 +166,7 @@ impl Tool for JsTool {
 /// An agent built by the core.
 #[napi]
 pub struct NativeAgent {
-    agent: Agent,
+    pub(crate) agent: Agent,
 }
 
 #[napi]
