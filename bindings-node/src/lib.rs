@@ -394,6 +394,13 @@ pub async fn testing_open_sessions(
     session::open_on(url, config, Some(clock.clock.clone())).await
 }
 
+/// Test hook: opens the routine store at `url` on `clock` (a `NativeRoutines`, for `new Routines(...)`);
+/// rejects as `openRoutines` does.
+#[napi(js_name = "_testingOpenRoutines")]
+pub async fn testing_open_routines(url: String, clock: &TestingClock) -> napi::Result<routine::NativeRoutines> {
+    routine::open_on(url, Some(clock.clock.clone())).await
+}
+
 /// Test hook: a tool whose call panics inside the run's task, to pass where `createAgent` takes the
 /// ledger's tools.
 #[napi(js_name = "_testingPanickingTools")]

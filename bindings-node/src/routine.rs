@@ -59,7 +59,18 @@ pub struct NativeRoutines {
 /// `{code, message, details}` as the message (the facade throws the typed error).
 #[napi]
 pub async fn open_routines(url: String) -> napi::Result<NativeRoutines> {
-    match ambit::runtime::runtime().spawn(async move { Routines::open(&url).await }).await {
+    open_on(url, None).await
+}
+
+/// [`open_routines`], on the test hook's manual clock when one is given.
+pub(crate) async fn open_on(url: String, clock: Option<ambit::testing::ManualClock>) -> napi::Result<NativeRoutines> {
+    let opened = ambit::runtime::runtime().spawn(async move {
+        match clock {
+            Some(clock) => ambit::testing::open_routines(&url, &clock).await,
+            None => Routines::open(&url).await,
+        }
+    });
+    match opened.await {
         Ok(Ok(routines)) => Ok(NativeRoutines { routines }),
         Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
         Err(e) => Err(napi::Error::from_reason(

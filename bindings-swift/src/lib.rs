@@ -17,6 +17,7 @@ mod ledger;
 mod mcp;
 mod memory;
 mod policy;
+mod routine;
 mod run;
 mod session;
 mod subagent;
@@ -479,7 +480,7 @@ impl ambit::Tool for SwiftTool {
 /// The agent object under the Swift facade's `Agent`.
 #[derive(uniffi::Object)]
 pub struct CoreAgent {
-    inner: ambit::Agent,
+    pub(crate) inner: ambit::Agent,
 }
 
 #[uniffi::export(async_runtime = "tokio")]

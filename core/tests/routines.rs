@@ -519,14 +519,15 @@ async fn a_parked_run_resumed_through_sessions_is_finished_by_the_next_tick() {
         let resumed = other.resume(&person, &parked.session_id, ambit::ApprovalDecision::Approve).await.unwrap();
         assert_eq!(resumed.output, "Went ahead.");
         let mut events = runner.subscribe();
-        clock.set(T0 + 2);
-        let tick = runner.tick(T0 + 2).await.unwrap();
+        // A parked run is looked at once a second at most: a second on, it is seen ended.
+        clock.set(T0 + 2_000);
+        let tick = runner.tick(T0 + 2_000).await.unwrap();
         assert_eq!(tick.resumed.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [parked.id.as_str()], "{}", s.name);
         let record = routines.run(&parked.id).await.unwrap().unwrap();
-        assert_eq!((record.state, record.outcome, record.ended_at), (RunState::Finished, Some(OutcomeStatus::Unknown), Some(T0 + 2)));
+        assert_eq!((record.state, record.outcome, record.ended_at), (RunState::Finished, Some(OutcomeStatus::Unknown), Some(T0 + 2_000)));
         assert!(matches!(events.try_recv(), Ok(RoutineEvent::RunFinished { run }) if run.id == parked.id));
         // Once: the next tick has nothing more to say about it.
-        assert!(runner.tick(T0 + 3).await.unwrap().resumed.is_empty());
+        assert!(runner.tick(T0 + 4_000).await.unwrap().resumed.is_empty());
     }
 }
 
