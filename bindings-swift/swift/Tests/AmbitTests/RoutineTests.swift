@@ -125,7 +125,8 @@ private actor Seen {
             #expect(contexts.first?.routine.id == r.id && contexts.first?.run.slotAt == r.createdAt)
             let runs = try await routines.runs(routineId: r.id)
             #expect(runs.map(\.state) == ["finished"] && runs.first?.outcome == "nothing_to_do", "\(store)")
-            #expect(runs.first?.summary == "No PO lacked tracking." && runs.first?.runner == (try runner.id))
+            let runnerId = try runner.id
+            #expect(runs.first?.summary == "No PO lacked tracking." && runs.first?.runner == runnerId)
             #expect(try await runner.tick(now: r.createdAt).started.isEmpty, "the slot ran once")
         }
     }
