@@ -54,8 +54,7 @@ macro_rules! json {
 }
 
 fn json_arg(field: &str, text: &str) -> Result<serde_json::Value, RoutineCoreError> {
-    serde_json::from_str(text)
-        .map_err(|e| RoutineError::Invalid { field: field.into(), message: e.to_string() }.into())
+    serde_json::from_str(text).map_err(|e| RoutineError::Invalid { field: field.into(), message: e.to_string() }.into())
 }
 
 /// The store under the Swift facade's `Routines`.

@@ -58,8 +58,8 @@ fn runs_in_order(mut runs: Vec<RunRecord>) -> Value {
 }
 
 async fn run_file(path: &Path, url: &str, suffix: &str) -> Result<(), String> {
-    let scenario: Value = serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
+    let scenario: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let spec = &scenario["routine"];
     let clock = ambit::testing::manual_clock(spec["clock_ms"].as_i64().ok_or("routine.clock_ms")?)
         .map_err(|e| e.to_string())?;
@@ -69,7 +69,12 @@ async fn run_file(path: &Path, url: &str, suffix: &str) -> Result<(), String> {
     let base_url = provider.base_url();
     let mut builder = Runner::builder(routines.clone(), sessions).lease(Duration::from_secs(3600)).agent(
         format!("scenario{suffix}"),
-        move |ctx| Agent::builder().model(OpenAiChat::new("m").base_url(base_url.clone()).max_retries(0)).tools(ctx.tools()).build(),
+        move |ctx| {
+            Agent::builder()
+                .model(OpenAiChat::new("m").base_url(base_url.clone()).max_retries(0))
+                .tools(ctx.tools())
+                .build()
+        },
     );
     if spec["ledger"] == json!(true) {
         builder = builder.ledger(ambit::testing::open_ledger(url, &clock).await.map_err(|e| e.to_string())?);
@@ -156,7 +161,11 @@ async fn a_tick_a_millisecond_early_fails_the_files_that_run_slots() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(path.file_name().unwrap());
         std::fs::write(&file, scenario.to_string()).unwrap();
-        assert!(run_file(&file, &sqlite.url, &format!("-neg-{f}")).await.is_err(), "{}: a slot a millisecond early ran", path.display());
+        assert!(
+            run_file(&file, &sqlite.url, &format!("-neg-{f}")).await.is_err(),
+            "{}: a slot a millisecond early ran",
+            path.display()
+        );
         caught += 1;
     }
     assert!(caught >= 5, "only {caught} files ran slots");
