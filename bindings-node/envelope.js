@@ -25,5 +25,21 @@ function envelopeReader(Base, byCode) {
 
 /** snake_case to camelCase. */
 const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+/** camelCase to snake_case. */
+const snake = (s) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-module.exports = { envelopeReader, camel };
+/** snake_case keys to camelCase, deeply; values (reasons, states) stay as the core's strings. */
+function toCamel(v) {
+  if (Array.isArray(v)) return v.map(toCamel);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [camel(k), toCamel(x)]));
+  return v;
+}
+
+/** camelCase keys to snake_case, deeply, for the core. */
+function toSnake(v) {
+  if (Array.isArray(v)) return v.map(toSnake);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [snake(k), toSnake(x)]));
+  return v;
+}
+
+module.exports = { envelopeReader, camel, snake, toCamel, toSnake };

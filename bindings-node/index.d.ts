@@ -450,6 +450,8 @@ export interface AgentOptions {
   subagents?: boolean | SubagentOptions;
   /** The work ledger's four tools bound to one run of a routine: `ledger.forRoutine(scope, {runId, routineId})`. */
   ledger?: RoutineLedger;
+  /** The run's tools of a routine (`report_outcome`, `list_my_routines`, `list_my_outcomes`): the RunContext a Runner's agent factory is given. */
+  routine?: RunContext;
   /**
    * A memory store (`await Memory.open(url)`), given with `agentName`: the agent's namespace in it. The
    * agent gets the memory_* tools and its baseline (pinned, then highest salience) after the instructions.
@@ -1037,4 +1039,161 @@ export class Knowledge {
   readonly inlineMaxBytes?: number;
   /** Publishes a text document (at most 200 KB); an existing one is replaced only with `overwrite`. */
   publish(name: string, content: string, options?: { overwrite?: boolean }): PublishedDocument;
+}
+
+// ---- Routines (routines.js): standing work on a schedule, run by runners over one store. ----
+
+/** A routine call refused or failed. */
+export declare class RoutineError extends AmbitError {}
+/** A field of a definition, an update or an option is wrong (code "invalid_argument"); `field` names it in camelCase. */
+export declare class InvalidRoutineError extends RoutineError {
+  readonly field: string | undefined;
+}
+/** No routine with that id (code "routine_not_found"). */
+export declare class RoutineNotFoundError extends RoutineError {}
+/** The store failed: unreachable, I/O, a migration that does not apply (code "routine_store"). */
+export declare class RoutineStoreError extends RoutineError {}
+
+/** When a routine may start a run: weekdays (`mon` … `sun`), `HH:MM` start and end, an IANA time zone. */
+export interface ActiveWindow {
+  weekdays: string[];
+  start: string;
+  end: string;
+  timezone: string;
+}
+
+/** A routine's definition: an interval or a cron expression (with its time zone). */
+export interface RoutineDefinition {
+  id?: string;
+  agent: string;
+  instructions: string;
+  title?: string | null;
+  intervalSeconds?: number | null;
+  cronExpression?: string | null;
+  timezone?: string | null;
+  activeWindow?: ActiveWindow | null;
+  enabled?: boolean;
+  parallelLimit?: number | null;
+  catchUp?: number;
+  dailyCap?: number | null;
+  model?: string | null;
+}
+
+/** An update: only the fields given change; `null` clears the title, a limit, the model or the window. */
+export type RoutineChanges = Partial<Omit<RoutineDefinition, 'id'>>;
+
+/** One definition change, credited to the actor the host named. */
+export interface Revision {
+  revision: number;
+  actor: string;
+  at: number;
+  change: 'create' | 'update' | 'delete';
+  definition: RoutineDefinition;
+}
+
+/** A stored routine: its definition, its revision, its next slot (null while paused). */
+export interface Routine extends RoutineDefinition {
+  id: string;
+  enabled: boolean;
+  catchUp: number;
+  revision: number;
+  createdAt: number;
+  updatedAt: number;
+  nextSlot: number | null;
+}
+
+/** A routine with its revision history, oldest first. */
+export interface RoutineWithHistory extends Routine {
+  revisions: Revision[];
+}
+
+export type RunState = 'running' | 'parked' | 'finished' | 'lost';
+export type OutcomeStatus = 'success' | 'nothing_to_do' | 'failure' | 'error' | 'unknown';
+
+/** One run of a routine. */
+export interface RunRecord {
+  id: string;
+  routineId: string;
+  revision: number;
+  kind: 'scheduled' | 'drain';
+  slotAt: number | null;
+  state: RunState;
+  runner: string;
+  sessionId: string;
+  startedAt: number;
+  endedAt: number | null;
+  outcome: OutcomeStatus | null;
+  summary: string | null;
+  toolCalls: number | null;
+  toolErrors: number | null;
+  inputTokens: number;
+  outputTokens: number;
+  cost: number | null;
+}
+
+/** Slots that were not run. */
+export interface SkippedSlots {
+  routineId: string;
+  firstSlot: number;
+  lastSlot: number;
+  slots: number;
+  reason: 'missed' | 'daily_cap' | 'window' | 'disabled';
+  at: number;
+}
+
+/** What one tick did. */
+export interface TickReport {
+  started: RunRecord[];
+  lost: RunRecord[];
+  skipped: SkippedSlots[];
+  /** Parked runs whose session a resume ended since: now finished. */
+  resumed: RunRecord[];
+}
+
+/** The routine store on SQLite (`sqlite:///path`) or PostgreSQL (`postgres://…`). */
+export declare class Routines {
+  static open(url: string): Promise<Routines>;
+  create(definition: RoutineDefinition, options: { actor: string }): Promise<Routine>;
+  get(id: string): Promise<RoutineWithHistory>;
+  revisions(id: string): Promise<Revision[]>;
+  list(options?: { agent?: string | null }): Promise<Routine[]>;
+  update(id: string, changes: RoutineChanges, options: { actor: string }): Promise<Routine>;
+  delete(id: string, options: { actor: string }): Promise<void>;
+  runs(options?: { routineId?: string | null; limit?: number }): Promise<RunRecord[]>;
+  run(runId: string): Promise<RunRecord | null>;
+  skipped(options?: { routineId?: string | null }): Promise<SkippedSlots[]>;
+}
+
+/** The run's own tools, for `new Agent({ routine: ctx })`. */
+export declare class RoutineRunTools {
+  readonly toolNames: string[];
+}
+
+/** What an agent factory knows of the run. */
+export declare class RunContext {
+  readonly routine: Routine;
+  readonly run: RunRecord;
+  readonly tools: RoutineRunTools;
+}
+
+export interface RunnerOptions {
+  /** Maps the routines' agent names to factories. */
+  agents: Record<string, (ctx: RunContext) => Agent | Promise<Agent>>;
+  /** How long a run of a runner that died stays held before it is marked lost (default 60000). */
+  leaseMs?: number;
+  /** How often `runForever` ticks (default 1000). */
+  pollMs?: number;
+  id?: string;
+  /** The work ledger: every run gets its tools, and a backlog report starts a drain. */
+  ledger?: Ledger;
+}
+
+/** Fires the due slots of the routines in a store as session runs; any number may share one store. */
+export declare class Runner {
+  constructor(routines: Routines, sessions: Sessions, options: RunnerOptions);
+  readonly id: string;
+  tick(now?: number): Promise<TickReport>;
+  waitIdle(): Promise<void>;
+  runForever(options?: { signal?: AbortSignal }): Promise<void>;
+  stop(): void;
 }

@@ -231,7 +231,7 @@ function fromZod(schema) {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
+  'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
 ];
 
 /**
@@ -317,6 +317,7 @@ class Agent {
       deferral,
       subagents,
       ledger,
+      routine,
       memory,
       agentName,
       outputType,
@@ -344,6 +345,12 @@ class Agent {
     if (ledger != null && !(ledger._native instanceof native.NativeLedgerTools)) {
       throw new TypeError(`Agent: ledger must be the tools of a routine's run, ledger.forRoutine(scope, {runId}), got ${describe(ledger)}`);
     }
+    if (routine != null && !(routine.tools && routine.tools._native instanceof native.NativeLedgerTools)) {
+      throw new TypeError(`Agent: routine must be the RunContext an agent factory was given, got ${describe(routine)}`);
+    }
+    // The run's tools of a routine (report_outcome, list_my_*), after the ledger's when both are given.
+    let runTools = ledger == null ? undefined : ledger._native;
+    if (routine != null) runTools = runTools == null ? routine.tools._native : runTools.join(routine.tools._native);
     const built = native.createAgent(
       {
         model: model == null ? undefined : model.toNative(),
@@ -372,7 +379,7 @@ class Agent {
         builtins: toNativeBuiltins(builtins),
       },
       tools.map((t) => t._native),
-      ledger == null ? undefined : ledger._native,
+      runTools,
     );
     if (!(built instanceof native.NativeAgent)) throw toError(built);
     this.#native = built;
@@ -649,3 +656,5 @@ Object.assign(module.exports, require('./testmodel.js'));
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
 Object.defineProperty(module.exports, '_toError', { value: toError });
 Object.assign(module.exports, require('./sessions.js'));
+// Routines (after Sessions and the ledger, which its Runner takes).
+Object.assign(module.exports, require('./routines.js'));

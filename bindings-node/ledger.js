@@ -6,7 +6,7 @@
 
 const native = require('./native.js');
 const { AmbitError } = require('./index.js');
-const { envelopeReader, camel } = require('./envelope.js');
+const { envelopeReader, toCamel, toSnake } = require('./envelope.js');
 const { stringList } = require('./options.js');
 
 /** A ledger call refused or failed; a refused batch wrote nothing. */
@@ -67,20 +67,6 @@ const BY_CODE = {
 };
 
 const { toError, unwrap } = envelopeReader(LedgerError, BY_CODE);
-const snake = (s) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-
-/** snake_case keys to camelCase, deeply; values (reasons, states) stay as the core's strings. */
-function toCamel(v) {
-  if (Array.isArray(v)) return v.map(toCamel);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [camel(k), toCamel(x)]));
-  return v;
-}
-
-function toSnake(v) {
-  if (Array.isArray(v)) return v.map(toSnake);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [snake(k), toSnake(x)]));
-  return v;
-}
 
 /** A routine's limits as the core reads them (it refuses an unknown field or a bad value, naming it). */
 function limitsJson(limits = {}) {

@@ -59,6 +59,12 @@ impl NativeLedgerTools {
     pub fn names(&self) -> napi::Result<Vec<String>> {
         crate::guard(|| self.tools.iter().map(|t| t.spec().name.clone()).collect())
     }
+
+    /// These tools and `other`'s, in one set (a routine run's tools with a ledger's).
+    #[napi]
+    pub fn join(&self, other: &NativeLedgerTools) -> napi::Result<NativeLedgerTools> {
+        crate::guard(|| NativeLedgerTools { tools: self.tools.iter().chain(other.tools.iter()).cloned().collect() })
+    }
 }
 
 /// An open ledger.

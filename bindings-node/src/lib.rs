@@ -17,6 +17,7 @@ pub mod ledger;
 mod mcp;
 pub mod memory;
 mod policy;
+pub mod routine;
 pub mod session;
 
 /// A JS tool function as Rust calls it: one JSON string argument (the arguments object), a Promise of
@@ -24,7 +25,7 @@ pub mod session;
 /// the process alive; a pending run does).
 /// A host tool: called with the request's JSON text, it answers the envelope's JSON text at once (a
 /// synchronous `run`) or a promise of it (an async one), saving a second trip to the JS thread.
-type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
+pub(crate) type JsToolFn = ThreadsafeFunction<String, Either<String, Promise<String>>, String, Status, false, true>;
 
 /// The model: the JSON text of the core's `ModelConfig` (wire, model, base_url, api_key, stream, …), or
 /// of a test model (`{"test_model": {...}}`, `ambit::test_model::build_model`).
@@ -171,7 +172,7 @@ impl Tool for JsTool {
 /// An agent built by the core.
 #[napi]
 pub struct NativeAgent {
-    agent: Agent,
+    pub(crate) agent: Agent,
 }
 
 #[napi]
@@ -401,6 +402,13 @@ pub async fn testing_open_sessions(
     clock: &TestingClock,
 ) -> napi::Result<session::NativeSessions> {
     session::open_on(url, config, Some(clock.clock.clone())).await
+}
+
+/// Test hook: opens the routine store at `url` on `clock` (a `NativeRoutines`, for `new Routines(...)`);
+/// rejects as `openRoutines` does.
+#[napi(js_name = "_testingOpenRoutines")]
+pub async fn testing_open_routines(url: String, clock: &TestingClock) -> napi::Result<routine::NativeRoutines> {
+    routine::open_on(url, Some(clock.clock.clone())).await
 }
 
 /// Test hook: a tool whose call panics inside the run's task, to pass where `createAgent` takes the

@@ -485,6 +485,20 @@ fn _testing_open_sessions<'py>(
     })
 }
 
+/// Test hook: opens the routine store at `url` on `clock` (awaitable `NativeRoutines`, for
+/// `ambit.Routines(...)`).
+#[pyfunction]
+fn _testing_open_routines<'py>(py: Python<'py>, url: String, clock: &TestingClock) -> PyResult<Bound<'py, PyAny>> {
+    guard(|| {
+        let clock = clock.clock.clone();
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        awaitable::into_awaitable(py, locals, async move {
+            let routines = ambit::testing::open_routines(&url, &clock).await.map_err(routine::routine_err)?;
+            Ok(routine::NativeRoutines { routines })
+        })
+    })
+}
+
 /// Publishes a text document into a knowledge directory (`ambit.Knowledge.publish`); the result as JSON.
 /// A refusal is raised as the exception `ambit.knowledge` defines for its code, naming the argument.
 #[pyfunction]
@@ -510,6 +524,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_testing_panicking_tools, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_open_ledger, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_open_sessions, m)?)?;
+    m.add_function(wrap_pyfunction!(_testing_open_routines, m)?)?;
     m.add_class::<TestingClock>()?;
     m.add_class::<NativeRunStream>()?;
     m.add_class::<ledger::NativeLedger>()?;

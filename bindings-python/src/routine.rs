@@ -14,7 +14,7 @@ use crate::session::NativeSessions;
 use crate::{NativeAgent, awaitable};
 
 /// Builds the exception `ambit.routines` defines for a routine error, keeping its code and field.
-fn routine_err(e: RoutineError) -> PyErr {
+pub(crate) fn routine_err(e: RoutineError) -> PyErr {
     crate::field_err("ambit.routines", e.code(), e.to_string(), e.field())
 }
 
@@ -32,7 +32,7 @@ macro_rules! to_json {
 /// The native routine store; `ambit.routines.Routines` wraps it.
 #[pyclass(name = "NativeRoutines", module = "ambit._native", frozen)]
 pub struct NativeRoutines {
-    routines: Routines,
+    pub(crate) routines: Routines,
 }
 
 #[pymethods]

@@ -18,6 +18,7 @@ mod ledger;
 mod mcp;
 mod memory;
 mod policy;
+mod routine;
 mod run;
 mod session;
 mod subagent;
@@ -487,7 +488,7 @@ impl ambit::Tool for SwiftTool {
 /// The agent object under the Swift facade's `Agent`.
 #[derive(uniffi::Object)]
 pub struct CoreAgent {
-    inner: ambit::Agent,
+    pub(crate) inner: ambit::Agent,
 }
 
 #[uniffi::export(async_runtime = "tokio")]

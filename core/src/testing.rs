@@ -124,3 +124,13 @@ pub async fn open_ledger(url: &str, clock: &ManualClock) -> Result<Ledger, Ledge
 pub async fn open_sessions(url: &str, clock: &ManualClock) -> Result<Sessions, SessionError> {
     Ok(Sessions::open(url).await?.with_clock(Arc::new(clock.clone())))
 }
+
+/// Opens the routine store at `url` on `clock`: definitions are timed by it (a new routine's first
+/// slot, revisions, a resume's reschedule), so a scenario's slots are exact.
+pub async fn open_routines(
+    url: &str,
+    clock: &ManualClock,
+) -> Result<crate::routine::Routines, crate::routine::RoutineError> {
+    let options = crate::routine::RoutineOptions { clock: Arc::new(clock.clone()), ..Default::default() };
+    crate::routine::Routines::open_with(url, options).await
+}

@@ -519,14 +519,18 @@ async fn a_parked_run_resumed_through_sessions_is_finished_by_the_next_tick() {
         let resumed = other.resume(&person, &parked.session_id, ambit::ApprovalDecision::Approve).await.unwrap();
         assert_eq!(resumed.output, "Went ahead.");
         let mut events = runner.subscribe();
-        clock.set(T0 + 2);
-        let tick = runner.tick(T0 + 2).await.unwrap();
+        // A parked run is looked at once a second at most: a second on, it is seen ended.
+        clock.set(T0 + 2_000);
+        let tick = runner.tick(T0 + 2_000).await.unwrap();
         assert_eq!(tick.resumed.iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), [parked.id.as_str()], "{}", s.name);
         let record = routines.run(&parked.id).await.unwrap().unwrap();
-        assert_eq!((record.state, record.outcome, record.ended_at), (RunState::Finished, Some(OutcomeStatus::Unknown), Some(T0 + 2)));
+        assert_eq!(
+            (record.state, record.outcome, record.ended_at),
+            (RunState::Finished, Some(OutcomeStatus::Unknown), Some(T0 + 2_000))
+        );
         assert!(matches!(events.try_recv(), Ok(RoutineEvent::RunFinished { run }) if run.id == parked.id));
         // Once: the next tick has nothing more to say about it.
-        assert!(runner.tick(T0 + 3).await.unwrap().resumed.is_empty());
+        assert!(runner.tick(T0 + 4_000).await.unwrap().resumed.is_empty());
     }
 }
 
@@ -536,8 +540,12 @@ async fn slots_outside_the_window_and_while_disabled_are_readable_skips() {
         let clock = ManualClock::new(T0);
         let (routines, sessions) = open(&s.url, &clock).await;
         // Every half hour, Saturdays 10:00-10:45 UTC: slots at 10:00 and 10:30, then next Saturday.
-        let window =
-            ActiveWindow { weekdays: vec!["sat".into()], start: "10:00".into(), end: "10:45".into(), timezone: "UTC".into() };
+        let window = ActiveWindow {
+            weekdays: vec!["sat".into()],
+            start: "10:00".into(),
+            end: "10:45".into(),
+            timezone: "UTC".into(),
+        };
         let spec = RoutineSpec { active_window: Some(window), ..RoutineSpec::every("tester", "report=success", 1800) };
         let r = routines.create(spec, "alice").await.unwrap();
         const SAT_10: i64 = 1_780_135_200_000;

@@ -759,10 +759,11 @@ macro_rules! routine_store {
             }
 
             async fn parked_to_check(&self, now: i64, limit: i64) -> Result<Vec<RunRecord>, RoutineError> {
+                // Each parked run at most once a second, whichever runner looks.
                 let sql = format!(
                     "UPDATE ambit_routine_runs SET checked_at = $1 WHERE id IN (SELECT id FROM ambit_routine_runs \
-                     WHERE state = 'parked' ORDER BY COALESCE(checked_at, 0), id LIMIT $2{}) AND state = 'parked' \
-                     RETURNING {RUN_COLUMNS}",
+                     WHERE state = 'parked' AND COALESCE(checked_at, 0) <= $1 - 1000 \
+                     ORDER BY COALESCE(checked_at, 0), id LIMIT $2{}) AND state = 'parked' RETURNING {RUN_COLUMNS}",
                     $dialect.lock_skip
                 );
                 let rows = sqlx::query(AssertSqlSafe(sql)).bind(now).bind(limit).fetch_all(&self.pool).await?;

@@ -75,7 +75,11 @@ async fn main() {
                 if runner.in_flight() == waiting() {
                     format!("ok {}", runner.in_flight())
                 } else {
-                    format!("error {} runs in flight, {} waiting on the clock after 120 s", runner.in_flight(), waiting())
+                    format!(
+                        "error {} runs in flight, {} waiting on the clock after 120 s",
+                        runner.in_flight(),
+                        waiting()
+                    )
                 }
             }
             _ => "error unknown command".to_string(),

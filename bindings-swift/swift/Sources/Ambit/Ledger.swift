@@ -73,7 +73,7 @@ extension LabelledCandidate {
 
 /// The work ledger on SQLite or PostgreSQL.
 public final class Ledger: @unchecked Sendable {
-    fileprivate let core: CoreLedger
+    let core: CoreLedger
 
     /// Wraps the core's ledger (`open`, or a test hook such as `testingOpenLedger`).
     init(core: CoreLedger) { self.core = core }

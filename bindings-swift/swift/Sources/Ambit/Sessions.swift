@@ -102,7 +102,7 @@ public let sessionTools = [
 
 /// An open session store.
 public final class Sessions: @unchecked Sendable {
-    private let core: CoreSessions
+    let core: CoreSessions
 
     /// Wraps the core's store (`open`, or a test hook such as `testingOpenSessions`).
     init(core: CoreSessions) {
