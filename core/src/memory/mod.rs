@@ -21,6 +21,7 @@
 //! ```
 
 pub mod rules;
+mod index;
 mod store;
 pub mod tools;
 
