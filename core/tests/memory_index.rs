@@ -88,8 +88,26 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "deploy", "release", "invoice", "refund", "vpn", "rotation", "schedule", "backup", "database", "customer",
-    "approval", "tuesday", "incident", "kubernetes", "billing", "quota", "latency", "cache", "token", "audit",
+    "deploy",
+    "release",
+    "invoice",
+    "refund",
+    "vpn",
+    "rotation",
+    "schedule",
+    "backup",
+    "database",
+    "customer",
+    "approval",
+    "tuesday",
+    "incident",
+    "kubernetes",
+    "billing",
+    "quota",
+    "latency",
+    "cache",
+    "token",
+    "audit",
 ];
 
 /// The early stop loses nothing: a recall with limit 50 over these 400 memories reads every term's list

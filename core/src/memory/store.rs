@@ -149,8 +149,10 @@ fn json_list(c: &Column) -> String {
 /// Rows as SQLite takes them: a JSON array of arrays.
 fn json_rows(cols: &[Column]) -> String {
     let n = cols.first().map_or(0, Column::len);
-    serde_json::Value::Array((0..n).map(|i| serde_json::Value::Array(cols.iter().map(|c| c.json(i)).collect())).collect())
-        .to_string()
+    serde_json::Value::Array(
+        (0..n).map(|i| serde_json::Value::Array(cols.iter().map(|c| c.json(i)).collect())).collect(),
+    )
+    .to_string()
 }
 
 /// Binds `params` in order: `json` for SQLite, `native` (arrays) for PostgreSQL.
