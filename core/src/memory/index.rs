@@ -146,6 +146,34 @@ pub fn rank(query: &Query, candidates: impl IntoIterator<Item = Candidate>) -> V
     out
 }
 
+/// The memories met in the lists that could still be among the first `limit`, to be scored completely.
+/// `seen` holds, per memory, the impacts read for it (per term, `None` where its list did not reach
+/// it); `frontier` is as for [`settled`]. A memory's score is at least its known impacts' sum and at most
+/// that plus the frontier of each term not read for it; every memory whose most is below the
+/// `limit`-th largest least is left out (strictly below: it cannot tie). With fewer than `limit` met, all.
+pub fn survivors(
+    query: &Query,
+    seen: &HashMap<i64, Vec<Option<i64>>>,
+    frontier: &[Option<i64>],
+    limit: usize,
+) -> Vec<i64> {
+    let bounds: Vec<(i64, f64, f64)> = seen
+        .iter()
+        .map(|(id, known)| {
+            let least: Vec<i64> = known.iter().map(|k| k.unwrap_or(0)).collect();
+            let most: Vec<i64> = known.iter().zip(frontier).map(|(k, f)| k.unwrap_or_else(|| f.unwrap_or(0))).collect();
+            (*id, query.score(&least), query.score(&most))
+        })
+        .collect();
+    if bounds.len() <= limit {
+        return bounds.into_iter().map(|(id, _, _)| id).collect();
+    }
+    let mut leasts: Vec<f64> = bounds.iter().map(|b| b.1).collect();
+    leasts.sort_by(|a, b| b.total_cmp(a));
+    let threshold = leasts[limit - 1];
+    bounds.into_iter().filter(|b| b.2 >= threshold).map(|(id, _, _)| id).collect()
+}
+
 /// Whether the first `limit` of `ranked` are the true first `limit`. `frontier` holds, per term, the
 /// last impact read from its list, or `None` when the list was read to its end. A memory not among the
 /// candidates was not read in any list, so each of its impacts is at most that term's frontier; the
@@ -200,6 +228,26 @@ mod tests {
         // Fewer candidates than the limit: settled only when every list was read whole.
         assert!(!settled(&q, &ranked, 3, &[None, Some(1)]));
         assert!(settled(&q, &ranked, 3, &[None, None]));
+    }
+
+    #[test]
+    fn survivors_leave_out_only_memories_that_cannot_reach_the_kth() {
+        let q = Query { term_ids: vec![1, 2], idf: vec![1.0, 1.0] };
+        let seen: HashMap<i64, Vec<Option<i64>>> = [
+            (1, vec![Some(900_000), Some(900_000)]),
+            (2, vec![Some(800_000), None]),
+            (3, vec![None, Some(100_000)]),
+            (4, vec![Some(100_000), None]),
+        ]
+        .into();
+        // Least of the second best: 0.8; the most of 3 is 0.5 + 0.1, of 4 0.1 + 0.5: both left out.
+        let mut s = survivors(&q, &seen, &[Some(500_000), Some(500_000)], 2);
+        s.sort();
+        assert_eq!(s, [1, 2]);
+        // With a higher frontier, 3 and 4 could still reach 0.8 (0.8 + 0.1 = 0.9, 0.1 + 0.8 = 0.9).
+        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], 2);
+        s.sort();
+        assert_eq!(s, [1, 2, 3, 4]);
     }
 
     #[test]

@@ -92,9 +92,9 @@ const COLUMNS: &str = "m.id, m.agent, m.mkey, m.subject, m.kind, m.title, m.body
 /// The tiebreak, and the whole order without a query.
 const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC, m.id DESC";
 /// How many postings of each term a recall reads first, per memory asked for; each further round reads
-/// [`DEEPER`] times as many.
+/// on from there, [`DEEPER`] times as many.
 const FIRST_READ_PER_RESULT: usize = 16;
-const DEEPER: usize = 4;
+const DEEPER: usize = 2;
 /// How many memories one transaction indexes when a store opens with unindexed rows.
 const INDEX_BATCH: i64 = 1_000;
 
@@ -232,15 +232,26 @@ fn baseline_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
     (sql, params)
 }
 
-/// The read of the first `$2` postings of term `$1` in impact order, of memories that pass the filters.
-fn list_sql(d: &Dialect, agent: &str, s: &Search, term_id: i64, depth: usize) -> (String, Vec<Param>) {
-    let mut params = vec![Param::Int(term_id), Param::Int(depth as i64)];
-    let mut sql = format!(
-        "SELECT p.memory_id, p.impact FROM ambit_memory_postings p {} ambit_memories m ON m.id = p.memory_id \
-         WHERE p.term_id = $1",
-        d.join
-    );
-    sql.push_str(&filters(d, agent, s, &mut params));
+/// The read of the next `$2` postings of term `$1` in impact order, after the posting `($3, $4)` (impact,
+/// memory), of memories that pass the filters. Without filters the postings alone answer it (a term's
+/// id is of one agent's namespace).
+fn list_sql(
+    d: &Dialect,
+    agent: &str,
+    s: &Search,
+    term_id: i64,
+    depth: usize,
+    after: (i64, i64),
+) -> (String, Vec<Param>) {
+    let mut params = vec![Param::Int(term_id), Param::Int(depth as i64), Param::Int(after.0), Param::Int(after.1)];
+    let mut sql = "SELECT p.memory_id, p.impact FROM ambit_memory_postings p".to_string();
+    if s.kind.is_some() || !s.tags.is_empty() || !s.subjects.is_empty() || s.no_subject {
+        sql.push_str(&format!(" {} ambit_memories m ON m.id = p.memory_id", d.join));
+    }
+    sql.push_str(" WHERE p.term_id = $1 AND (p.impact, p.memory_id) < ($3, $4)");
+    if sql.contains(" m ON ") {
+        sql.push_str(&filters(d, agent, s, &mut params));
+    }
     sql.push_str(" ORDER BY p.impact DESC, p.memory_id DESC LIMIT $2");
     (sql, params)
 }
@@ -453,21 +464,27 @@ macro_rules! memory_store {
                     return Ok(Vec::new());
                 }
                 let mut depth = s.limit.max(1) * FIRST_READ_PER_RESULT;
+                let terms = query.term_ids.len();
+                // Per term: where its list was left (impact, memory), `None` once read to its end.
+                let mut cursors: Vec<Option<(i64, i64)>> = vec![Some((i64::MAX, i64::MAX)); terms];
+                let mut seen: HashMap<i64, Vec<Option<i64>>> = HashMap::new();
                 let best = loop {
-                    let mut frontier = Vec::with_capacity(query.term_ids.len());
-                    let mut met: Vec<i64> = Vec::new();
-                    for &term_id in &query.term_ids {
-                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth);
+                    for (i, &term_id) in query.term_ids.iter().enumerate() {
+                        let Some(after) = cursors[i] else { continue };
+                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth, after);
                         let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                        let mut last = None;
                         for r in &rows {
-                            met.push(r.try_get(0)?);
-                            last = Some(r.try_get::<i64, _>(1)?);
+                            let (id, impact): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
+                            seen.entry(id).or_insert_with(|| vec![None; terms])[i] = Some(impact);
+                            cursors[i] = Some((impact, id));
                         }
-                        frontier.push(if rows.len() < depth { None } else { last });
+                        if rows.len() < depth {
+                            cursors[i] = None;
+                        }
                     }
+                    let frontier: Vec<Option<i64>> = cursors.iter().map(|c| c.map(|(impact, _)| impact)).collect();
+                    let mut met = index::survivors(&query, &seen, &frontier, s.limit);
                     met.sort_unstable();
-                    met.dedup();
                     let sql = format!(
                         "SELECT m.id, m.pinned, m.salience, m.updated_at, p.term_id, p.impact \
                          FROM ambit_memory_postings p {} ambit_memories m ON m.id = p.memory_id \
