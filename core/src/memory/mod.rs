@@ -1,6 +1,6 @@
 //! Memory (SPEC §14): what an agent keeps between sessions (facts, preferences, lessons, standing
-//! instructions), in a store that outlives every run: SQLite with FTS5, or PostgreSQL with full-text
-//! search under a GIN index, migrated on open.
+//! instructions), in a store that outlives every run, SQLite or PostgreSQL, migrated on open, searched
+//! through ambit's own full-text index (`index`), the same on both.
 //!
 //! A store holds one namespace per agent (the host names the agent). A memory may carry a stable `key`
 //! (remembering under a key that exists updates that memory in place) and a `subject`: the caller a
@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+mod index;
 pub mod rules;
 mod store;
 pub mod tools;
@@ -295,7 +296,7 @@ pub struct Search {
     pub limit: usize,
 }
 
-/// A memory store. The SQL is shared by both stores; each dialect supplies its full-text search.
+/// A memory store. The SQL is shared by both stores; each dialect supplies what differs.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// Saves a validated memory: creates it, or updates the one under its key in place.

@@ -142,14 +142,20 @@ const STOP_WORDS: &[&str] = &[
     "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
+/// Whether a lower-case word is worth searching for (and so indexing): two characters or more, not a
+/// stop word.
+pub(crate) fn searchable(word: &str) -> bool {
+    word.chars().nth(1).is_some() && !STOP_WORDS.contains(&word)
+}
+
 /// The terms a query searches for: its words (letters and digits), lower case, stop words and
 /// one-character words left out, each once, in order, at most [`MAX_TERMS`]. Both stores search for
-/// exactly these, each with its own stemming.
+/// exactly these, stemmed by the one index ([`super::index`]).
 pub fn terms(query: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for word in query.split(|c: char| !c.is_alphanumeric()) {
         let w = word.to_lowercase();
-        if w.chars().count() < 2 || STOP_WORDS.contains(&w.as_str()) || out.contains(&w) {
+        if !searchable(&w) || out.contains(&w) {
             continue;
         }
         out.push(w);

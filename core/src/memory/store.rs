@@ -1,14 +1,15 @@
-//! The two memory stores, SQLite (one file, WAL, FTS5) and PostgreSQL (tsvector under a GIN index).
-//! Their code is written once: the SQL is the same but for a [`Dialect`] (how a transaction starts,
-//! how a row is locked, how full-text search matches and ranks, how a substring is found), and
-//! [`memory_store!`] expands the one implementation for each driver.
+//! The two memory stores, SQLite (one file, WAL) and PostgreSQL. Their code is written once: the SQL is
+//! the same but for a [`Dialect`] (how a transaction starts, how a row is locked, how a list of values
+//! is passed, how a substring is found), and [`memory_store!`] expands the one implementation for each
+//! driver.
 //!
-//! Ranking with a query: the store's relevance (FTS5 `bm25` with title weighted 10, tags 5, body 1;
-//! on PostgreSQL the sum over the terms of `ts_rank` (weights A 1.0, B 0.7, C 0.5, normalised by
-//! length) times the term's inverse document frequency), then the same
-//! tiebreak on both stores: pinned first, higher salience, later update, higher id. Without a query,
-//! only the tiebreak: the baseline.
+//! Ranking with a query: ambit's own index and score ([`super::index`]), kept by the store in the
+//! same transaction as the memory, read by the threshold algorithm: each term's postings in impact
+//! order, a few at a time, the memories met scored completely, until the `limit`-th beats what any
+//! unread memory could score. Ties, and the whole order without a query (the baseline): pinned first,
+//! higher salience, later update, higher id.
 
+use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -17,87 +18,186 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
+use super::index::{self, Candidate, Query};
 use super::rules::{self, DEFAULT_SALIENCE};
 use super::{MemoryError, MemoryKind, MemoryOptions, MemoryRecord, MemoryStore, Remember, Saved, Search, Target};
 
-/// What differs between the two stores' SQL. Placeholders are `$N` in both.
+/// What differs between the two stores' SQL. Placeholders are `$N` in both. A list of values
+/// ([`Param::List`]) is one parameter; rows of values ([`Param::Rows`]) are one parameter on SQLite (a
+/// JSON array of arrays) and one per column on PostgreSQL (arrays `unnest` zips).
 struct Dialect {
     /// The statement that opens a write transaction.
     begin: &'static str,
+    /// The statement that opens a read transaction: every read of a recall sees one snapshot.
+    begin_read: &'static str,
     /// Appended to the read of a row about to be updated.
     lock: &'static str,
-    /// What a full-text search needs before its SELECT (`WITH …`), if anything.
-    search_with: &'static str,
-    /// The FROM and WHERE head of a full-text search; `$1` is the query text from [`Dialect::fts_query`],
-    /// `$2` the agent.
-    search_from: &'static str,
-    /// The relevance of a row to `$1`, higher first.
-    score: &'static str,
+    /// Appended to the read of rows to index: rows another opener is indexing are left to it.
+    lock_skip: &'static str,
+    /// The join that keeps the left table the outer loop.
+    join: &'static str,
     /// Whether the text of `haystack` contains the text of parameter `$n`.
     contains: fn(haystack: &str, n: usize) -> String,
-    /// The query text the terms become.
-    fts_query: fn(terms: &[String]) -> String,
+    /// A subquery of the values of list parameter `$n`.
+    list: fn(n: usize) -> String,
+    /// Adds `(term, delta)` rows (from `$2`) to the document frequencies of agent `$1`'s terms,
+    /// returning each term's id.
+    upsert_terms: &'static str,
+    /// Inserts `(term_id, impact, memory_id)` rows (from `$1`).
+    insert_postings: &'static str,
+    /// Adds `(agent, delta)` rows (from `$1`) to the agents' counts of indexed memories.
+    upsert_agents: &'static str,
 }
 
 const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
+    begin_read: "BEGIN",
     lock: "",
-    search_with: "",
-    // CROSS JOIN keeps the full-text match the outer loop: SQLite would otherwise walk the agent's rows
-    // and run the match once per row.
-    search_from: "FROM ambit_memories_fts CROSS JOIN ambit_memories m ON m.id = ambit_memories_fts.rowid \
-                  WHERE ambit_memories_fts MATCH $1",
-    score: "(0.0 - bm25(ambit_memories_fts, 10.0, 1.0, 5.0))",
+    lock_skip: "",
+    join: "CROSS JOIN",
     contains: |h, n| format!("instr({h}, ${n}) > 0"),
-    // Each term a quoted string (terms are letters and digits only), any of them.
-    fts_query: |terms| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "),
+    list: |n| format!("SELECT value FROM json_each(${n})"),
+    upsert_terms: "INSERT INTO ambit_memory_terms (agent, term, df) \
+                   SELECT $1, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($2) WHERE true \
+                   ON CONFLICT (agent, term) DO UPDATE SET df = df + excluded.df RETURNING id, term",
+    insert_postings: "INSERT INTO ambit_memory_postings (term_id, impact, memory_id) \
+                      SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') \
+                      FROM json_each($1)",
+    upsert_agents: "INSERT INTO ambit_memory_agents (agent, n) \
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1) WHERE true \
+                    ON CONFLICT (agent) DO UPDATE SET n = n + excluded.n",
 };
 
 const POSTGRES: Dialect = Dialect {
     begin: "BEGIN",
+    begin_read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     lock: " FOR UPDATE",
-    // ts_rank knows nothing of how rare a word is, so each term's rank is weighted by its inverse
-    // document frequency in the agent's namespace (as BM25 does on SQLite): a word most memories hold
-    // counts for little. MATERIALIZED: the counts are taken once per query, never once per row.
-    search_with: "WITH ambit_terms AS (SELECT to_tsquery('english', t) AS tq FROM unnest(string_to_array($1, ' | ')) AS t), \
-                  ambit_total AS MATERIALIZED (SELECT count(*)::float8 AS n FROM ambit_memories WHERE agent = $2), \
-                  ambit_idf AS MATERIALIZED (SELECT a.tq, ln(1 + (t.n - c.c + 0.5) / (c.c + 0.5)) AS idf \
-                      FROM ambit_terms a CROSS JOIN ambit_total t CROSS JOIN LATERAL \
-                      (SELECT count(*)::float8 AS c FROM ambit_memories x WHERE x.agent = $2 AND x.fts @@ a.tq) c) ",
-    search_from: "FROM ambit_memories m WHERE m.fts @@ to_tsquery('english', $1)",
-    score: "(SELECT COALESCE(sum(w.idf * ts_rank('{0.1, 0.5, 0.7, 1.0}', m.fts, w.tq, 1)), 0) FROM ambit_idf w)::float8",
+    lock_skip: " FOR UPDATE SKIP LOCKED",
+    join: "JOIN",
     contains: |h, n| format!("strpos({h}, ${n}) > 0"),
-    fts_query: |terms| terms.join(" | "),
+    list: |n| format!("SELECT unnest(${n})"),
+    // The rows come sorted (by term, by agent), so two writers lock shared rows in one order.
+    upsert_terms: "INSERT INTO ambit_memory_terms (agent, term, df) \
+                   SELECT $1, t, d FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS x(t, d, o) ORDER BY o \
+                   ON CONFLICT (agent, term) DO UPDATE SET df = ambit_memory_terms.df + excluded.df RETURNING id, term",
+    insert_postings: "INSERT INTO ambit_memory_postings (term_id, impact, memory_id) \
+                      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])",
+    upsert_agents: "INSERT INTO ambit_memory_agents (agent, n) \
+                    SELECT a, d FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS x(a, d, o) ORDER BY o \
+                    ON CONFLICT (agent) DO UPDATE SET n = ambit_memory_agents.n + excluded.n",
 };
 
 const COLUMNS: &str = "m.id, m.agent, m.mkey, m.subject, m.kind, m.title, m.body, m.tags, m.salience, m.pinned, \
                        m.source, m.created_at, m.updated_at";
 /// The tiebreak, and the whole order without a query.
 const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC, m.id DESC";
+/// How many postings of each term a recall reads first, per memory asked for; each further round reads
+/// on from there, [`DEEPER`] times as many.
+const FIRST_READ_PER_RESULT: usize = 16;
+const DEEPER: usize = 2;
+/// How many memories one transaction indexes when a store opens with unindexed rows.
+const INDEX_BATCH: i64 = 1_000;
 
 /// The memory store's schema migrations, applied on open by the crate's one migration runner.
 const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
     table: "ambit_memory_migrations",
     pg_lock: 7411016,
-    sqlite: &[(1, "memory", include_str!("../../migrations/sqlite/memory_0001.sql"))],
-    postgres: &[(1, "memory", include_str!("../../migrations/postgres/memory_0001.sql"))],
+    sqlite: &[
+        (1, "memory", include_str!("../../migrations/sqlite/memory_0001.sql")),
+        (2, "memory_index", include_str!("../../migrations/sqlite/memory_0002.sql")),
+    ],
+    postgres: &[
+        (1, "memory", include_str!("../../migrations/postgres/memory_0001.sql")),
+        (2, "memory_index", include_str!("../../migrations/postgres/memory_0002.sql")),
+    ],
 };
+
+/// One column of [`Param::Rows`] or a [`Param::List`].
+enum Column {
+    Texts(Vec<String>),
+    Ints(Vec<i64>),
+}
+
+impl Column {
+    fn json(&self, i: usize) -> serde_json::Value {
+        match self {
+            Column::Texts(v) => v.get(i).map_or(serde_json::Value::Null, |t| serde_json::Value::from(t.as_str())),
+            Column::Ints(v) => v.get(i).map_or(serde_json::Value::Null, |n| serde_json::Value::from(*n)),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Column::Texts(v) => v.len(),
+            Column::Ints(v) => v.len(),
+        }
+    }
+}
 
 /// A parameter of a statement built at run time.
 enum Param {
     Text(String),
     Int(i64),
+    List(Column),
+    Rows(Vec<Column>),
 }
 
-/// The SELECT of a search: its SQL and parameters in order.
-fn search_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
-    let mut params: Vec<Param> = Vec::new();
-    let mut sql = if s.terms.is_empty() {
-        format!("SELECT {COLUMNS} FROM ambit_memories m WHERE 1 = 1")
-    } else {
-        params.push(Param::Text((d.fts_query)(&s.terms)));
-        format!("{}SELECT {COLUMNS} {}", d.search_with, d.search_from)
-    };
+/// A list as SQLite takes it: a JSON array.
+fn json_list(c: &Column) -> String {
+    serde_json::Value::Array((0..c.len()).map(|i| c.json(i)).collect()).to_string()
+}
+
+/// Rows as SQLite takes them: a JSON array of arrays.
+fn json_rows(cols: &[Column]) -> String {
+    let n = cols.first().map_or(0, Column::len);
+    serde_json::Value::Array(
+        (0..n).map(|i| serde_json::Value::Array(cols.iter().map(|c| c.json(i)).collect())).collect(),
+    )
+    .to_string()
+}
+
+/// Binds `params` in order: `json` for SQLite, `native` (arrays) for PostgreSQL.
+macro_rules! bind_params {
+    (json, $query:expr, $params:expr) => {{
+        let mut q = $query;
+        for p in $params {
+            q = match p {
+                Param::Text(t) => q.bind(t),
+                Param::Int(i) => q.bind(i),
+                Param::List(c) => q.bind(json_list(&c)),
+                Param::Rows(cols) => q.bind(json_rows(&cols)),
+            };
+        }
+        q
+    }};
+    (native, $query:expr, $params:expr) => {{
+        let mut q = $query;
+        for p in $params {
+            let columns = match p {
+                Param::Text(t) => {
+                    q = q.bind(t);
+                    Vec::new()
+                }
+                Param::Int(i) => {
+                    q = q.bind(i);
+                    Vec::new()
+                }
+                Param::List(c) => vec![c],
+                Param::Rows(cols) => cols,
+            };
+            for c in columns {
+                q = match c {
+                    Column::Texts(v) => q.bind(v),
+                    Column::Ints(v) => q.bind(v),
+                };
+            }
+        }
+        q
+    }};
+}
+
+/// The filters of a search as SQL (` AND …` over `m`), their parameters pushed after those in `params`.
+fn filters(d: &Dialect, agent: &str, s: &Search, params: &mut Vec<Param>) -> String {
+    let mut sql = String::new();
     params.push(Param::Text(agent.to_string()));
     sql.push_str(&format!(" AND m.agent = ${}", params.len()));
     if let Some(k) = s.kind {
@@ -118,14 +218,54 @@ fn search_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
         }
         sql.push_str(&format!(" AND m.subject IN ({})", holes.join(", ")));
     }
-    if s.terms.is_empty() {
-        sql.push_str(&format!(" ORDER BY {BASELINE_ORDER}"));
-    } else {
-        sql.push_str(&format!(" ORDER BY {} DESC, {BASELINE_ORDER}", d.score));
-    }
+    sql
+}
+
+/// The SELECT of a search without a query: its SQL and parameters in order.
+fn baseline_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
+    let mut params: Vec<Param> = Vec::new();
+    let mut sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE 1 = 1");
+    sql.push_str(&filters(d, agent, s, &mut params));
+    sql.push_str(&format!(" ORDER BY {BASELINE_ORDER}"));
     params.push(Param::Int(s.limit as i64));
     sql.push_str(&format!(" LIMIT ${}", params.len()));
     (sql, params)
+}
+
+/// The read of the next `$2` postings of term `$1` in impact order, after the posting `($3, $4)` (impact,
+/// memory), of memories that pass the filters. Without filters the postings alone answer it (a term's
+/// id is of one agent's namespace).
+fn list_sql(
+    d: &Dialect,
+    agent: &str,
+    s: &Search,
+    term_id: i64,
+    depth: usize,
+    after: (i64, i64),
+) -> (String, Vec<Param>) {
+    let mut params = vec![Param::Int(term_id), Param::Int(depth as i64), Param::Int(after.0), Param::Int(after.1)];
+    let mut sql = "SELECT p.memory_id, p.impact FROM ambit_memory_postings p".to_string();
+    if s.kind.is_some() || !s.tags.is_empty() || !s.subjects.is_empty() || s.no_subject {
+        sql.push_str(&format!(" {} ambit_memories m ON m.id = p.memory_id", d.join));
+    }
+    sql.push_str(" WHERE p.term_id = $1 AND (p.impact, p.memory_id) < ($3, $4)");
+    if sql.contains(" m ON ") {
+        sql.push_str(&filters(d, agent, s, &mut params));
+    }
+    sql.push_str(" ORDER BY p.impact DESC, p.memory_id DESC LIMIT $2");
+    (sql, params)
+}
+
+/// One memory to (re)index in a write transaction.
+struct Entry {
+    id: i64,
+    agent: String,
+    /// Its postings now (empty when it is forgotten).
+    postings: Vec<(String, i64)>,
+    /// The terms of the postings it had, removed already.
+    removed: Vec<String>,
+    /// What it adds to its agent's count of indexed memories: 1 new, 0 reindexed, -1 forgotten.
+    counted: i64,
 }
 
 /// A stored memory with the fields of `m` applied over it (an update in place).
@@ -163,9 +303,10 @@ fn created(agent: &str, m: &Remember, now: i64) -> MemoryRecord {
     }
 }
 
-/// Expands the store's implementation for one driver: `$store` wraps a `$pool`; `$dialect` is its SQL.
+/// Expands the store's implementation for one driver: `$store` wraps a `$pool`; `$dialect` is its SQL;
+/// `$arrays` how it takes lists (`json` or `native`, see [`bind_params!`]).
 macro_rules! memory_store {
-    ($store:ident, $pool:ty, $dialect:expr) => {
+    ($store:ident, $pool:ty, $dialect:expr, $arrays:ident) => {
         impl $store {
             fn record(row: &<<$pool as PoolDb>::Db as sqlx::Database>::Row) -> Result<MemoryRecord, MemoryError> {
                 let kind: String = row.try_get(4)?;
@@ -189,28 +330,237 @@ macro_rules! memory_store {
                 })
             }
 
+            /// Removes a memory's postings; returns their terms (empty when it had none).
+            async fn unindex(tx: &mut <<$pool as PoolDb>::Db as sqlx::Database>::Connection, id: i64) -> Result<Vec<String>, sqlx::Error> {
+                let terms: Vec<String> = sqlx::query_scalar(
+                    "SELECT t.term FROM ambit_memory_postings p JOIN ambit_memory_terms t ON t.id = p.term_id \
+                     WHERE p.memory_id = $1",
+                )
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+                if !terms.is_empty() {
+                    sqlx::query("DELETE FROM ambit_memory_postings WHERE memory_id = $1").bind(id).execute(&mut *tx).await?;
+                }
+                Ok(terms)
+            }
+
+            /// Writes the entries' postings, their terms' document frequencies and their agents' counts,
+            /// and marks them indexed. Shared rows are written in one order (agents, then each agent's
+            /// terms, sorted), so concurrent writers never wait on each other in a cycle.
+            async fn index(tx: &mut <<$pool as PoolDb>::Db as sqlx::Database>::Connection, entries: &[Entry]) -> Result<(), sqlx::Error> {
+                let mut by_agent: BTreeMap<&str, BTreeMap<&str, i64>> = BTreeMap::new();
+                let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+                for e in entries {
+                    let terms = by_agent.entry(e.agent.as_str()).or_default();
+                    for (t, _) in &e.postings {
+                        *terms.entry(t.as_str()).or_insert(0) += 1;
+                    }
+                    for t in &e.removed {
+                        *terms.entry(t.as_str()).or_insert(0) -= 1;
+                    }
+                    *counts.entry(e.agent.as_str()).or_insert(0) += e.counted;
+                }
+                counts.retain(|_, n| *n != 0);
+                if !counts.is_empty() {
+                    let agents = Column::Texts(counts.keys().map(|a| a.to_string()).collect());
+                    let deltas = Column::Ints(counts.values().copied().collect());
+                    bind_params!($arrays, sqlx::query($dialect.upsert_agents), [Param::Rows(vec![agents, deltas])])
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let (mut term_ids, mut impacts, mut memory_ids) = (Vec::new(), Vec::new(), Vec::new());
+                for (agent, terms) in by_agent {
+                    if terms.is_empty() {
+                        continue;
+                    }
+                    let names = Column::Texts(terms.keys().map(|t| t.to_string()).collect());
+                    let deltas = Column::Ints(terms.values().copied().collect());
+                    let params = [Param::Text(agent.to_string()), Param::Rows(vec![names, deltas])];
+                    let rows = bind_params!($arrays, sqlx::query($dialect.upsert_terms), params).fetch_all(&mut *tx).await?;
+                    let mut ids: HashMap<String, i64> = HashMap::with_capacity(rows.len());
+                    for r in &rows {
+                        ids.insert(r.try_get(1)?, r.try_get(0)?);
+                    }
+                    for e in entries.iter().filter(|e| e.agent == agent) {
+                        for (t, impact) in &e.postings {
+                            let id = ids.get(t).copied().ok_or_else(|| {
+                                sqlx::Error::Protocol(format!("the index returned no id for term {t:?}"))
+                            })?;
+                            term_ids.push(id);
+                            impacts.push(*impact);
+                            memory_ids.push(e.id);
+                        }
+                    }
+                }
+                if !term_ids.is_empty() {
+                    let rows = vec![Column::Ints(term_ids), Column::Ints(impacts), Column::Ints(memory_ids)];
+                    bind_params!($arrays, sqlx::query($dialect.insert_postings), [Param::Rows(rows)]).execute(&mut *tx).await?;
+                }
+                let ids = Column::Ints(entries.iter().filter(|e| e.counted >= 0).map(|e| e.id).collect());
+                if ids.len() > 0 {
+                    let sql = format!("UPDATE ambit_memories SET indexed = 1 WHERE id IN ({})", ($dialect.list)(1));
+                    bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(ids)]).execute(&mut *tx).await?;
+                }
+                Ok(())
+            }
+
+            /// Indexes the rows written without the index (before its migration, or by plain SQL), a
+            /// batch per transaction.
+            async fn index_pending(&self) -> Result<(), sqlx::Error> {
+                loop {
+                    let mut tx = self.pool.begin_with($dialect.begin).await?;
+                    let sql = format!(
+                        "SELECT id, agent, title, body, tags_text FROM ambit_memories WHERE indexed = 0 ORDER BY id LIMIT $1{}",
+                        $dialect.lock_skip
+                    );
+                    let rows = sqlx::query(AssertSqlSafe(sql)).bind(INDEX_BATCH).fetch_all(&mut *tx).await?;
+                    if rows.is_empty() {
+                        return tx.commit().await;
+                    }
+                    let mut entries = Vec::with_capacity(rows.len());
+                    for r in &rows {
+                        let id: i64 = r.try_get(0)?;
+                        let title: String = r.try_get(2)?;
+                        let body: String = r.try_get(3)?;
+                        let tags: String = r.try_get(4)?;
+                        // A row indexed before, then marked again by plain SQL, leaves no postings behind.
+                        let removed = Self::unindex(&mut tx, id).await?;
+                        let counted = i64::from(removed.is_empty());
+                        let postings = index::postings(&title, &body, &tags);
+                        entries.push(Entry { id, agent: r.try_get(1)?, postings, removed, counted });
+                    }
+                    Self::index(&mut tx, &entries).await?;
+                    tx.commit().await?;
+                }
+            }
+
+            /// The first `search.limit` memories for a query, by the threshold algorithm over the index.
+            async fn ranked(&self, agent: &str, s: &Search) -> Result<Vec<MemoryRecord>, MemoryError> {
+                let terms = index::query_terms(&s.terms);
+                let mut tx = self.pool.begin_with($dialect.begin_read).await?;
+                let n: Option<i64> = sqlx::query_scalar("SELECT n FROM ambit_memory_agents WHERE agent = $1")
+                    .bind(agent)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let sql = format!(
+                    "SELECT id, term, df FROM ambit_memory_terms WHERE agent = $1 AND df > 0 AND term IN ({})",
+                    ($dialect.list)(2)
+                );
+                let params = [Param::Text(agent.to_string()), Param::List(Column::Texts(terms.clone()))];
+                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                let mut found: HashMap<String, (i64, i64)> = HashMap::new();
+                for r in &rows {
+                    found.insert(r.try_get(1)?, (r.try_get(0)?, r.try_get(2)?));
+                }
+                let mut query = Query { term_ids: Vec::new(), idf: Vec::new() };
+                for t in &terms {
+                    if let Some((id, df)) = found.get(t) {
+                        query.term_ids.push(*id);
+                        query.idf.push(index::idf(n.unwrap_or(0), *df));
+                    }
+                }
+                if query.term_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut depth = s.limit.max(1) * FIRST_READ_PER_RESULT;
+                let terms = query.term_ids.len();
+                // Per term: where its list was left (impact, memory), `None` once read to its end.
+                let mut cursors: Vec<Option<(i64, i64)>> = vec![Some((i64::MAX, i64::MAX)); terms];
+                let mut seen: HashMap<i64, Vec<Option<i64>>> = HashMap::new();
+                let best = loop {
+                    for (i, &term_id) in query.term_ids.iter().enumerate() {
+                        let Some(after) = cursors[i] else { continue };
+                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth, after);
+                        let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                        for r in &rows {
+                            let (id, impact): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
+                            seen.entry(id).or_insert_with(|| vec![None; terms])[i] = Some(impact);
+                            cursors[i] = Some((impact, id));
+                        }
+                        if rows.len() < depth {
+                            cursors[i] = None;
+                        }
+                    }
+                    let frontier: Vec<Option<i64>> = cursors.iter().map(|c| c.map(|(impact, _)| impact)).collect();
+                    let mut met = index::survivors(&query, &seen, &frontier, s.limit);
+                    met.sort_unstable();
+                    let sql = format!(
+                        "SELECT m.id, m.pinned, m.salience, m.updated_at, p.term_id, p.impact \
+                         FROM ambit_memory_postings p {} ambit_memories m ON m.id = p.memory_id \
+                         WHERE p.memory_id IN ({}) AND p.term_id IN ({})",
+                        $dialect.join,
+                        ($dialect.list)(1),
+                        ($dialect.list)(2)
+                    );
+                    let params = [Param::List(Column::Ints(met)), Param::List(Column::Ints(query.term_ids.clone()))];
+                    let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                    let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+                    for r in &rows {
+                        let id: i64 = r.try_get(0)?;
+                        let c = match candidates.entry(id) {
+                            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(v) => v.insert(Candidate {
+                                id,
+                                pinned: r.try_get(1)?,
+                                salience: r.try_get(2)?,
+                                updated_at: r.try_get(3)?,
+                                impacts: vec![0; query.term_ids.len()],
+                                score: 0.0,
+                            }),
+                        };
+                        if let Some(i) = query.position(r.try_get(4)?) {
+                            c.impacts[i] = r.try_get(5)?;
+                        }
+                    }
+                    let ranked = index::rank(&query, candidates.into_values());
+                    if index::settled(&query, &ranked, s.limit, &frontier) {
+                        break ranked.into_iter().take(s.limit).map(|c| c.id).collect::<Vec<i64>>();
+                    }
+                    depth *= DEEPER;
+                };
+                let sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE m.id IN ({})", ($dialect.list)(1));
+                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(best.clone()))])
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                let mut records: HashMap<i64, MemoryRecord> = HashMap::with_capacity(rows.len());
+                for r in &rows {
+                    let m = Self::record(r)?;
+                    records.insert(m.id, m);
+                }
+                Ok(best.iter().filter_map(|id| records.remove(id)).collect())
+            }
+
             /// One attempt at a save, in one transaction: the store's failure outside, a refusal inside.
             async fn try_save(&self, agent: &str, m: &Remember, now: i64) -> Result<Result<Saved, MemoryError>, sqlx::Error> {
                 let mut tx = self.pool.begin_with($dialect.begin).await?;
                 let existing = match &m.key {
                     Some(key) => {
                         let sql = format!(
-                            "SELECT {COLUMNS} FROM ambit_memories m WHERE m.agent = $1 AND m.mkey = $2{}",
+                            "SELECT {COLUMNS}, m.indexed FROM ambit_memories m WHERE m.agent = $1 AND m.mkey = $2{}",
                             $dialect.lock
                         );
                         let row = sqlx::query(AssertSqlSafe(sql)).bind(agent).bind(key).fetch_optional(&mut *tx).await?;
+                        let indexed = match &row {
+                            Some(r) => r.try_get::<i64, _>(13)? != 0,
+                            None => false,
+                        };
                         match row.map(|r| Self::record(&r)).transpose() {
-                            Ok(found) => found,
+                            Ok(found) => found.map(|f| (f, indexed)),
                             Err(e) => return Ok(Err(e)),
                         }
                     }
                     None => None,
                 };
-                let saved = match existing {
-                    Some(old) => {
+                let (saved, entry) = match existing {
+                    Some((old, indexed)) => {
                         let mut new = merged(old, m);
                         new.updated_at = now;
                         let (tags, tags_text) = rules::stored_tags(&new.tags);
+                        let removed = Self::unindex(&mut tx, new.id).await?;
+                        let postings = index::postings(&new.title, &new.body, &tags_text);
+                        let entry = Entry { id: new.id, agent: agent.to_string(), postings, removed, counted: i64::from(!indexed) };
                         sqlx::query(
                             "UPDATE ambit_memories SET subject = $1, kind = $2, title = $3, body = $4, tags = $5, \
                              tags_text = $6, salience = $7, pinned = $8, source = $9, updated_at = $10 WHERE id = $11",
@@ -228,7 +578,7 @@ macro_rules! memory_store {
                         .bind(new.id)
                         .execute(&mut *tx)
                         .await?;
-                        Saved { memory: new, created: false }
+                        (Saved { memory: new, created: false }, entry)
                     }
                     None if m.body.is_none() => {
                         return Ok(Err(MemoryError::invalid("body", "is required for a new memory (no memory has this key)")));
@@ -236,6 +586,7 @@ macro_rules! memory_store {
                     None => {
                         let mut new = created(agent, m, now);
                         let (tags, tags_text) = rules::stored_tags(&new.tags);
+                        let postings = index::postings(&new.title, &new.body, &tags_text);
                         new.id = sqlx::query_scalar(
                             "INSERT INTO ambit_memories (agent, mkey, subject, kind, title, body, tags, tags_text, \
                              salience, pinned, source, created_at, updated_at) \
@@ -255,9 +606,11 @@ macro_rules! memory_store {
                         .bind(now)
                         .fetch_one(&mut *tx)
                         .await?;
-                        Saved { memory: new, created: true }
+                        let entry = Entry { id: new.id, agent: agent.to_string(), postings, removed: Vec::new(), counted: 1 };
+                        (Saved { memory: new, created: true }, entry)
                     }
                 };
+                Self::index(&mut tx, &[entry]).await?;
                 tx.commit().await?;
                 Ok(Ok(saved))
             }
@@ -279,36 +632,39 @@ macro_rules! memory_store {
             }
 
             async fn forget(&self, agent: &str, target: &Target) -> Result<bool, MemoryError> {
-                let done = match target {
+                let mut tx = self.pool.begin_with($dialect.begin).await?;
+                let gone: Option<(i64, i64)> = match target {
                     Target::Id(id) => {
-                        sqlx::query("DELETE FROM ambit_memories WHERE agent = $1 AND id = $2")
+                        sqlx::query_as("DELETE FROM ambit_memories WHERE agent = $1 AND id = $2 RETURNING id, indexed")
                             .bind(agent)
                             .bind(id)
-                            .execute(&self.pool)
+                            .fetch_optional(&mut *tx)
                             .await?
                     }
                     Target::Key(key) => {
-                        sqlx::query("DELETE FROM ambit_memories WHERE agent = $1 AND mkey = $2")
+                        sqlx::query_as("DELETE FROM ambit_memories WHERE agent = $1 AND mkey = $2 RETURNING id, indexed")
                             .bind(agent)
                             .bind(key)
-                            .execute(&self.pool)
+                            .fetch_optional(&mut *tx)
                             .await?
                     }
                 };
-                Ok(done.rows_affected() > 0)
+                if let Some((id, indexed)) = gone {
+                    let removed = Self::unindex(&mut tx, id).await?;
+                    let counted = if indexed != 0 { -1 } else { 0 };
+                    Self::index(&mut tx, &[Entry { id, agent: agent.to_string(), postings: Vec::new(), removed, counted }]).await?;
+                }
+                tx.commit().await?;
+                Ok(gone.is_some())
             }
 
             async fn search(&self, agent: &str, search: &Search) -> Result<Vec<MemoryRecord>, MemoryError> {
-                let (sql, params) = search_sql(&$dialect, agent, search);
-                // Built from constants; every value is a bound parameter.
-                let mut query = sqlx::query(AssertSqlSafe(sql));
-                for p in params {
-                    query = match p {
-                        Param::Text(t) => query.bind(t),
-                        Param::Int(i) => query.bind(i),
-                    };
+                if !search.terms.is_empty() {
+                    return self.ranked(agent, search).await;
                 }
-                let rows = query.fetch_all(&self.pool).await?;
+                let (sql, params) = baseline_sql(&$dialect, agent, search);
+                // Built from constants; every value is a bound parameter.
+                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&self.pool).await?;
                 rows.iter().map(Self::record).collect()
             }
 
@@ -363,11 +719,13 @@ impl SqliteMemories {
         let pool =
             SqlitePoolOptions::new().max_connections(options.max_connections.max(1)).connect_with(connect).await?;
         crate::migrate::sqlite(&pool, &MIGRATIONS, now).await.map_err(MemoryError::Store)?;
-        Ok(SqliteMemories { pool })
+        let store = SqliteMemories { pool };
+        store.index_pending().await?;
+        Ok(store)
     }
 }
 
-memory_store!(SqliteMemories, sqlx::SqlitePool, SQLITE);
+memory_store!(SqliteMemories, sqlx::SqlitePool, SQLITE, json);
 
 /// Memories in a PostgreSQL database.
 #[derive(Debug, Clone)]
@@ -381,8 +739,10 @@ impl PgMemories {
             .map_err(|e| MemoryError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
         let pool = PgPoolOptions::new().max_connections(options.max_connections.max(1)).connect_with(connect).await?;
         crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(MemoryError::Store)?;
-        Ok(PgMemories { pool })
+        let store = PgMemories { pool };
+        store.index_pending().await?;
+        Ok(store)
     }
 }
 
-memory_store!(PgMemories, sqlx::PgPool, POSTGRES);
+memory_store!(PgMemories, sqlx::PgPool, POSTGRES, native);
