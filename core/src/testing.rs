@@ -124,3 +124,11 @@ pub async fn open_ledger(url: &str, clock: &ManualClock) -> Result<Ledger, Ledge
 pub async fn open_sessions(url: &str, clock: &ManualClock) -> Result<Sessions, SessionError> {
     Ok(Sessions::open(url).await?.with_clock(Arc::new(clock.clone())))
 }
+
+/// Makes the file tools open every path from now on in this process the way they do off Linux (macOS,
+/// iOS, Windows): by path, each component checked not to be a link, and the opened descriptor's device
+/// and inode compared with the path's ([`crate::permission::scope`]); `false` goes back to the
+/// platform's own method. For tests, so the portable method is exercised where the suite runs.
+pub fn force_portable_file_open(on: bool) {
+    crate::permission::open::force_portable(on);
+}
