@@ -134,3 +134,11 @@ pub async fn open_routines(
     let options = crate::routine::RoutineOptions { clock: Arc::new(clock.clone()), ..Default::default() };
     crate::routine::Routines::open_with(url, options).await
 }
+
+/// Makes the file tools open every path from now on in this process the way they do off Linux (macOS,
+/// iOS, Windows): by path, each component checked not to be a link, and the opened descriptor's device
+/// and inode compared with the path's ([`crate::permission::scope`]); `false` goes back to the
+/// platform's own method. For tests, so the portable method is exercised where the suite runs.
+pub fn force_portable_file_open(on: bool) {
+    crate::permission::open::force_portable(on);
+}

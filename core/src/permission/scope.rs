@@ -6,10 +6,9 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Component, Path, PathBuf};
 
-use super::open::{self, Kind, Located, Method, Root};
+use super::open::{self, Kind, Located, Root};
 
 use serde::{Deserialize, Serialize};
 
@@ -212,10 +211,10 @@ impl Scope {
             Ok(Some(file)) => file,
             // ENXIO: a FIFO with no reader, raced in after the look above.
             Ok(None) => return Err(ScopeError::NotRegular(given.to_string())),
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(ScopeError::NotRegular(given.to_string())),
+            Err(e) if open::is_fifo_without_reader(&e) => return Err(ScopeError::NotRegular(given.to_string())),
             Err(e) => return Err(refusal(given, e)),
         };
-        beneath.recheck(file.as_fd()).map_err(|e| e.into_scope_error(given))?;
+        beneath.recheck(beneath.root.real_path_of_file(&file)).map_err(|e| e.into_scope_error(given))?;
         if truncate {
             file.set_len(0).map_err(|e| ScopeError::Io(format!("{given}: {e}")))?;
         }
@@ -269,10 +268,10 @@ impl Scope {
         drop(file);
         let renamed = written.and_then(|()| open::rename_in(&at.parent, &tmp, &at.name, replace));
         if let Err(e) = renamed {
-            let _ = open::unlink_in(at.parent.fd.as_fd(), &tmp, false);
-            return Err(match e.raw_os_error() {
-                Some(libc::EEXIST) => ScopeError::Exists(given.to_string()),
-                Some(libc::EISDIR) | Some(libc::ENOTDIR) => ScopeError::NotRegular(given.to_string()),
+            let _ = open::unlink_in(&at.parent, &tmp, false);
+            return Err(match e.kind() {
+                io::ErrorKind::AlreadyExists => ScopeError::Exists(given.to_string()),
+                io::ErrorKind::IsADirectory | io::ErrorKind::NotADirectory => ScopeError::NotRegular(given.to_string()),
                 _ => refusal(given, e),
             });
         }
@@ -285,7 +284,7 @@ impl Scope {
         let at = self.parent_for_write(given, writes)?;
         match open::mkdir_in(&at.parent, &at.name) {
             Ok(()) => Ok(at.resolved),
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => match at.beneath.locate(&at.rel) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match at.beneath.locate(&at.rel) {
                 Ok(located) if located.kind == Kind::Directory => Ok(at.resolved),
                 Ok(_) => Err(ScopeError::Exists(given.to_string())),
                 Err(e) => Err(e.into_scope_error(given)),
@@ -296,8 +295,7 @@ impl Scope {
 
     /// Removes the directory `given` and everything beneath it, following no link: first renamed aside
     /// in one step (so it is gone under its name at once, never half there), then emptied and removed
-    /// entry by entry beneath the workspace root that grants the write (at most
-    /// [`open::REMOVE_MAX_ENTRIES`] entries).
+    /// entry by entry beneath the workspace root that grants the write (see [`open::remove_tree`]).
     pub(crate) fn remove_tree(&self, given: &str, writes: WriteReach) -> Result<PathBuf, ScopeError> {
         let at = self.parent_for_write(given, writes)?;
         match at.beneath.locate(&at.rel) {
@@ -382,10 +380,7 @@ pub(crate) enum Refused {
 
 impl Refused {
     fn from_io(e: io::Error) -> Refused {
-        match e.raw_os_error() {
-            Some(libc::ELOOP) | Some(libc::EXDEV) => Refused::Outside,
-            _ => Refused::Io(e),
-        }
+        if open::is_outside(&e) { Refused::Outside } else { Refused::Io(e) }
     }
 
     /// The refusal in words, for the path the caller gave.
@@ -416,7 +411,7 @@ impl Beneath<'_> {
         if located.kind == Kind::Symlink {
             return Err(Refused::Outside);
         }
-        self.recheck(located.fd.as_fd())?;
+        self.recheck(self.root.real_path(&located))?;
         Ok(located)
     }
 
@@ -430,14 +425,13 @@ impl Beneath<'_> {
         self.root.list(located, max).map_err(Refused::from_io)
     }
 
-    /// Where the kernel has no `openat2`: the opened descriptor's real path, read back from
-    /// `/proc/self/fd`, must still be in reach. (With `openat2` the kernel has already kept the walk
-    /// beneath the root.)
-    fn recheck(&self, fd: BorrowedFd<'_>) -> Result<(), Refused> {
-        if self.root.method() == Method::Openat2 {
-            return Ok(());
-        }
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(Refused::Io)?;
+    /// Where the open method asks for it (Linux without `openat2`: the opened descriptor's real path,
+    /// read back from `/proc/self/fd`), the real path must still be in reach. (With `openat2` the
+    /// kernel has already kept the walk beneath the root; the portable method has compared the
+    /// descriptor's identity with the path's.)
+    fn recheck(&self, real: Option<io::Result<PathBuf>>) -> Result<(), Refused> {
+        let Some(real) = real else { return Ok(()) };
+        let real = real.map_err(Refused::Io)?;
         if self.scope.allows(&real, self.access, self.writes) { Ok(()) } else { Err(Refused::Outside) }
     }
 }

@@ -3,6 +3,10 @@
 //! the one rule, and reaches only what the session's scope, level and network allow.
 
 mod files;
+#[cfg(all(target_os = "linux", not(ambit_force_portable)))]
+pub mod sandbox;
+#[cfg(not(all(target_os = "linux", not(ambit_force_portable))))]
+#[path = "sandbox_none.rs"]
 pub mod sandbox;
 mod shell;
 mod web;

@@ -42,6 +42,9 @@ use crate::permission::scope::SYSTEM_DIRS;
 use crate::permission::{Level, Network, WriteReach};
 use crate::tools::ToolContext;
 
+/// The program and flag that run a command line.
+pub(crate) const SHELL: [&str; 2] = ["/bin/sh", "-c"];
+
 /// What this kernel offers the sandbox, detected once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Features {
@@ -252,6 +255,19 @@ impl Plan {
         Ok(Plan { landlock, seccomp, namespaces: namespaces.transpose()?, alarm_secs })
     }
 
+    /// Sets the command up to enter the plan in the child, between `fork` and `exec`.
+    pub(crate) fn apply(self, cmd: &mut tokio::process::Command) {
+        let mut plan = Some(self);
+        // SAFETY: the closure runs in the forked child before exec; `Plan::enter` makes system calls
+        // only, on a plan prepared in the parent: it does not allocate or take locks.
+        unsafe {
+            cmd.pre_exec(move || match plan.take() {
+                Some(p) => p.enter(),
+                None => Ok(()),
+            });
+        }
+    }
+
     /// Enters the plan in the child the host forked, before `exec`: becomes the supervisor, forks the
     /// worker, and returns (to `exec` the shell) only in the worker, once every layer is in place. The
     /// supervisor never returns: it waits for the worker, ends every process left, and exits as the
@@ -325,6 +341,15 @@ impl Plan {
             }
         }
         Ok(())
+    }
+}
+
+/// Tells the supervisor of a call (the host's child `pid`, not reaped yet) to end every process the
+/// call started.
+pub(crate) fn stop_call(_: &mut tokio::process::Child, pid: u32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: signals our own child, which has not been reaped (so the pid is still its).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
     }
 }
 

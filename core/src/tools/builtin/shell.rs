@@ -1,7 +1,9 @@
-//! shell_execute: `sh -c COMMAND` in the working directory. Below `unrestricted` it runs in the sandbox
-//! of [`super::sandbox`] (read-only at `read`, writable only under the workspace roots at `workspace`,
-//! no network under `none`, and `remote` held as `none`); when this kernel cannot make it read-only the
-//! tool requires `unrestricted` (SPEC §1). At every level every process a call starts ends with the call.
+//! shell_execute: `sh -c COMMAND` (`cmd.exe /C` on Windows) in the working directory. Below
+//! `unrestricted` it runs in the sandbox of [`super::sandbox`] (read-only at `read`, writable only under
+//! the workspace roots at `workspace`, no network under `none`, and `remote` held as `none`); when this
+//! kernel cannot make it read-only, and on every platform but Linux (no sandbox backend), the tool
+//! requires `unrestricted` (SPEC §1) and its description says why. On Linux every process a call starts
+//! ends with the call, at every level; elsewhere see the no-backend module (`sandbox_none.rs`).
 //! Output is streamed: the head and the tail are kept, in memory bounded by [`OUTPUT_CAP`].
 
 use std::collections::VecDeque;
@@ -12,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::sandbox::{Plan, features};
+use super::sandbox::{Plan, SHELL, features, stop_call};
 use crate::error::ToolError;
 use crate::permission::Level;
 use crate::tools::{Tool, ToolContext, ToolSpec};
@@ -248,9 +250,8 @@ impl Running {
         if !matches!(self.child.try_wait(), Ok(None)) {
             return;
         }
-        if let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
-            // SAFETY: signals our own child, which has not been reaped (so the pid is still its).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+        if let Some(pid) = self.pid {
+            stop_call(&mut self.child, pid);
         }
     }
 }
@@ -284,22 +285,15 @@ impl Tool for ShellExecute {
             return Err(fail(format!("the shell runs only at unrestricted here: {}", features().describe())));
         }
         let plan = Plan::for_call(ctx, timeout).map_err(|e| fail(format!("the sandbox could not be prepared: {e}")))?;
-        let mut cmd = tokio::process::Command::new("/bin/sh");
-        cmd.arg("-c")
+        let [shell, flag] = SHELL;
+        let mut cmd = tokio::process::Command::new(shell);
+        cmd.arg(flag)
             .arg(&command)
             .current_dir(&ctx.scope.working_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut plan = Some(plan);
-        // SAFETY: the closure runs in the forked child before exec; `Plan::enter` makes system calls
-        // only, on a plan prepared in the parent: it does not allocate or take locks.
-        unsafe {
-            cmd.pre_exec(move || match plan.take() {
-                Some(p) => p.enter(),
-                None => Ok(()),
-            });
-        }
+        plan.apply(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| fail(format!("the shell could not start: {e}")))?;
         let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| fail("no stderr"))?;
