@@ -28,6 +28,7 @@
 //! ```
 
 pub mod agent;
+pub mod credentials;
 pub mod deferral;
 pub mod error;
 pub mod knowledge;
@@ -50,6 +51,7 @@ pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
+pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};
 pub use memory::{Memory, MemoryConfig, MemoryError};
@@ -63,4 +65,4 @@ pub use permission::{
     ApprovalDecision, ApprovalHandler, ApprovalReason, ApprovalRequest, Filters, Level, Network, Policy, PolicyConfig,
     Scope, ToolStatus,
 };
-pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};
+pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn, tool_fn_in};

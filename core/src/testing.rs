@@ -124,3 +124,10 @@ pub async fn open_ledger(url: &str, clock: &ManualClock) -> Result<Ledger, Ledge
 pub async fn open_sessions(url: &str, clock: &ManualClock) -> Result<Sessions, SessionError> {
     Ok(Sessions::open(url).await?.with_clock(Arc::new(clock.clone())))
 }
+
+/// The broker with its redactor switched off: the negative control of the exfiltration tests, which
+/// must then find the values they look for.
+pub fn without_redaction(mut credentials: crate::credentials::Credentials) -> crate::credentials::Credentials {
+    credentials.redaction_off = true;
+    credentials
+}
