@@ -15,6 +15,7 @@ class NativeAgent:
         approvals: tuple[Callable[[str], Any], bool] | None = None,
         builtins: list[str] = ...,
         ledger_tools: NativeLedgerTools | None = None,
+        credential_callbacks: list[tuple[str, Callable[[str], Any], bool]] = ...,
     ) -> None: ...
     def with_policy(
         self, policy: str, approvals: tuple[Callable[[str], Any], bool] | None = None
