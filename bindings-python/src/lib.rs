@@ -132,7 +132,10 @@ impl PyTool {
         // the credentials ride with the arguments as `[arguments, credentials]`.
         let task = ambit::agent::background::HostTask::enter();
         let arg = serde_json::json!([arguments, credentials]).to_string();
-        call_python(&self.call, arg, Some(task.token()), self.is_async).await.map(Value::String).map_err(ToolError::Failed)
+        call_python(&self.call, arg, Some(task.token()), self.is_async)
+            .await
+            .map(Value::String)
+            .map_err(ToolError::Failed)
     }
 }
 
