@@ -357,6 +357,8 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
   level?: Level;
   /** Every call goes to the approval handler, whatever the level (default false). */
   requiresApproval?: boolean;
+  /** The credential aliases the tool reads from its context (`ctx.credential(alias)`), never from its arguments. */
+  credentials?: string[] | string;
   /** String arguments whose blank value is itself the value (kept, not read as left out). */
   allowBlank?: string[] | string;
   /**
@@ -373,6 +375,7 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
   readonly description: string;
   readonly parameters: JsonSchema;
   readonly run: (args: Args, ctx: TaskContext) => unknown | Promise<unknown>;
+  readonly credentials: string[] | undefined;
   readonly level: Level | undefined;
   readonly requiresApproval: boolean | undefined;
   readonly allowBlank: string[] | undefined;
@@ -475,6 +478,8 @@ export interface AgentOptions {
   skills?: SkillsOptions;
   /** A knowledge directory (`new Knowledge(dir)`): knowledge_list and knowledge_read. */
   knowledge?: Knowledge;
+  /** The credential broker: aliases tools declare, the shell's and web_fetch's delivery rules. */
+  credentials?: Credentials;
 }
 
 /** The final answer's type (`new Agent({outputType})`). */
@@ -835,6 +840,30 @@ export declare class TaskContext {
   readonly inBackground: boolean;
   progress(note: string): void;
   readonly cancelled: boolean;
+  /** The value of a credential the tool declared; an undeclared alias throws a ConfigError. */
+  credential(alias: string): string;
+}
+
+/** The context a tool call gets (the second argument of `run`): the same class as TaskContext. */
+export declare const ToolContext: typeof TaskContext;
+export type ToolContext = TaskContext;
+
+/**
+ * Credentials by alias (SPEC §15), for `new Agent({credentials})`: delivered to the tools that declare
+ * them, to the shell's environment and to web_fetch's hosts; every tool result passes the redactor.
+ */
+export declare class Credentials {
+  constructor();
+  /** A credential with a fixed value (at least 8 bytes). */
+  value(alias: string, value: string): this;
+  /** A credential read from the environment variable `name` each time it is needed. */
+  env(alias: string, name: string): this;
+  /** A credential the host produces on demand, plain or async. */
+  callback(alias: string, fn: (alias: string) => string | Promise<string>): this;
+  /** `shell_execute` runs with the environment variable `name` set to the credential `alias`. */
+  shellEnv(name: string, alias: string): this;
+  /** `web_fetch` adds `header: <prefix><value>` for requests to `host` (default `Authorization: Bearer`). */
+  webFetch(host: string, alias: string, options?: { header?: string; prefix?: string }): this;
 }
 
 // ---- Sessions (sessions.js): an append-only conversation log; parked approvals. ----

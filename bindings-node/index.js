@@ -10,7 +10,7 @@ const { McpServer, toNativeTooling } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
 const { AmbitError, ConfigError, InternalError } = require('./errors.js');
-const { refuseUnknown } = require('./options.js');
+const { refuseUnknown, stringList } = require('./options.js');
 
 
 /** The model provider failed (codes "model_http", "model_transport", "model_response"). */
@@ -122,7 +122,9 @@ function describe(value) {
 const TOOL = Symbol('ambit.tool');
 
 /** Every key a tool definition may have. */
-const TOOL_OPTIONS = ['name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank', 'idempotent'];
+const TOOL_OPTIONS = [
+  'name', 'description', 'parameters', 'run', 'level', 'requiresApproval', 'allowBlank', 'idempotent', 'credentials',
+];
 
 function errorMessage(e) {
   if (e instanceof Error) return e.message;
@@ -170,7 +172,7 @@ function tool(definition) {
   const call = (requestJson) => {
     try {
       const request = JSON.parse(requestJson);
-      const value = run(parse(request.arguments), new TaskContext(request.task));
+      const value = run(parse(request.arguments), new TaskContext(request.task, request.credentials));
       if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
         return Promise.resolve(value).then(ok, failed);
       }
@@ -180,6 +182,8 @@ function tool(definition) {
     }
   };
   const declared = toolDeclarations(name, definition);
+  const credentials = definition.credentials == null ? undefined
+    : stringList(`tool '${name}': credentials`, definition.credentials);
   return Object.freeze({
     [TOOL]: true,
     name,
@@ -187,7 +191,8 @@ function tool(definition) {
     parameters,
     run,
     ...declared,
-    _native: { name, description, parameters: parametersJson, call, ...declared },
+    credentials,
+    _native: { name, description, parameters: parametersJson, call, ...declared, credentials },
   });
 }
 
@@ -199,8 +204,21 @@ function tool(definition) {
  */
 class TaskContext {
   #token;
-  constructor(token) {
+  #credentials;
+  constructor(token, credentials) {
     this.#token = token;
+    this.#credentials = credentials ?? {};
+  }
+  /**
+   * The value of a credential the tool declared (`tool({credentials: [...]})`), produced for this call
+   * by the agent's Credentials. The redactor shows the model `[credential:alias]` if it is returned.
+   */
+  credential(alias) {
+    if (!Object.prototype.hasOwnProperty.call(this.#credentials, alias)) {
+      const declared = Object.keys(this.#credentials).sort().join(', ');
+      throw new ConfigError(`credential '${alias}' was not declared by the tool (declared: ${declared})`);
+    }
+    return this.#credentials[alias];
   }
   get inBackground() {
     return this.#token !== 0;
@@ -231,7 +249,7 @@ function fromZod(schema) {
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
-  'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge',
+  'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge', 'credentials',
 ];
 
 /**
@@ -323,8 +341,10 @@ class Agent {
       outputType,
       skills,
       knowledge,
+      credentials,
     } = options;
     const output = toNativeOutput(outputType);
+    const creds = require('./credentials.js').toNativeCredentials(credentials);
     if (model != null && !(model instanceof Model)) {
       throw new TypeError(`Agent: model must be a model object such as new OpenAIChat("gpt-4.1"), got ${describe(model)}`);
     }
@@ -374,9 +394,11 @@ class Agent {
           ...output.config,
           ...require('./skills.js').toNativeSkills(skills),
           ...require('./knowledge.js').toNativeKnowledge(knowledge),
+          ...creds.options,
         }),
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
+        ...creds.config,
       },
       tools.map((t) => t._native),
       runTools,
@@ -626,6 +648,9 @@ module.exports = {
   Anthropic,
   BudgetError,
   TaskContext,
+  /** The context a tool call gets (the second argument of `run`): the same class as TaskContext. */
+  ToolContext: TaskContext,
+  Credentials: require('./credentials.js').Credentials,
   tool,
   AmbitError,
   ConfigError,

@@ -53,6 +53,13 @@ pub struct NativeAgentConfig {
     pub approvals: Option<policy::JsApprovalFn>,
     /// Built-in tools to register, by name.
     pub builtins: Option<Vec<String>>,
+    /// The aliases of the `callback` credentials (in `options.credentials`), all answered by
+    /// `credential_callback`.
+    pub credential_callbacks: Option<Vec<String>>,
+    /// Produces a callback credential's value: receives the alias, resolves to the JSON text of
+    /// `{"ok": true, "value": text}` or `{"ok": false, "message"}`.
+    #[napi(ts_type = "(alias: string) => Promise<string>")]
+    pub credential_callback: Option<policy::JsApprovalFn>,
 }
 
 /// One host tool. `parameters` is the JSON text of the schema. `call` receives the JSON text of the
@@ -71,6 +78,8 @@ pub struct NativeToolConfig {
     pub allow_blank: Option<Vec<String>>,
     /// Running a call twice has the effect of running it once (SPEC §8b).
     pub idempotent: Option<bool>,
+    /// The credential aliases the tool reads from its context.
+    pub credentials: Option<Vec<String>>,
 }
 
 /// A core error as data: the facade throws the matching error class.
@@ -150,9 +159,45 @@ impl Tool for JsTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        self.call_with(arguments, Default::default()).await
+    }
+
+    /// The tool's context gets its declared credentials, produced now by the core's broker.
+    async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ToolError> {
+        let credentials = ctx.declared_credentials().await?;
+        self.call_with(arguments, credentials).await
+    }
+}
+
+/// A JavaScript credential callback (the facade's one function for every callback alias).
+struct JsCredential {
+    fetch: Arc<policy::JsApprovalFn>,
+}
+
+#[async_trait]
+impl ambit::CredentialSource for JsCredential {
+    async fn fetch(&self, alias: &str) -> Result<String, String> {
+        let promise = self.fetch.call_async_catch(alias.to_string()).await.map_err(|e| e.reason.clone())?;
+        let text = promise.await.map_err(|e| e.reason.clone())?;
+        let envelope: Value =
+            serde_json::from_str(&text).map_err(|e| format!("the callback's answer could not be read: {e}"))?;
+        match (envelope.get("ok").and_then(Value::as_bool), envelope.get("value").and_then(Value::as_str)) {
+            (Some(true), Some(value)) => Ok(value.to_string()),
+            (Some(true), _) => Err("the callback did not return a string".into()),
+            _ => Err(envelope.get("message").and_then(Value::as_str).unwrap_or("unknown error").to_string()),
+        }
+    }
+}
+
+impl JsTool {
+    async fn call_with(
+        &self,
+        arguments: Value,
+        credentials: std::collections::BTreeMap<String, String>,
+    ) -> Result<Value, ToolError> {
         // The background task this call runs in (if any), by a token the tool's TaskContext uses.
         let task = ambit::agent::background::HostTask::enter();
-        let request = json!({"arguments": arguments, "task": task.token()}).to_string();
+        let request = json!({"arguments": arguments, "task": task.token(), "credentials": credentials}).to_string();
         let answer = self.call.call_async_catch(request).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
         let text = match answer {
             Either::A(text) => text,
@@ -284,6 +329,11 @@ fn build(
     if let Some(instructions) = config.instructions {
         builder = builder.instructions(instructions);
     }
+    if let Some(fetch) = config.credential_callback.map(Arc::new) {
+        for alias in config.credential_callbacks.unwrap_or_default() {
+            builder = builder.credential_callback(alias, Arc::new(JsCredential { fetch: fetch.clone() }));
+        }
+    }
     if let Some(n) = config.max_turns {
         builder = builder.max_turns(n);
     }
@@ -296,7 +346,8 @@ fn build(
             t.requires_approval,
             t.allow_blank,
             t.idempotent,
-        )?;
+        )?
+        .with_credentials(t.credentials.unwrap_or_default());
         builder = builder.tool_arc(Arc::new(JsTool { spec, call: t.call }));
     }
     builder = policy::apply_builtins(builder, config.builtins.unwrap_or_default())?;

@@ -36,6 +36,7 @@ const {
   AwaitingApprovalError,
   TestModel,
   FunctionModel,
+  Credentials,
 } = require('..');
 const native = require('../native.js');
 
@@ -194,10 +195,10 @@ function scenarioTool(spec) {
       return substitute(behavior.returns, args);
     };
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'returns')) {
-    run = async (args) => substitute(behavior.returns, args);
+    run = async (args, ctx) => substitute(withCredentials(behavior.returns, spec, ctx), args);
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'raises')) {
-    run = async (args) => {
-      throw new Error(substitute(behavior.raises, args));
+    run = async (args, ctx) => {
+      throw new Error(substitute(withCredentials(behavior.raises, spec, ctx), args));
     };
   } else {
     throw new Error(`unknown tool behavior in scenario: ${JSON.stringify(behavior)}`);
@@ -218,7 +219,30 @@ function scenarioTool(spec) {
     level: spec.level,
     requiresApproval: spec.requires_approval,
     allowBlank: spec.allow_blank,
+    credentials: spec.credentials,
   });
+}
+
+/** `{credential:alias}` in a behavior's text: the declared credential, read from the tool's context. */
+function withCredentials(text, spec, ctx) {
+  let out = text;
+  for (const alias of spec.credentials ?? []) out = out.split(`{credential:${alias}}`).join(ctx.credential(alias));
+  return out;
+}
+
+/** `credentials` (the broker as data) with `credential_callbacks`, answered by an async function. */
+function scenarioCredentials(scenario) {
+  if (!scenario.credentials) return undefined;
+  const creds = new Credentials();
+  const answers = scenario.credential_callbacks ?? {};
+  for (const [alias, source] of Object.entries(scenario.credentials.credentials ?? {})) {
+    if (source.value != null) creds.value(alias, source.value);
+    else if (source.env != null) creds.env(alias, source.env);
+    else creds.callback(alias, async (a) => String(answers[a]));
+  }
+  for (const [name, alias] of Object.entries(scenario.credentials.shell_env ?? {})) creds.shellEnv(name, alias);
+  for (const r of scenario.credentials.web_fetch ?? []) creds.webFetch(r.host, r.alias, { header: r.header, prefix: r.prefix });
+  return creds;
 }
 
 const CAMEL = {
@@ -560,6 +584,7 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'),
     // `agent.output`: the final answer's type, given as a JSON Schema.
     outputType: cfg.output,
     tools: scenario.tools.map(scenarioTool),
+    credentials: scenarioCredentials(scenario),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
     ...(await scenarioMemory(scenario)),

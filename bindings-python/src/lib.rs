@@ -113,12 +113,43 @@ impl Tool for PyTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        // The background task this call runs in (if any), by a token the function's TaskContext uses.
+        self.call_with(arguments, std::collections::BTreeMap::new()).await
+    }
+
+    /// The function's context gets its declared credentials, produced now by the core's broker.
+    async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ToolError> {
+        let credentials = ctx.declared_credentials().await?;
+        self.call_with(arguments, credentials).await
+    }
+}
+
+impl PyTool {
+    async fn call_with(
+        &self,
+        arguments: Value,
+        credentials: std::collections::BTreeMap<String, String>,
+    ) -> Result<Value, ToolError> {
+        // The background task this call runs in (if any), by a token the function's TaskContext uses;
+        // the credentials ride with the arguments as `[arguments, credentials]`.
         let task = ambit::agent::background::HostTask::enter();
-        call_python(&self.call, arguments.to_string(), Some(task.token()), self.is_async)
+        let arg = serde_json::json!([arguments, credentials]).to_string();
+        call_python(&self.call, arg, Some(task.token()), self.is_async)
             .await
             .map(Value::String)
             .map_err(ToolError::Failed)
+    }
+}
+
+/// A Python credential callback (plain or async), run each time a tool needs its credential.
+struct PyCredential {
+    call: Py<PyAny>,
+    is_async: bool,
+}
+
+#[async_trait]
+impl ambit::CredentialSource for PyCredential {
+    async fn fetch(&self, alias: &str) -> Result<String, String> {
+        call_python(&self.call, alias.to_string(), None, self.is_async).await
     }
 }
 
@@ -218,7 +249,7 @@ impl NativeAgent {
     #[new]
     /// `model_function` is a test model's function, `(call, is_async)`, called as a tool is
     /// (`ambit::test_model::HostReplyFunction`).
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None))]
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -231,6 +262,7 @@ impl NativeAgent {
         builtins: Vec<String>,
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
         model_function: Option<(Py<PyAny>, bool)>,
+        credential_callbacks: Vec<(String, Py<PyAny>, bool)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
@@ -246,6 +278,9 @@ impl NativeAgent {
             }
             if let Some(i) = instructions {
                 b = b.instructions(i);
+            }
+            for (alias, call, is_async) in credential_callbacks {
+                b = b.credential_callback(alias, Arc::new(PyCredential { call, is_async }));
             }
             if let Some(n) = max_turns {
                 b = b.max_turns(n);

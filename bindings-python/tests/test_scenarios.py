@@ -77,20 +77,53 @@ def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
         return ambit.tool(wait_async if use_async else wait_sync, name=spec["name"],
                           description=spec["description"], parameters=spec["parameters"])
 
-    def act(**kwargs: Any) -> str:
-        if "returns" in behavior:
-            return fill(behavior["returns"], kwargs)
-        raise RuntimeError(fill(behavior["raises"], kwargs))
+    aliases = spec.get("credentials", [])
 
-    async def act_async(**kwargs: Any) -> str:
+    def act(ctx: ambit.ToolContext, **kwargs: Any) -> str:
+        # `{credential:alias}`: the declared credential, read from the tool's context.
+        text = behavior["returns"] if "returns" in behavior else behavior["raises"]
+        for alias in aliases:
+            text = text.replace("{credential:" + alias + "}", ctx.credential(alias))
+        if "returns" in behavior:
+            return fill(text, kwargs)
+        raise RuntimeError(fill(text, kwargs))
+
+    async def act_async(ctx: ambit.ToolContext, **kwargs: Any) -> str:
         # `sleeps_ms`: a slow job (a background task the scenario cancels). Always a coroutine, so a
         # cancelled run leaves no thread sleeping behind it.
         await asyncio.sleep(behavior.get("sleeps_ms", 0) / 1000)
-        return act(**kwargs)
+        return act(ctx, **kwargs)
 
     return ambit.tool(act_async if use_async or "sleeps_ms" in behavior else act, name=spec["name"], description=spec["description"],
                       parameters=spec["parameters"], level=spec.get("level"),
-                      requires_approval=spec.get("requires_approval", False), allow_blank=spec.get("allow_blank", ()))
+                      requires_approval=spec.get("requires_approval", False), allow_blank=spec.get("allow_blank", ()),
+                      credentials=aliases)
+
+
+def scenario_credentials(scenario: dict[str, Any], use_async: bool) -> ambit.Credentials | None:
+    """`credentials` (the broker as data) with `credential_callbacks`: a plain function in the sync
+    runs, a coroutine in the async ones."""
+    if "credentials" not in scenario:
+        return None
+    creds = ambit.Credentials()
+    answers = scenario.get("credential_callbacks", {})
+    for alias, source in scenario["credentials"].get("credentials", {}).items():
+        if "value" in source:
+            creds.value(alias, source["value"])
+        elif "env" in source:
+            creds.env(alias, source["env"])
+        elif use_async:
+            async def fetch_async(alias: str) -> str:
+                return str(answers[alias])
+            creds.callback(alias, fetch_async)
+        else:
+            creds.callback(alias, lambda alias: str(answers[alias]))
+    for var, alias in scenario["credentials"].get("shell_env", {}).items():
+        creds.shell_env(var, alias)
+    for rule in scenario["credentials"].get("web_fetch", []):
+        creds.web_fetch(rule["host"], rule["alias"], header=rule.get("header", "authorization"),
+                        prefix=rule.get("prefix"))
+    return creds
 
 
 class ScriptedApprovals:
@@ -352,6 +385,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         **scenario_output(cfg),
         skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
         knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
+        credentials=scenario_credentials(scenario, use_async),
     )
 
 

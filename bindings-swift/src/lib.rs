@@ -260,8 +260,29 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for HostToolError {
 #[async_trait]
 pub trait HostTool: Send + Sync {
     /// Runs the tool on the JSON object the model sent (as text); the returned text reaches the model.
-    /// `task` names the background task the call runs in (0: none), for progress and cancellation.
-    async fn call(&self, arguments_json: String, task: u64) -> Result<String, HostToolError>;
+    /// `task` names the background task the call runs in (0: none), for progress and cancellation;
+    /// `credentials_json` is the JSON object of the credentials the tool declared, by alias.
+    async fn call(&self, arguments_json: String, task: u64, credentials_json: String) -> Result<String, HostToolError>;
+}
+
+/// The host's credential callbacks (SPEC §15): produces the value of a `callback` credential, each time
+/// a tool needs it.
+#[uniffi::export(foreign)]
+#[async_trait]
+pub trait HostCredentials: Send + Sync {
+    async fn fetch(&self, alias: String) -> Result<String, HostToolError>;
+}
+
+/// Adapts the Swift callbacks to the core's [`ambit::CredentialSource`].
+struct SwiftCredential {
+    host: Arc<dyn HostCredentials>,
+}
+
+#[async_trait]
+impl ambit::CredentialSource for SwiftCredential {
+    async fn fetch(&self, alias: &str) -> Result<String, String> {
+        self.host.fetch(alias.to_string()).await.map_err(|HostToolError::Failed { message }| message)
+    }
 }
 
 /// A tool as the model is told about it, and its Swift implementation.
@@ -284,6 +305,9 @@ pub struct ToolDefinition {
     /// Running a call twice has the effect of running it once (SPEC §8b).
     #[uniffi(default = false)]
     pub idempotent: bool,
+    /// The credential aliases the tool reads from its context.
+    #[uniffi(default = [])]
+    pub credentials: Vec<String>,
 }
 
 /// An agent's configuration.
@@ -314,6 +338,14 @@ pub struct AgentConfig {
     /// The agent tools; absent: none.
     #[uniffi(default = None)]
     pub subagents: Option<SubagentSettings>,
+    /// The credential broker: the JSON text of the core's `CredentialsConfig`.
+    #[uniffi(default = None)]
+    pub credentials_json: Option<String>,
+    /// The aliases of the `callback` credentials, all answered by `credential_source`.
+    #[uniffi(default = [])]
+    pub credential_callbacks: Vec<String>,
+    #[uniffi(default = None)]
+    pub credential_source: Option<Arc<dyn HostCredentials>>,
     /// The work ledger's four tools, bound to one run of a routine (`Ledger.tools(...)`).
     #[uniffi(default = None)]
     pub ledger: Option<Arc<ledger::CoreLedgerTools>>,
@@ -476,9 +508,26 @@ impl ambit::Tool for SwiftTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ambit::ToolError> {
+        self.call_with(arguments, Default::default()).await
+    }
+
+    /// The tool's context gets its declared credentials, produced now by the core's broker.
+    async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ambit::ToolError> {
+        let credentials = ctx.declared_credentials().await?;
+        self.call_with(arguments, credentials).await
+    }
+}
+
+impl SwiftTool {
+    async fn call_with(
+        &self,
+        arguments: Value,
+        credentials: std::collections::BTreeMap<String, String>,
+    ) -> Result<Value, ambit::ToolError> {
         // The background task this call runs in (if any), by a token the tool's TaskContext uses.
         let task = ambit::agent::background::HostTask::enter();
-        match self.implementation.call(arguments.to_string(), task.token()).await {
+        let credentials = serde_json::to_string(&credentials).unwrap_or_else(|_| "{}".into());
+        match self.implementation.call(arguments.to_string(), task.token(), credentials).await {
             Ok(text) => Ok(Value::String(text)),
             Err(HostToolError::Failed { message }) => Err(ambit::ToolError::Failed(message)),
         }
@@ -550,7 +599,8 @@ impl CoreAgent {
                 tool.requires_approval,
                 tool.allow_blank,
                 tool.idempotent,
-            );
+            )
+            .with_credentials(tool.credentials);
             builder = builder.tool_arc(Arc::new(SwiftTool { spec, implementation: tool.implementation }));
         }
         builder = policy::apply(builder, config.builtins, config.policy)?;
@@ -562,6 +612,16 @@ impl CoreAgent {
         }
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);
+        }
+        if let Some(c) = config.credentials_json {
+            let mut callbacks = std::collections::BTreeMap::new();
+            if let Some(host) = config.credential_source {
+                for alias in config.credential_callbacks {
+                    let source: Arc<dyn ambit::CredentialSource> = Arc::new(SwiftCredential { host: host.clone() });
+                    callbacks.insert(alias, source);
+                }
+            }
+            builder = builder.credentials(ambit::CredentialsConfig::from_json(&c)?.into_credentials(callbacks)?);
         }
         if let Some(o) = config.output_json {
             builder = builder.output(ambit::agent::output::OutputType::from_json(&o)?);

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod agent;
+pub mod credentials;
 pub mod deferral;
 #[cfg(feature = "schemars")]
 pub mod derive;
@@ -53,6 +54,7 @@ pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
+pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};
 pub use memory::{Memory, MemoryConfig, MemoryError};
@@ -67,4 +69,4 @@ pub use permission::{
     Scope, ToolStatus,
 };
 pub use test_model::{FunctionModel, TestModel};
-pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn};
+pub use tools::{FnTool, Schema, Tool, ToolContext, ToolRegistry, ToolSpec, tool_fn, tool_fn_in};

@@ -142,3 +142,10 @@ pub async fn open_routines(
 pub fn force_portable_file_open(on: bool) {
     crate::permission::open::force_portable(on);
 }
+
+/// The broker with its redactor switched off: the negative control of the exfiltration tests, which
+/// must then find the values they look for.
+pub fn without_redaction(mut credentials: crate::credentials::Credentials) -> crate::credentials::Credentials {
+    credentials.redaction_off = true;
+    credentials
+}

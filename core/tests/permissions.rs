@@ -52,6 +52,8 @@ fn ctx(t: &Tree, level: Level) -> ToolContext {
         scope: Arc::new(scope),
         network: Network::Unrestricted,
         allow_local_addresses: Arc::from([]),
+        credentials: None,
+        declared: Arc::from([]),
     }
 }
 

@@ -1,10 +1,11 @@
 //! Runs every scenario file in tests/scenarios/ against the loopback provider: the same files the
 //! Python, Node and Swift suites run.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ambit::{Agent, Budget, Event, ModelConfig, OpenAiChat, PolicyConfig, Tool, ToolError, ToolSpec};
+use ambit::{Agent, Budget, Event, ModelConfig, OpenAiChat, PolicyConfig, Tool, ToolContext, ToolError, ToolSpec};
 use ambit_test_provider::{Provider, Script};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -36,6 +37,25 @@ impl Tool for ScenarioTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        self.act(arguments, BTreeMap::new()).await
+    }
+
+    /// `{credential:alias}` in a behavior's text is the declared credential, read from the context.
+    async fn call_in(&self, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let credentials = ctx.declared_credentials().await?;
+        self.act(arguments, credentials).await
+    }
+}
+
+impl ScenarioTool {
+    async fn act(&self, arguments: Value, credentials: BTreeMap<String, String>) -> Result<Value, ToolError> {
+        let fill = |t: &str, a: &Value| {
+            let mut out = fill(t, a);
+            for (alias, value) in &credentials {
+                out = out.replace(&format!("{{credential:{alias}}}"), value);
+            }
+            out
+        };
         if self.behavior.get("until_cancelled") == Some(&Value::Bool(true)) {
             // Progress through the task handle, then wait on the cancellation token. (On cancel the
             // core drops this future: that is how Rust code is cancelled.)
@@ -222,6 +242,21 @@ async fn build_agent_on(
     if let Some(o) = cfg.get("output") {
         // `agent.output`: the final answer's type (a JSON Schema, as a Rust program derives one).
         builder = builder.output(serde_json::from_value(o.clone()).map_err(|e| format!("agent.output: {e}"))?);
+    }
+    if let Some(c) = scenario.get("credentials") {
+        // `credentials`: the broker as data; `credential_callbacks`: what each callback answers.
+        let config: ambit::CredentialsConfig =
+            serde_json::from_value(c.clone()).map_err(|e| format!("credentials: {e}"))?;
+        let mut callbacks: BTreeMap<String, Arc<dyn ambit::CredentialSource>> = BTreeMap::new();
+        for (alias, value) in scenario["credential_callbacks"].as_object().into_iter().flatten() {
+            let value = value.as_str().unwrap_or_default().to_string();
+            let source = ambit::credentials::FnSource(move || {
+                let value = value.clone();
+                async move { Ok::<_, String>(value) }
+            });
+            callbacks.insert(alias.clone(), Arc::new(source));
+        }
+        builder = builder.credentials(config.into_credentials(callbacks).map_err(|e| e.to_string())?);
     }
     for t in scenario["tools"].as_array().into_iter().flatten() {
         // The scenario's tool object is a ToolSpec (name, description, parameters, level,

@@ -104,6 +104,8 @@ fn ctx(scope: &Scope, level: Level) -> ToolContext {
         scope: Arc::new(scope.clone()),
         network: Network::None,
         allow_local_addresses: Arc::from([]),
+        credentials: None,
+        declared: Arc::from([]),
     }
 }
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterable, Literal, Mapping, Union, overload
 
 from . import _native
+from .credentials import Credentials
 from ._options import items, mapping, strings
 from ._schema import decode, function_schema, is_pydantic_model, type_schema
 from . import events
@@ -53,6 +54,8 @@ __all__ = [
     "TestModel",
     "TestRequest",
     "testmodel",
+    "Credentials",
+    "ToolContext",
     "Subagents",
     "Later",
     "AwaitingApproval",
@@ -231,11 +234,12 @@ class Tool:
     """A Python function the model can call. Make one with :func:`tool`."""
 
     __slots__ = ("fn", "name", "description", "parameters", "is_async", "level", "requires_approval", "allow_blank",
-                 "idempotent")
+                 "idempotent", "credentials")
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
                  parameters: Mapping[str, Any] | None = None, level: Level | None = None,
-                 requires_approval: bool = False, allow_blank: Iterable[str] = (), idempotent: bool = False) -> None:
+                 requires_approval: bool = False, allow_blank: Iterable[str] = (), idempotent: bool = False,
+                 credentials: Iterable[str] = ()) -> None:
         if not callable(fn):
             raise TypeError(f"a tool needs a function, got {fn!r}")
         self.fn = fn
@@ -257,6 +261,8 @@ class Tool:
         #: Running a call twice has the effect of running it once: a call a crash interrupted is run
         #: again on resume; any other tool's is reported to the model as of unknown outcome.
         self.idempotent: bool = idempotent
+        #: The credential aliases the function reads from its context (``ctx.credential(alias)``).
+        self.credentials: list[str] = strings(f"tool '{self.name}': credentials", credentials)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -274,13 +280,15 @@ class Tool:
             hints = {}
         name = self.name
 
-        def kwargs(arguments: str, token: int) -> dict[str, Any]:
-            # Read by the core's argument rule already; here only built into the parameters' types
-            # (dataclasses, Pydantic models, enums, times, tuples).
+        def kwargs(envelope: str, token: int) -> dict[str, Any]:
+            # `[arguments, credentials]`: the arguments read by the core's argument rule already, here
+            # only built into the parameters' types (dataclasses, Pydantic models, enums, times,
+            # tuples); the credentials the tool declared, produced by the core's broker for this call.
+            arguments, credentials = json.loads(envelope)
             args = {k: decode(hints.get(k, Any), v, f"tool '{name}', argument '{k}'")
-                    for k, v in json.loads(arguments).items()}
+                    for k, v in arguments.items()}
             if task_param is not None:
-                args[task_param] = TaskContext(token)
+                args[task_param] = TaskContext(token, credentials)
             return args
 
         if self.is_async:
@@ -291,7 +299,7 @@ class Tool:
                 return _to_text(fn(**kwargs(arguments, token)))
         spec: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters,
                                 "requires_approval": self.requires_approval, "allow_blank": self.allow_blank,
-                                "idempotent": self.idempotent}
+                                "idempotent": self.idempotent, "credentials": self.credentials}
         if self.level is not None:
             spec["level"] = self.level
         return (json.dumps(spec), call, self.is_async)
@@ -306,10 +314,21 @@ class TaskContext:
     so a long tool checks it at its checkpoints and unwinds. Outside the background, ``in_background`` is
     false, progress goes nowhere and ``cancelled`` stays false."""
 
-    __slots__ = ("_token",)
+    __slots__ = ("_token", "_credentials")
 
-    def __init__(self, token: int) -> None:
+    def __init__(self, token: int, credentials: dict[str, str] | None = None) -> None:
         self._token = token
+        self._credentials = dict(credentials or {})
+
+    def credential(self, alias: str) -> str:
+        """The value of a credential the tool declared (``@ambit.tool(credentials=[...])``), produced
+        for this call by the agent's :class:`Credentials`. Never put it in the result: the redactor
+        would show the model ``[credential:alias]`` anyway."""
+        try:
+            return self._credentials[alias]
+        except KeyError:
+            declared = ", ".join(sorted(self._credentials))
+            raise ConfigError(f"credential '{alias}' was not declared by the tool (declared: {declared})") from None
 
     @property
     def in_background(self) -> bool:
@@ -370,10 +389,14 @@ def _task_param(fn: Callable[..., Any]) -> str | None:
     except Exception:
         hints = getattr(fn, "__annotations__", {})
     for name, hint in hints.items():
-        if hint is TaskContext or hint == "TaskContext":
+        if hint is TaskContext or hint in ("TaskContext", "ToolContext"):
             return name
     return None
 
+
+#: The context a tool call gets (a parameter annotated with it): its background task and its declared
+#: credentials. The same class as :class:`TaskContext`.
+ToolContext = TaskContext
 
 ToolLike = Union[Tool, Callable[..., Any]]
 
@@ -386,7 +409,8 @@ def tool(*, name: str | None = None, description: str | None = None,
          allow_blank: Iterable[str] = (), idempotent: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
          parameters: Mapping[str, Any] | None = None, level: Level | None = None, requires_approval: bool = False,
-         allow_blank: Iterable[str] = (), idempotent: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         allow_blank: Iterable[str] = (), idempotent: bool = False,
+         credentials: Iterable[str] = ()) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Makes a tool from a plain or async function. The schema comes from the type hints and the
     description from the docstring (an ``Args:`` section describes the parameters), unless given.
 
@@ -400,7 +424,8 @@ def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, de
     becomes an error result the model sees; the run goes on."""
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool(f, name=name, description=description, parameters=parameters, level=level,
-                    requires_approval=requires_approval, allow_blank=allow_blank, idempotent=idempotent)
+                    requires_approval=requires_approval, allow_blank=allow_blank, idempotent=idempotent,
+                    credentials=credentials)
     return wrap(fn) if fn is not None else wrap
 
 
@@ -420,7 +445,7 @@ class Agent:
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
                  skills: Skills | None = None, knowledge: Knowledge | None = None,
-                 routine: RunContext | None = None) -> None:
+                 routine: RunContext | None = None, credentials: Credentials | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -514,13 +539,19 @@ class Agent:
             if table:
                 options["prices"] = {name: (asdict(p) if isinstance(p, Price) else dict(p))
                                      for name, p in table.items()}
+        callbacks: list[tuple[str, Callable[[str], Any], bool]] = []
+        if credentials is not None:
+            if not isinstance(credentials, Credentials):
+                raise TypeError(f"credentials must be an ambit.Credentials, got {type(credentials).__name__}")
+            options["credentials"] = credentials._config()
+            callbacks = list(credentials._callbacks)
         self._native = _native.NativeAgent(
             model._config_json(), [t._native_entry() for t in self.tools],
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
             builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
-            model_function=model._native_function())
+            model_function=model._native_function(), credential_callbacks=callbacks)
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

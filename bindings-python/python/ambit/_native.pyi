@@ -16,6 +16,7 @@ class NativeAgent:
         builtins: list[str] = ...,
         ledger_tools: NativeLedgerTools | None = None,
         model_function: tuple[Callable[[str, int], Any], bool] | None = None,
+        credential_callbacks: list[tuple[str, Callable[[str], Any], bool]] = ...,
     ) -> None: ...
     def with_policy(
         self, policy: str, approvals: tuple[Callable[[str], Any], bool] | None = None

@@ -17,6 +17,9 @@ use crate::tools::{Tool, ToolContext};
 pub(crate) struct Session {
     pub policy: Policy,
     pub scope: Arc<Scope>,
+    /// The credential broker (crate::credentials): what tools that declare an alias receive, and what
+    /// the redactor knows. Sub-agents hold their parent's.
+    pub credentials: Option<crate::credentials::Credentials>,
 }
 
 impl Session {
@@ -25,7 +28,35 @@ impl Session {
             Some(s) => s.clone(),
             None => Scope::current_dir()?,
         };
-        Ok(Session { policy, scope: Arc::new(scope) })
+        Ok(Session { policy, scope: Arc::new(scope), credentials: None })
+    }
+
+    /// What a call of `tool` knows of the session: one place builds it, for a call decided now and for
+    /// one answered later.
+    fn context(&self, call_id: &str, tool: &dyn Tool) -> ToolContext {
+        ToolContext {
+            call_id: call_id.to_string(),
+            level: self.policy.level,
+            scope: self.scope.clone(),
+            network: self.policy.network,
+            allow_local_addresses: self.policy.allow_local_addresses.clone(),
+            credentials: self.credentials.clone(),
+            declared: tool.spec().credentials.clone().into(),
+        }
+    }
+
+    /// Runs the tool, its result and error text passed through the credential redactor: the one place a
+    /// tool's text enters the loop (SPEC §15). The call journal, the conversation, the events, the
+    /// session store and the run's result all come after it, so none holds a value, only
+    /// `[credential:alias]`.
+    async fn run(&self, tool: &dyn Tool, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let result = tool.call_in(arguments, ctx).await;
+        let Some(c) = &self.credentials else { return result };
+        match result {
+            Ok(value) => Ok(redact_value(c, value)),
+            Err(ToolError::Failed(text)) => Err(ToolError::Failed(c.redact(&text))),
+            Err(other) => Err(other),
+        }
     }
 
     fn facts(&self) -> SessionFacts<'_> {
@@ -39,6 +70,16 @@ impl Session {
 
     pub fn status(&self, tool: &dyn Tool) -> ToolStatus {
         status(tool_facts(tool), self.facts())
+    }
+}
+
+/// Every string of a tool's JSON result (keys too) redacted.
+fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(c.redact(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| redact_value(c, v)).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (c.redact(&k), redact_value(c, v))).collect()),
+        other => other,
     }
 }
 
@@ -94,16 +135,11 @@ pub(crate) async fn run_call(
         Ok(a) => a,
         Err(e) => return GateOutcome::Refused { message: format!("tool '{}' refused the call: {e}", spec.name) },
     };
-    let ctx = ToolContext {
-        call_id: call_id.to_string(),
-        level: session.policy.level,
-        scope: session.scope.clone(),
-        network: session.policy.network,
-        allow_local_addresses: session.policy.allow_local_addresses.clone(),
-    };
+    let ctx = session.context(call_id, tool);
     let CallDecision::Ask(reason) = decision else {
         on_run();
-        let result = crate::session::journaled(call_id, tool, &arguments, tool.call_in(arguments.clone(), &ctx)).await;
+        let result =
+            crate::session::journaled(call_id, tool, &arguments, session.run(tool, arguments.clone(), &ctx)).await;
         return GateOutcome::Ran { arguments, result };
     };
     let Some(handler) = &session.policy.approvals else {
@@ -141,13 +177,7 @@ pub(crate) async fn answered(
     on_run: impl FnOnce(),
 ) -> GateOutcome {
     let spec = tool.spec();
-    let ctx = ToolContext {
-        call_id: call_id.to_string(),
-        level: session.policy.level,
-        scope: session.scope.clone(),
-        network: session.policy.network,
-        allow_local_addresses: session.policy.allow_local_addresses.clone(),
-    };
+    let ctx = session.context(call_id, tool);
     // A call recorded before (a resume that a crash interrupted after the call started) is not decided
     // anew: whatever the answer, the model is told what the journal holds.
     let runs = matches!(answer, ApprovalDecision::Approve | ApprovalDecision::Revise { .. });
@@ -172,6 +202,6 @@ pub(crate) async fn answered(
         }
     };
     on_run();
-    let result = crate::session::journaled(call_id, tool, &run_with, tool.call_in(run_with.clone(), &ctx)).await;
+    let result = crate::session::journaled(call_id, tool, &run_with, session.run(tool, run_with.clone(), &ctx)).await;
     GateOutcome::Ran { arguments: run_with, result }
 }

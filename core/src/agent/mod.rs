@@ -163,9 +163,30 @@ pub struct AgentBuilder {
     output: Option<output::OutputType>,
     skills: Option<crate::skills::SkillsConfig>,
     knowledge: Option<crate::knowledge::KnowledgeConfig>,
+    credentials: Option<crate::credentials::Credentials>,
+    credentials_config: Option<crate::credentials::CredentialsConfig>,
+    credential_callbacks: std::collections::BTreeMap<String, Arc<dyn crate::credentials::CredentialSource>>,
 }
 
 impl AgentBuilder {
+    /// The host callback of a `callback` credential given as data ([`AgentOptions::credentials`]).
+    pub fn credential_callback(
+        mut self,
+        alias: impl Into<String>,
+        source: Arc<dyn crate::credentials::CredentialSource>,
+    ) -> Self {
+        self.credential_callbacks.insert(alias.into(), source);
+        self
+    }
+
+    /// The credential broker (SPEC §15): the aliases tools declare, the shell's and web_fetch's
+    /// delivery rules, and the MCP servers' environment and headers. Every tool result and error text
+    /// passes its redactor.
+    pub fn credentials(mut self, credentials: crate::credentials::Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// The final answer's type (agent/output.rs): the run answers JSON matching its schema, read into
     /// [`RunResult::structured_output`]; an answer that does not match goes back to the model up to its
     /// retries, then the run fails with [`Error::OutputInvalid`].
@@ -291,7 +312,7 @@ impl AgentBuilder {
         self
     }
 
-    pub fn build(self) -> Result<Agent, Error> {
+    pub fn build(mut self) -> Result<Agent, Error> {
         let model = self.model.ok_or_else(|| Error::Config("an agent needs a model".into()))?;
         let max_turns = self.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
         if max_turns == 0 {
@@ -360,7 +381,34 @@ impl AgentBuilder {
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
         }
-        let session = gate::Session::new(self.policy.unwrap_or_default()).map_err(Error::Config)?;
+        let mut session = gate::Session::new(self.policy.unwrap_or_default()).map_err(Error::Config)?;
+        if let Some(config) = self.credentials_config {
+            if self.credentials.is_some() {
+                return Err(Error::Config("credentials are given twice: as data and as a broker".into()));
+            }
+            self.credentials = Some(config.into_credentials(self.credential_callbacks)?);
+        } else if let Some(alias) = self.credential_callbacks.keys().next() {
+            return Err(Error::Config(format!("credential '{alias}': a callback but no credentials")));
+        }
+        if let Some(c) = &self.credentials {
+            c.validate().map_err(|e| Error::Config(format!("credentials: {e}")))?;
+        }
+        // Every alias a tool or an MCP server names is registered: a typo is found now, not at a call.
+        let named = tools
+            .iter()
+            .flat_map(|t| t.spec().credentials.clone())
+            .chain(self.mcp.iter().flat_map(|s| s.credential_aliases()));
+        for alias in named {
+            match &self.credentials {
+                Some(c) => c.require(&alias).map_err(Error::Config)?,
+                None => {
+                    return Err(Error::Config(format!(
+                        "credential '{alias}' is declared but the agent has no credentials"
+                    )));
+                }
+            }
+        }
+        session.credentials = self.credentials;
         // Names a wire refuses (too long, or with other characters) reach it cut and hashed (SPEC §3).
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         let (tooling, model) = tooling::build(&tools, &session, self.deferral, self.mcp, model);
@@ -788,6 +836,7 @@ impl Agent {
     }
 
     /// Runs one call through the gate; every failure becomes an error result the model sees.
+    /// A tool's result and error text pass the credential redactor in the gate (`gate::Session::run`).
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };

@@ -56,6 +56,10 @@ pub struct AgentOptions {
     /// A knowledge directory (SPEC §14).
     #[serde(default)]
     pub knowledge: Option<crate::knowledge::KnowledgeConfig>,
+    /// The credential broker as data (crate::credentials): a binding hands the callbacks over by
+    /// alias ([`AgentBuilder::credential_callback`]).
+    #[serde(default)]
+    pub credentials: Option<crate::credentials::CredentialsConfig>,
 }
 
 impl AgentOptions {
@@ -82,6 +86,9 @@ impl AgentOptions {
 impl AgentBuilder {
     /// Applies every setting `options` holds.
     pub fn options(mut self, options: AgentOptions) -> Self {
+        if let Some(c) = options.credentials {
+            self.credentials_config = Some(c);
+        }
         if let Some(n) = options.max_turns {
             self = self.max_turns(n);
         }

@@ -617,7 +617,8 @@ impl Agent {
     /// held refuses it). Its MCP servers are this agent's, through the same connections, judged by the
     /// new policy.
     pub fn with_policy(&self, policy: Policy) -> Result<Agent, Error> {
-        let session = super::gate::Session::new(policy).map_err(Error::Config)?;
+        let mut session = super::gate::Session::new(policy).map_err(Error::Config)?;
+        session.credentials = self.inner.session.credentials.clone();
         let old = self.frame();
         let frame = old.as_ref().map(|f| {
             Arc::new(Frame {
@@ -695,7 +696,11 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
         // Handed down unchanged: a spawn cannot name addresses, so it never widens the parent's.
         allow_local_addresses: p.session.policy.allow_local_addresses.clone(),
     };
-    let session = super::gate::Session { policy, scope: Arc::new(grant.scope.clone()) };
+    let session = super::gate::Session {
+        policy,
+        scope: Arc::new(grant.scope.clone()),
+        credentials: p.session.credentials.clone(),
+    };
     let tools =
         rebind(&p.tools, (grant.depth_left > 0).then_some(frame)).map_err(|e| ToolError::Failed(e.to_string()))?;
     // Memory is granted, never inherited: read-only recall of the parent's store, or nothing.

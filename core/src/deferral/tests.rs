@@ -46,6 +46,8 @@ fn ctx(level: Level) -> ToolContext {
         scope: Arc::new(crate::permission::Scope::current_dir().unwrap()),
         network: crate::permission::Network::Unrestricted,
         allow_local_addresses: Arc::from([]),
+        credentials: None,
+        declared: Arc::from([]),
     }
 }
 

@@ -70,6 +70,9 @@ pub(super) type Snapshot = (Vec<Entry>, Vec<Entry>, Option<Unavailable>);
 
 pub(super) struct ServerConn {
     pub config: McpServer,
+    /// The broker the server's credential environment and headers come from; its redactor (and the
+    /// static header values) keep them out of every reason the server is unavailable.
+    credentials: Option<crate::credentials::Credentials>,
     setting: Deferral,
     dirty: Arc<AtomicBool>,
     state: tokio::sync::Mutex<State>,
@@ -77,10 +80,15 @@ pub(super) struct ServerConn {
 }
 
 impl ServerConn {
-    pub fn new(config: McpServer, install: Deferral) -> ServerConn {
+    pub fn new(
+        config: McpServer,
+        install: Deferral,
+        credentials: Option<crate::credentials::Credentials>,
+    ) -> ServerConn {
         let setting = config.deferral.unwrap_or(install);
         ServerConn {
             config,
+            credentials,
             setting,
             dirty: Arc::new(AtomicBool::new(false)),
             state: Default::default(),
@@ -114,7 +122,7 @@ impl ServerConn {
                 return false;
             }
         }
-        let result = self.list(&mut st).await;
+        let result = self.list(&mut st).await.map_err(|reason| self.redact(&reason));
         match result {
             Ok((entries, hidden)) => {
                 st.last_names = entries.iter().map(|e| e.tool.spec().name.clone()).collect();
@@ -160,6 +168,46 @@ impl ServerConn {
         Ok((entries, hidden))
     }
 
+    /// A reason with the server's header values and every credential value replaced.
+    fn redact(&self, reason: &str) -> String {
+        let statics = self.config.headers.iter().map(|(name, value)| (value.as_str(), name.as_str()));
+        let mut text = crate::credentials::Redactor::new(statics).redact(reason);
+        if let Some(c) = &self.credentials {
+            text = c.redact(&text);
+        }
+        text
+    }
+
+    async fn credential(&self, alias: &str) -> Result<String, String> {
+        match &self.credentials {
+            Some(c) => c.resolve(alias).await,
+            None => Err(format!("credential '{alias}': the agent has no credentials")),
+        }
+    }
+
+    /// The HTTP headers: the static ones, the credential ones, and the bearer token.
+    async fn http_headers(
+        &self,
+    ) -> Result<std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, String> {
+        use reqwest::header::{HeaderName, HeaderValue};
+        let mut pairs: Vec<(String, String)> =
+            self.config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (name, alias) in &self.config.credential_headers {
+            pairs.push((name.clone(), self.credential(alias).await?));
+        }
+        let mut out = std::collections::HashMap::new();
+        for (name, value) in pairs {
+            let header =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("'{name}' is not a header name"))?;
+            // The value is never quoted: it may be a secret.
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| format!("the value of header '{name}' is not a header value"))?;
+            value.set_sensitive(true);
+            out.insert(header, value);
+        }
+        Ok(out)
+    }
+
     async fn connect(&self) -> Result<Live, String> {
         self.config.validate()?;
         let handler = Handler { dirty: self.dirty.clone() };
@@ -177,6 +225,14 @@ impl ServerConn {
             McpTransport::Stdio { command, args, env, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).envs(env);
+                for var in self.credentials.iter().flat_map(|c| c.source_variables()) {
+                    if !env.contains_key(&var) {
+                        cmd.env_remove(var);
+                    }
+                }
+                for (var, alias) in &self.config.credential_env {
+                    cmd.env(var, self.credential(alias).await?);
+                }
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
@@ -190,9 +246,14 @@ impl ServerConn {
                 // The same TLS stack as the model wires: rustls with ring.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let client = reqwest::Client::builder().build().map_err(|e| format!("HTTP client: {e}"))?;
-                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                     url.as_str(),
                 );
+                config.custom_headers = self.http_headers().await?;
+                if let Some(alias) = &self.config.bearer {
+                    // rmcp sends it as `Authorization: Bearer <token>`.
+                    config.auth_header = Some(self.credential(alias).await?);
+                }
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 handler.serve_with_lifecycle(transport, lifecycle).await
             }

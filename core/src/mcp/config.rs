@@ -59,6 +59,18 @@ pub struct McpServer {
     /// Tools (the server's names) that ship eager under every setting.
     #[serde(default)]
     pub eager_load_tools: BTreeSet<String>,
+    /// HTTP only: headers sent with every request, as given (their values never appear in an error).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// HTTP only: headers whose value is a credential, by alias (crate::credentials), sent as is.
+    #[serde(default)]
+    pub credential_headers: BTreeMap<String, String>,
+    /// HTTP only: a credential sent as `Authorization: Bearer <value>`.
+    #[serde(default)]
+    pub bearer: Option<String>,
+    /// Stdio only: environment variables whose value is a credential, by alias.
+    #[serde(default)]
+    pub credential_env: BTreeMap<String, String>,
 }
 
 impl McpServer {
@@ -83,7 +95,45 @@ impl McpServer {
             levels: BTreeMap::new(),
             deferral: None,
             eager_load_tools: BTreeSet::new(),
+            headers: BTreeMap::new(),
+            credential_headers: BTreeMap::new(),
+            bearer: None,
+            credential_env: BTreeMap::new(),
         }
+    }
+
+    /// A header sent with every request to an HTTP server.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// A header of an HTTP server whose value is the credential `alias`.
+    pub fn credential_header(mut self, name: impl Into<String>, alias: impl Into<String>) -> Self {
+        self.credential_headers.insert(name.into(), alias.into());
+        self
+    }
+
+    /// The credential `alias` as an HTTP server's bearer token.
+    pub fn bearer(mut self, alias: impl Into<String>) -> Self {
+        self.bearer = Some(alias.into());
+        self
+    }
+
+    /// An environment variable of a stdio server whose value is the credential `alias`.
+    pub fn credential_env(mut self, var: impl Into<String>, alias: impl Into<String>) -> Self {
+        self.credential_env.insert(var.into(), alias.into());
+        self
+    }
+
+    /// Every credential alias the server's configuration names.
+    pub fn credential_aliases(&self) -> Vec<String> {
+        self.credential_headers
+            .values()
+            .chain(self.credential_env.values())
+            .chain(self.bearer.iter())
+            .cloned()
+            .collect()
     }
 
     pub fn protocol(mut self, protocol: McpProtocol) -> Self {
@@ -124,6 +174,18 @@ impl McpServer {
     pub fn validate(&self) -> Result<(), String> {
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             return Err(format!("MCP server name '{}' must be non-empty ASCII letters, digits, '_' or '-'", self.name));
+        }
+        let http = matches!(self.transport, McpTransport::Http { .. });
+        if !http && (!self.headers.is_empty() || !self.credential_headers.is_empty() || self.bearer.is_some()) {
+            return Err(format!("MCP server '{}': headers and bearer are for an HTTP server, not stdio", self.name));
+        }
+        if http && !self.credential_env.is_empty() {
+            return Err(format!("MCP server '{}': credential_env is for a stdio server, not HTTP", self.name));
+        }
+        for name in self.headers.keys().chain(self.credential_headers.keys()) {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!("MCP server '{}': '{name}' is not a header name", self.name));
+            }
         }
         Ok(())
     }

@@ -35,9 +35,15 @@ impl std::fmt::Debug for McpHub {
 
 impl McpHub {
     /// The servers, with the install-wide deferral setting for those without their own.
-    pub fn new(servers: Vec<McpServer>, install: Deferral) -> McpHub {
-        let servers: Arc<Vec<_>> =
-            Arc::new(servers.into_iter().map(|c| Arc::new(client::ServerConn::new(c, install))).collect());
+    /// `credentials` gives the servers' credential environment variables and headers.
+    pub fn new(
+        servers: Vec<McpServer>,
+        install: Deferral,
+        credentials: Option<crate::credentials::Credentials>,
+    ) -> McpHub {
+        let servers: Arc<Vec<_>> = Arc::new(
+            servers.into_iter().map(|c| Arc::new(client::ServerConn::new(c, install, credentials.clone()))).collect(),
+        );
         let shipping = resolve(install, false);
         let meta = meta::tools(servers.clone())
             .into_iter()

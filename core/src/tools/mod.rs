@@ -48,6 +48,10 @@ pub struct ToolSpec {
     /// the model as of unknown outcome.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idempotent: bool,
+    /// The credential aliases the tool receives in its context ([`ToolContext::credential`]); never
+    /// in a request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
     /// In a request only: the tool ships with the provider's own deferred loading (`defer_loading:
     /// true`, the `native` load strategy of SPEC §4), and the wire adds its tool-search tool. Set by
     /// the deferral rules, never declared.
@@ -115,8 +119,15 @@ impl ToolSpec {
             inline: false,
             needs_network: false,
             idempotent: false,
+            credentials: Vec::new(),
             defer_loading: false,
         }
+    }
+
+    /// Declares the credential aliases the tool receives in its context (SPEC §15).
+    pub fn with_credentials(mut self, aliases: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.credentials = aliases.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Declares the lowest level the tool may run at.
@@ -211,6 +222,10 @@ pub struct ToolContext {
     pub network: Network,
     /// Local and link-local addresses the policy lets through under network `remote`.
     pub allow_local_addresses: std::sync::Arc<[crate::permission::network::AddrRange]>,
+    /// The agent's credential broker, if it has one (crate::credentials).
+    pub credentials: Option<crate::credentials::Credentials>,
+    /// The aliases the tool declared: the only ones [`ToolContext::credential`] hands it.
+    pub declared: std::sync::Arc<[String]>,
 }
 
 impl ToolContext {
@@ -222,6 +237,31 @@ impl ToolContext {
             Level::Workspace => WriteReach::WorkspaceRoots,
             Level::Read | Level::None => WriteReach::Nowhere,
         }
+    }
+
+    /// The value of a credential the tool declared, produced now (a host callback runs each time). An
+    /// alias the tool did not declare, or one not registered, is an error naming it.
+    pub async fn credential(&self, alias: &str) -> Result<String, ToolError> {
+        if !self.declared.iter().any(|a| a == alias) {
+            return Err(ToolError::Failed(format!(
+                "credential '{alias}' was not declared by the tool (declared: {})",
+                self.declared.join(", ")
+            )));
+        }
+        let broker = self
+            .credentials
+            .as_ref()
+            .ok_or_else(|| ToolError::Failed(format!("credential '{alias}': the agent has no credentials")))?;
+        broker.resolve(alias).await.map_err(ToolError::Failed)
+    }
+
+    /// Every declared credential by alias, produced now: what a binding hands its language's tool.
+    pub async fn declared_credentials(&self) -> Result<BTreeMap<String, String>, ToolError> {
+        let mut out = BTreeMap::new();
+        for alias in self.declared.iter() {
+            out.insert(alias.clone(), self.credential(alias).await?);
+        }
+        Ok(out)
     }
 }
 
@@ -297,6 +337,12 @@ impl<F, A, Fut> FnTool<F, A, Fut> {
         self
     }
 
+    /// Declares the credential aliases the tool receives in its context (SPEC §15).
+    pub fn credentials(mut self, aliases: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.spec.credentials = aliases.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Declares the tool idempotent: a call a crash interrupted is run again on resume (SPEC §8b).
     pub fn idempotent(mut self) -> Self {
         self.spec.idempotent = true;
@@ -346,6 +392,70 @@ where
         let args: A =
             serde_json::from_value(arguments).map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
         let out = (self.f)(args).await.map_err(ToolError::failed)?;
+        serde_json::to_value(out).map_err(|e| ToolError::Failed(format!("the result is not JSON: {e}")))
+    }
+}
+
+/// A tool made from an async closure that also takes the call's [`ToolContext`]: for a tool that needs
+/// its declared credentials ([`ToolContext::credential`]) or the session's scope.
+pub struct FnCtxTool<F, A, Fut> {
+    spec: ToolSpec,
+    f: F,
+    _types: std::marker::PhantomData<fn(A) -> Fut>,
+}
+
+impl<F, A, Fut> FnCtxTool<F, A, Fut> {
+    /// Declares the credential aliases the tool receives in its context (SPEC §15).
+    pub fn credentials(mut self, aliases: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.spec.credentials = aliases.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares the lowest level the tool may run at (undeclared: `unrestricted`).
+    pub fn level(mut self, level: Level) -> Self {
+        self.spec.level = Some(level);
+        self
+    }
+}
+
+/// [`tool_fn`] for a closure that takes the call's context too.
+pub fn tool_fn_in<A, R, E, Fut, F>(
+    name: impl Into<String>,
+    description: impl Into<String>,
+    parameters: Value,
+    f: F,
+) -> FnCtxTool<F, A, Fut>
+where
+    F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    A: DeserializeOwned + Send + 'static,
+    R: Serialize,
+    E: std::fmt::Display,
+{
+    FnCtxTool { spec: ToolSpec::new(name, description, parameters), f, _types: std::marker::PhantomData }
+}
+
+#[async_trait]
+impl<A, R, E, Fut, F> Tool for FnCtxTool<F, A, Fut>
+where
+    F: Fn(A, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    A: DeserializeOwned + Send + 'static,
+    R: Serialize,
+    E: std::fmt::Display,
+{
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
+        Err(ToolError::Failed(format!("tool '{}' runs inside an agent", self.spec.name)))
+    }
+
+    async fn call_in(&self, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let args: A =
+            serde_json::from_value(arguments).map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
+        let out = (self.f)(args, ctx.clone()).await.map_err(ToolError::failed)?;
         serde_json::to_value(out).map_err(|e| ToolError::Failed(format!("the result is not JSON: {e}")))
     }
 }

@@ -33,7 +33,7 @@ async fn main() {
     let url = std::env::args().next_back().expect("the server URL");
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     eprintln!("scenario {scenario} at {url}");
-    let hub = McpHub::new(vec![McpServer::http("conformance", url)], Deferral::Eager);
+    let hub = McpHub::new(vec![McpServer::http("conformance", url)], Deferral::Eager, None);
     hub.refresh().await;
     let listing = hub.listing();
     if let Some(u) = listing.unavailable.first() {

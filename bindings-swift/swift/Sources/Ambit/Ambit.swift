@@ -37,9 +37,14 @@ public protocol AmbitTool: Sendable {
     /// crash interrupted is run again on resume; any other tool's is reported to the model as of unknown
     /// outcome, never re-run.
     var idempotent: Bool { get }
+    /// The credential aliases the tool reads from its context (`context.credential("github")`), never
+    /// from its arguments (default none).
+    var credentials: [String] { get }
 }
 
 extension AmbitTool {
+    public var credentials: [String] { [] }
+
     public func call(arguments: [String: Any]) async throws -> String {
         throw ToolError("tool '\(name)' implements neither call(arguments:) nor call(arguments:context:)")
     }
@@ -56,6 +61,18 @@ extension AmbitTool {
 /// Outside the background, `inBackground` is false and progress goes nowhere.
 public struct TaskContext: Sendable {
     let token: UInt64
+    /// The credentials the tool declared, produced for this call by the agent's `Credentials`.
+    var credentialValues: [String: String] = [:]
+
+    /// The value of a credential the tool declared. An alias it did not declare throws
+    /// `AmbitError.config`. The redactor shows the model `[credential:alias]` if it is returned.
+    public func credential(_ alias: String) throws -> String {
+        guard let value = credentialValues[alias] else {
+            let declared = credentialValues.keys.sorted().joined(separator: ", ")
+            throw AmbitError.config(message: "credential '\(alias)' was not declared by the tool (declared: \(declared))")
+        }
+        return value
+    }
 
     public var inBackground: Bool { token != 0 }
 
@@ -459,7 +476,8 @@ public final class Agent: Sendable {
         background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
-        outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil
+        outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil,
+        credentials: Credentials? = nil
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -492,13 +510,17 @@ public final class Agent: Sendable {
                     level: tool.level,
                     requiresApproval: tool.requiresApproval,
                     allowBlank: tool.allowBlank,
-                    idempotent: tool.idempotent
+                    idempotent: tool.idempotent,
+                    credentials: tool.credentials
                 )
             },
             policy: policy?.settings,
             builtins: builtins,
             toolingJson: try toolingJSON(mcpServers, deferral),
             subagents: subagents,
+            credentialsJson: try credentials?.json(),
+            credentialCallbacks: credentials?.callbackAliases ?? [],
+            credentialSource: credentials.map { CredentialAdapter($0) },
             ledger: ledger?.core,
             memory: memory?.core,
             agentName: agentName,
@@ -616,20 +638,40 @@ extension ToolCall {
     }
 }
 
+/// Adapts `Credentials`' callbacks to the generated `HostCredentials` the core calls.
+final class CredentialAdapter: HostCredentials {
+    private let credentials: Credentials
+
+    init(_ credentials: Credentials) { self.credentials = credentials }
+
+    func fetch(alias: String) async throws -> String {
+        guard let callback = credentials.callbacks[alias] else {
+            throw HostToolError.Failed(message: "credential '\(alias)': no callback")
+        }
+        do {
+            return try await callback(alias)
+        } catch {
+            throw HostToolError.Failed(message: ToolAdapter.message(of: error))
+        }
+    }
+}
+
 /// Adapts an `AmbitTool` to the generated `HostTool` the core calls.
 final class ToolAdapter: HostTool {
     private let tool: any AmbitTool
 
     init(_ tool: any AmbitTool) { self.tool = tool }
 
-    func call(argumentsJson: String, task: UInt64) async throws -> String {
+    func call(argumentsJson: String, task: UInt64, credentialsJson: String) async throws -> String {
         // The core only calls a tool with a JSON object.
         let parsed = try? JSONSerialization.jsonObject(with: Data(argumentsJson.utf8))
         guard let arguments = parsed as? [String: Any] else {
             throw HostToolError.Failed(message: "the arguments are not a JSON object: \(argumentsJson)")
         }
         do {
-            return try await tool.call(arguments: arguments, context: TaskContext(token: task))
+            let values = (try? JSONSerialization.jsonObject(with: Data(credentialsJson.utf8))) as? [String: String]
+            let context = TaskContext(token: task, credentialValues: values ?? [:])
+            return try await tool.call(arguments: arguments, context: context)
         } catch {
             throw HostToolError.Failed(message: Self.message(of: error))
         }

@@ -235,8 +235,17 @@ struct ScenarioTool: AmbitTool {
     /// `waits_for_release`: report this progress note (if any), then hold until the suite releases the
     /// run's tools (after the run that started it ended).
     var waitsForRelease: String? = nil
+    /// The credential aliases declared: `{credential:alias}` in the behavior is read from the context.
+    var credentials: [String] = []
 
     func call(arguments: [String: Any], context: TaskContext) async throws -> String {
+        var returns = returns
+        var raises = raises
+        for alias in credentials {
+            let value = try context.credential(alias)
+            returns = returns?.replacingOccurrences(of: "{credential:\(alias)}", with: value)
+            raises = raises?.replacingOccurrences(of: "{credential:\(alias)}", with: value)
+        }
         if let note = waitsForRelease {
             if !note.isEmpty { context.progress(substitute(note, arguments)) }
             await Releases.shared.wait(tag)
@@ -566,7 +575,8 @@ func int(_ value: Any?) -> Int? {
                 sleepsMs: int(behavior["sleeps_ms"]),
                 untilCancelled: (behavior["until_cancelled"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil,
                 tag: approvals.tag,
-                waitsForRelease: (behavior["waits_for_release"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil
+                waitsForRelease: (behavior["waits_for_release"] as? Bool == true) ? behavior["progress"] as? String ?? "" : nil,
+                credentials: t["credentials"] as? [String] ?? []
             )
         }
         let policy = try scenarioPolicy(scenario, approvals)
@@ -656,8 +666,34 @@ func int(_ value: Any?) -> Int? {
             },
             knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
                 Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
-            }
+            },
+            credentials: scenarioCredentials(scenario)
         )
+    }
+
+    /// `credentials` (the broker as data) with `credential_callbacks`, answered by an async closure.
+    func scenarioCredentials(_ scenario: [String: Any]) -> Credentials? {
+        guard let config = scenario["credentials"] as? [String: Any] else { return nil }
+        let answers = scenario["credential_callbacks"] as? [String: String] ?? [:]
+        var creds = Credentials()
+        for (alias, source) in config["credentials"] as? [String: [String: Any]] ?? [:] {
+            if let value = source["value"] as? String {
+                creds = creds.value(alias, value)
+            } else if let name = source["env"] as? String {
+                creds = creds.env(alias, name)
+            } else {
+                let answer = answers[alias] ?? ""
+                creds = creds.callback(alias) { _ in answer }
+            }
+        }
+        for (name, alias) in config["shell_env"] as? [String: String] ?? [:] {
+            creds = creds.shellEnv(name, alias: alias)
+        }
+        for rule in config["web_fetch"] as? [[String: String]] ?? [] {
+            creds = creds.webFetch(host: rule["host"] ?? "", alias: rule["alias"] ?? "",
+                                   header: rule["header"] ?? "authorization", prefix: rule["prefix"])
+        }
+        return creds
     }
 
     func runScenario(_ file: String, streamed: Bool) async throws {

@@ -287,6 +287,14 @@ impl Tool for ShellExecute {
         let plan = Plan::for_call(ctx, timeout).map_err(|e| fail(format!("the sandbox could not be prepared: {e}")))?;
         let [shell, flag] = SHELL;
         let mut cmd = tokio::process::Command::new(shell);
+        // Credentials (crate::credentials): the variables backing `env` credentials are taken out, and
+        // those the broker's shell rules name are set.
+        if let Some(c) = &ctx.credentials {
+            for var in c.source_variables() {
+                cmd.env_remove(var);
+            }
+            cmd.envs(c.shell_environment().await.map_err(fail)?);
+        }
         cmd.arg(flag)
             .arg(&command)
             .current_dir(&ctx.scope.working_dir)

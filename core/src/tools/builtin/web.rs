@@ -131,8 +131,19 @@ impl Tool for WebFetch {
                 .resolve_to_addrs(&host, &addrs)
                 .build()
                 .map_err(fail)?;
-            let resp =
-                client.get(url.clone()).headers(headers.clone()).send().await.map_err(|e| request_error(&url, e))?;
+            // Credentials for this host (crate::credentials), per hop: a redirect elsewhere goes without.
+            let mut sent = headers.clone();
+            if let Some(c) = &ctx.credentials {
+                for (name, value) in c.web_headers(&host).await.map_err(fail)? {
+                    let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| fail(format!("credentials: '{name}' is not a header name")))?;
+                    let mut value = reqwest::header::HeaderValue::from_str(&value)
+                        .map_err(|_| fail("credentials: a credential is not a header value"))?;
+                    value.set_sensitive(true);
+                    sent.insert(name, value);
+                }
+            }
+            let resp = client.get(url.clone()).headers(sent).send().await.map_err(|e| request_error(&url, e))?;
             let status = resp.status();
             if status.is_redirection()
                 && let Some(loc) = resp.headers().get("location").and_then(|l| l.to_str().ok())
