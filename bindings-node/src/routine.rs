@@ -148,7 +148,10 @@ impl NativeRoutines {
 /// Agents a factory made and run tools a factory was given, by token, between the JS thread and the
 /// runner.
 static AGENTS: Mutex<Option<HashMap<String, Agent>>> = Mutex::new(None);
-static TOOLS: Mutex<Option<HashMap<String, Vec<Arc<dyn ambit::Tool>>>>> = Mutex::new(None);
+static TOOLS: Mutex<Option<HashMap<String, RunTools>>> = Mutex::new(None);
+
+/// The tools of one run.
+type RunTools = Vec<Arc<dyn ambit::Tool>>;
 
 /// A token unique in this process.
 fn token() -> String {

@@ -167,6 +167,8 @@ impl CoreRunner {
     /// makes. `lease_ms`: how long a dead runner's runs stay held; `poll_ms`: how often `run_forever`
     /// ticks.
     #[uniffi::constructor]
+    // One argument per option of the facade's `Runner.init`, as UniFFI passes them.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         routines: Arc<CoreRoutines>,
         sessions: Arc<CoreSessions>,
