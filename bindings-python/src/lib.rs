@@ -10,11 +10,11 @@ mod session;
 
 use std::sync::Arc;
 
+use ambit::test_model::{HostReplyFunction, ReplyFunction};
 use ambit::{
     Agent, AgentOptions, ApprovalDecision, ApprovalHandler, ApprovalRequest, Error, PolicyConfig, Tool, ToolError,
     ToolSpec,
 };
-use ambit::test_model::{HostReplyFunction, ReplyFunction};
 use async_trait::async_trait;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

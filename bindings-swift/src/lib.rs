@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use ambit::test_model::{HostReplyFunction, ReplyFunction};
+use async_trait::async_trait;
 use serde_json::{Value, json};
 
 uniffi::setup_scaffolding!();

@@ -1004,8 +1004,12 @@ fn scenario_test_model(scenario: &Value) -> Result<std::sync::Arc<dyn ambit::Mod
         .map_err(|e| e.to_string())?;
     let name = scenario["agent"]["model"].as_str().ok_or("no model name")?.to_string();
     let stream = scenario["stream"].as_bool().unwrap_or(false);
-    let tools: Vec<String> =
-        scenario["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str().map(String::from)).collect();
+    let tools: Vec<String> = scenario["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
     Ok(match scenario["test_model"].as_str() {
         Some("script") => std::sync::Arc::new(TestModel::new(replies).wire(wire).name(name).stream(stream)),
         Some("function") => {
@@ -1039,7 +1043,8 @@ async fn the_test_model_files_pass_on_the_test_model() {
             let outcome: Result<(), String> = async {
                 let approvals = ScriptedApprovals::new(&scenario);
                 let agent =
-                    build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?).await?;
+                    build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?)
+                        .await?;
                 let input = scenario["input"].as_str().ok_or("no input")?;
                 let result = match mode {
                     Mode::Run => agent.run(input).await.map_err(|e| e.to_string())?,
@@ -1074,11 +1079,13 @@ async fn the_test_model_files_pass_on_the_test_model() {
 /// calls, or whose usage is a token off, no longer passes its own expectations.
 #[tokio::test]
 async fn a_test_model_file_fails_when_its_answers_change() {
-    let path = scenario_files().into_iter().find(|f| f.ends_with("test_model_chat.json")).expect("test_model_chat.json");
+    let path =
+        scenario_files().into_iter().find(|f| f.ends_with("test_model_chat.json")).expect("test_model_chat.json");
     let scenario: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let run = |scenario: Value| async move {
         let approvals = ScriptedApprovals::new(&scenario);
-        let agent = build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?).await?;
+        let agent =
+            build_agent_on(&scenario, scenario_test_model(&scenario)?, &approvals, &LedgerAt::sqlite()?).await?;
         let result = agent.run(scenario["input"].as_str().unwrap_or_default()).await.map_err(|e| e.to_string())?;
         check_result(&scenario["expect"], &result, &approvals, &agent)
     };

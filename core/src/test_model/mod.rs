@@ -203,8 +203,9 @@ impl ReplyFunction for HostReplyFunction {
         let arguments = serde_json::to_value(request).map_err(|e| e.to_string())?;
         let answer = self.0.call(arguments).await.map_err(|e| e.to_string())?;
         let value = match answer {
-            Value::String(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("the function's answer is not a reply's JSON: {e}"))?,
+            Value::String(text) => {
+                serde_json::from_str(&text).map_err(|e| format!("the function's answer is not a reply's JSON: {e}"))?
+            }
             other => other,
         };
         Reply::from_value(value)
@@ -229,9 +230,7 @@ impl Core {
     fn record(&self, request: &ModelRequest) -> TestRequest {
         let body = match self.wire {
             Wire::OpenaiChat => openai_chat::request_body(&self.name, request, self.stream),
-            Wire::Anthropic => {
-                anthropic::request_body(&self.name, anthropic::DEFAULT_MAX_TOKENS, request, self.stream)
-            }
+            Wire::Anthropic => anthropic::request_body(&self.name, anthropic::DEFAULT_MAX_TOKENS, request, self.stream),
             Wire::OpenaiResponses => openai_responses::request_body(&self.name, request, self.stream),
         };
         let mut seen = self.requests.lock().unwrap_or_else(|p| p.into_inner());
@@ -249,7 +248,12 @@ impl Core {
     }
 
     /// Renders `reply` as the wire's answer bytes and reads them back with the wire's decoder.
-    fn answer(&self, request: &TestRequest, reply: &Reply, sink: Option<&TextSink<'_>>) -> Result<ModelReply, ModelError> {
+    fn answer(
+        &self,
+        request: &TestRequest,
+        reply: &Reply,
+        sink: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ModelError> {
         reply.check().map_err(ModelError::InvalidResponse)?;
         let respond = reply.respond(request.index);
         let limits = WireLimits::default();
@@ -282,7 +286,9 @@ impl Core {
         let events = match self.wire {
             Wire::OpenaiChat => wires::chat_chunks(&format!("chatcmpl-{tag}"), &self.name, &respond),
             Wire::Anthropic => wires::anthropic_events(&format!("msg_{tag}"), &self.name, &respond),
-            Wire::OpenaiResponses => wires::responses_events(&format!("resp_{tag}"), &self.name, &respond, &request.body),
+            Wire::OpenaiResponses => {
+                wires::responses_events(&format!("resp_{tag}"), &self.name, &respond, &request.body)
+            }
         };
         let mut bytes: String = events.iter().map(wires::Sse::to_bytes).collect();
         if self.wire == Wire::OpenaiChat {
@@ -545,7 +551,9 @@ pub fn build_model(text: &str, function: Option<Arc<dyn ReplyFunction>>) -> Resu
     }
     let model: Arc<dyn Model> = match (config.replies, function) {
         (Some(_), Some(_)) => {
-            return Err(Error::Config("test model: give replies (a TestModel) or a function (a FunctionModel), not both".into()));
+            return Err(Error::Config(
+                "test model: give replies (a TestModel) or a function (a FunctionModel), not both".into(),
+            ));
         }
         (None, None) => {
             return Err(Error::Config("test model: give replies (a TestModel) or a function (a FunctionModel)".into()));

@@ -85,8 +85,10 @@ fn the_plain_data_form_refuses_what_it_cannot_carry_by_name() {
     assert!(err(r#"{"test_model": {"replies": [{"contnt": "x"}]}}"#).contains("replies[0]"));
     assert!(err(r#"{"test_model": {"replies": [{"content": "x"}]}, "x": 1}"#).contains("unknown field `x`"));
     assert!(err(r#"{"test_model": {"replies": [{"tool_calls": [{"name": ""}]}]}}"#).contains("empty name"));
-    assert!(err(r#"{"test_model": {"replies": [{"tool_calls": [{"name": "a", "arguments": [1]}]}]}}"#)
-        .contains("not a JSON object"));
+    assert!(
+        err(r#"{"test_model": {"replies": [{"tool_calls": [{"name": "a", "arguments": [1]}]}]}}"#)
+            .contains("not a JSON object")
+    );
     assert!(err(r#"{"test_model": {}}"#).contains("give replies"));
     assert!(err(r#"{"test_model": {"wire": "grpc", "replies": []}}"#).contains("grpc"));
     assert!(err(r#"{"test_model": {"model": " ", "replies": []}}"#).contains("model name is empty"));
