@@ -797,3 +797,53 @@ async fn a_subagents_tool_calls_are_journalled_like_its_parents() {
         assert!(mismatches.is_empty() && served == 3, "{}: {served} {mismatches:?}", store.name);
     }
 }
+
+/// Seed 000: at `unrestricted` (the live level) `conversation_read` and `conversation_search` reach any
+/// session of the store by its full id, as `session_list` shows them there; an id of no session is
+/// refused naming it. The negative control: the same calls at `read` are refused like any id that is not
+/// a sub-agent, whether or not the session exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_unrestricted_the_conversation_tools_read_other_root_sessions() {
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let other = sessions.create().await.unwrap();
+        let p = provider(json!([{"respond": {"content": "The deploy key is in vault/ops."}}])).await;
+        let plain = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .build()
+            .unwrap();
+        sessions.run(&plain, &other, "Where is the deploy key?").await.unwrap();
+        for (level, reads) in [(ambit::Level::Unrestricted, true), (ambit::Level::Read, false)] {
+            let sid = sessions.create().await.unwrap();
+            let p = provider(json!([
+                {"respond": {"tool_calls": [
+                    {"id": "r", "name": "conversation_read", "arguments": {"id": other, "start": 2}},
+                    {"id": "s", "name": "conversation_search", "arguments": {"id": other, "query": "VAULT"}},
+                    {"id": "n", "name": "conversation_read", "arguments": {"id": "no-such-session", "start": 1}}
+                ]}},
+                {"respond": {"content": "Read."}}
+            ]))
+            .await;
+            let agent = ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tools(ambit::session::tools())
+                .policy(ambit::Policy::level(level))
+                .build()
+                .unwrap();
+            assert_eq!(sessions.run(&agent, &sid, "Read the other session.").await.unwrap().output, "Read.");
+            let messages = log_messages(&sessions, &sid).await;
+            let result = |id: &str| tool_results(&messages, id)[0]["content"].as_str().unwrap().to_string();
+            let (r, s, n) = (result("r"), result("s"), result("n"));
+            if reads {
+                assert_eq!(r, "#2 assistant:\nThe deploy key is in vault/ops.", "{}", store.name);
+                assert!(s.contains("vault/ops") && s.starts_with("#2 assistant"), "{}: {s}", store.name);
+                assert!(n.contains("there is no session 'no-such-session'"), "{}: {n}", store.name);
+            } else {
+                for got in [&r, &s] {
+                    assert!(got.contains(&format!("'{other}' is not a sub-agent of this session")), "{got}");
+                }
+                assert!(n.contains("'no-such-session' is not a sub-agent of this session"), "{n}");
+            }
+        }
+    }
+}
