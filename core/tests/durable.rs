@@ -797,3 +797,99 @@ async fn a_subagents_tool_calls_are_journalled_like_its_parents() {
         assert!(mismatches.is_empty() && served == 3, "{}: {served} {mismatches:?}", store.name);
     }
 }
+
+/// Seed 000: at `unrestricted` (the live level) `conversation_read` and `conversation_search` reach any
+/// session of the store by its full id, as `session_list` shows them there; an id of no session is
+/// refused naming it. The negative control: the same calls at `read` are refused like any id that is not
+/// a sub-agent, whether or not the session exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_unrestricted_the_conversation_tools_read_other_root_sessions() {
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let other = sessions.create().await.unwrap();
+        let p = provider(json!([{"respond": {"content": "The deploy key is in vault/ops."}}])).await;
+        let plain = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .build()
+            .unwrap();
+        sessions.run(&plain, &other, "Where is the deploy key?").await.unwrap();
+        for (level, reads) in [(ambit::Level::Unrestricted, true), (ambit::Level::Read, false)] {
+            let sid = sessions.create().await.unwrap();
+            let p = provider(json!([
+                {"respond": {"tool_calls": [
+                    {"id": "r", "name": "conversation_read", "arguments": {"id": other, "start": 2}},
+                    {"id": "s", "name": "conversation_search", "arguments": {"id": other, "query": "VAULT"}},
+                    {"id": "n", "name": "conversation_read", "arguments": {"id": "no-such-session", "start": 1}}
+                ]}},
+                {"respond": {"content": "Read."}}
+            ]))
+            .await;
+            let agent = ambit::Agent::builder()
+                .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+                .tools(ambit::session::tools())
+                .policy(ambit::Policy::level(level))
+                .build()
+                .unwrap();
+            assert_eq!(sessions.run(&agent, &sid, "Read the other session.").await.unwrap().output, "Read.");
+            let messages = log_messages(&sessions, &sid).await;
+            let result = |id: &str| tool_results(&messages, id)[0]["content"].as_str().unwrap().to_string();
+            let (r, s, n) = (result("r"), result("s"), result("n"));
+            if reads {
+                assert_eq!(r, "#2 assistant:\nThe deploy key is in vault/ops.", "{}", store.name);
+                assert!(s.contains("vault/ops") && s.starts_with("#2 assistant"), "{}: {s}", store.name);
+                assert!(n.contains("there is no session 'no-such-session'"), "{}: {n}", store.name);
+            } else {
+                for got in [&r, &s] {
+                    assert!(got.contains(&format!("'{other}' is not a sub-agent of this session")), "{got}");
+                }
+                assert!(n.contains("'no-such-session' is not a sub-agent of this session"), "{n}");
+            }
+        }
+    }
+}
+
+/// A steer to a sub-agent that has finished is stored in its child session at once (its inbox), not
+/// only when it next runs or its parent parks: a tool of the same run reads the store after the steer
+/// and finds the message. (Negative control: without the store write the inbox read there is empty.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steer_to_a_finished_subagent_is_stored_at_once() {
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let sid = sessions.create().await.unwrap();
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Where is the report?\nLook in /srv.", "permission": "read"}}]}},
+            {"respond": {"content": "In /srv/report."}},
+            {"respond": {"tool_calls": [{"id": "t", "name": "agent_steer", "arguments": {"id": "4cf40c4e8395", "message": "Check /srv/archive too."}}]}},
+            {"respond": {"tool_calls": [{"id": "p", "name": "peek", "arguments": {}}]}},
+            {"respond": {"content": "Done."}}
+        ]))
+        .await;
+        let (store_view, root) = (sessions.clone(), sid.clone());
+        let peek = ambit::tool_fn(
+            "peek",
+            "Reads the stored inbox of the sub-agent.",
+            json!({"type": "object", "properties": {}}),
+            move |_: Value| {
+                let (store_view, root) = (store_view.clone(), root.clone());
+                async move {
+                    let kept = store_view.store().children(&root).await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>(kept.first().map(|c| c.spawn["inbox"].to_string()).unwrap_or_default())
+                }
+            },
+        )
+        .level(ambit::Level::Read);
+        let agent = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tool(peek)
+            .subagents(ambit::SubagentConfig::default())
+            .policy(ambit::Policy::level(ambit::Level::Read))
+            .build()
+            .unwrap();
+        assert_eq!(sessions.run(&agent, &sid, "Find the report.").await.unwrap().output, "Done.", "{}", store.name);
+        let messages = log_messages(&sessions, &sid).await;
+        let steer = tool_results(&messages, "t")[0]["content"].as_str().unwrap().to_string();
+        assert!(steer.contains("at the start of its next follow-up"), "{}: {steer}", store.name);
+        let peeked = tool_results(&messages, "p")[0]["content"].as_str().unwrap().to_string();
+        assert!(peeked.contains("Check /srv/archive too."), "{}: the stored inbox: {peeked}", store.name);
+    }
+}

@@ -137,3 +137,61 @@ async fn a_sub_agent_in_the_background_reports_its_rounds_as_progress() {
     assert!(notes[0].starts_with("sub-agent ") && notes[0].ends_with(": round 1 answered"), "{notes:?}");
     assert!(matches!(events.last(), Some(ambit::Event::RunFinished { .. })), "{:?}", events.last());
 }
+
+/// A run that takes over a session whose owner died names the background tasks that died with it in the
+/// takeover note (their id and tool), and they read `lost`; a task another live process still renews is
+/// neither named nor lost (the negative control). The dead owner is what a SIGKILLed process leaves (the
+/// test above kills a real one): a lease and a task heartbeat no longer renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_names_the_background_tasks_that_died_with_the_run() {
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap().with_lease(Duration::from_millis(LEASE_MS)).unwrap();
+        let sid = sessions.create().await.unwrap();
+        let s = sessions.store();
+        let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        s.take(&sid, "dead-owner", ambit::session::Take::Run, now(), LEASE_MS as i64).await.unwrap();
+        let dead = s.task_started(&sid, "hold", now()).await.unwrap();
+        let live = s.task_started(&sid, "watch", now()).await.unwrap();
+        let note = format!("background task {dead} (hold)");
+        let p = provider(json!([
+            {"expect": {"messages_tail": [{"role": "user", "content": {"$contains": [note.as_str(), "are lost"]}}, {"role": "user", "content": "go on"}]},
+             "respond": {"content": "Understood."}}
+        ]))
+        .await;
+        let agent = ambit::Agent::builder()
+            .model(ambit::OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .build()
+            .unwrap();
+        // Until the dead owner's lease runs out the run is refused (polled, at most 60 s); meanwhile the
+        // other process renews `watch`, as its heartbeat would.
+        let started = Instant::now();
+        let out = loop {
+            s.task_beat(&sid, &[(live.clone(), None)], now()).await.unwrap();
+            match sessions.run(&agent, &sid, "go on").await {
+                Err(e) if e.code() == "session_busy" && started.elapsed() < Duration::from_secs(60) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!(out.output, "Understood.", "{}", store.name);
+        let entries = sessions.entries(&sid).await.unwrap();
+        let first = match &entries[0].item {
+            Item::Message { message: ambit::Message::User { content } } => content.clone(),
+            other => panic!("{}: {other:?}", store.name),
+        };
+        assert!(first.contains(&note), "{}: {first}", store.name);
+        assert!(!first.contains("watch"), "{}: a live task was named: {first}", store.name);
+        assert_eq!(sessions.task_result(&sid, &dead).await.unwrap().status, TaskStatus::Lost, "{}", store.name);
+        assert_eq!(sessions.task_result(&sid, &live).await.unwrap().status, TaskStatus::Running, "{}", store.name);
+        // Told once: the note, no separate lost turn when the task is read afterwards.
+        let told = sessions
+            .entries(&sid)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| format!("{:?}", e.item).contains(&format!("{dead} (hold)")))
+            .count();
+        assert_eq!(told, 1, "{}", store.name);
+    }
+}

@@ -1135,7 +1135,13 @@ impl Tool for SteerTool {
             // inbox after that round's results).
             child.steered.notify_waiters();
         }
-        let when = match (child.busy.load(Ordering::SeqCst), interrupt) {
+        let busy = child.busy.load(Ordering::SeqCst);
+        if !busy {
+            // A finished sub-agent: in a session its inbox is stored now, not only when it next runs or its
+            // parent parks, so a run elsewhere (or after a crash) finds the message.
+            crate::session::keep_subagent(&child.parent, record_of(&child, false)).await;
+        }
+        let when = match (busy, interrupt) {
             (true, false) => "at its next round boundary",
             (true, true) => "now: the reply it is writing is cut (a tool it is running finishes first)",
             (false, _) => "at the start of its next follow-up",

@@ -453,20 +453,23 @@ pub(crate) async fn recorded(call_id: &str, tool: &dyn Tool, runs: bool) -> Opti
 const NOTE_ARGUMENTS: usize = 1024;
 
 /// The message a run that takes over a session from a dead owner adds first: what that run started and
-/// never finished, which is not run again.
-pub(crate) fn interrupted_note(calls: &[StartedCall]) -> String {
+/// never finished, which is not run again: its tool calls (`calls`) and its background tasks found lost
+/// (`tasks`, task id and tool name).
+pub(crate) fn interrupted_note(calls: &[StartedCall], tasks: &[(String, String)]) -> String {
     let mut note = String::from(
         "[A previous run in this session was interrupted (cancelled, or its process stopped) before it finished, \
          and its turns are not in this conversation.",
     );
-    if calls.is_empty() {
+    if calls.is_empty() && tasks.is_empty() {
         note.push(']');
         return note;
     }
-    note.push_str(
-        " These tool calls were started and have no recorded result, so their outcome is unknown (they may or may \
-         not have taken effect); they were not run again:",
-    );
+    if !calls.is_empty() {
+        note.push_str(
+            " These tool calls were started and have no recorded result, so their outcome is unknown (they may or \
+             may not have taken effect); they were not run again:",
+        );
+    }
     for c in calls {
         let mut arguments = c.arguments.clone();
         if arguments.len() > NOTE_ARGUMENTS {
@@ -478,6 +481,15 @@ pub(crate) fn interrupted_note(calls: &[StartedCall]) -> String {
             arguments.push_str(&format!("… [cut: {} bytes in all]", c.arguments.len()));
         }
         note.push_str(&format!("\n- {} {arguments}", c.name));
+    }
+    if !tasks.is_empty() {
+        note.push_str(
+            "\nThese background tasks were running in its process and are lost: their outcome is unknown (they may \
+             or may not have taken effect); they were not run again:",
+        );
+    }
+    for (id, name) in tasks {
+        note.push_str(&format!("\n- background task {id} ({name})"));
     }
     note.push(']');
     note
@@ -494,14 +506,14 @@ mod tests {
             StartedCall { key: "r/0/a".into(), name: "send".into(), arguments: long.clone() },
             StartedCall { key: "r/0/b".into(), name: "ping".into(), arguments: "{}".into() },
         ];
-        let note = interrupted_note(&calls);
+        let note = interrupted_note(&calls, &[]);
         assert!(note.contains("cancelled, or its process stopped"), "{note}");
         assert!(note.contains(&format!("[cut: {} bytes in all]", long.len())), "{note}");
         assert!(note.contains("\n- ping {}"), "{note}");
         // The quoted arguments stay within the bound (plus the marker), whatever the input's size.
         assert!(note.len() < 1024 + 600, "{}", note.len());
         // Negative control: short arguments are quoted whole, with no marker.
-        let short = interrupted_note(&calls[1..]);
+        let short = interrupted_note(&calls[1..], &[]);
         assert!(!short.contains("[cut:"), "{short}");
     }
 }

@@ -335,7 +335,7 @@ impl Sessions {
         }
         if taken.taken_over {
             // The run this one takes over from died: the model is told what it started and never finished.
-            let note = Message::User { content: durable::interrupted_note(&taken.interrupted) };
+            let note = Message::User { content: durable::interrupted_note(&taken.interrupted, &taken.lost_tasks) };
             lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;

@@ -173,6 +173,9 @@ pub struct Taken {
     pub interrupted: Vec<StartedCall>,
     /// Whether the session was taken over from an owner whose lease ran out.
     pub taken_over: bool,
+    /// The background tasks of the session a takeover found `running` with a heartbeat older than the
+    /// lease length (their process died with the run's), now `lost`: `(task id, tool name)`.
+    pub lost_tasks: Vec<(String, String)>,
 }
 
 /// A call recorded as started.
@@ -431,7 +434,7 @@ macro_rules! session_store_impl {
                 .execute(&mut *tx)
                 .await
                 .map_err(store_err)?;
-                let mut interrupted = Vec::new();
+                let (mut interrupted, mut lost_tasks) = (Vec::new(), Vec::new());
                 if taking_over && take == Take::Run {
                     let rows = sqlx::query(
                         "SELECT call_key, name, arguments FROM ambit_session_calls \
@@ -457,11 +460,37 @@ macro_rules! session_store_impl {
                     .execute(&mut *tx)
                     .await
                     .map_err(store_err)?;
+                    // The background tasks whose process stopped renewing them (the rule `task` applies, by
+                    // the store's clock, which their heartbeats are written by): lost, and named in the
+                    // takeover note.
+                    let stale = clock.saturating_sub(lease_ms);
+                    let rows = sqlx::query(
+                        "SELECT task_id, name FROM ambit_session_tasks \
+                         WHERE session_id = $1 AND status = 'running' AND heartbeat_at < $2 ORDER BY seq",
+                    )
+                    .bind(session_id)
+                    .bind(stale)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
+                    for r in &rows {
+                        lost_tasks.push((r.try_get(0).map_err(store_err)?, r.try_get(1).map_err(store_err)?));
+                    }
+                    sqlx::query(
+                        "UPDATE ambit_session_tasks SET status = 'lost', updated_at = $1 \
+                         WHERE session_id = $2 AND status = 'running' AND heartbeat_at < $3",
+                    )
+                    .bind(now)
+                    .bind(session_id)
+                    .bind(stale)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
                 }
                 tx.commit().await.map_err(store_err)?;
                 let parked = parked.map(|p| serde_json::from_str(&p)).transpose();
                 let parked = parked.map_err(|e| SessionError::Store(e.to_string()))?;
-                Ok(Taken { parked, interrupted, taken_over: taking_over })
+                Ok(Taken { parked, interrupted, taken_over: taking_over, lost_tasks })
             }
 
             async fn renew(

@@ -114,9 +114,11 @@ fn calling(s: &super::run::Current) -> String {
     }
 }
 
-/// The session a `conversation_*` call reads: this one, or (with `id`) one of its sub-agents by full id
-/// or a prefix unique among them. Any other id gets the same refusal whether or not it exists.
-async fn reach(s: &super::run::Current, args: &Value) -> Result<String, ToolError> {
+/// The session a `conversation_*` call reads (seed 000, one rule with `session_list`): this one, or (with
+/// `id`) one of its sub-agents by full id or a prefix unique among them; at `unrestricted` (the live
+/// level, where the shell reaches the store anyway) any session of the store by its full id. Below it,
+/// any other id gets the same refusal whether or not it exists.
+async fn reach(s: &super::run::Current, args: &Value, level: Level) -> Result<String, ToolError> {
     let Some(given) = args.get("id").and_then(Value::as_str).map(str::trim).filter(|g| !g.is_empty()) else {
         return Ok(calling(s));
     };
@@ -125,6 +127,14 @@ async fn reach(s: &super::run::Current, args: &Value) -> Result<String, ToolErro
         children.iter().filter(|c| c.agent_id == given || c.agent_id.starts_with(given)).collect();
     match matches.as_slice() {
         [one] => Ok(one.session_id.clone()),
+        [] if level == Level::Unrestricted => match s.sessions.store().state(given).await {
+            Ok(_) => Ok(given.to_string()),
+            Err(super::SessionError::NotFound(_)) => Err(failed(format!(
+                "there is no session '{given}' in the store (at unrestricted a session is read by its full id; \
+                 session_list shows them)"
+            ))),
+            Err(e) => Err(failed(e)),
+        },
         [] => Err(failed(format!("'{given}' is not a sub-agent of this session (session_list shows them)"))),
         many if many.iter().any(|c| c.agent_id == given) => {
             Ok(many.iter().find(|c| c.agent_id == given).map(|c| c.session_id.clone()).unwrap_or_default())
@@ -148,12 +158,15 @@ impl Tool for Search {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    async fn call(&self, args: Value) -> Result<Value, ToolError> {
+    async fn call(&self, _args: Value) -> Result<Value, ToolError> {
+        Err(failed("conversation_search runs only inside an agent's loop"))
+    }
+    async fn call_in(&self, args: Value, ctx: &crate::tools::ToolContext) -> Result<Value, ToolError> {
         let s = session()?;
         let query = args["query"].as_str().unwrap_or_default();
         let is_regex = args["is_regex"].as_bool().unwrap_or(false);
         let limit = args["limit"].as_u64().unwrap_or(20) as usize;
-        let entries = s.sessions.store().entries(&reach(&s, &args).await?).await.map_err(failed)?;
+        let entries = s.sessions.store().entries(&reach(&s, &args, ctx.level).await?).await.map_err(failed)?;
         rules::search(&entries, query, is_regex, limit).map(Value::String).map_err(failed)
     }
 }
@@ -163,11 +176,14 @@ impl Tool for Read {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
-    async fn call(&self, args: Value) -> Result<Value, ToolError> {
+    async fn call(&self, _args: Value) -> Result<Value, ToolError> {
+        Err(failed("conversation_read runs only inside an agent's loop"))
+    }
+    async fn call_in(&self, args: Value, ctx: &crate::tools::ToolContext) -> Result<Value, ToolError> {
         let s = session()?;
         let start = args["start"].as_i64().ok_or_else(|| failed("start must be an integer"))?;
         let limit = args["limit"].as_u64().unwrap_or(1) as usize;
-        let entries = s.sessions.store().entries(&reach(&s, &args).await?).await.map_err(failed)?;
+        let entries = s.sessions.store().entries(&reach(&s, &args, ctx.level).await?).await.map_err(failed)?;
         rules::read(&entries, start, limit).map(Value::String).map_err(failed)
     }
 }
