@@ -105,7 +105,8 @@ async fn held_a_runs_tools_reach_only_its_own_agents_routines() {
         let clock = ManualClock::new(T0);
         let routines = open(&s.url, &clock).await;
         let mine = routines.create(RoutineSpec::every("tester", "mine", 3600), "alice").await.unwrap();
-        let theirs = routines.create(RoutineSpec::every("payroll", "secret payroll work", 3600), "alice").await.unwrap();
+        let theirs =
+            routines.create(RoutineSpec::every("payroll", "secret payroll work", 3600), "alice").await.unwrap();
         let tools = ambit::routine::tools::routine_tools(routines.clone(), "tester", "run-x");
         let call = |name: &str, args: Value| {
             let t = tools.iter().find(|t| t.spec().name == name).unwrap().clone();
@@ -133,10 +134,22 @@ async fn held_hostile_definition_text_is_refused_by_field() {
         (json!({"agent": "tester", "instructions": "a\u{0}b", "interval_seconds": 60}), "instructions"),
         (json!({"agent": "tes\nter", "instructions": "x", "interval_seconds": 60}), "agent"),
         (json!({"agent": "tester", "instructions": "x", "interval_seconds": i64::MAX}), "interval_seconds"),
-        (json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 * * *", "timezone": "../../../etc/passwd"}), "timezone"),
-        (json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 * * *", "timezone": "/usr/share/zoneinfo/UTC"}), "timezone"),
-        (json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 30 2 *", "timezone": "UTC"}), "cron_expression"),
-        (json!({"agent": "tester", "instructions": "x", "cron_expression": "٥ 9 * * *", "timezone": "UTC"}), "cron_expression"),
+        (
+            json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 * * *", "timezone": "../../../etc/passwd"}),
+            "timezone",
+        ),
+        (
+            json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 * * *", "timezone": "/usr/share/zoneinfo/UTC"}),
+            "timezone",
+        ),
+        (
+            json!({"agent": "tester", "instructions": "x", "cron_expression": "0 9 30 2 *", "timezone": "UTC"}),
+            "cron_expression",
+        ),
+        (
+            json!({"agent": "tester", "instructions": "x", "cron_expression": "٥ 9 * * *", "timezone": "UTC"}),
+            "cron_expression",
+        ),
         (json!({"agent": "tester", "instructions": "x", "interval_seconds": 60, "daily_cap": -1}), "daily_cap"),
     ];
     for (def, field) in cases {
@@ -172,7 +185,8 @@ async fn hole_a_huge_runner_lease_wraps_negative_and_a_second_runner_overlaps_a_
             let clock = ManualClock::new(T0);
             let routines = open(&s.url, &clock).await;
             let sessions = Sessions::open(&s.url).await.unwrap();
-            let r = routines.create(RoutineSpec::every("tester", "work=600000 report=success", 60), "alice").await.unwrap();
+            let r =
+                routines.create(RoutineSpec::every("tester", "work=600000 report=success", 60), "alice").await.unwrap();
             let Some(a) = runner_with(&routines, &sessions, &clock, lease) else {
                 assert!(attacked, "{}: the control's runner was refused", s.name);
                 continue; // refusing the lease is a fix
@@ -209,7 +223,11 @@ async fn hole_a_negative_runs_limit_is_unbounded_on_sqlite_and_a_store_error_on_
         let got = routines.runs(None, -1).await;
         match got {
             Err(e) => assert_eq!(e.field(), Some("limit"), "HOLE ({}): {} {e}", s.name, e.code()),
-            Ok(v) => panic!("HOLE ({}): runs(None, -1) was accepted ({} records): SQLite reads LIMIT -1 as no limit", s.name, v.len()),
+            Ok(v) => panic!(
+                "HOLE ({}): runs(None, -1) was accepted ({} records): SQLite reads LIMIT -1 as no limit",
+                s.name,
+                v.len()
+            ),
         }
     }
 }
@@ -229,5 +247,61 @@ async fn hole_a_zero_poll_interval_is_accepted() {
     match built {
         Ok(_) => panic!("HOLE: a runner polling every 0 s was built"),
         Err(e) => assert_eq!(e.field(), Some("poll"), "{e}"),
+    }
+}
+
+/// HOLE (severity: medium — the whole tick fails, so every other routine due in it is starved; the
+/// trigger is narrow in real time, common under an injected clock). A schedule change reschedules an
+/// interval routine from "now" (its first slot is now itself). Made in the millisecond its last slot
+/// ran, the new chain starts on that same slot; the claim then hits the unique slot key, and the
+/// error fails the claim transaction of the whole batch: `tick` returns `routine_store` "UNIQUE
+/// constraint failed: ambit_routine_runs.slot_key", and another routine due in the same tick does not
+/// start. It recovers only when the routine's next slot supersedes the stale one (here a tick one
+/// interval later: for a daily routine, a day of failed ticks). Seen on SQLite (the loop stops there).
+/// No slot ran twice (the unique key held). A slot already run must be skipped, not fail the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hole_a_reschedule_onto_a_slot_already_run_fails_the_whole_tick() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let routines = open(&s.url, &clock).await;
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let r = routines.create(RoutineSpec::every("tester", "report=success", 60), "alice").await.unwrap();
+        let runner = runner_with(&routines, &sessions, &clock, Duration::from_secs(300)).unwrap();
+        assert_eq!(runner.tick(T0).await.unwrap().started.len(), 1, "{}", s.name);
+        runner.wait_idle().await;
+        let patch = ambit::routine::RoutinePatch { interval_seconds: Some(120), ..Default::default() };
+        let moved = routines.update(&r.id, &patch, "bob").await.unwrap();
+        let other = routines.create(RoutineSpec::every("tester", "report=success", 60), "alice").await.unwrap();
+        eprintln!("{}: rescheduled next_slot {:?} (T0 {T0})", s.name, moved.next_slot);
+        let tick = runner.tick(T0).await;
+        runner.wait_idle().await;
+        let runs = routines.runs(Some(&r.id), 10).await.unwrap();
+        let others = routines.runs(Some(&other.id), 10).await.unwrap();
+        eprintln!(
+            "{}: tick {:?}; runs of r {}, of the other {}",
+            s.name,
+            tick.as_ref().map(|t| t.started.len()),
+            runs.len(),
+            others.len()
+        );
+        // The blocked routine is not stuck either: its next slot runs.
+        clock.set(T0 + 120_000);
+        let later = runner.tick(T0 + 120_000).await;
+        runner.wait_idle().await;
+        let runs_later = routines.runs(Some(&r.id), 10).await.unwrap();
+        let others_later = routines.runs(Some(&other.id), 10).await.unwrap();
+        eprintln!(
+            "{}: a tick later: {:?}; runs of r {}, of the other {}",
+            s.name,
+            later.as_ref().map(|t| t.started.len()),
+            runs_later.len(),
+            others_later.len()
+        );
+        assert!(tick.is_ok(), "HOLE ({}): the tick failed: {:?}", s.name, tick.err());
+        assert_eq!(runs.iter().filter(|x| x.slot_at == Some(T0)).count(), 1, "{}: slot T0 ran twice", s.name);
+        assert_eq!(others.len(), 1, "HOLE ({}): the other routine due in the same tick did not start", s.name);
+        assert!(later.is_ok(), "HOLE ({}): the next tick failed too: {:?}", s.name, later.err());
+        let runs = runs_later;
+        assert_eq!(runs.len(), 2, "HOLE ({}): the rescheduled routine is stuck: {runs:?}", s.name);
     }
 }

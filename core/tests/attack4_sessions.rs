@@ -50,13 +50,22 @@ fn results(messages: &[Value]) -> Vec<(String, String)> {
     messages
         .iter()
         .filter(|m| m["role"] == "tool")
-        .map(|m| (m["call_id"].as_str().unwrap_or_default().to_string(), m["content"].as_str().unwrap_or_default().to_string()))
+        .map(|m| {
+            (
+                m["call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
         .collect()
 }
 
 /// Run 1 holds the session (inside the `gate` tool) while a second handle, opened as `second`, runs
 /// the same session: Ok(()) when the second run was refused `session_busy`, Err(what happened) else.
-async fn second_run_while_first_holds(url: &str, dir: &std::path::Path, first_lease: Option<u64>) -> Result<(), String> {
+async fn second_run_while_first_holds(
+    url: &str,
+    dir: &std::path::Path,
+    first_lease: Option<u64>,
+) -> Result<(), String> {
     let effects = dir.join(format!("effects-{}", first_lease.unwrap_or(0))).display().to_string();
     let p = provider(json!([
         {"respond": {"tool_calls": [{"id": "g", "name": "gate", "arguments": {"to": "one"}}]}},
@@ -131,7 +140,8 @@ fn tagging_agent(base_url: &str, effects: &str, level: Level) -> Agent {
             let file = file.clone();
             async move {
                 let to = v["to"].as_str().unwrap_or_default().to_string();
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&file).map_err(|e| e.to_string())?;
+                let mut f =
+                    std::fs::OpenOptions::new().create(true).append(true).open(&file).map_err(|e| e.to_string())?;
                 std::io::Write::write_all(&mut f, format!("tag:{to}\n").as_bytes()).map_err(|e| e.to_string())?;
                 Ok::<_, String>(format!("tagged {to}"))
             }
@@ -164,7 +174,8 @@ async fn two_calls(url: &str, dir: &std::path::Path, ids: [&str; 2]) -> (Vec<Str
     let sid = sessions.create().await.unwrap();
     let out = sessions.run(&tagging_agent(&p.base_url(), &effects, Level::Read), &sid, "tag both").await;
     assert!(out.is_ok(), "{out:?}");
-    let mut done: Vec<String> = std::fs::read_to_string(&effects).unwrap_or_default().lines().map(str::to_string).collect();
+    let mut done: Vec<String> =
+        std::fs::read_to_string(&effects).unwrap_or_default().lines().map(str::to_string).collect();
     done.sort();
     (done, results(&log_messages(&sessions, &sid).await))
 }
@@ -273,7 +284,9 @@ async fn held_a_sub_agent_cannot_reach_its_sibling_or_its_parent() {
         .await;
         let sessions = Sessions::open(&store.url).await.unwrap();
         let sid = sessions.create().await.unwrap();
-        let out = sessions.run(&tagging_agent(&p.base_url(), &effects, Level::Read), &sid, "Parent secret: heron 5512.").await;
+        let out = sessions
+            .run(&tagging_agent(&p.base_url(), &effects, Level::Read), &sid, "Parent secret: heron 5512.")
+            .await;
         assert!(out.is_ok(), "{}: {out:?} {:?}", store.name, p.report());
         let children = sessions.store().children(&sid).await.unwrap();
         assert_eq!(children.len(), 2, "{}: {children:?}", store.name);
@@ -302,7 +315,10 @@ async fn held_a_read_sub_agent_of_an_unrestricted_parent_does_not_see_the_store(
         let sessions = Sessions::open(&store.url).await.unwrap();
         let secret = sessions.create().await.unwrap();
         let p = provider(json!([{"respond": {"content": "Noted."}}])).await;
-        sessions.run(&tagging_agent(&p.base_url(), &effects, Level::Read), &secret, "The zebra vault code is 7431.").await.unwrap();
+        sessions
+            .run(&tagging_agent(&p.base_url(), &effects, Level::Read), &secret, "The zebra vault code is 7431.")
+            .await
+            .unwrap();
         for (level, sees) in [("read", false), ("unrestricted", true)] {
             let p = provider(json!([
                 {"respond": {"tool_calls": [{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Look around.", "permission": level}}]}},
@@ -336,21 +352,26 @@ fn tool_results_follow_their_calls(messages: &[Value]) -> Result<(), String> {
             let next = messages.get(i + 1 + k);
             let ok = next.is_some_and(|n| n["role"] == "tool" && n["call_id"] == call["id"]);
             if !ok {
-                return Err(format!("message #{} calls {} but message #{} is {:?}", i + 1, call["id"], i + 2 + k, next));
+                return Err(format!(
+                    "message #{} calls {} but message #{} is {:?}",
+                    i + 1,
+                    call["id"],
+                    i + 2 + k,
+                    next
+                ));
             }
         }
     }
     Ok(())
 }
 
-/// PROBE (hole if it fails; severity medium: the session is left unusable on a real provider). A run
-/// starts a background task, then parks on an approval. The task lands while the session is parked:
-/// its result is appended to the log as a user turn — after the assistant message whose call is still
-/// waiting for its approval. The resume then appends that call's tool result after the user turn: the
-/// assistant's tool call and its result are no longer adjacent, which the OpenAI and Anthropic wires
-/// refuse (HTTP 400), so every later run of the session fails on a hosted model.
+/// HELD (tried as a hole: it would leave the session unusable on a real provider). A run starts a
+/// background task, then parks on an approval; the task lands (delivered) while the session is
+/// parked, and its result is appended as a user turn. Had it gone between the assistant message whose
+/// call waits for its approval and that call's result, the OpenAI and Anthropic wires would refuse the
+/// conversation (HTTP 400). It does not: after the resume every tool result directly follows its call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probe_a_task_landing_while_parked_keeps_each_tool_result_after_its_call() {
+async fn held_a_task_landing_while_parked_keeps_each_tool_result_after_its_call() {
     for store in stores().await {
         let dir = tempfile::tempdir().unwrap();
         let effects = dir.path().join("effects").display().to_string();
