@@ -180,6 +180,7 @@ fn runner_with(routines: &Routines, sessions: &Sessions, clock: &ManualClock, le
 /// Negative control inside: with a 300 s lease, B starts nothing and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hole_a_huge_runner_lease_wraps_negative_and_a_second_runner_overlaps_a_live_run() {
+    let mut holes = Vec::new();
     for (lease, attacked) in [(Duration::from_secs(300), false), (Duration::from_millis(u64::MAX), true)] {
         for s in session_stores::stores().await {
             let clock = ManualClock::new(T0);
@@ -201,14 +202,16 @@ async fn hole_a_huge_runner_lease_wraps_negative_and_a_second_runner_overlaps_a_
             a.wait_idle().await;
             b.wait_idle().await;
             eprintln!("{} lease {lease:?}: second runner started {second}, lost {lost}", s.name);
-            assert_eq!(
-                (second, lost),
-                (0, 0),
-                "HOLE ({}): lease {lease:?}: a second runner started {second} run(s) beside a live one, {lost} live run(s) marked lost",
-                s.name
-            );
+            if (second, lost) != (0, 0) {
+                assert!(attacked, "{}: control: second {second}, lost {lost}", s.name);
+                holes.push(format!(
+                    "{}: {second} run(s) started beside a live one, {lost} live run(s) marked lost",
+                    s.name
+                ));
+            }
         }
     }
+    assert!(holes.is_empty(), "HOLE: lease u64::MAX ms: {holes:?}");
 }
 
 /// HOLE (severity: low — host API, but the two stores disagree). `Routines::runs(routine, limit)`
@@ -257,10 +260,11 @@ async fn hole_a_zero_poll_interval_is_accepted() {
 /// error fails the claim transaction of the whole batch: `tick` returns `routine_store` "UNIQUE
 /// constraint failed: ambit_routine_runs.slot_key", and another routine due in the same tick does not
 /// start. It recovers only when the routine's next slot supersedes the stale one (here a tick one
-/// interval later: for a daily routine, a day of failed ticks). Seen on SQLite (the loop stops there).
+/// interval later: for a daily routine, a day of failed ticks). Seen on SQLite and PostgreSQL.
 /// No slot ran twice (the unique key held). A slot already run must be skipped, not fail the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hole_a_reschedule_onto_a_slot_already_run_fails_the_whole_tick() {
+    let mut holes = Vec::new();
     for s in session_stores::stores().await {
         let clock = ManualClock::new(T0);
         let routines = open(&s.url, &clock).await;
@@ -297,11 +301,16 @@ async fn hole_a_reschedule_onto_a_slot_already_run_fails_the_whole_tick() {
             runs_later.len(),
             others_later.len()
         );
-        assert!(tick.is_ok(), "HOLE ({}): the tick failed: {:?}", s.name, tick.err());
         assert_eq!(runs.iter().filter(|x| x.slot_at == Some(T0)).count(), 1, "{}: slot T0 ran twice", s.name);
-        assert_eq!(others.len(), 1, "HOLE ({}): the other routine due in the same tick did not start", s.name);
-        assert!(later.is_ok(), "HOLE ({}): the next tick failed too: {:?}", s.name, later.err());
-        let runs = runs_later;
-        assert_eq!(runs.len(), 2, "HOLE ({}): the rescheduled routine is stuck: {runs:?}", s.name);
+        if let Err(err) = &tick {
+            holes.push(format!("{}: the tick failed: {err}", s.name));
+        }
+        if others.len() != 1 {
+            holes.push(format!("{}: the other routine due in the same tick did not start", s.name));
+        }
+        if later.is_err() || runs_later.len() != 2 {
+            holes.push(format!("{}: a tick later still stuck: {:?}, {} runs", s.name, later.err(), runs_later.len()));
+        }
     }
+    assert!(holes.is_empty(), "HOLE: {holes:#?}");
 }
