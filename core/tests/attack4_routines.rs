@@ -31,7 +31,7 @@ async fn open(url: &str, clock: &ManualClock) -> Routines {
 /// in a debug build; in a release build it wraps to 0 and silently sets minute 0, a slot nobody asked
 /// for. The step must be refused (or the walk stop) with a typed error naming `cron_expression`.
 #[tokio::test]
-async fn hole_a_cron_step_that_overflows_is_a_typed_error_not_a_panic() {
+async fn a_cron_step_past_the_fields_range_is_a_typed_error_not_a_panic() {
     for expr in ["1/4294967295 * * * *", "0 5/4294967295 * * *", "0 0 1 2/4294967295 *"] {
         let spec = RoutineSpec::cron("tester", "x", expr, "UTC");
         let outcome = std::panic::catch_unwind(|| spec.validate().map(|_| ()));
@@ -53,7 +53,7 @@ async fn hole_a_cron_step_that_overflows_is_a_typed_error_not_a_panic() {
 /// minutes. This test uses `0 9 * * mon` (one match a week) so it stays fast; the definition should
 /// be refused naming `active_window`, as 31 February is, and the walk bounded in matches, not days.
 #[tokio::test]
-async fn hole_a_cron_that_never_fires_inside_its_window_is_accepted_silently() {
+async fn a_cron_that_never_fires_inside_its_window_is_refused_naming_active_window() {
     for s in session_stores::stores().await {
         let clock = ManualClock::new(T0);
         let routines = open(&s.url, &clock).await;
@@ -69,6 +69,14 @@ async fn hole_a_cron_that_never_fires_inside_its_window_is_accepted_silently() {
             Ok(r) => panic!("HOLE ({}): a schedule that never fires was accepted: next_slot {:?}", s.name, r.next_slot),
             Err(e) => assert_eq!(e.field(), Some("active_window"), "{}: {e}", s.name),
         }
+        // Negative control: the same cron in a Monday window is accepted, with a next slot.
+        let fires = RoutineSpec::from_json(&json!({
+            "agent": "tester", "instructions": "x", "cron_expression": "0 9 * * mon", "timezone": "UTC",
+            "active_window": {"weekdays": ["mon"], "start": "09:00", "end": "17:00", "timezone": "UTC"}
+        }))
+        .unwrap();
+        let created = routines.create(fires, "alice").await.unwrap();
+        assert!(created.next_slot.is_some(), "{}: control: no next slot", s.name);
     }
 }
 
@@ -78,7 +86,7 @@ async fn hole_a_cron_that_never_fires_inside_its_window_is_accepted_silently() {
 /// make a single tool result of ~3.6 MB. `list_my_outcomes` is capped at 50; this list should be too
 /// (a most-routines bound and a byte cap with a count of the rest).
 #[tokio::test]
-async fn hole_list_my_routines_is_unbounded() {
+async fn list_my_routines_is_bounded_and_says_how_many_it_left_out() {
     for s in session_stores::stores().await {
         let clock = ManualClock::new(T0);
         let routines = open(&s.url, &clock).await;
@@ -93,6 +101,9 @@ async fn hole_list_my_routines_is_unbounded() {
         let listed = answer["routines"].as_array().map_or(0, Vec::len);
         eprintln!("{}: list_my_routines answered {bytes} bytes, {listed} routines", s.name);
         assert!(bytes <= 256 * 1024, "HOLE ({}): list_my_routines answered {bytes} bytes ({listed} routines)", s.name);
+        // It says what it cut: the listed and the omitted make all 60.
+        assert_eq!(listed as u64 + answer["omitted"].as_u64().unwrap_or(0), 60, "{}: the cut is not counted", s.name);
+        assert!(listed >= 1, "{}: nothing listed", s.name);
     }
 }
 
@@ -179,7 +190,7 @@ fn runner_with(routines: &Routines, sessions: &Sessions, clock: &ManualClock, le
 /// routine at once, with A alive. The lease must be bounded (typed error naming `lease`) or saturate.
 /// Negative control inside: with a 300 s lease, B starts nothing and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hole_a_huge_runner_lease_wraps_negative_and_a_second_runner_overlaps_a_live_run() {
+async fn a_huge_runner_lease_is_refused_so_no_second_runner_overlaps_a_live_run() {
     let mut holes = Vec::new();
     for (lease, attacked) in [(Duration::from_secs(300), false), (Duration::from_millis(u64::MAX), true)] {
         for s in session_stores::stores().await {
@@ -219,7 +230,7 @@ async fn hole_a_huge_runner_lease_wraps_negative_and_a_second_runner_overlaps_a_
 /// fails with a `routine_store` error carrying the SQL message. It should be `invalid_argument` naming
 /// `limit` on both.
 #[tokio::test]
-async fn hole_a_negative_runs_limit_is_unbounded_on_sqlite_and_a_store_error_on_postgres() {
+async fn a_negative_runs_limit_is_refused_naming_limit_on_both_stores() {
     for s in session_stores::stores().await {
         let clock = ManualClock::new(T0);
         let routines = open(&s.url, &clock).await;
@@ -240,7 +251,7 @@ async fn hole_a_negative_runs_limit_is_unbounded_on_sqlite_and_a_store_error_on_
 /// claims as fast as it can. From Python `Runner(..., poll=0)` reaches it. It should be refused (a
 /// typed error naming `poll`) or floored.
 #[tokio::test]
-async fn hole_a_zero_poll_interval_is_accepted() {
+async fn a_zero_poll_interval_is_refused_naming_poll() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("r.db").display());
     let clock = ManualClock::new(T0);
@@ -263,7 +274,7 @@ async fn hole_a_zero_poll_interval_is_accepted() {
 /// interval later: for a daily routine, a day of failed ticks). Seen on SQLite and PostgreSQL.
 /// No slot ran twice (the unique key held). A slot already run must be skipped, not fail the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hole_a_reschedule_onto_a_slot_already_run_fails_the_whole_tick() {
+async fn a_reschedule_onto_a_slot_already_run_skips_it_and_the_tick_goes_on() {
     let mut holes = Vec::new();
     for s in session_stores::stores().await {
         let clock = ManualClock::new(T0);
