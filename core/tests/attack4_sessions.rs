@@ -107,12 +107,12 @@ async fn second_run_while_first_holds(
 /// negative and the lease is written already expired. Observed: the run is stopped before its first
 /// tool with `session_busy` "was taken over by another run: this run's lease ran out" — no other run
 /// exists. (The fencing keeps it from turning into two runs at once here; the routine runner's lease
-/// has the same cast and there it does: attack4_routines::hole_a_huge_runner_lease_wraps_negative...)
+/// has the same cast and there it does: attack4_routines::a_huge_runner_lease_is_refused...)
 /// From Python/Node the value arrives through `lease_ms`/`leaseMs`. The lease must be bounded (typed
 /// `invalid_argument` naming lease_ms) or saturate, never wrap. Negative control inside: with the
 /// default lease the first run reaches its tool and the second run is refused `session_busy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hole_a_huge_lease_wraps_negative_and_a_second_run_takes_a_live_session() {
+async fn a_huge_lease_is_refused_naming_lease_ms_so_no_run_takes_a_live_session() {
     for store in stores().await {
         let dir = tempfile::tempdir().unwrap();
         // Negative control: the default lease keeps the second run out.
@@ -188,7 +188,7 @@ async fn two_calls(url: &str, dir: &std::path::Path, ids: [&str; 2]) -> (Vec<Str
 /// told something false about a side effect. Duplicate ids in one turn must be refused by name, or
 /// the journal key must tell the calls apart (e.g. by position). Negative control inside: distinct ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hole_two_calls_sharing_an_id_in_one_turn_share_a_journal_entry() {
+async fn two_calls_sharing_an_id_in_one_turn_are_both_refused_by_id() {
     for store in stores().await {
         let dir = tempfile::tempdir().unwrap();
         let (done, got) = two_calls(&store.url, dir.path(), ["a", "b"]).await;
