@@ -67,13 +67,18 @@ class Sessions {
    * is refused with `session_busy` (default: refused at once; at most one hour).
    */
   static async open(url, { contextWindow, compactAt = 0.85, keepRecent = 2, leaseMs, busyWaitMs } = {}) {
-    const config = JSON.stringify({
-      context_window: contextWindow,
-      compact_at: compactAt,
-      keep_recent: keepRecent,
-      lease_ms: leaseMs,
-      busy_wait_ms: busyWaitMs,
-    });
+    // JSON has no NaN or Infinity (JSON.stringify would make them null, "not set"): they travel as
+    // their names, which the core refuses by setting.
+    const config = JSON.stringify(
+      {
+        context_window: contextWindow,
+        compact_at: compactAt,
+        keep_recent: keepRecent,
+        lease_ms: leaseMs,
+        busy_wait_ms: busyWaitMs,
+      },
+      (_key, value) => (typeof value === 'number' && !Number.isFinite(value) ? String(value) : value),
+    );
     try {
       return new Sessions(await native.openSessions(url, config));
     } catch (e) {

@@ -60,8 +60,7 @@ pub(crate) async fn open_on(
 ) -> napi::Result<NativeSessions> {
     let opened = ambit::runtime::runtime()
         .spawn(async move {
-            let config: SessionConfig =
-                serde_json::from_str(&config).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
+            let config = SessionConfig::from_json(&config)?;
             match clock {
                 Some(clock) => ambit::testing::open_sessions(&url, &clock).await,
                 None => Sessions::open(&url).await,

@@ -507,7 +507,7 @@ fn _testing_open_sessions<'py>(
     clock: &TestingClock,
 ) -> PyResult<Bound<'py, PyAny>> {
     guard(|| {
-        let config: ambit::session::SessionConfig = serde_json::from_str(&config).map_err(session::json_err)?;
+        let config = ambit::session::SessionConfig::from_json(&config).map_err(session::session_err)?;
         let clock = clock.clock.clone();
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         awaitable::into_awaitable(py, locals, async move {

@@ -65,7 +65,7 @@ impl NativeSessions {
     #[staticmethod]
     fn open<'py>(py: Python<'py>, url: String, config: String) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
-            let config: SessionConfig = serde_json::from_str(&config).map_err(json_err)?;
+            let config = SessionConfig::from_json(&config).map_err(session_err)?;
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             awaitable::into_awaitable(py, locals, async move {
                 let sessions =

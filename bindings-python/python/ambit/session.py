@@ -11,6 +11,7 @@ Give the agent the session tools with ``builtins=ambit.SESSION_TOOLS``."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,14 @@ __all__ = ["Sessions", "SESSION_TOOLS", "Delivery", "Deliveries", "TaskSnapshot"
 #: The session tools, by built-in name.
 SESSION_TOOLS = ("conversation_search", "conversation_read", "session_list", "session_search", "context_check",
                  "context_compact")
+
+
+def _json_number(value: Any) -> Any:
+    """``value`` as JSON can carry it: JSON has no NaN or infinity, so those travel as their names,
+    which the core refuses naming the setting (``json.dumps`` would write a token no parser reads)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,7 @@ class Sessions:
         hour). ``lease_ms`` is how long a run holds the session unless its heartbeat renews it (default
         30 000; also how long a background task's process may stay silent before the task is ``lost``)."""
         config = {"context_window": context_window, "compact_at": compact_at, "keep_recent": keep_recent,
-                  "lease_ms": lease_ms, "busy_wait_ms": busy_wait_ms}
+                  "lease_ms": _json_number(lease_ms), "busy_wait_ms": _json_number(busy_wait_ms)}
         return cls(await _native.NativeSessions.open(url, json.dumps(config)))
 
     async def create(self) -> str:

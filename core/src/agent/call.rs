@@ -146,6 +146,28 @@ impl Agent {
     }
 }
 
+/// The call ids that more than one call of a turn carries, with how many carry each.
+pub(crate) fn shared_ids(calls: &[ToolCall]) -> std::collections::HashMap<&str, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for c in calls {
+        *counts.entry(c.id.as_str()).or_insert(0usize) += 1;
+    }
+    counts.retain(|_, n| *n > 1);
+    counts
+}
+
+/// The refusal of a call whose id `n` calls of its turn share: none of them runs.
+pub(crate) fn refuse_shared_id(call: &ToolCall, n: usize, events: &Emitter) -> (Value, String, bool) {
+    let reason = format!(
+        "the call to '{}' was not run: {n} tool calls of this turn have the id '{}', and a call id must be \
+         unique within a turn; none of them was run",
+        call.name, call.id
+    );
+    events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
+    let arguments = serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    (arguments, format!("Error: {reason}"), true)
+}
+
 fn args_of(call: &ToolCall) -> Map<String, Value> {
     match serde_json::from_str(&call.arguments) {
         Ok(Value::Object(o)) => o,

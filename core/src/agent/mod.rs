@@ -739,8 +739,23 @@ impl Agent {
                     });
                 }
             }
-            let pending: Vec<_> = calls.iter().map(|c| self.dispatch_call(c, &events, &state)).collect();
+            // Call ids name results (and, in a session, journal entries): a turn that gives two calls one
+            // id runs neither of them; each is refused by its id and the model may ask again.
+            let shared = call::shared_ids(&calls);
+            let pending: Vec<_> = calls
+                .iter()
+                .map(|c| {
+                    let (events, state, shared) = (&events, &state, &shared);
+                    async move {
+                        match shared.get(c.id.as_str()) {
+                            Some(&n) => call::refuse_shared_id(c, n, events),
+                            None => self.dispatch_call(c, events, state).await,
+                        }
+                    }
+                })
+                .collect();
             let outcomes: Vec<_> = futures::stream::iter(pending).buffered(inner.max_concurrency).collect().await;
+            drop(shared);
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
                 request.messages.push(Message::Tool {
                     call_id: call.id.clone(),

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::{Clock, SystemClock};
-pub use runner::{AgentFactory, RunContext, Runner, RunnerBuilder, TickReport};
+pub use runner::{AgentFactory, MAX_LEASE, MIN_POLL, RunContext, Runner, RunnerBuilder, TickReport};
 pub use spec::{ActiveWindow, Reschedule, RoutinePatch, RoutineSpec};
 pub use store::RoutineStore;
 
@@ -365,7 +365,14 @@ impl Routines {
         spec::check_name("actor", actor)?;
         let timing = spec.validate()?;
         let now = self.clock.now_ms();
-        let next_slot = if spec.enabled { timing.first_slot(now) } else { None };
+        // A schedule that never fires is refused, as 31 February is: by its window when it has one.
+        let Some(first) = timing.first_slot(now) else {
+            return Err(match spec.active_window {
+                Some(_) => RoutineError::invalid("active_window", "the schedule never fires inside this window"),
+                None => RoutineError::invalid("cron_expression", "the schedule never fires"),
+            });
+        };
+        let next_slot = spec.enabled.then_some(first);
         let routine = Routine { id: id.to_string(), spec, revision: 1, created_at: now, updated_at: now, next_slot };
         self.store.create(&routine, actor).await?;
         Ok(routine)
@@ -418,8 +425,12 @@ impl Routines {
         self.store.delete(id, actor, self.clock.now_ms()).await
     }
 
-    /// The runs of a routine (or of every routine), latest first, at most `limit`.
+    /// The runs of a routine (or of every routine), latest first, at most `limit` (at least 0: a
+    /// negative limit is refused, naming `limit`).
     pub async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError> {
+        if limit < 0 {
+            return Err(RoutineError::invalid("limit", format!("must be at least 0, got {limit}")));
+        }
         self.store.runs(routine_id, limit).await
     }
 

@@ -79,6 +79,13 @@ pub struct TickReport {
 /// How many parked runs one tick looks at.
 const PARKED_CHECKS_PER_TICK: i64 = 8;
 
+/// The longest runner lease (24 h). A run whose runner died is held no longer than this; a larger lease
+/// would also overflow the millisecond arithmetic of the claim (`now + lease`).
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The shortest `run_forever` poll interval (10 ms): shorter would hammer the store with claims.
+pub const MIN_POLL: Duration = Duration::from_millis(10);
+
 /// Builds a [`Runner`].
 pub struct RunnerBuilder {
     routines: Routines,
@@ -127,12 +134,14 @@ impl RunnerBuilder {
         self
     }
     /// How long a run stays held after its runner stops renewing (default 60 s): a run whose runner died
-    /// is marked `lost` this long after its last renewal.
+    /// is marked `lost` this long after its last renewal. At least 3 ms and at most [`MAX_LEASE`] (24 h):
+    /// `build` refuses anything else, naming `lease`.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
-    /// How often `run_forever` ticks (default 1 s).
+    /// How often `run_forever` ticks (default 1 s). At least [`MIN_POLL`] (10 ms): `build` refuses a
+    /// shorter one (zero would claim in a busy loop), naming `poll`.
     pub fn poll_interval(mut self, poll: Duration) -> Self {
         self.poll = poll;
         self
@@ -159,6 +168,18 @@ impl RunnerBuilder {
         if self.lease.as_millis() < 3 {
             return Err(RoutineError::invalid("lease", "must be at least 3 ms"));
         }
+        if self.lease > MAX_LEASE {
+            return Err(RoutineError::invalid(
+                "lease",
+                format!("must be at most {} s (24 h), got {} ms", MAX_LEASE.as_secs(), self.lease.as_millis()),
+            ));
+        }
+        if self.poll < MIN_POLL {
+            return Err(RoutineError::invalid(
+                "poll",
+                format!("must be at least {} ms, got {} ms", MIN_POLL.as_millis(), self.poll.as_millis()),
+            ));
+        }
         if self.batch < 1 {
             return Err(RoutineError::invalid("batch", "must be at least 1"));
         }
@@ -175,7 +196,8 @@ impl RunnerBuilder {
                 sessions: self.sessions,
                 agents: self.agents,
                 id,
-                lease_ms: self.lease.as_millis() as i64,
+                // Bounded by MAX_LEASE above, so this fits.
+                lease_ms: i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX),
                 poll: self.poll,
                 batch: self.batch,
                 broken: self.broken,

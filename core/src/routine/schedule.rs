@@ -21,6 +21,12 @@ use jiff::{Timestamp, ToSpan};
 /// covers a 29 February that skips a century year.
 const SEARCH_DAYS: i32 = 9 * 366;
 
+/// How many cron matches the window may refuse before the schedule is called one that never fires
+/// inside its window. A window repeats weekly, so a schedule that fires at all in it does so well
+/// within this (a minute-by-minute cron has 10,080 matches a week); it bounds the walk in work, not
+/// only in days (`* * * * mon` in a Saturday window is 674,000 matches in nine years).
+const MAX_WINDOW_REFUSALS: u32 = 100_000;
+
 /// A parsed 5-field cron expression. Each field is a bit set of the values it allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cron {
@@ -64,6 +70,9 @@ fn parse_field(text: &str, what: &str, min: u32, max: u32, names: &[&str], base:
                 if step == 0 {
                     return Err(format!("the {what} step must be at least 1"));
                 }
+                if step > top {
+                    return Err(format!("the {what} step {step} is larger than the field's range ({min}-{top})"));
+                }
                 (r, step)
             }
             None => (part, 1),
@@ -86,7 +95,11 @@ fn parse_field(text: &str, what: &str, min: u32, max: u32, names: &[&str], base:
         while v <= hi {
             let folded = if what == "day of week" && v == 7 { 0 } else { v };
             bits |= 1 << folded;
-            v += step;
+            // Checked: past u32 there is nothing left to set.
+            match v.checked_add(step) {
+                Some(next) => v = next,
+                None => break,
+            }
         }
     }
     Ok((bits, text == "*" || text.starts_with("*/") && text[2..] == *"1"))
@@ -144,11 +157,14 @@ impl Cron {
         let mut date = after.date();
         for day in 0..SEARCH_DAYS {
             if self.date_matches(date) {
-                for hour in 0..24i8 {
+                // On the first day, the hours and minutes before `after` cannot follow it.
+                let first_hour = if day == 0 { after.hour() } else { 0 };
+                for hour in first_hour..24i8 {
                     if self.hours & (1 << hour) == 0 {
                         continue;
                     }
-                    for minute in 0..60i8 {
+                    let first_minute = if day == 0 && hour == first_hour { after.minute() } else { 0 };
+                    for minute in first_minute..60i8 {
                         if self.minutes & (1 << minute) == 0 {
                             continue;
                         }
@@ -304,6 +320,7 @@ impl Timing {
         // Each civil match is tried in turn: a gap skips it, a fold keeps its first occurrence (which may
         // lie before `after` when `after` is in the repeated hour), the window may refuse it.
         let limit = after_ts.checked_add((SEARCH_DAYS as i64 * 24).hours()).ok()?;
+        let mut refused = 0u32;
         loop {
             civil = cron.next_civil_after(civil)?;
             let Some(at) = slot_instant(tz, civil) else { continue };
@@ -315,6 +332,10 @@ impl Timing {
             }
             if self.window.as_ref().is_none_or(|w| w.contains(at)) {
                 return Some(at.as_millisecond());
+            }
+            refused += 1;
+            if refused > MAX_WINDOW_REFUSALS {
+                return None;
             }
         }
     }

@@ -401,11 +401,13 @@ macro_rules! routine_store {
                     let run_id = super::fresh_id("run");
                     let session_id = super::fresh_id("ses");
                     // The exactly-once key; the broken claim of the negative control keys by run instead.
+                    // A slot already run (a reschedule can land on it) is taken: nothing is inserted, the
+                    // routine moves on, and the rest of the batch is claimed as usual.
                     let slot_key = if req.broken { run_id.clone() } else { format!("{}@{slot}", routine.id) };
                     let sql = format!(
                         "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
                          lease_until, session_id, started_at) VALUES ($1, $2, $3, 'scheduled', $4, $5, 'running', $6, $7, $8, $9) \
-                         RETURNING {RUN_COLUMNS}"
+                         ON CONFLICT DO NOTHING RETURNING {RUN_COLUMNS}"
                     );
                     let row = sqlx::query(AssertSqlSafe(sql))
                         .bind(&run_id)
@@ -417,9 +419,11 @@ macro_rules! routine_store {
                         .bind(req.lease_until)
                         .bind(&session_id)
                         .bind(req.now)
-                        .fetch_one(&mut **tx)
+                        .fetch_optional(&mut **tx)
                         .await?;
-                    out.runs.push((Self::run_record(&row)?, Routine { next_slot: plan.next_slot, ..routine.clone() }));
+                    if let Some(row) = row {
+                        out.runs.push((Self::run_record(&row)?, Routine { next_slot: plan.next_slot, ..routine.clone() }));
+                    }
                 }
                 sqlx::query("UPDATE ambit_routines SET next_slot = $2 WHERE id = $1")
                     .bind(&routine.id)

@@ -14,6 +14,13 @@ use crate::tools::{Tool, ToolSpec};
 /// The most outcomes `list_my_outcomes` returns.
 const MAX_OUTCOMES: i64 = 50;
 
+/// The most routines `list_my_routines` returns.
+const MAX_ROUTINES_LISTED: usize = 50;
+
+/// The most bytes of JSON `list_my_routines` returns (instructions run to 64 KiB each): the rest is
+/// counted in `omitted`, not listed.
+const MAX_ROUTINES_BYTES: usize = 128 * 1024;
+
 #[derive(Clone, Copy)]
 enum Kind {
     Report,
@@ -78,7 +85,8 @@ fn routines_spec() -> ToolSpec {
     spec(
         "list_my_routines",
         "Your standing work: your routines with their schedules, instructions and revision, and optionally \
-         their recent runs with verdicts. Read-only: only people change routines.",
+         their recent runs with verdicts (at most 50 routines or 128 KiB; `omitted` counts the rest). \
+         Read-only: only people change routines.",
         json!({"type": "object", "properties": {
             "include_runs": {"type": "boolean", "description": "Add each routine's latest runs."}}}),
     )
@@ -123,16 +131,33 @@ impl RoutineTool {
 
     async fn list_routines(&self, args: &Value) -> Result<Value, RoutineError> {
         let with_runs = args.get("include_runs").and_then(Value::as_bool).unwrap_or(false);
-        let mut out = Vec::new();
-        for r in self.routines.list(Some(&self.agent)).await? {
+        let all = self.routines.list(Some(&self.agent)).await?;
+        let total = all.len();
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        for r in all.into_iter().take(MAX_ROUTINES_LISTED) {
             let mut v = serde_json::to_value(&r).map_err(|e| RoutineError::Store(e.to_string()))?;
             if with_runs {
                 let runs = self.routines.runs(Some(&r.id), 5).await?;
                 v["recent_runs"] = serde_json::to_value(runs).map_err(|e| RoutineError::Store(e.to_string()))?;
             }
+            bytes += v.to_string().len();
+            if bytes > MAX_ROUTINES_BYTES {
+                break;
+            }
             out.push(v);
         }
-        Ok(json!({"routines": out}))
+        let omitted = total - out.len();
+        if omitted == 0 {
+            return Ok(json!({"routines": out}));
+        }
+        Ok(json!({
+            "routines": out,
+            "omitted": omitted,
+            "note": format!(
+                "{omitted} more routine(s) not listed: the list stops at {MAX_ROUTINES_LISTED} routines or \
+                 {MAX_ROUTINES_BYTES} bytes"
+            ),
+        }))
     }
 
     async fn list_outcomes(&self, args: &Value) -> Result<Value, RoutineError> {

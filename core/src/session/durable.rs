@@ -357,6 +357,9 @@ pub(crate) fn current() -> Option<Arc<Journal>> {
 /// and its own turn.
 fn key_of(journal: &Journal, call_id: &str) -> String {
     let (run_id, turn) = journal.position();
+    // The model's id is escaped so its `/` cannot mimic a sub-agent's position (`x/1/y`); ids without
+    // `/` or `%` keep their key.
+    let call_id = call_id.replace('%', "%25").replace('/', "%2F");
     match crate::agent::subagent::journal_position() {
         Some(sub) => format!("{run_id}/{turn}/{sub}/{call_id}"),
         None => format!("{run_id}/{turn}/{call_id}"),

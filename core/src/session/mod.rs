@@ -30,6 +30,10 @@ pub use crate::agent::run_state::{OutstandingTask, RunSnapshot};
 pub use crate::agent::subagent::SubagentRecord;
 pub(crate) use children::{forget_subagent, keep_subagent};
 pub use durable::{DEFAULT_LEASE, MAX_BUSY_WAIT_MS, Take};
+
+/// The longest run lease (`lease_ms`): 24 hours. A session whose run died is held no longer than this,
+/// and the millisecond arithmetic of the lease (`now + lease_ms`, an `i64`) cannot overflow.
+pub const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
@@ -146,6 +150,31 @@ impl Default for SessionConfig {
     }
 }
 
+impl SessionConfig {
+    /// Decodes a config from its JSON text, as the bindings pass it. The millisecond settings
+    /// (`lease_ms`, `busy_wait_ms`) must be absent, null or a whole number >= 0: anything else (a
+    /// negative or fractional number, a bool, a string, a non-finite number a binding spelled as a
+    /// string because JSON has none) is an `invalid_argument` naming the setting. Their upper bounds
+    /// are checked by [`Sessions::with_config`].
+    pub fn from_json(text: &str) -> Result<SessionConfig, SessionError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| SessionError::InvalidArgument(format!("the session config is not JSON: {e}")))?;
+        for field in ["lease_ms", "busy_wait_ms"] {
+            match value.get(field) {
+                None | Some(Value::Null) => {}
+                Some(v) if v.as_u64().is_some() => {}
+                Some(v) => {
+                    return Err(SessionError::InvalidArgument(format!(
+                        "{field} must be a whole number of milliseconds >= 0, got {v}"
+                    )));
+                }
+            }
+        }
+        serde_json::from_value(value)
+            .map_err(|e| SessionError::InvalidArgument(format!("the session config is not valid: {e}")))
+    }
+}
+
 /// A session store, open.
 #[derive(Clone)]
 pub struct Sessions {
@@ -194,11 +223,18 @@ impl Sessions {
 
     /// The same store with another lease length (default [`DEFAULT_LEASE`]): how long a session stays
     /// held by a run whose process died before another run may take it over. A live run's heartbeat
-    /// renews its lease three times per length.
+    /// renews its lease three times per length. At least 3 ms and at most [`MAX_LEASE`] (24 h).
     pub fn with_lease(mut self, lease: std::time::Duration) -> Result<Sessions, SessionError> {
         if lease.as_millis() < 3 {
             return Err(SessionError::InvalidArgument(format!(
                 "the lease (lease_ms) must be at least 3 ms, got {} ms",
+                lease.as_millis()
+            )));
+        }
+        if lease > MAX_LEASE {
+            return Err(SessionError::InvalidArgument(format!(
+                "the lease (lease_ms) must be at most {} ms (24 h), got {} ms",
+                MAX_LEASE.as_millis(),
                 lease.as_millis()
             )));
         }
