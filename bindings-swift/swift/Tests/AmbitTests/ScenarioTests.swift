@@ -325,6 +325,14 @@ func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral
     return (servers, deferral)
 }
 
+/// The scenario files marked `test_model` (run again on the test model).
+func testModelScenarioFiles() -> [String] {
+    scenarioFiles().filter { file in
+        let data = try? Data(contentsOf: Paths.scenarios.appendingPathComponent(file))
+        return ((data.flatMap { try? JSONSerialization.jsonObject(with: $0) }) as? [String: Any])?["test_model"] != nil
+    }
+}
+
 func jsonText(_ value: Any) throws -> String {
     String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed]), as: UTF8.self)
 }
@@ -436,10 +444,7 @@ func int(_ value: Any?) -> Int? {
     /// A file with `test_model` runs again on the users' test model, without a provider: its replies are
     /// the exchanges' answers (scripted, `Model.testModel`, or by a function answering request n with the
     /// n-th, `Model.functionModel`), so the run must come out as it does against the loopback provider.
-    @Test(arguments: scenarioFiles().filter { file in
-        let data = try? Data(contentsOf: Paths.scenarios.appendingPathComponent(file))
-        return ((data.flatMap { try? JSONSerialization.jsonObject(with: $0) }) as? [String: Any])?["test_model"] != nil
-    })
+    @Test(arguments: testModelScenarioFiles())
     func scenarioOnTheTestModel(_ file: String) async throws {
         let url = Paths.scenarios.appendingPathComponent(file)
         let scenario = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
