@@ -103,7 +103,7 @@ impl Redactor {
                 forms.push((form, format!("[credential:{alias}]")));
             }
         }
-        forms.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        forms.sort_by_key(|f| std::cmp::Reverse(f.0.len()));
         Redactor { forms }
     }
 
