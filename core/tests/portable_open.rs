@@ -84,8 +84,12 @@ async fn the_file_tools_work_by_path_and_refuse_links_out() {
         ("file_write", json!({"path": "race/lnk", "content": "overwritten"})),
         ("file_write", json!({"path": "race/dl/new", "content": "planted"})),
     ];
-    let result = run(&scope, &calls).await;
-    let r: Vec<&str> = result.tool_calls.iter().map(|c| c.result.as_str()).collect();
+    // One run per call: calls in one turn may run at once, and these depend on each other's order.
+    let mut results = Vec::new();
+    for call in calls {
+        results.push(run(&scope, std::slice::from_ref(&call)).await.tool_calls.remove(0).result);
+    }
+    let r: Vec<&str> = results.iter().map(String::as_str).collect();
     assert!(r[1].contains("alpha") && r[1].contains("beta"), "{}", r[1]);
     assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "alpha\ngamma\n");
     assert!(r[3].contains("notes.txt") && r[3].contains("race/dir/f"), "{}", r[3]);

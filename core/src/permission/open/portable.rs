@@ -11,9 +11,13 @@
 //! one swapped in for the open and back after it fails the first or the second. Either is refused as
 //! outside reach. A directory is listed by path between two such looks.
 //!
-//! What this cannot give that the descriptor walk does: the looks and the open are separate steps, so
-//! a swapper that wins the race at each of them in turn (a link at the right instants of the look
-//! before the open, of the open, and of the look after it) is not excluded in principle; and opening
+//! On unix a file is opened for reading by a walk of descriptors (`openat`, no link followed), which a
+//! swapper cannot beat: the suite's free-running swap race read the secret through the path-based open
+//! with both looks agreeing (a directory swapped for a link and back between a look's steps).
+//!
+//! What this cannot give that the Linux method does: for writing, listing and the directory operations
+//! the looks and the operation by path are separate steps, so a swapper that wins the race at each of
+//! them in turn is not excluded in principle; and opening
 //! a file that is swapped for a device between the look and the open runs the device's open routine
 //! (the descriptor is then refused, unread).
 
@@ -180,10 +184,10 @@ pub(super) fn locate(root: &Path, rel: &Path) -> io::Result<(PathBuf, Metadata, 
 /// Opens the located regular file `path` for reading and checks the descriptor: a regular file, the
 /// identity it was located with, and the path still leading to it, link-free, after the open.
 pub(super) fn read_located(path: &Path, id: &Identity) -> io::Result<Option<File>> {
-    let file = no_follow(OpenOptions::new().read(true)).open(path)?;
     if !compare() {
-        return Ok(Some(file));
+        return Ok(Some(no_follow(OpenOptions::new().read(true)).open(path)?));
     }
+    let file = open_for_reading(path)?;
     if !file.metadata()?.is_file() {
         return Ok(None);
     }
@@ -192,6 +196,63 @@ pub(super) fn read_located(path: &Path, id: &Identity) -> io::Result<Option<File
     }
     still(path, id)?;
     Ok(Some(file))
+}
+
+/// Opens the absolute `path` for reading. On unix, one component at a time, each relative to the
+/// directory opened before it (`openat` with `O_NOFOLLOW`, directories with `O_DIRECTORY`): no link is
+/// followed anywhere on the way, so a component swapped for a link while the path is walked is refused
+/// rather than followed (a swapper that changes a directory between two looks by path could otherwise
+/// make both looks and the open agree on a file outside). Elsewhere by path, the last component not
+/// followed; the identity checks around it are then what refuse a swap.
+fn open_for_reading(path: &Path) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        let names = path
+            .components()
+            .map(|c| match c {
+                Component::Normal(n) => Ok(Some(n)),
+                Component::RootDir => Ok(None),
+                _ => Err(outside("a path that is not resolved")),
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let names: Vec<&OsStr> = names.into_iter().flatten().collect();
+        if !path.is_absolute() || names.is_empty() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let mut dir = OwnedFd::from(File::open("/")?);
+        for (i, name) in names.iter().enumerate() {
+            let last = i + 1 == names.len();
+            let name =
+                std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            let flags = libc::O_RDONLY
+                | libc::O_NOFOLLOW
+                | libc::O_CLOEXEC
+                | if last { libc::O_NONBLOCK | libc::O_NOCTTY } else { libc::O_DIRECTORY };
+            // SAFETY: `dir` is an open directory descriptor and `name` a NUL-terminated component.
+            let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+            if fd < 0 {
+                let e = io::Error::last_os_error();
+                return Err(match e.raw_os_error() {
+                    Some(libc::ELOOP) => outside("a symlink on the way"),
+                    Some(libc::ENOTDIR) if !last => outside("a symlink on the way"),
+                    _ => e,
+                });
+            }
+            // SAFETY: `fd` was just returned by `openat`, open and owned by no one else.
+            let next = unsafe { OwnedFd::from_raw_fd(fd) };
+            if last {
+                return Ok(File::from(next));
+            }
+            dir = next;
+        }
+        Err(io::Error::from(io::ErrorKind::InvalidInput))
+    }
+    #[cfg(not(unix))]
+    {
+        no_follow(OpenOptions::new().read(true)).open(path)
+    }
 }
 
 /// Opens `rel` beneath `root` for writing, creating it if missing, and checks the descriptor against
