@@ -48,6 +48,8 @@ rust_example() {
 step example rust_example
 step python bash scripts/test-python.sh
 step node bash scripts/test-node.sh
+# The wheel and the npm tarballs, installed into fresh environments outside the tree.
+step packages bash scripts/test-packages.sh
 step swift bash scripts/test-swift.sh
 
 echo "==> all suites passed" >&2
