@@ -4,5 +4,8 @@ set -euo pipefail
 source "$(dirname "$0")/python-env.sh"
 cd "$here/bindings-python"
 # The package's typed API: mypy --strict over it (and the stub of the native module) must be clean.
-"$AMBIT_PY" -m mypy --strict python/ambit
+"$AMBIT_PY" -m mypy --strict python/ambit ../examples/python
+# The stub of the native module against the module built above: every name, signature and type the
+# stub declares exists as declared, and nothing public is missing from it.
+"$AMBIT_PY" -m mypy.stubtest ambit._native
 "$AMBIT_PY" -m pytest -q "$@"

@@ -588,6 +588,11 @@ class Agent:
         reported unavailable (to the model, in the catalog), not raised."""
         await self._native.refresh_tools()
 
+    def refresh_tools_sync(self) -> None:
+        """:meth:`refresh_tools` for code outside asyncio."""
+        from ._aio import sync
+        sync("refresh_tools", self.refresh_tools)
+
     async def run(self, input: str) -> RunResult:
         """Runs the loop from one user message to the final answer."""
         if not isinstance(input, str):

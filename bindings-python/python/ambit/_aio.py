@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, TypeVar
+
+T = TypeVar("T")
 
 
 def complete(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -33,3 +35,21 @@ def call_in_thread(call: Callable[..., Any], arg: str, token: int | None, answer
             answer(True, value)
 
     threading.Thread(target=run, name="ambit-tool", daemon=True).start()
+
+
+def sync(name: str, make: Callable[[], Awaitable[T]]) -> T:
+    """The ``*_sync`` twin of an async method ``name``: runs ``make()`` to completion on a fresh event loop
+    (``asyncio.run``), for code outside asyncio. Inside a running event loop it refuses, naming the
+    awaitable to use instead (blocking the loop's thread would deadlock the callbacks the run needs)."""
+    try:
+        asyncio.get_running_loop()
+        running = True
+    except RuntimeError:
+        running = False
+    if running:
+        raise RuntimeError(f"{name}_sync() was called inside a running event loop; use `await ...{name}(...)`")
+
+    async def go() -> T:
+        return await make()
+    # Outside the `except`, so an error is not chained to the "no running event loop" probe.
+    return asyncio.run(go())

@@ -13,12 +13,14 @@ the Unix epoch.
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _native, _options
+from ._aio import sync as _sync
 from .errors import AmbitError
 
 __all__ = [
@@ -289,6 +291,11 @@ class Ledger:
         """Opens the ledger, applying its migrations. ``durability="fast"`` trades durability for speed."""
         return cls(await _native.NativeLedger.open(url, durability))
 
+    @classmethod
+    def open_sync(cls, url: str, *, durability: str = "full") -> "Ledger":
+        """:meth:`open` for code outside asyncio."""
+        return _sync("open", lambda: cls.open(url, durability=durability))
+
     async def claim(
         self,
         scope: str,
@@ -327,6 +334,20 @@ class Ledger:
             )
         return ClaimResult(scope=raw["scope"], candidates=labelled)
 
+    def claim_sync(
+        self,
+        scope: str,
+        candidates: Iterable[Union[str, Candidate, Mapping[str, Any]]],
+        *,
+        limit: int,
+        lease_seconds: float = 3600,
+        run_id: Optional[str] = None,
+        routine_id: Optional[str] = None,
+    ) -> ClaimResult:
+        """:meth:`claim` for code outside asyncio."""
+        return _sync("claim", lambda: self.claim(scope, candidates, limit=limit, lease_seconds=lease_seconds,
+                                                 run_id=run_id, routine_id=routine_id))
+
     async def record(self, scope: str, records: Iterable[Mapping[str, Any]], *, run_id: Optional[str] = None) -> RecordResult:
         """Records outcomes (``subject_key``, ``outcome``, optionally ``token``, ``fingerprint``): the whole
         batch or nothing."""
@@ -335,6 +356,11 @@ class Ledger:
             "a record")]), run_id))
         recorded = [Recorded(**{**r, "outcome": Outcome(r["outcome"])}) for r in raw["recorded"]]
         return RecordResult(scope=raw["scope"], recorded=recorded, escalate=raw["escalate"])
+
+    def record_sync(self, scope: str, records: Iterable[Mapping[str, Any]], *,
+                    run_id: Optional[str] = None) -> RecordResult:
+        """:meth:`record` for code outside asyncio."""
+        return _sync("record", lambda: self.record(scope, records, run_id=run_id))
 
     async def list(self, scope: Optional[str] = None, *, state: str = "all", routine_id: Optional[str] = None) -> list[LedgerEntry]:
         """Ledger rows, soonest eligible first; ``state`` is all, eligible or suppressed."""
@@ -352,8 +378,17 @@ class Ledger:
             for r in rows
         ]
 
+    def list_sync(self, scope: Optional[str] = None, *, state: str = "all",
+                  routine_id: Optional[str] = None) -> "builtins.list[LedgerEntry]":
+        """:meth:`list` for code outside asyncio."""
+        return _sync("list", lambda: self.list(scope, state=state, routine_id=routine_id))
+
     async def grant_reason_counts(self, scope: str) -> GrantReasonCounts:
         return GrantReasonCounts(**json.loads(await self._native.grant_reason_counts(scope)))
+
+    def grant_reason_counts_sync(self, scope: str) -> GrantReasonCounts:
+        """:meth:`grant_reason_counts` for code outside asyncio."""
+        return _sync("grant_reason_counts", lambda: self.grant_reason_counts(scope))
 
     async def report_backlog(
         self,
@@ -372,12 +407,30 @@ class Ledger:
                                                 _limits_json(limits), run_id)
         return BacklogReport(**json.loads(raw))
 
+    def report_backlog_sync(
+        self,
+        routine_id: str,
+        subject_keys: Iterable[str],
+        batch_size: int,
+        *,
+        limits: Union[RoutineLimits, Mapping[str, Any]] = RoutineLimits(),
+        run_id: Optional[str] = None,
+    ) -> BacklogReport:
+        """:meth:`report_backlog` for code outside asyncio."""
+        return _sync("report_backlog", lambda: self.report_backlog(routine_id, subject_keys, batch_size, limits=limits,
+                                                                   run_id=run_id))
+
     async def drain_decision(self, routine_id: str, run_id: str, *,
                              limits: Union[RoutineLimits, Mapping[str, Any]] = RoutineLimits()) -> DrainDecision:
         """After run ``run_id`` of a draining routine finishes: ``stop`` (``queue_empty``,
         ``run_did_not_report``, ``nothing_workable``, ``report_stale``) or ``start_runs`` for the host to
         start."""
         return DrainDecision(**json.loads(await self._native.drain_decision(routine_id, run_id, _limits_json(limits))))
+
+    def drain_decision_sync(self, routine_id: str, run_id: str, *,
+                            limits: Union[RoutineLimits, Mapping[str, Any]] = RoutineLimits()) -> DrainDecision:
+        """:meth:`drain_decision` for code outside asyncio."""
+        return _sync("drain_decision", lambda: self.drain_decision(routine_id, run_id, limits=limits))
 
     def for_routine(
         self,

@@ -12,11 +12,13 @@ exceptions with the same ``code`` as every other language. Times are millisecond
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Optional
 
 from . import _native, _options
+from ._aio import sync as _sync
 from .errors import AmbitError
 
 __all__ = [
@@ -160,6 +162,11 @@ class Memory:
         """Opens the store, applying its migrations."""
         return cls(await _native.NativeMemory.open(url), url)
 
+    @classmethod
+    def open_sync(cls, url: str) -> "Memory":
+        """:meth:`open` for code outside asyncio."""
+        return _sync("open", lambda: cls.open(url))
+
     async def remember(self, agent: str, body: Optional[str] = None, *, title: Optional[str] = None,
                        kind: Optional[Kind] = None, tags: Iterable[str] | str | None = None,
                        salience: Optional[int] = None, pinned: Optional[bool] = None, key: Optional[str] = None,
@@ -179,6 +186,14 @@ class Memory:
         saved = json.loads(await self._native.remember(_agent(agent), json.dumps(memory)))
         return Saved(memory=_record(saved["memory"]), created=saved["created"])
 
+    def remember_sync(self, agent: str, body: Optional[str] = None, *, title: Optional[str] = None,
+                      kind: Optional[Kind] = None, tags: Iterable[str] | str | None = None,
+                      salience: Optional[int] = None, pinned: Optional[bool] = None, key: Optional[str] = None,
+                      subject: Optional[str] = None) -> Saved:
+        """:meth:`remember` for code outside asyncio."""
+        return _sync("remember", lambda: self.remember(agent, body, title=title, kind=kind, tags=tags,
+                                                       salience=salience, pinned=pinned, key=key, subject=subject))
+
     async def recall(self, agent: str, query: Optional[str] = None, *, tags: Iterable[str] | str = (),
                      kind: Optional[Kind] = None, subjects: Iterable[str] | str = (), limit: int = 10) -> list[MemoryRecord]:
         """With a query, ranked by relevance over title, body and tags; without one, pinned and highest
@@ -191,14 +206,32 @@ class Memory:
             recall["kind"] = kind
         return [_record(m) for m in json.loads(await self._native.recall(_agent(agent), json.dumps(recall)))]
 
+    def recall_sync(self, agent: str, query: Optional[str] = None, *, tags: Iterable[str] | str = (),
+                    kind: Optional[Kind] = None, subjects: Iterable[str] | str = (),
+                    limit: int = 10) -> "builtins.list[MemoryRecord]":
+        """:meth:`recall` for code outside asyncio."""
+        return _sync("recall", lambda: self.recall(agent, query, tags=tags, kind=kind, subjects=subjects, limit=limit))
+
     async def forget(self, agent: str, *, id: Optional[int] = None, key: Optional[str] = None) -> bool:
         """Forgets one memory by ``id`` or ``key``; whether it existed."""
         return await self._native.forget(_agent(agent), id=_int64("id", id), key=_optional_str("key", key))
+
+    def forget_sync(self, agent: str, *, id: Optional[int] = None, key: Optional[str] = None) -> bool:
+        """:meth:`forget` for code outside asyncio."""
+        return _sync("forget", lambda: self.forget(agent, id=id, key=key))
 
     async def list(self, agent: str) -> list[MemoryRecord]:
         """Every memory of ``agent``, oldest first."""
         return [_record(m) for m in json.loads(await self._native.list(_agent(agent)))]
 
+    def list_sync(self, agent: str) -> "builtins.list[MemoryRecord]":
+        """:meth:`list` for code outside asyncio."""
+        return _sync("list", lambda: self.list(agent))
+
     async def export(self, agent: Optional[str] = None) -> str:
         """The memories of ``agent`` (or of every agent) as JSON: ``{"version": 1, "memories": [...]}``."""
         return await self._native.export(None if agent is None else _agent(agent))
+
+    def export_sync(self, agent: Optional[str] = None) -> str:
+        """:meth:`export` for code outside asyncio."""
+        return _sync("export", lambda: self.export(agent))

@@ -16,13 +16,13 @@ twin for code outside asyncio.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, TYPE_CHECKING
+from typing import Any, Callable, Mapping, Optional, TYPE_CHECKING
 
 from . import _native
+from ._aio import sync as _sync
 from .errors import AmbitError
 
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ __all__ = [
     "Routines", "Runner", "RunContext", "Routine", "Revision", "RunRecord", "SkippedSlots", "TickReport",
     "RoutineError", "InvalidRoutine", "RoutineNotFound", "RoutineStoreError",
 ]
-
-T = TypeVar("T")
 
 
 class RoutineError(AmbitError):
@@ -168,20 +166,6 @@ def _routine(d: Mapping[str, Any]) -> Routine:
 
 def _run(d: Mapping[str, Any]) -> RunRecord:
     return RunRecord(**d)
-
-
-def _sync(name: str, make: Callable[[], Awaitable[T]]) -> T:
-    try:
-        asyncio.get_running_loop()
-        running = True
-    except RuntimeError:
-        running = False
-    if running:
-        raise RuntimeError(f"{name}_sync() was called inside a running event loop; use `await ...{name}(...)`")
-
-    async def go() -> T:
-        return await make()
-    return asyncio.run(go())
 
 
 def _definition(definition: Mapping[str, Any]) -> str:

@@ -6,7 +6,8 @@ the model writes, and never deletes, so ``search`` and ``read`` still reach ever
     sid = await sessions.create()
     result = await sessions.run(agent, sid, "Remember: the deploy key is in vault/ops.")
 
-Give the agent the session tools with ``builtins=ambit.SESSION_TOOLS``."""
+Give the agent the session tools with ``builtins=ambit.SESSION_TOOLS``. Every ``async`` method has a
+``*_sync`` twin for code outside asyncio (``Sessions.open_sync``, ``sessions.run_sync``, ...)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _native
+from ._aio import sync as _sync
 
 if TYPE_CHECKING:
     from . import Agent, RunResult
@@ -111,26 +113,54 @@ class Sessions:
                   "lease_ms": _json_number(lease_ms), "busy_wait_ms": _json_number(busy_wait_ms)}
         return cls(await _native.NativeSessions.open(url, json.dumps(config)))
 
+    @classmethod
+    def open_sync(cls, url: str, *, context_window: int | None = None, compact_at: float = 0.85,
+                  keep_recent: int = 2, lease_ms: int | None = None,
+                  busy_wait_ms: int | None = None) -> "Sessions":
+        """:meth:`open` for code outside asyncio."""
+        return _sync("open", lambda: cls.open(url, context_window=context_window, compact_at=compact_at,
+                                              keep_recent=keep_recent, lease_ms=lease_ms, busy_wait_ms=busy_wait_ms))
+
     async def create(self) -> str:
         """A new, empty session; its id."""
         return await self._native.create()
+
+    def create_sync(self) -> str:
+        """:meth:`create` for code outside asyncio."""
+        return _sync("create", self.create)
 
     async def run(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
         """Runs ``agent`` on ``input`` in the session, continuing its conversation."""
         from . import _result
         return _result(json.loads(await self._native.run(agent._native, session_id, input)), agent._decode_output)
 
+    def run_sync(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
+        """:meth:`run` for code outside asyncio."""
+        return _sync("run", lambda: self.run(agent, session_id, input))
+
     async def compact(self, agent: "Agent", session_id: str) -> bool:
         """Compacts now (the agent's model writes the summary); False when there was nothing to summarise."""
         return await self._native.compact(agent._native, session_id)
+
+    def compact_sync(self, agent: "Agent", session_id: str) -> bool:
+        """:meth:`compact` for code outside asyncio."""
+        return _sync("compact", lambda: self.compact(agent, session_id))
 
     async def search(self, session_id: str, query: str, *, is_regex: bool = False, limit: int = 20) -> str:
         """``conversation_search``: matching lines tagged ``#N role:``."""
         return await self._native.search(session_id, query, is_regex, limit)
 
+    def search_sync(self, session_id: str, query: str, *, is_regex: bool = False, limit: int = 20) -> str:
+        """:meth:`search` for code outside asyncio."""
+        return _sync("search", lambda: self.search(session_id, query, is_regex=is_regex, limit=limit))
+
     async def read(self, session_id: str, start: int, limit: int = 1) -> str:
         """``conversation_read``: up to 20 entries from ``#start``."""
         return await self._native.read(session_id, start, limit)
+
+    def read_sync(self, session_id: str, start: int, limit: int = 1) -> str:
+        """:meth:`read` for code outside asyncio."""
+        return _sync("read", lambda: self.read(session_id, start, limit))
 
     async def resume(self, agent: "Agent", session_id: str, decision: "Decision") -> "RunResult":
         """Answers the approval a parked session waits on and continues the run as if the answer had come
@@ -140,11 +170,19 @@ class Sessions:
         return _result(json.loads(await self._native.resume(agent._native, session_id, _decision_json(decision))),
                        agent._decode_output)
 
+    def resume_sync(self, agent: "Agent", session_id: str, decision: "Decision") -> "RunResult":
+        """:meth:`resume` for code outside asyncio."""
+        return _sync("resume", lambda: self.resume(agent, session_id, decision))
+
     async def pending(self, session_id: str) -> "ApprovalRequest | None":
         """The approval a parked session waits on, or None."""
         from .policy import ApprovalRequest
         raw = json.loads(await self._native.pending(session_id))
         return None if raw is None else ApprovalRequest(**raw)
+
+    def pending_sync(self, session_id: str) -> "ApprovalRequest | None":
+        """:meth:`pending` for code outside asyncio."""
+        return _sync("pending", lambda: self.pending(session_id))
 
     def deliveries(self) -> Deliveries:
         """Work that outlives the run (SPEC §8b): a run in a session ends without waiting for its
@@ -158,7 +196,15 @@ class Sessions:
         ``invalid_argument``) naming it."""
         return TaskSnapshot(**json.loads(await self._native.task_result(session_id, task_id)))
 
+    def task_result_sync(self, session_id: str, task_id: str) -> TaskSnapshot:
+        """:meth:`task_result` for code outside asyncio."""
+        return _sync("task_result", lambda: self.task_result(session_id, task_id))
+
     async def entries(self, session_id: str) -> list[dict[str, Any]]:
         """The whole log: ``{"index", "kind", ...}`` per entry, boundaries and summaries included."""
         entries: list[dict[str, Any]] = json.loads(await self._native.entries(session_id))
         return entries
+
+    def entries_sync(self, session_id: str) -> list[dict[str, Any]]:
+        """:meth:`entries` for code outside asyncio."""
+        return _sync("entries", lambda: self.entries(session_id))
