@@ -507,11 +507,16 @@ class Agent {
   }
 }
 
+/** Every option `run` and `stream` read; any other key is refused by name (a misspelt `signal` would
+ * otherwise leave a run that cannot be cancelled). */
+const RUN_OPTIONS = ['signal'];
+
 /** `options.signal` of run/stream: an AbortSignal, or undefined; anything else is a TypeError. */
 function cancelSignal(where, options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
   }
+  refuseUnknown(where, options, RUN_OPTIONS);
   const { signal } = options;
   if (signal === undefined) return undefined;
   if (!(signal instanceof AbortSignal)) {

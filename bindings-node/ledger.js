@@ -7,7 +7,7 @@
 const native = require('./native.js');
 const { AmbitError } = require('./index.js');
 const { envelopeReader, toCamel, toSnake } = require('./envelope.js');
-const { stringList } = require('./options.js');
+const { stringList, refuseUnknown } = require('./options.js');
 
 /** A ledger call refused or failed; a refused batch wrote nothing. */
 class LedgerError extends AmbitError {
@@ -123,7 +123,9 @@ class Ledger {
   }
 
   /** Opens `sqlite:///path` or `postgres://…`, applying migrations; `{durability: "fast"}` trades durability for speed. */
-  static async open(url, { durability = 'full' } = {}) {
+  static async open(url, options = {}) {
+    refuseUnknown('Ledger.open', options, ['durability']);
+    const { durability = 'full' } = options;
     try {
       return new Ledger(await native.openLedger(url, durability));
     } catch (e) {
@@ -203,7 +205,9 @@ class Ledger {
   }
 
   /** After a run of a draining routine finishes: `{stop, startRuns}`. */
-  async drainDecision(routineId, runId, { limits } = {}) {
+  async drainDecision(routineId, runId, options = {}) {
+    refuseUnknown('Ledger.drainDecision', options, ['limits']);
+    const { limits } = options;
     requireString('routineId', routineId);
     requireString('runId', runId);
     return toCamel(unwrap(await this._native.drainDecision(routineId, runId, limitsJson(limits))));

@@ -5,6 +5,7 @@
 // core. Times are milliseconds since the Unix epoch.
 
 const native = require('./native.js');
+const { refuseUnknown } = require('./options.js');
 const { AmbitError } = require('./index.js');
 const { envelopeReader, camel } = require('./envelope.js');
 
@@ -98,7 +99,9 @@ class Memory {
    * With `query`, ranked by relevance over title, body and tags; without, pinned then highest salience.
    * `tags` keeps memories carrying all of them; `limit` 1 to 50 (default 10).
    */
-  async recall(agent, { query, tags, kind, subjects, limit } = {}) {
+  async recall(agent, options = {}) {
+    refuseUnknown('Memory.recall', options, ['query', 'tags', 'kind', 'subjects', 'limit']);
+    const { query, tags, kind, subjects, limit } = options;
     const recall = {};
     if (query !== undefined) recall.query = query;
     if (tags !== undefined) recall.tags = typeof tags === 'string' ? [tags] : tags;
@@ -109,7 +112,9 @@ class Memory {
   }
 
   /** Forgets one memory by `{id}` or `{key}`; resolves to whether it existed. */
-  async forget(agent, { id, key } = {}) {
+  async forget(agent, options = {}) {
+    refuseUnknown('Memory.forget', options, ['id', 'key']);
+    const { id, key } = options;
     return unwrap(await this._native.forget(agent, id ?? undefined, key ?? undefined));
   }
 

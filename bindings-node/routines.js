@@ -12,6 +12,7 @@
 // Rust core. Times are milliseconds since the Unix epoch.
 
 const native = require('./native.js');
+const { refuseUnknown } = require('./options.js');
 const core = require('./index.js');
 const { envelopeReader, camel, toCamel, toSnake } = require('./envelope.js');
 
@@ -210,7 +211,9 @@ class Runner {
    * 60000); `pollMs` how often `runForever` ticks (default 1000). With `ledger` (an opened `Ledger`),
    * every run also gets the work ledger's tools and a `report_backlog` starts a drain.
    */
-  constructor(routines, sessions, { agents, leaseMs, pollMs, id, ledger } = {}) {
+  constructor(routines, sessions, options = {}) {
+    refuseUnknown('Runner', options, ['agents', 'leaseMs', 'pollMs', 'id', 'ledger']);
+    const { agents, leaseMs, pollMs, id, ledger } = options;
     if (!(routines instanceof Routines)) throw new TypeError(`Runner: routines must be a Routines, got ${describe(routines)}`);
     const { Sessions } = require('./sessions.js');
     if (!(sessions instanceof Sessions)) throw new TypeError(`Runner: sessions must be a Sessions, got ${describe(sessions)}`);
@@ -258,7 +261,9 @@ class Runner {
   }
 
   /** Ticks until `signal` aborts (or `stop()`); runs in progress go on. */
-  async runForever({ signal } = {}) {
+  async runForever(options = {}) {
+    refuseUnknown('Runner.runForever', options, ['signal']);
+    const { signal } = options;
     const onAbort = () => this._native.stop();
     if (signal) {
       if (signal.aborted) return;

@@ -6,6 +6,7 @@
 // in the Rust core; this only translates.
 
 const native = require('./native.js');
+const { refuseUnknown } = require('./options.js');
 const core = require('./index.js');
 const { toApprovalRequest } = require('./policy.js');
 
@@ -66,7 +67,9 @@ class Sessions {
    * task is `lost`). `busyWaitMs`: how long a run on a session another run holds waits for it before it
    * is refused with `session_busy` (default: refused at once; at most one hour).
    */
-  static async open(url, { contextWindow, compactAt = 0.85, keepRecent = 2, leaseMs, busyWaitMs } = {}) {
+  static async open(url, options = {}) {
+    refuseUnknown('Sessions.open', options, ['contextWindow', 'compactAt', 'keepRecent', 'leaseMs', 'busyWaitMs']);
+    const { contextWindow, compactAt = 0.85, keepRecent = 2, leaseMs, busyWaitMs } = options;
     // JSON has no NaN or Infinity (JSON.stringify would make them null, "not set"): they travel as
     // their names, which the core refuses by setting.
     const config = JSON.stringify(
