@@ -18,7 +18,7 @@ import inspect
 import json
 import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Literal, Mapping, Union, overload
+from typing import Any, AsyncGenerator, Callable, Iterable, Literal, Mapping, Union, overload
 
 from . import _native
 from .credentials import Credentials
@@ -599,7 +599,7 @@ class Agent:
             raise TypeError(f"input must be a string, got {type(input).__name__}")
         return _result(json.loads(await self._native.run(input)), self._decode_output)
 
-    async def stream(self, input: str) -> AsyncIterator[events.AgentEvent]:
+    async def stream(self, input: str) -> AsyncGenerator[events.AgentEvent, None]:
         """Runs the loop like :meth:`run`, yielding its events (``ambit.events``) as they happen; the
         last is :class:`ambit.events.RunFinished` with the result. A failed run raises its error after
         the events before it. Closing the iterator early (``contextlib.aclosing``, or when it is collected)
