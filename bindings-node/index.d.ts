@@ -562,6 +562,14 @@ export interface McpServerConfig {
   deferral?: DeferralSetting;
   /** Tools (the server's names) that ship their schemas from the first request under every setting. */
   eagerLoadTools?: string[] | string;
+  /** HTTP only: headers sent as given with every request (their values never appear in an error). */
+  headers?: Record<string, string>;
+  /** HTTP only: headers whose value is the agent's credential of that alias (`credentials`). */
+  credentialHeaders?: Record<string, string>;
+  /** HTTP only: the alias of a credential sent as `Authorization: Bearer <value>`. */
+  bearer?: string;
+  /** Stdio only: environment variables whose value is the agent's credential of that alias. */
+  credentialEnv?: Record<string, string>;
 }
 
 export interface DeferralOptions {
@@ -578,7 +586,7 @@ export interface DeferralOptions {
   deferrableTools?: string[] | string;
 }
 
-type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport'>;
+type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport' | 'headers' | 'credentialHeaders' | 'bearer' | 'credentialEnv'>;
 
 /** Makes server configurations. */
 export declare const McpServer: {
@@ -586,9 +594,13 @@ export declare const McpServer: {
     name: string,
     command: string,
     args?: string[],
-    options?: McpServerOptions & { env?: Record<string, string>; cwd?: string },
+    options?: McpServerOptions & { env?: Record<string, string>; cwd?: string; credentialEnv?: Record<string, string> },
   ): McpServerConfig;
-  http(name: string, url: string, options?: McpServerOptions): McpServerConfig;
+  http(
+    name: string,
+    url: string,
+    options?: McpServerOptions & { headers?: Record<string, string>; credentialHeaders?: Record<string, string>; bearer?: string },
+  ): McpServerConfig;
 };
 
 /** One line of the listing API. */

@@ -25,6 +25,10 @@ const SERVER_KEYS = {
   levels: 'levels',
   deferral: 'deferral',
   eagerLoadTools: 'eager_load_tools',
+  headers: 'headers',
+  credentialHeaders: 'credential_headers',
+  bearer: 'bearer',
+  credentialEnv: 'credential_env',
 };
 
 /** One server's options as the core's McpServer. Unknown keys pass through for the core to refuse. */
@@ -36,6 +40,9 @@ function toNativeServer(server, i) {
     let v = value;
     if (key === 'transport') v = toNativeTransport(value, i);
     else if (key === 'eagerLoadTools') v = stringList(`mcpServers[${i}].eagerLoadTools`, value);
+    else if (key === 'headers' || key === 'credentialHeaders' || key === 'credentialEnv') {
+      requireObject(value, `mcpServers[${i}].${key}`);
+    }
     out[SERVER_KEYS[key] ?? key] = v;
   }
   return out;
@@ -50,7 +57,10 @@ function toNativeTransport(transport, i) {
  * Helpers that make a server's options: `McpServer.stdio(name, command, args, options)` (a child
  * process) and `McpServer.http(name, url, options)` (streamable HTTP). `options`: `trusted`, `levels`,
  * `deferral` ("deferred" | "eager" | "hidden"), `eagerLoadTools`, `protocol` ("initialize" |
- * "stateless" | "auto"), and for stdio `env` and `cwd`.
+ * "stateless" | "auto"), for stdio `env`, `cwd` and `credentialEnv` (variable → credential alias), for
+ * HTTP `headers` (sent as given), `credentialHeaders` (header → alias) and `bearer` (an alias sent as
+ * `Authorization: Bearer …`). Credentials reach the server, never the model: a server's error quoting
+ * them reaches the model redacted.
  */
 const McpServer = {
   stdio(name, command, args = [], options = {}) {

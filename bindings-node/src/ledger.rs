@@ -7,30 +7,21 @@ use ambit::ledger::{ClaimRequest, Durability, Ledger, LedgerError, LedgerOptions
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-pub(crate) fn error_value(e: &LedgerError) -> Value {
-    let details = match e {
-        LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
-            json!({"subjectKey": subject_key})
-        }
-        LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
-            json!({"routineId": routine_id, "pinnedScope": pinned_scope, "scope": scope})
-        }
-        _ => json!({}),
-    };
-    json!({"code": e.code(), "message": e.to_string(), "details": details})
-}
+use crate::envelope::{JsError, envelope};
 
-/// Runs `f` on the core's runtime and answers the envelope.
-async fn envelope<F>(f: F) -> String
-where
-    F: std::future::Future<Output = Result<Value, LedgerError>> + Send + 'static,
-{
-    let out = match ambit::runtime::runtime().spawn(f).await {
-        Ok(Ok(value)) => json!({"ok": true, "value": value}),
-        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
-    };
-    out.to_string()
+impl JsError for LedgerError {
+    fn to_js(&self) -> Value {
+        let details = match self {
+            LedgerError::StaleToken { subject_key } | LedgerError::NotClaimed { subject_key, .. } => {
+                json!({"subjectKey": subject_key})
+            }
+            LedgerError::ScopePinned { routine_id, pinned_scope, scope } => {
+                json!({"routineId": routine_id, "pinnedScope": pinned_scope, "scope": scope})
+            }
+            _ => json!({}),
+        };
+        json!({"code": self.code(), "message": self.to_string(), "details": details})
+    }
 }
 
 macro_rules! value {
@@ -86,28 +77,21 @@ pub(crate) async fn open_on(
     durability: String,
     clock: Option<ambit::testing::ManualClock>,
 ) -> napi::Result<NativeLedger> {
-    let opened = ambit::runtime::runtime()
-        .spawn(async move {
-            let durability = match durability.as_str() {
-                "full" => Durability::Full,
-                "fast" => Durability::Fast,
-                other => {
-                    return Err(LedgerError::InvalidArgument(format!("durability is full or fast, got '{other}'")));
-                }
-            };
-            match clock {
-                Some(clock) => ambit::testing::open_ledger(&url, &clock).await,
-                None => Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await,
+    let opened = async move {
+        let durability = match durability.as_str() {
+            "full" => Durability::Full,
+            "fast" => Durability::Fast,
+            other => {
+                return Err(LedgerError::InvalidArgument(format!("durability is full or fast, got '{other}'")));
             }
-        })
-        .await;
-    match opened {
-        Ok(Ok(ledger)) => Ok(NativeLedger { ledger }),
-        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(
-            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
-        )),
-    }
+        };
+        match clock {
+            Some(clock) => ambit::testing::open_ledger(&url, &clock).await,
+            None => Ledger::open_with(&url, LedgerOptions { durability, ..LedgerOptions::default() }).await,
+        }
+    };
+    let ledger = crate::envelope::open(opened).await?;
+    Ok(NativeLedger { ledger })
 }
 
 #[napi]
@@ -150,8 +134,7 @@ impl NativeLedger {
         routine_id: Option<String>,
     ) -> napi::Result<NativeLedgerTools> {
         crate::guard(|| {
-            let limits =
-                RoutineLimits::from_json(&limits).map_err(|e| napi::Error::from_reason(error_value(&e).to_string()))?;
+            let limits = RoutineLimits::from_json(&limits).map_err(|e| crate::envelope::rejection(&e))?;
             let mut run = RoutineRun::new(scope, run_id).limit(limit as usize).limits(limits);
             run.routine_id = routine_id;
             run.lease_ms = lease_ms;

@@ -13,6 +13,7 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::{Value, json};
 
+mod envelope;
 pub mod ledger;
 mod mcp;
 pub mod memory;
@@ -417,7 +418,7 @@ impl TestingClock {
         guard(|| {
             ambit::testing::manual_clock(start_ms)
                 .map(|clock| TestingClock { clock })
-                .map_err(|e| napi::Error::from_reason(ledger::error_value(&e).to_string()))
+                .map_err(|e| envelope::rejection(&e))
         })?
     }
 
@@ -430,10 +431,7 @@ impl TestingClock {
     /// Moves the clock forward by `ms` (never back); the new time.
     #[napi]
     pub fn advance(&self, ms: i64) -> napi::Result<i64> {
-        guard(|| {
-            ambit::testing::advance_clock(&self.clock, ms)
-                .map_err(|e| napi::Error::from_reason(ledger::error_value(&e).to_string()))
-        })?
+        guard(|| ambit::testing::advance_clock(&self.clock, ms).map_err(|e| envelope::rejection(&e)))?
     }
 }
 

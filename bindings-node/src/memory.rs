@@ -6,25 +6,16 @@ use ambit::memory::{Memory, MemoryError, Target};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-fn error_value(e: &MemoryError) -> Value {
-    let details = match e.field() {
-        Some(field) => json!({"field": field}),
-        None => json!({}),
-    };
-    json!({"code": e.code(), "message": e.to_string(), "details": details})
-}
+use crate::envelope::{JsError, envelope};
 
-/// Runs `f` on the core's runtime and answers the envelope.
-async fn envelope<F>(f: F) -> String
-where
-    F: std::future::Future<Output = Result<Value, MemoryError>> + Send + 'static,
-{
-    let out = match ambit::runtime::runtime().spawn(f).await {
-        Ok(Ok(value)) => json!({"ok": true, "value": value}),
-        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
-    };
-    out.to_string()
+impl JsError for MemoryError {
+    fn to_js(&self) -> Value {
+        let details = match self.field() {
+            Some(field) => json!({"field": field}),
+            None => json!({}),
+        };
+        json!({"code": self.code(), "message": self.to_string(), "details": details})
+    }
 }
 
 fn parse(field: &str, text: &str) -> Result<Value, MemoryError> {
@@ -47,13 +38,8 @@ pub struct NativeMemory {
 /// `{code, message, details}` as the message (the facade throws the typed error).
 #[napi]
 pub async fn open_memory(url: String) -> napi::Result<NativeMemory> {
-    match ambit::runtime::runtime().spawn(async move { Memory::open(&url).await }).await {
-        Ok(Ok(memory)) => Ok(NativeMemory { memory }),
-        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(
-            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
-        )),
-    }
+    let memory = crate::envelope::open(async move { Memory::open(&url).await }).await?;
+    Ok(NativeMemory { memory })
 }
 
 #[napi]

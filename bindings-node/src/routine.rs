@@ -18,25 +18,15 @@ use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use serde_json::{Value, json};
 
+use crate::envelope::{JsError, envelope};
 use crate::ledger::{NativeLedger, NativeLedgerTools};
 use crate::session::NativeSessions;
 use crate::{JsToolFn, NativeAgent};
 
-fn error_value(e: &RoutineError) -> Value {
-    json!({"code": e.code(), "message": e.to_string(), "details": {"field": e.field()}})
-}
-
-/// Runs `f` on the core's runtime and answers the envelope.
-async fn envelope<F>(f: F) -> String
-where
-    F: std::future::Future<Output = Result<Value, RoutineError>> + Send + 'static,
-{
-    let out = match ambit::runtime::runtime().spawn(f).await {
-        Ok(Ok(value)) => json!({"ok": true, "value": value}),
-        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
-    };
-    out.to_string()
+impl JsError for RoutineError {
+    fn to_js(&self) -> Value {
+        json!({"code": self.code(), "message": self.to_string(), "details": {"field": self.field()}})
+    }
 }
 
 macro_rules! value {
@@ -64,19 +54,14 @@ pub async fn open_routines(url: String) -> napi::Result<NativeRoutines> {
 
 /// [`open_routines`], on the test hook's manual clock when one is given.
 pub(crate) async fn open_on(url: String, clock: Option<ambit::testing::ManualClock>) -> napi::Result<NativeRoutines> {
-    let opened = ambit::runtime::runtime().spawn(async move {
+    let opened = async move {
         match clock {
             Some(clock) => ambit::testing::open_routines(&url, &clock).await,
             None => Routines::open(&url).await,
         }
-    });
-    match opened.await {
-        Ok(Ok(routines)) => Ok(NativeRoutines { routines }),
-        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(
-            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
-        )),
-    }
+    };
+    let routines = crate::envelope::open(opened).await?;
+    Ok(NativeRoutines { routines })
 }
 
 #[napi]
@@ -268,7 +253,7 @@ impl NativeRunner {
             })();
             match built {
                 Ok(runner) => Ok(NativeRunner { runner, stop: tokio::sync::watch::channel(false).0 }),
-                Err(e) => Err(napi::Error::from_reason(error_value(&e).to_string())),
+                Err(e) => Err(crate::envelope::rejection(&e)),
             }
         })?
     }
@@ -298,7 +283,7 @@ impl NativeRunner {
         let runner = self.runner.clone();
         envelope(async move {
             runner.wait_idle().await;
-            Ok(Value::Null)
+            Ok::<_, RoutineError>(Value::Null)
         })
         .await
     }
@@ -314,7 +299,7 @@ impl NativeRunner {
                 r = runner.run_forever() => r?,
                 _ = stop.wait_for(|s| *s) => {}
             }
-            Ok(Value::Null)
+            Ok::<_, RoutineError>(Value::Null)
         })
         .await
     }

@@ -10,27 +10,19 @@ use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::NativeAgent;
+use crate::envelope::{JsError, envelope};
 
-fn error_value(e: &SessionError) -> Value {
-    let details = match e {
-        SessionError::AwaitingApproval { session_id, request } => json!({"sessionId": session_id, "request": request}),
-        SessionError::Run(err) => json!({"usage": err.usage()}),
-        _ => json!({}),
-    };
-    json!({"code": e.code(), "message": e.to_string(), "details": details})
-}
-
-/// Runs `f` on the core's runtime and answers the envelope.
-async fn envelope<F>(f: F) -> String
-where
-    F: std::future::Future<Output = Result<Value, SessionError>> + Send + 'static,
-{
-    let out = match ambit::runtime::runtime().spawn(f).await {
-        Ok(Ok(value)) => json!({"ok": true, "value": value}),
-        Ok(Err(e)) => json!({"ok": false, "error": error_value(&e)}),
-        Err(e) => json!({"ok": false, "error": {"code": "internal", "message": crate::join_error(e).to_string()}}),
-    };
-    out.to_string()
+impl JsError for SessionError {
+    fn to_js(&self) -> Value {
+        let details = match self {
+            SessionError::AwaitingApproval { session_id, request } => {
+                json!({"sessionId": session_id, "request": request})
+            }
+            SessionError::Run(err) => json!({"usage": err.usage()}),
+            _ => json!({}),
+        };
+        json!({"code": self.code(), "message": self.to_string(), "details": details})
+    }
 }
 
 macro_rules! value {
@@ -58,23 +50,16 @@ pub(crate) async fn open_on(
     config: String,
     clock: Option<ambit::testing::ManualClock>,
 ) -> napi::Result<NativeSessions> {
-    let opened = ambit::runtime::runtime()
-        .spawn(async move {
-            let config = SessionConfig::from_json(&config)?;
-            match clock {
-                Some(clock) => ambit::testing::open_sessions(&url, &clock).await,
-                None => Sessions::open(&url).await,
-            }?
-            .with_config(config)
-        })
-        .await;
-    match opened {
-        Ok(Ok(sessions)) => Ok(NativeSessions { sessions }),
-        Ok(Err(e)) => Err(napi::Error::from_reason(error_value(&e).to_string())),
-        Err(e) => Err(napi::Error::from_reason(
-            json!({"code": "internal", "message": crate::join_error(e).to_string()}).to_string(),
-        )),
-    }
+    let opened = async move {
+        let config = SessionConfig::from_json(&config)?;
+        match clock {
+            Some(clock) => ambit::testing::open_sessions(&url, &clock).await,
+            None => Sessions::open(&url).await,
+        }?
+        .with_config(config)
+    };
+    let sessions = crate::envelope::open(opened).await?;
+    Ok(NativeSessions { sessions })
 }
 
 #[napi]

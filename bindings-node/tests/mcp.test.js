@@ -64,3 +64,52 @@ test('refreshTools lists a real server before a run', async () => {
   assert.equal(byName.mcp_prompt_get.status, 'deferred');
   assert.ok(!Object.keys(byName).some((n) => n.startsWith('mcp__gone__')));
 });
+
+test('an MCP server gets its credentials as headers and env, and the model gets none', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const { Credentials } = require('..');
+  const { startLineServer, startScriptedProvider } = require('./support.js');
+  const GITHUB = 'ghp_NodeMcpBearerToken0123456789';
+  const API = 'api-key-node-mcp-7c1d2e3f';
+  const STATIC = 'static-node-header-91ab';
+  const py = process.env.AMBIT_PY || 'python3';
+  const quoting = await startLineServer(py, [path.join(__dirname, '..', '..', 'tests', 'mcp', 'quoting_server.py')]);
+  const provider = await startScriptedProvider('mcp-credentials', [
+    { respond: { tool_calls: [{ id: 'c1', name: 'mcp_list_all', arguments: {} }] } },
+    { respond: { content: 'done' } },
+  ]);
+  try {
+    const dump = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-mcp-')), 'env.txt');
+    const agent = new Agent({
+      model: new OpenAIChat('gpt-4.1', { baseUrl: provider.baseUrl, apiKey: 'sk-test' }),
+      mcpServers: [
+        McpServer.http('remote', quoting.url, { bearer: 'github', credentialHeaders: { 'X-Api-Key': 'api' }, headers: { 'X-Static-Key': STATIC } }),
+        McpServer.stdio('envdump', '/bin/sh', ['-c', `printf '%s' "$MCP_TOKEN" > '${dump}'; exit 1`], { credentialEnv: { MCP_TOKEN: 'github' } }),
+      ],
+      deferral: { setting: 'eager' },
+      credentials: new Credentials().value('api', API).callback('github', async () => GITHUB),
+    });
+    const result = await agent.run('list everything');
+    const seen = await (await fetch(quoting.url.replace(/\/mcp$/, '/seen'))).json();
+    assert.equal(seen[0].authorization, `Bearer ${GITHUB}`);
+    assert.deepEqual([seen[0]['x-api-key'], seen[0]['x-static-key']], [API, STATIC]);
+    assert.equal(fs.readFileSync(dump, 'utf8'), GITHUB);
+    const reached = JSON.stringify((await provider.state()).requests) + result.toolCalls[0].result;
+    for (const value of [GITHUB, API, STATIC]) assert.ok(!reached.includes(value), `${value} reached the model: ${reached}`);
+    // The control that the server's quote reached the model at all: redacted, by alias.
+    assert.ok(reached.includes('remote') && reached.includes('[credential:github]'), reached);
+  } finally {
+    quoting.stop();
+    provider.stop();
+  }
+});
+
+test('MCP credential settings are checked by name', () => {
+  assert.throws(() => new Agent({ model: model(), mcpServers: [McpServer.http('h', 'http://127.0.0.1:1/mcp', { credentialHeaders: 'api' })] }), (e) => e instanceof TypeError && /mcpServers\[0\]\.credentialHeaders must be an object/.test(e.message));
+  assert.throws(
+    () => new Agent({ model: model(), mcpServers: [{ name: 's', transport: { type: 'stdio', command: 'x' }, bearer: 'github' }] }),
+    (e) => e instanceof ConfigError && /HTTP server, not stdio/.test(e.message),
+  );
+});

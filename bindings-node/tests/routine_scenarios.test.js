@@ -18,18 +18,8 @@ const { toSnake, camel } = require('../envelope.js');
 
 const DIR = path.join(__dirname, '..', '..', 'tests', 'scenarios', 'routines');
 const FILES = fs.readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
-const CACHE = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+const { CACHE, providerPath } = require('./support.js');
 
-function providerPath() {
-  const candidates = [
-    process.env.AMBIT_PROVIDER,
-    process.env.CARGO_TARGET_DIR && path.join(process.env.CARGO_TARGET_DIR, 'debug', 'ambit-provider'),
-    path.join(CACHE, 'target', 'debug', 'ambit-provider'),
-  ].filter(Boolean);
-  const found = candidates.find((p) => fs.existsSync(p));
-  assert.ok(found, `the loopback provider is not built (looked in ${candidates.join(', ')})`);
-  return found;
-}
 
 function startProvider(file) {
   const child = spawn(providerPath(), ['--exit-on-eof', file], { stdio: ['pipe', 'pipe', 'inherit'] });

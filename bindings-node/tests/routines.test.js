@@ -25,18 +25,8 @@ const {
   AwaitingApprovalError,
 } = require('..');
 
-const CACHE = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+const { CACHE, providerPath } = require('./support.js');
 
-function providerPath() {
-  const candidates = [
-    process.env.AMBIT_PROVIDER,
-    process.env.CARGO_TARGET_DIR && path.join(process.env.CARGO_TARGET_DIR, 'debug', 'ambit-provider'),
-    path.join(CACHE, 'target', 'debug', 'ambit-provider'),
-  ].filter(Boolean);
-  const found = candidates.find((p) => fs.existsSync(p));
-  assert.ok(found, `the loopback provider is not built (looked in ${candidates.join(', ')})`);
-  return found;
-}
 
 function startProvider(name, exchanges) {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-routines-')), `${name}.json`);

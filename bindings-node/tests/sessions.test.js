@@ -14,18 +14,8 @@ const { spawn, execFileSync } = require('node:child_process');
 const { Agent, OpenAIChat, tool, Sessions, AwaitingApprovalError, SESSION_TOOLS } = require('..');
 const native = require('../native.js');
 
-const CACHE = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+const { CACHE, providerPath } = require('./support.js');
 
-function providerPath() {
-  const candidates = [
-    process.env.AMBIT_PROVIDER,
-    process.env.CARGO_TARGET_DIR && path.join(process.env.CARGO_TARGET_DIR, 'debug', 'ambit-provider'),
-    path.join(CACHE, 'target', 'debug', 'ambit-provider'),
-  ].filter(Boolean);
-  const found = candidates.find((p) => fs.existsSync(p));
-  assert.ok(found, `the loopback provider is not built (looked in ${candidates.join(', ')})`);
-  return found;
-}
 
 function pythonPath() {
   const found = [process.env.AMBIT_PY, path.join(CACHE, 'venv', 'bin', 'python')].filter(Boolean).find((p) => fs.existsSync(p));

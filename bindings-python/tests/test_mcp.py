@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 import ambit
@@ -72,3 +76,75 @@ def test_refresh_tools_lists_a_real_server_before_a_run() -> None:
         ("offered", "unrestricted")
     assert listing["mcp_prompt_get"].status == "deferred"
     assert not any(name.startswith("mcp__gone__") for name in listing)
+
+
+GITHUB = "ghp_PyMcpBearerToken0123456789"
+API = "api-key-py-mcp-7c1d2e3f"
+STATIC = "static-py-header-91ab"
+
+
+def quoting_server() -> Any:
+    """tests/mcp/quoting_server.py: refuses every request with 401 quoting its headers; ``seen()`` reads
+    what it was sent."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from conftest import REPO
+
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests/mcp/quoting_server.py")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+
+    def seen() -> list[dict[str, str]]:
+        with urllib.request.urlopen(url.removesuffix("/mcp") + "/seen") as r:
+            return json.load(r)  # type: ignore[no-any-return]
+    return proc, url, seen
+
+
+def test_an_mcp_server_gets_its_credentials_as_headers_and_env_and_the_model_none(
+        start_provider: Any, tmp_path: Path) -> None:
+    """The bindings' MCP credential settings reach a real HTTP server (bearer, credential header, static
+    header) and a stdio server's environment; the HTTP server's 401 quotes the headers, and that reason
+    reaches the model redacted: the quoted header is there as ``[credential:github]`` (the control that
+    the quote reached the model at all), the value nowhere."""
+    from conftest import close_stdin_and_wait
+
+    proc, url, seen = quoting_server()
+    try:
+        scenario = tmp_path / "mcp_credentials.json"
+        scenario.write_text(json.dumps({"name": "mcp-credentials", "exchanges": [
+            {"respond": {"tool_calls": [{"id": "c1", "name": "mcp_list_all", "arguments": {}}]}},
+            {"respond": {"content": "done"}}]}))
+        provider = start_provider(scenario)
+        dump = tmp_path / "env.txt"
+        creds = ambit.Credentials().value("api", API).callback("github", lambda alias: GITHUB)
+        http = ambit.McpServer.http("remote", url, bearer="github", credential_headers={"X-Api-Key": "api"},
+                                    headers={"X-Static-Key": STATIC})
+        stdio = ambit.McpServer.stdio("envdump", "/bin/sh", ["-c", f"printf '%s' \"$MCP_TOKEN\" > '{dump}'; exit 1"],
+                                      credential_env={"MCP_TOKEN": "github"})
+        agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-test"),
+                            mcp=[http, stdio], deferral=ambit.Deferral(setting="eager"), credentials=creds)
+        result = agent.run_sync("list everything")
+        first = seen()[0]
+        assert first["authorization"] == f"Bearer {GITHUB}"
+        assert (first["x-api-key"], first["x-static-key"]) == (API, STATIC)
+        assert dump.read_text() == GITHUB
+        reached = json.dumps(provider.state()["requests"]) + result.tool_calls[0].result
+        for value in (GITHUB, API, STATIC):
+            assert value not in reached, f"{value} reached the model: {reached}"
+        assert "remote" in reached and "[credential:github]" in reached, reached
+    finally:
+        close_stdin_and_wait(proc, 5)
+
+
+def test_mcp_credential_settings_are_checked_by_name() -> None:
+    with pytest.raises(ambit.ConfigError, match=r"MCP server 'h': credential_headers\['X'\]"):
+        ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", credential_headers={"X": 1})  # type: ignore[dict-item]
+    with pytest.raises(ambit.ConfigError, match="MCP server 'h': bearer must be a credential alias"):
+        ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", bearer=5)  # type: ignore[arg-type]
+    # The core refuses a credential setting on the wrong transport, naming it.
+    bad = ambit.McpServer("s", {"type": "stdio", "command": "x"}, bearer="github")
+    with pytest.raises(ambit.ConfigError, match="HTTP server, not stdio"):
+        ambit.Agent(model="gpt-4.1", mcp=[bad], credentials=ambit.Credentials().value("github", "x"))

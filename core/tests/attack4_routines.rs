@@ -80,6 +80,38 @@ async fn a_cron_that_never_fires_inside_its_window_is_refused_naming_active_wind
     }
 }
 
+/// The same rule on update: a window or cron changed so that the schedule never fires is refused naming
+/// the field, whether the routine stays enabled or is paused by the same update, and nothing is stored
+/// (the revision and the next slot stay). Control: a window that still fires is taken and reschedules.
+#[tokio::test]
+async fn an_update_to_a_schedule_that_never_fires_is_refused_and_changes_nothing() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let routines = open(&s.url, &clock).await;
+        let spec = RoutineSpec::from_json(&json!({
+            "agent": "tester", "instructions": "x", "cron_expression": "0 9 * * mon", "timezone": "UTC"
+        }))
+        .unwrap();
+        let created = routines.create(spec, "alice").await.unwrap();
+        let saturday = json!({"weekdays": ["sat"], "start": "09:00", "end": "17:00", "timezone": "UTC"});
+        for patch in [json!({"active_window": saturday}), json!({"active_window": saturday, "enabled": false})] {
+            let err = routines.update_json(&created.id, &patch, "bob").await.unwrap_err();
+            assert_eq!(err.field(), Some("active_window"), "{}: {patch}: {err}", s.name);
+        }
+        let err =
+            routines.update_json(&created.id, &json!({"cron_expression": "0 0 31 2 *"}), "bob").await.unwrap_err();
+        assert_eq!(err.field(), Some("cron_expression"), "{}: {err}", s.name);
+        let kept = routines.get(&created.id).await.unwrap().routine;
+        assert_eq!((kept.revision, kept.next_slot), (1, created.next_slot), "{}: a refused update changed it", s.name);
+        // Control: a Monday window fires, so the update is taken.
+        let monday =
+            json!({"active_window": {"weekdays": ["mon"], "start": "08:00", "end": "17:00", "timezone": "UTC"}});
+        let updated = routines.update_json(&created.id, &monday, "bob").await.unwrap();
+        assert_eq!(updated.revision, 2, "{}", s.name);
+        assert!(updated.next_slot.is_some(), "{}: control: no next slot", s.name);
+    }
+}
+
 /// HOLE (severity: medium — an unbounded answer to the model, the kind the knowledge/skills lists were
 /// capped for last stop). `list_my_routines` has no limit: every routine of the agent, each with its
 /// instructions (up to 64 KiB each), and with `include_runs` five runs each. 60 routines of 60 KiB

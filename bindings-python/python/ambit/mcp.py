@@ -16,6 +16,7 @@ from os import PathLike, fspath
 from typing import Any, Literal, Mapping, Sequence
 
 from ._options import mapping, paths, strings
+from .errors import ConfigError
 from .policy import Level
 
 __all__ = ["Deferral", "DeferralSetting", "LoadStrategy", "McpProtocol", "McpServer"]
@@ -33,7 +34,13 @@ class McpServer:
     sets the level of a tool by the server's name for it, and wins; any other tool is ``unrestricted``.
     ``deferral`` is this server's setting (``None`` follows the agent's :class:`Deferral`), and the tools
     in ``eager_load_tools`` ship their schemas from the first request under every setting.
-    ``protocol`` is the revision: ``initialize`` (2025-11-25), ``stateless`` (2026-07-28) or ``auto``."""
+    ``protocol`` is the revision: ``initialize`` (2025-11-25), ``stateless`` (2026-07-28) or ``auto``.
+
+    Credentials (the agent's :class:`~ambit.Credentials`, by alias) reach a server without reaching the
+    model: an HTTP server's ``bearer`` alias is sent as ``Authorization: Bearer …``, ``credential_headers``
+    maps a header to an alias, ``headers`` are static headers sent as given; a stdio server's
+    ``credential_env`` maps an environment variable to an alias. A server's error quoting them reaches the
+    model redacted."""
 
     name: str
     transport: Mapping[str, Any]
@@ -42,13 +49,18 @@ class McpServer:
     levels: Mapping[str, Level] = field(default_factory=dict)
     deferral: DeferralSetting | None = None
     eager_load_tools: Sequence[str] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    credential_headers: Mapping[str, str] = field(default_factory=dict)
+    bearer: str | None = None
+    credential_env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
               cwd: str | PathLike[str] | None = None, protocol: McpProtocol = "initialize", trusted: bool = False,
               levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
-              eager_load_tools: Sequence[str] = ()) -> McpServer:
-        """A server run as a child process speaking on its stdin and stdout."""
+              eager_load_tools: Sequence[str] = (), credential_env: Mapping[str, str] | None = None) -> McpServer:
+        """A server run as a child process speaking on its stdin and stdout; ``credential_env`` maps
+        environment variables to credential aliases."""
         transport: dict[str, Any] = {"type": "stdio", "command": command,
                                      "args": paths(f"MCP server '{name}': args", args),
                                      "env": mapping(f"MCP server '{name}': env", env if env is not None else {},
@@ -56,15 +68,19 @@ class McpServer:
         if cwd is not None:
             transport["cwd"] = fspath(cwd)
         return cls(name, transport, protocol, trusted, levels if levels is not None else {}, deferral,
-                   eager_load_tools)
+                   eager_load_tools, credential_env=credential_env if credential_env is not None else {})
 
     @classmethod
     def http(cls, name: str, url: str, *, protocol: McpProtocol = "initialize", trusted: bool = False,
              levels: Mapping[str, Level] | None = None, deferral: DeferralSetting | None = None,
-             eager_load_tools: Sequence[str] = ()) -> McpServer:
-        """A server reached over streamable HTTP at ``url``."""
+             eager_load_tools: Sequence[str] = (), headers: Mapping[str, str] | None = None,
+             credential_headers: Mapping[str, str] | None = None, bearer: str | None = None) -> McpServer:
+        """A server reached over streamable HTTP at ``url``; ``bearer`` and ``credential_headers`` name
+        credential aliases, ``headers`` are sent as given."""
         return cls(name, {"type": "http", "url": url}, protocol, trusted, levels if levels is not None else {},
-                   deferral, eager_load_tools)
+                   deferral, eager_load_tools, headers=headers if headers is not None else {},
+                   credential_headers=credential_headers if credential_headers is not None else {},
+                   bearer=bearer)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -72,6 +88,12 @@ class McpServer:
                                     "levels"))
         put(self, "eager_load_tools", tuple(strings(f"MCP server '{self.name}': eager_load_tools",
                                                     self.eager_load_tools)))
+        for what in ("headers", "credential_headers", "credential_env"):
+            put(self, what, mapping(f"MCP server '{self.name}': {what}", getattr(self, what),
+                                    lambda v: isinstance(v, str), "strings"))
+        if self.bearer is not None and not isinstance(self.bearer, str):
+            raise ConfigError(f"MCP server '{self.name}': bearer must be a credential alias (a string), "
+                            f"got {type(self.bearer).__name__}")
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"name": self.name, "transport": dict(self.transport), "protocol": self.protocol,
@@ -79,6 +101,11 @@ class McpServer:
                                   "eager_load_tools": list(self.eager_load_tools)}
         if self.deferral is not None:
             config["deferral"] = self.deferral
+        for what in ("headers", "credential_headers", "credential_env"):
+            if getattr(self, what):
+                config[what] = dict(getattr(self, what))
+        if self.bearer is not None:
+            config["bearer"] = self.bearer
         return config
 
 

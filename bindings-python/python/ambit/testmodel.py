@@ -188,7 +188,7 @@ class FunctionModel(Model):
 
 
 def _request(arg: str) -> TestRequest:
-    # The function is called as a host tool is: `[arguments, credentials]` (a test model has none).
+    # The function is called as a host tool is: `[arguments, credentials]`, the arguments being the request.
     raw = json.loads(arg)[0]
     return TestRequest(index=raw["index"], wire=raw["wire"], model=raw["model"], instructions=raw["instructions"],
                        messages=raw["messages"], tools=raw["tools"], body=raw["body"])

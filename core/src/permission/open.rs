@@ -299,3 +299,43 @@ pub(crate) fn remove_tree(parent: &Located, name: &OsStr) -> io::Result<()> {
         Handle::Path(path, id) => portable::remove_tree(path, id, name),
     }
 }
+
+/// Test support for the swap races of both methods: a thread exchanging each pair of paths (Linux's
+/// `RENAME_EXCHANGE`, so each name is always one or the other) until stopped.
+#[cfg(all(test, target_os = "linux"))]
+struct Swapper {
+    stop: std::sync::Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+#[cfg(all(test, target_os = "linux"))]
+impl Swapper {
+    /// Starts swapping each `(a, b)` pair of paths under `dir`.
+    fn start(dir: &Path, pairs: &[(&str, &str)]) -> Swapper {
+        let c = |p: &str| std::ffi::CString::new(dir.join(p).into_os_string().into_encoded_bytes()).unwrap();
+        let pairs: Vec<_> = pairs.iter().map(|(a, b)| (c(a), c(b))).collect();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                for (a, b) in &pairs {
+                    // SAFETY: two NUL-terminated paths valid for the call.
+                    let rc = unsafe {
+                        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                    };
+                    assert_eq!(rc, 0);
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        Swapper { stop, thread }
+    }
+
+    /// Stops the thread; how many swaps it made.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}

@@ -366,12 +366,7 @@ impl Routines {
         let timing = spec.validate()?;
         let now = self.clock.now_ms();
         // A schedule that never fires is refused, as 31 February is: by its window when it has one.
-        let Some(first) = timing.first_slot(now) else {
-            return Err(match spec.active_window {
-                Some(_) => RoutineError::invalid("active_window", "the schedule never fires inside this window"),
-                None => RoutineError::invalid("cron_expression", "the schedule never fires"),
-            });
-        };
+        let first = timing.first_slot(now).ok_or_else(|| never_fires(&spec))?;
         let next_slot = spec.enabled.then_some(first);
         let routine = Routine { id: id.to_string(), spec, revision: 1, created_at: now, updated_at: now, next_slot };
         self.store.create(&routine, actor).await?;
@@ -447,3 +442,12 @@ impl Routines {
 
 #[cfg(test)]
 mod schedule_tests;
+
+/// The error for a schedule with no slot ahead (31 February, or a cron that never matches inside its
+/// window): refused on create and on an update that changes the timing, as the window or the cron.
+pub(crate) fn never_fires(spec: &RoutineSpec) -> RoutineError {
+    match spec.active_window {
+        Some(_) => RoutineError::invalid("active_window", "the schedule never fires inside this window"),
+        None => RoutineError::invalid("cron_expression", "the schedule never fires"),
+    }
+}

@@ -88,6 +88,15 @@ impl RoutineSpec {
     }
 
     /// Checks every field; the first refusal names its field.
+    /// Whether `other` fires on the same schedule in the same window (an update that changes neither
+    /// keeps the next slot).
+    pub(crate) fn same_timing(&self, other: &RoutineSpec) -> bool {
+        self.interval_seconds == other.interval_seconds
+            && self.cron_expression == other.cron_expression
+            && self.timezone == other.timezone
+            && self.active_window == other.active_window
+    }
+
     pub fn validate(&self) -> Result<Timing, RoutineError> {
         check_name("agent", &self.agent)?;
         if let Some(t) = &self.title {
@@ -319,10 +328,7 @@ impl RoutinePatch {
             new.enabled = e;
         }
         new.validate()?;
-        let timing_changed = new.interval_seconds != old.interval_seconds
-            || new.cron_expression != old.cron_expression
-            || new.timezone != old.timezone
-            || new.active_window != old.active_window;
+        let timing_changed = !new.same_timing(old);
         let how = if !new.enabled {
             Reschedule::Pause
         } else if !old.enabled || timing_changed {

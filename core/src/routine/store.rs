@@ -551,9 +551,15 @@ macro_rules! routine_store {
                     .ok_or_else(|| RoutineError::NotFound(id.to_string()))?;
                 let old = Self::routine(&row)?;
                 let (spec, how) = patch.apply(&old.spec)?;
+                // A new timing must fire, whether the routine runs now or is paused (as on create).
+                let first = if matches!(how, Reschedule::Anew) || !spec.same_timing(&old.spec) {
+                    Some(spec.timing()?.first_slot(now).ok_or_else(|| super::never_fires(&spec))?)
+                } else {
+                    None
+                };
                 let next_slot = match how {
                     Reschedule::Keep => old.next_slot,
-                    Reschedule::Anew => spec.timing()?.first_slot(now),
+                    Reschedule::Anew => first,
                     Reschedule::Pause => None,
                 };
                 // Resumed: the slots that came while it was disabled are recorded as skipped.

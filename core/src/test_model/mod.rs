@@ -226,6 +226,18 @@ impl Core {
         Core { wire: Wire::OpenaiChat, name: DEFAULT_NAME.into(), stream: false, requests: Mutex::new(Vec::new()) }
     }
 
+    /// A copy with the requests so far, changed by `f` (a setting of the model's builder).
+    fn changed(&self, f: impl FnOnce(&mut Core)) -> Core {
+        let mut core = Core {
+            wire: self.wire,
+            name: self.name.clone(),
+            stream: self.stream,
+            requests: Mutex::new(self.requests()),
+        };
+        f(&mut core);
+        core
+    }
+
     /// Writes the request as the wire would send it and records it.
     fn record(&self, request: &ModelRequest) -> TestRequest {
         let body = match self.wire {
@@ -378,14 +390,7 @@ impl TestModel {
     }
 
     fn with_core(self, f: impl FnOnce(&mut Core)) -> Self {
-        let mut core = Core {
-            wire: self.core.wire,
-            name: self.core.name.clone(),
-            stream: self.core.stream,
-            requests: Mutex::new(self.core.requests()),
-        };
-        f(&mut core);
-        TestModel { core: Arc::new(core), ..self }
+        TestModel { core: Arc::new(self.core.changed(f)), ..self }
     }
 
     settings!();
@@ -422,14 +427,7 @@ impl FunctionModel {
     }
 
     fn with_core(self, f: impl FnOnce(&mut Core)) -> Self {
-        let mut core = Core {
-            wire: self.core.wire,
-            name: self.core.name.clone(),
-            stream: self.core.stream,
-            requests: Mutex::new(self.core.requests()),
-        };
-        f(&mut core);
-        FunctionModel { core: Arc::new(core), ..self }
+        FunctionModel { core: Arc::new(self.core.changed(f)), ..self }
     }
 
     settings!();

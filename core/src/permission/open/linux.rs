@@ -447,24 +447,7 @@ mod tests {
         std::fs::write(d.join("root/dir/f"), "inside").unwrap();
         std::os::unix::fs::symlink(d.join("out/f"), d.join("root/l")).unwrap();
         std::os::unix::fs::symlink(d.join("out"), d.join("root/dl")).unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let c = |p: &str| CString::new(d.join(p).into_os_string().into_encoded_bytes()).unwrap();
-        let pairs = [(c("root/f"), c("root/l")), (c("root/dir"), c("root/dl"))];
-        let stop2 = stop.clone();
-        let swapper = std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop2.load(Ordering::Relaxed) {
-                for (a, b) in &pairs {
-                    // SAFETY: two NUL-terminated paths valid for the call.
-                    let rc = unsafe {
-                        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
-                    };
-                    assert_eq!(rc, 0);
-                    swaps += 1;
-                }
-            }
-            swaps
-        });
+        let swapper = super::super::Swapper::start(&d, &[("root/f", "root/l"), ("root/dir", "root/dl")]);
         let (mut read, mut refused) = (0, 0);
         for m in both() {
             let root = Root::open(&d.join("root"), m).unwrap();
@@ -492,8 +475,7 @@ mod tests {
                 }
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        let swaps = swapper.join().unwrap();
+        let swaps = swapper.stop();
         assert!(swaps > 0 && read > 0 && refused > 0, "the race ran: {swaps} swaps, {read} read, {refused} refused");
     }
 }

@@ -463,29 +463,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_swap_race_never_reads_beyond() {
-        use std::sync::atomic::{AtomicBool, Ordering};
         let d = tree("race");
         std::fs::write(d.join("root/f"), "inside").unwrap();
         std::os::unix::fs::symlink(d.join("out/f"), d.join("root/l")).unwrap();
         std::os::unix::fs::symlink(d.join("out"), d.join("root/dl")).unwrap();
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let c = |p: &str| std::ffi::CString::new(d.join(p).into_os_string().into_encoded_bytes()).unwrap();
-        let pairs = [(c("root/f"), c("root/l")), (c("root/dir"), c("root/dl"))];
-        let stop2 = stop.clone();
-        let swapper = std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop2.load(Ordering::Relaxed) {
-                for (a, b) in &pairs {
-                    // SAFETY: two NUL-terminated paths valid for the call.
-                    let rc = unsafe {
-                        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
-                    };
-                    assert_eq!(rc, 0);
-                    swaps += 1;
-                }
-            }
-            swaps
-        });
+        let swapper = super::super::Swapper::start(&d, &[("root/f", "root/l"), ("root/dir", "root/dl")]);
         let root = Root::open(&d.join("root"), Method::Portable).unwrap();
         let (mut read_ok, mut refused) = (0, 0);
         for _ in 0..20_000 {
@@ -503,8 +485,7 @@ mod tests {
                 }
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        let swaps = swapper.join().unwrap();
+        let swaps = swapper.stop();
         println!("portable race: {swaps} swaps, {read_ok} read, {refused} refused");
         assert!(
             swaps > 0 && read_ok > 0 && refused > 0,
