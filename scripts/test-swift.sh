@@ -52,6 +52,8 @@ chmod +x "$art/bin/ambit-provider"
 mkdir -p "$art/scenarios"
 find "$art/scenarios" -name '*.json' -delete
 cp "$repo"/tests/scenarios/*.json "$art/scenarios/"
+mkdir -p "$art/scenarios/routines"
+cp "$repo"/tests/scenarios/routines/*.json "$art/scenarios/routines/"
 
 # server-everything over streamable HTTP on 127.0.0.1 for the MCP scenarios (the root shares the host's
 # network; it has no Node): its URL goes in .artifacts/mcp/everything.url; stopped at exit.
@@ -83,6 +85,15 @@ python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.a
   || { echo "test-swift: dynamic_server.py did not start: $(cat "$gen/dynamic.log")" >&2; exit 1; }
 echo "http://127.0.0.1:$dyn_port/mcp" >"$art/mcp/dynamic.url"
 
+# tests/mcp/quoting_server.py (refuses every request 401, quoting its headers; GET /seen lists them) for
+# the MCP credential test: its URL in .artifacts/mcp/quoting.url; stopped at exit.
+python3 "$repo/tests/mcp/quoting_server.py" --forever >"$gen/quoting.url" 2>"$gen/quoting.log" </dev/null &
+quoting_pid=$!
+trap 'kill "$mcp_pid" "$dyn_pid" "$quoting_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 200); do [ -s "$gen/quoting.url" ] && break; sleep 0.05; done
+grep -q '^http://127.0.0.1:' "$gen/quoting.url" || { echo "test-swift: quoting_server.py did not start: $(cat "$gen/quoting.log")" >&2; exit 1; }
+head -n 1 "$gen/quoting.url" >"$art/mcp/quoting.url"
+
 # llama.cpp's real server with the suite's tiny model (tests/llama/serve.py --tiny, the helper every
 # language's real-server tests start) for LlamaServerTests: its URL in .artifacts/llama.url; it stops when
 # its standard input (a FIFO held open here) closes at exit.
@@ -92,7 +103,7 @@ mkfifo "$llama_in"
 "$AMBIT_PY" "$repo/tests/llama/serve.py" --tiny <"$llama_in" >"$gen/llama.url" 2>"$gen/llama.log" &
 llama_pid=$!
 exec {llama_fd}>"$llama_in"
-trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
 for _ in $(seq 600); do [ -s "$gen/llama.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/llama.url" || { echo "test-swift: llama.cpp's server did not start: $(tail -5 "$gen/llama.log")" >&2; exit 1; }
 head -n 1 "$gen/llama.url" >"$art/llama.url"
@@ -125,7 +136,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

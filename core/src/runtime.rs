@@ -39,3 +39,27 @@ pub(crate) fn detach(fut: BoxFuture) {
     };
     tokio::spawn(fut);
 }
+
+/// A child that exits without reading its stdin (an MCP stdio server that fails as it starts) makes the
+/// next write to its pipe raise SIGPIPE, whose default action ends the whole host process. Rust
+/// programs, Python and Node ignore SIGPIPE already; a Swift or C host does not (a Swift test process was
+/// killed by it). So before the core writes to a child's pipe, SIGPIPE is ignored process-wide, unless the
+/// host installed a handler of its own (its choice stands): the write then fails with EPIPE and the
+/// server is reported unavailable, as any peer that hangs up is.
+pub(crate) fn ignore_sigpipe() {
+    #[cfg(unix)]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: reading the current disposition into a zeroed sigaction, then setting SIG_IGN, with
+            // valid pointers; no handler of ours runs.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+                {
+                    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                }
+            }
+        });
+    }
+}

@@ -236,6 +236,7 @@ impl ServerConn {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
+                crate::runtime::ignore_sigpipe();
                 let (transport, _stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::null())
                     .spawn()

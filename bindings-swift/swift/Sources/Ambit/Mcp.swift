@@ -56,10 +56,20 @@ public struct McpServer: Sendable, Equatable {
     public var deferral: DeferralSetting?
     /// Tools (the server's names) that ship their schemas from the first request under every setting.
     public var eagerLoadTools: [String]
+    /// HTTP only: headers sent as given with every request (their values never appear in an error).
+    public var headers: [String: String]
+    /// HTTP only: headers whose value is the agent's credential of that alias (`Agent(credentials:)`).
+    public var credentialHeaders: [String: String]
+    /// HTTP only: the alias of a credential sent as `Authorization: Bearer <value>`.
+    public var bearer: String?
+    /// Stdio only: environment variables whose value is the agent's credential of that alias.
+    public var credentialEnv: [String: String]
 
     public init(
         name: String, transport: McpTransport, protocol: McpProtocol = .initialize, trusted: Bool = false,
-        levels: [String: Level] = [:], deferral: DeferralSetting? = nil, eagerLoadTools: [String] = []
+        levels: [String: Level] = [:], deferral: DeferralSetting? = nil, eagerLoadTools: [String] = [],
+        headers: [String: String] = [:], credentialHeaders: [String: String] = [:], bearer: String? = nil,
+        credentialEnv: [String: String] = [:]
     ) {
         self.name = name
         self.transport = transport
@@ -68,27 +78,33 @@ public struct McpServer: Sendable, Equatable {
         self.levels = levels
         self.deferral = deferral
         self.eagerLoadTools = eagerLoadTools
+        self.headers = headers
+        self.credentialHeaders = credentialHeaders
+        self.bearer = bearer
+        self.credentialEnv = credentialEnv
     }
 
-    /// A server run as a child process.
+    /// A server run as a child process; `credentialEnv` maps environment variables to credential aliases.
     public static func stdio(
         _ name: String, command: String, args: [String] = [], env: [String: String] = [:], cwd: String? = nil,
         trusted: Bool = false, levels: [String: Level] = [:], deferral: DeferralSetting? = nil,
-        eagerLoadTools: [String] = []
+        eagerLoadTools: [String] = [], credentialEnv: [String: String] = [:]
     ) -> McpServer {
         McpServer(
             name: name, transport: .stdio(command: command, args: args, env: env, cwd: cwd), trusted: trusted,
-            levels: levels, deferral: deferral, eagerLoadTools: eagerLoadTools)
+            levels: levels, deferral: deferral, eagerLoadTools: eagerLoadTools, credentialEnv: credentialEnv)
     }
 
-    /// A server reached over streamable HTTP.
+    /// A server reached over streamable HTTP; `bearer` and `credentialHeaders` name credential aliases
+    /// (the values reach the server, never the model), `headers` are sent as given.
     public static func http(
         _ name: String, url: String, trusted: Bool = false, levels: [String: Level] = [:],
-        deferral: DeferralSetting? = nil, eagerLoadTools: [String] = []
+        deferral: DeferralSetting? = nil, eagerLoadTools: [String] = [], headers: [String: String] = [:],
+        credentialHeaders: [String: String] = [:], bearer: String? = nil
     ) -> McpServer {
         McpServer(
             name: name, transport: .http(url: url), trusted: trusted, levels: levels, deferral: deferral,
-            eagerLoadTools: eagerLoadTools)
+            eagerLoadTools: eagerLoadTools, headers: headers, credentialHeaders: credentialHeaders, bearer: bearer)
     }
 
     var json: [String: Any] {
@@ -105,6 +121,10 @@ public struct McpServer: Sendable, Equatable {
             "levels": levels.mapValues { $0.description }, "eager_load_tools": eagerLoadTools,
         ]
         if let deferral { out["deferral"] = deferral.rawValue }
+        if !headers.isEmpty { out["headers"] = headers }
+        if !credentialHeaders.isEmpty { out["credential_headers"] = credentialHeaders }
+        if let bearer { out["bearer"] = bearer }
+        if !credentialEnv.isEmpty { out["credential_env"] = credentialEnv }
         return out
     }
 }

@@ -194,7 +194,7 @@ public struct RoutineChanges: Encodable, Sendable {
 
 /// A stored routine: its definition, its revision, its next slot (nil while paused), and — from `get` —
 /// its revision history, oldest first.
-public struct Routine: Decodable, Sendable, Equatable {
+public struct Routine: Codable, Sendable, Equatable {
     public let id: String
     public let agent: String
     public let instructions: String
@@ -216,7 +216,7 @@ public struct Routine: Decodable, Sendable, Equatable {
 }
 
 /// One definition change, credited to the actor the host named.
-public struct Revision: Decodable, Sendable, Equatable {
+public struct Revision: Codable, Sendable, Equatable {
     public let revision: Int64
     public let actor: String
     public let at: Int64
@@ -227,7 +227,7 @@ public struct Revision: Decodable, Sendable, Equatable {
 
 /// One run of a routine. `state`: running, parked, finished or lost; `outcome`: success, nothing_to_do,
 /// failure, error or unknown.
-public struct RunRecord: Decodable, Sendable, Equatable {
+public struct RunRecord: Codable, Sendable, Equatable {
     public let id: String
     public let routineId: String
     public let revision: Int64
@@ -249,7 +249,7 @@ public struct RunRecord: Decodable, Sendable, Equatable {
 }
 
 /// Slots that were not run: `reason` missed, daily_cap, window or disabled.
-public struct SkippedSlots: Decodable, Sendable, Equatable {
+public struct SkippedSlots: Codable, Sendable, Equatable {
     public let routineId: String
     public let firstSlot: Int64
     public let lastSlot: Int64
@@ -259,7 +259,7 @@ public struct SkippedSlots: Decodable, Sendable, Equatable {
 }
 
 /// What one tick did; `resumed`: parked runs whose session a resume ended since (now finished).
-public struct TickReport: Decodable, Sendable, Equatable {
+public struct TickReport: Codable, Sendable, Equatable {
     public let started: [RunRecord]
     public let lost: [RunRecord]
     public let skipped: [SkippedSlots]

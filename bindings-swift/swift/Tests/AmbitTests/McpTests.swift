@@ -2,6 +2,9 @@
 // (The scenario mcp_deferred_tools runs an agent against the real server-everything over HTTP.)
 
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import Testing
 
 @testable import Ambit
@@ -63,3 +66,60 @@ import Testing
         #expect(!byName.keys.contains { $0.hasPrefix("mcp__gone__") })
     }
 }
+
+/// The MCP credential settings from Swift: a real HTTP server (tests/mcp/quoting_server.py, started by
+/// scripts/test-swift.sh) gets the bearer, credential and static headers; a stdio server gets its
+/// credential in its environment; the HTTP server's 401 quotes the headers and reaches the model redacted
+/// (the quote's `[credential:github]` is the control that it reached the model at all).
+@Suite struct McpCredentialTests {
+    static let github = "ghp_SwiftMcpBearerToken0123456789"
+    static let api = "api-key-swift-mcp-7c1d2e3f"
+    static let fixed = "static-swift-header-91ab"
+
+    private func get(_ url: URL) async throws -> Data {
+        try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.dataTask(with: url) { data, _, error in
+                if let data { continuation.resume(returning: data) } else {
+                    continuation.resume(throwing: error ?? ScenarioError("no answer from \(url)"))
+                }
+            }.resume()
+        }
+    }
+
+    @Test func anMcpServerGetsItsCredentialsAndTheModelNone() async throws {
+        let quoting = try Paths.mcpURL("quoting")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("mcp-credentials-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: ["name": "mcp-credentials", "exchanges": [
+            ["respond": ["tool_calls": [["id": "c1", "name": "mcp_list_all", "arguments": [String: Any]()]]]],
+            ["respond": ["content": "done"]],
+        ]]).write(to: file)
+        let provider = try Provider(scenario: file)
+        defer { provider.stop() }
+        let dump = FileManager.default.temporaryDirectory.appendingPathComponent("mcp-env-\(UUID().uuidString).txt")
+        let github = Self.github
+        let agent = try Agent(
+            model: Model.openAIChat("gpt-4.1", baseURL: provider.baseURL, apiKey: "sk-test"),
+            mcpServers: [
+                .http("remote", url: quoting, headers: ["X-Static-Key": Self.fixed],
+                      credentialHeaders: ["X-Api-Key": "api"], bearer: "github"),
+                .stdio("envdump", command: "/bin/sh", args: ["-c", "printf '%s' \"$MCP_TOKEN\" > '\(dump.path)'; exit 1"],
+                       credentialEnv: ["MCP_TOKEN": "github"]),
+            ],
+            deferral: Deferral(setting: .eager),
+            credentials: Credentials().value("api", Self.api).callback("github") { _ in github })
+        let result = try await agent.run("list everything")
+        let seenURL = try #require(URL(string: quoting.replacingOccurrences(of: "/mcp", with: "/seen")))
+        let seen = try #require(try JSONSerialization.jsonObject(with: try await get(seenURL)) as? [[String: String]])
+        let mine = try #require(seen.first { $0["authorization"] == "Bearer \(Self.github)" }, "\(seen)")
+        #expect(mine["x-api-key"] == Self.api && mine["x-static-key"] == Self.fixed)
+        #expect(try String(contentsOf: dump, encoding: .utf8) == Self.github)
+        let state = try await provider.state()
+        let requests = String(decoding: try JSONSerialization.data(withJSONObject: state["requests"] ?? []), as: UTF8.self)
+        let reached = requests + (result.toolCalls.first?.result ?? "")
+        for value in [Self.github, Self.api, Self.fixed] {
+            #expect(!reached.contains(value), "\(value) reached the model: \(reached)")
+        }
+        #expect(reached.contains("remote") && reached.contains("[credential:github]"), "\(reached)")
+    }
+}
+

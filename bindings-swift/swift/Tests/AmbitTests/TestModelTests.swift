@@ -14,7 +14,7 @@ struct CityWeather: AmbitTool {
 }
 
 /// Collects what a function model was asked.
-actor Seen {
+private actor Seen {
     var requests: [TestRequest] = []
     func add(_ r: TestRequest) { requests.append(r) }
 }
