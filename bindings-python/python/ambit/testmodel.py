@@ -189,5 +189,8 @@ class FunctionModel(Model):
 
 def _request(arg: str) -> TestRequest:
     raw = json.loads(arg)
+    if isinstance(raw, list):
+        # Called as a tool is: `[request, credentials, context]`.
+        raw = raw[0]
     return TestRequest(index=raw["index"], wire=raw["wire"], model=raw["model"], instructions=raw["instructions"],
                        messages=raw["messages"], tools=raw["tools"], body=raw["body"])
