@@ -102,3 +102,43 @@ async fn a_run_without_context_gives_its_tools_none() {
     let run = agent.run_with_context("who am I?", RunContextValue::new(42u32)).await.unwrap();
     assert_eq!(run.output, "you are nobody");
 }
+
+/// The README's message-history example: run 1's `result.messages` and a new user message are run 2's
+/// input; the model sees the whole conversation, the tool call and its result included.
+#[tokio::test]
+async fn a_history_round_trips_through_result_messages() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let tool = tool_fn_in("whoami", "The current user.", json!({"type": "object"}), |_: Value, _: ToolContext| async {
+        Ok::<_, String>("ada")
+    });
+    let agent = agent(tool, requests.clone());
+    let first = agent.run("who am I?").await.unwrap();
+    let mut history = first.messages.clone();
+    history.push(Message::User { content: "and now?".into() });
+    let second = agent.run(history).await.unwrap();
+    // The last request held the whole history; the model answered the new message after a new call.
+    let seen = requests.lock().unwrap();
+    let roles: Vec<&str> = seen[2]
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User { .. } => "user",
+            Message::Assistant { .. } => "assistant",
+            Message::Tool { .. } => "tool",
+            Message::Provider { .. } => "provider",
+        })
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+    assert_eq!(second.messages[..4], first.messages[..]);
+    // A result that answers no call is refused before any request, naming the message and field.
+    let orphan = vec![
+        Message::User { content: "hi".into() },
+        Message::Tool { call_id: "nope".into(), name: "whoami".into(), content: "x".into(), is_error: false },
+    ];
+    let before = seen.len();
+    drop(seen);
+    let err = agent.run(orphan).await.unwrap_err();
+    assert!(matches!(&err, ambit::Error::InvalidMessage { index: 1, field, .. } if field == "call_id"), "{err}");
+    assert_eq!(err.code(), "invalid_message");
+    assert_eq!(requests.lock().unwrap().len(), before, "nothing was sent");
+}
