@@ -230,9 +230,9 @@ struct RunContextId(u32);
 fn run_input(input: String, messages: Option<String>) -> Result<ambit::Input, Error> {
     match messages {
         None => Ok(ambit::Input::Text(input)),
-        Some(json) => ambit::Input::from_json(
-            serde_json::from_str(&json).map_err(|e| Error::Config(format!("messages: {e}")))?,
-        ),
+        Some(json) => {
+            ambit::Input::from_json(serde_json::from_str(&json).map_err(|e| Error::Config(format!("messages: {e}")))?)
+        }
     }
 }
 
@@ -297,7 +297,9 @@ impl NativeAgent {
                 (Ok(input), None) => self.agent.stream(input),
                 (Err(e), _) => ambit::RunStream::failed(e),
             };
-            NativeRunStream { feed: Arc::new(ambit::EventFeed::start(stream, |run| ambit::runtime::runtime().spawn(run))) }
+            NativeRunStream {
+                feed: Arc::new(ambit::EventFeed::start(stream, |run| ambit::runtime::runtime().spawn(run))),
+            }
         })
     }
 }

@@ -116,27 +116,28 @@ async fn a_history_round_trips_through_result_messages() {
     let mut history = first.messages.clone();
     history.push(Message::User { content: "and now?".into() });
     let second = agent.run(history).await.unwrap();
-    // The last request held the whole history; the model answered the new message after a new call.
-    let seen = requests.lock().unwrap();
-    let roles: Vec<&str> = seen[2]
-        .messages
-        .iter()
-        .map(|m| match m {
-            Message::User { .. } => "user",
-            Message::Assistant { .. } => "assistant",
-            Message::Tool { .. } => "tool",
-            Message::Provider { .. } => "provider",
-        })
-        .collect();
-    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+    // Run 2's first request held the whole history, the new message last.
+    let before = {
+        let seen = requests.lock().unwrap();
+        let roles: Vec<&str> = seen[2]
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::User { .. } => "user",
+                Message::Assistant { .. } => "assistant",
+                Message::Tool { .. } => "tool",
+                Message::Provider { .. } => "provider",
+            })
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+        seen.len()
+    };
     assert_eq!(second.messages[..4], first.messages[..]);
     // A result that answers no call is refused before any request, naming the message and field.
     let orphan = vec![
         Message::User { content: "hi".into() },
         Message::Tool { call_id: "nope".into(), name: "whoami".into(), content: "x".into(), is_error: false },
     ];
-    let before = seen.len();
-    drop(seen);
     let err = agent.run(orphan).await.unwrap_err();
     assert!(matches!(&err, ambit::Error::InvalidMessage { index: 1, field, .. } if field == "call_id"), "{err}");
     assert_eq!(err.code(), "invalid_message");
