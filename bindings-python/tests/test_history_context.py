@@ -126,3 +126,30 @@ def test_a_session_refuses_a_message_list_and_stores_nothing(tmp_path: Path) -> 
             await sessions.run(agent, sid, [ambit.UserMessage("hi")])  # type: ignore[arg-type]
         assert await sessions.entries(sid) == []
     asyncio.run(main())
+
+
+def test_a_tool_context_is_typed_for_mypy(tmp_path: Path) -> None:
+    # `ToolContext[User].context` is a `User` to mypy --strict: a field it has passes, one it lacks fails.
+    import subprocess
+    import sys
+    source = '''import ambit
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class User:
+    name: str
+
+@ambit.tool
+def whoami(ctx: ambit.ToolContext[User]) -> str:
+    """The current user."""
+    return ctx.context.{field}
+'''
+    outcomes = []
+    for field in ("name", "email"):
+        path = tmp_path / f"typed_{field}.py"
+        path.write_text(source.replace("{field}", field))
+        run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(path)],
+                             capture_output=True, text=True)
+        outcomes.append((run.returncode, run.stdout))
+    assert outcomes[0][0] == 0, outcomes[0][1]
+    assert outcomes[1][0] != 0 and '"User" has no attribute "email"' in outcomes[1][1], outcomes[1][1]
