@@ -143,3 +143,34 @@ async fn a_history_round_trips_through_result_messages() {
     assert_eq!(err.code(), "invalid_message");
     assert_eq!(requests.lock().unwrap().len(), before, "nothing was sent");
 }
+
+/// A run started inside another (a sub-agent's, or an agent a tool runs) hands its tools the context
+/// of the run that started it; a top-level run without one has none.
+#[tokio::test]
+async fn a_nested_run_inherits_the_context_of_the_run_it_runs_in() {
+    let whoami =
+        tool_fn_in("whoami", "The current user.", json!({"type": "object"}), |_: Value, ctx: ToolContext| async move {
+            ctx.context::<User>().map(|u| u.0.clone()).ok_or("no context")
+        });
+    let inner = agent(whoami, Arc::new(Mutex::new(Vec::new())));
+    let ask =
+        tool_fn_in("ask_inner", "Asks the inner agent.", json!({"type": "object"}), move |_: Value, _: ToolContext| {
+            let inner = inner.clone();
+            async move { inner.run("who am I?").await.map(|r| r.output).map_err(|e| e.to_string()) }
+        });
+    let outer = Agent::builder()
+        .model(FunctionModel::new(|r: &TestRequest| {
+            Ok(match r.messages.last() {
+                Some(Message::Tool { content, .. }) => Reply::text(content.clone()),
+                _ => Reply::tool_call("ask_inner", json!({})),
+            })
+        }))
+        .tool(ask)
+        .build()
+        .unwrap();
+    let run = outer.run_with_context("go", RunContextValue::new(User("ada".into()))).await.unwrap();
+    assert_eq!(run.output, "you are ada");
+    // Negative control: without a context at the top, the inner tool has none either.
+    let run = outer.run("go").await.unwrap();
+    assert!(run.output.contains("no context"), "{}", run.output);
+}

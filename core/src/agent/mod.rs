@@ -495,11 +495,14 @@ impl Agent {
         self.run_with(Input::Messages(messages), None).await
     }
 
+    /// A run given no context of its own runs with the one it runs inside, if any: a sub-agent's run
+    /// (or an agent run from a tool) hands its tools the context of the run that started it.
     async fn run_with(&self, input: Input, context: Option<RunContextValue>) -> Result<RunResult, Error> {
         let span = tracing::info_span!("run", model = self.inner.model.name());
         if let Input::Messages(m) = &input {
             input::validate(m)?;
         }
+        let context = context.or_else(context::current);
         context::scope(context, self.run_inner(input, Emitter::default())).instrument(span).await
     }
 
@@ -524,6 +527,7 @@ impl Agent {
                 if let Input::Messages(m) = &input {
                     input::validate(m)?;
                 }
+                let context = context.or_else(context::current);
                 context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span).await
             }),
             rx,
