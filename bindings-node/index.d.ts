@@ -270,6 +270,18 @@ export declare class BudgetError extends AmbitError {
  * The model's final answer did not match the agent's `outputType` after the wrong answers went back to
  * it `retries` times.
  */
+/**
+ * A message history given as a run's input breaks a rule (code "invalid_message"): an unknown role, a
+ * field of the wrong type, a tool result that answers no call. `index` is the message's place in the
+ * list; `field` the field that is wrong as the core's form spells it (`role`, `call_id`,
+ * `tool_calls[0].id`; empty for the whole entry). Nothing was sent.
+ */
+export declare class InvalidMessageError extends AmbitError {
+  readonly code: 'invalid_message';
+  readonly index: number;
+  readonly field: string;
+}
+
 export declare class OutputInvalidError extends AmbitError {
   readonly code: 'output_invalid';
   /** The last answer's text, as the model gave it. */
@@ -331,7 +343,7 @@ export type AgentEvent =
   | { type: 'background_task_reported'; taskId: string; name: string; result: string; isError: boolean }
   | { type: 'run_finished'; usage: Usage; result: RunResult };
 
-export interface ToolDefinition<Args extends Record<string, any> = Record<string, any>> {
+export interface ToolDefinition<Args extends Record<string, any> = Record<string, any>, Ctx = unknown> {
   /** The name the model calls the tool by; unique within an agent. */
   name: string;
   /** What the tool does, for the model. */
@@ -348,8 +360,11 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
    * as it is, anything else as JSON. A thrown error becomes an error result the model sees
    * (`Error: tool '<name>' failed: <message>`); the run goes on.
    */
-  /** `ctx` is the background task the call runs in: progress notes and the cancellation token. */
-  run: (args: Args, ctx: TaskContext) => unknown | Promise<unknown>;
+  /**
+   * `ctx` is the call's context: the run's `context` (`ctx.context`, typed `Ctx`), the background task
+   * the call runs in (progress notes and the cancellation token) and its credentials.
+   */
+  run: (args: Args, ctx: TaskContext<Ctx>) => unknown | Promise<unknown>;
   /**
    * The lowest level the tool may run at. Undeclared: `"unrestricted"` (the SDK cannot know what a
    * host function does). An unknown level is a ConfigError when the agent is built.
@@ -370,11 +385,11 @@ export interface ToolDefinition<Args extends Record<string, any> = Record<string
 }
 
 /** A tool made by {@link tool}. */
-export interface Tool<Args extends Record<string, any> = Record<string, any>> {
+export interface Tool<Args extends Record<string, any> = Record<string, any>, Ctx = unknown> {
   readonly name: string;
   readonly description: string;
   readonly parameters: JsonSchema;
-  readonly run: (args: Args, ctx: TaskContext) => unknown | Promise<unknown>;
+  readonly run: (args: Args, ctx: TaskContext<Ctx>) => unknown | Promise<unknown>;
   readonly credentials: string[] | undefined;
   readonly level: Level | undefined;
   readonly requiresApproval: boolean | undefined;
@@ -389,9 +404,9 @@ export interface ZodLike<T = unknown> {
   parse(value: unknown): T;
 }
 
-export declare function tool<Args extends Record<string, any> = Record<string, any>>(
-  definition: ToolDefinition<Args>,
-): Tool<Args>;
+export declare function tool<Args extends Record<string, any> = Record<string, any>, Ctx = unknown>(
+  definition: ToolDefinition<Args, Ctx>,
+): Tool<Args, Ctx>;
 
 /**
  * The name a model sees for the tool `name` on a wire that takes names of at most `maxBytes` bytes
@@ -400,7 +415,7 @@ export declare function tool<Args extends Record<string, any> = Record<string, a
  */
 export declare function wireName(name: string, maxBytes?: number): string;
 
-export interface AgentOptions {
+export interface AgentOptions<Ctx = unknown> {
   model: Model;
   /** The most tool calls of one turn running at the same time (default 8); results keep the model's order. */
   maxConcurrency?: number;
@@ -431,7 +446,7 @@ export interface AgentOptions {
   scratchpad?: boolean;
   /** The system instructions sent with every request. */
   instructions?: string;
-  tools?: Tool<any>[];
+  tools?: Tool<any, Ctx>[];
   /** The most model requests one run may make (default 10, at least 1). */
   maxTurns?: number;
   /**
@@ -644,16 +659,22 @@ export interface Usage {
   cacheWriteTokens: number;
 }
 
-/** One entry of the conversation. */
+/**
+ * One entry of the conversation, as `result.messages` holds them and `agent.run([...])` takes them back:
+ * keep a history yourself by passing an earlier `result.messages` and a new user message. Each call of an
+ * assistant message gets its `tool` message (`callId`) before the next user or assistant message.
+ */
 export type Message =
   | { role: 'user'; content: string }
   | {
       role: 'assistant';
       content: string | null;
       /** `arguments` is the raw JSON text the model wrote. */
-      toolCalls: { id: string; name: string; arguments: string }[];
+      toolCalls: { id: string; name: string; arguments: string; fromText?: boolean }[];
     }
-  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean };
+  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean }
+  /** Items the provider answered itself (its own tool search), kept verbatim for its wire. */
+  | { role: 'provider'; wire: string; items: JsonValue[] };
 
 /** What a finished run returns. */
 export interface RunResult {
@@ -676,27 +697,32 @@ export interface RunResult {
   messages: Message[];
 }
 
-/** How one run may be cancelled. */
-export interface RunOptions {
+/** How one run may be cancelled, and the host value its tools get. */
+export interface RunOptions<Ctx = unknown> {
   /** Aborting it cancels the run, its HTTP request and its tools. */
   signal?: AbortSignal;
+  /**
+   * A value of yours every tool of the run reads as `ctx.context` (a database pool, the current user).
+   * It stays in JavaScript: never sent to the model, never stored.
+   */
+  context?: Ctx;
 }
 
 /** An agent: a model, instructions and tools. Throws a ConfigError (or TypeError) on bad options. */
-export declare class Agent {
-  constructor(options: AgentOptions);
+export declare class Agent<Ctx = unknown> {
+  constructor(options: AgentOptions<Ctx>);
   /**
    * Runs the agent from one user message to the final answer. Rejects with a ModelError,
    * MaxTurnsError or CancelledError (all AmbitError); aborting `options.signal` cancels the run, its
    * HTTP request and its tools (CancelledError).
    */
-  run(input: string, options?: RunOptions): Promise<RunResult>;
+  run(input: string | Message[], options?: RunOptions<Ctx>): Promise<RunResult>;
   /**
    * Runs the agent, yielding its events as they happen; the last is `run_finished`. A failed run throws
    * its error after the events before it; leaving the loop early cancels the run, and so does aborting
    * `options.signal`, even while no event comes (the iteration throws a CancelledError).
    */
-  stream(input: string, options?: RunOptions): AsyncGenerator<AgentEvent, void, undefined>;
+  stream(input: string | Message[], options?: RunOptions<Ctx>): AsyncGenerator<AgentEvent, void, undefined>;
   /** Every tool (host tools, then built-ins) with its effective level and status. */
   listTools(): ToolListing[];
   /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */
@@ -846,8 +872,13 @@ export declare class RoutineLedger {
  * `progress(note)` reports a short note (also the task's heartbeat); `cancelled` turns true when the
  * task is asked to stop, so a long tool checks it at its checkpoints and unwinds.
  */
-export declare class TaskContext {
+export declare class TaskContext<Ctx = unknown> {
   private constructor(token: number);
+  /**
+   * The run's context: the value given to `agent.run(input, { context })`. It stays in JavaScript: never
+   * sent to the model, never stored. A run given none throws a ConfigError.
+   */
+  readonly context: Ctx;
   /** False when the call does not run in the background: progress goes nowhere, never cancelled. */
   readonly inBackground: boolean;
   progress(note: string): void;
@@ -858,7 +889,7 @@ export declare class TaskContext {
 
 /** The context a tool call gets (the second argument of `run`): the same class as TaskContext. */
 export declare const ToolContext: typeof TaskContext;
-export type ToolContext = TaskContext;
+export type ToolContext<Ctx = unknown> = TaskContext<Ctx>;
 
 /**
  * Credentials by alias (SPEC §15), for `new Agent({credentials})`: delivered to the tools that declare
@@ -936,9 +967,11 @@ export declare class Sessions {
   /**
    * Runs the agent in the session, continuing its conversation; a parked run rejects with
    * AwaitingApprovalError. One run at a time per session, across processes: while another run holds the
-   * session this rejects with an AmbitError of code `session_busy`.
+   * session this rejects with an AmbitError of code `session_busy`. The session is the history: `input`
+   * is the next user message; an array of messages is refused (ConfigError) and nothing is stored (run
+   * the agent without a session to keep a history yourself).
    */
-  run(agent: Agent, sessionId: string, input: string): Promise<RunResult>;
+  run(agent: Agent<any>, sessionId: string, input: string): Promise<RunResult>;
   /**
    * Answers the approval a parked session waits on, from any process or language, and continues the run.
    * Exactly once: a resume of a session no longer waiting (another resume claimed it first, or it was

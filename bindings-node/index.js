@@ -83,6 +83,20 @@ class CancelledError extends AmbitError {
   }
 }
 
+/**
+ * A message history given as a run's input breaks a rule (code "invalid_message"): `index` is the
+ * message's place in the list, `field` the field that is wrong (`role`, `call_id`, `tool_calls[0].id`,
+ * as the core's form spells it; empty for the whole entry). Nothing was sent.
+ */
+class InvalidMessageError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'invalid_message', options);
+    this.name = 'InvalidMessageError';
+    this.index = details.index ?? 0;
+    this.field = details.field ?? '';
+  }
+}
+
 /** Turns a core error (`{code, message, status}`) into the matching error class. */
 function toError(e) {
   const message = e.message;
@@ -101,6 +115,8 @@ function toError(e) {
       return new OutputTruncatedError(message, details);
     case 'output_invalid':
       return new OutputInvalidError(message, details);
+    case 'invalid_message':
+      return new InvalidMessageError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     case 'internal':
@@ -120,6 +136,30 @@ function describe(value) {
 }
 
 const TOOL = Symbol('ambit.tool');
+
+/**
+ * The host values of the runs under way, by id: a run's `context` stays here, in JavaScript; the core
+ * carries only its id to the run's tools.
+ */
+const CONTEXTS = new Map();
+let nextContext = 0;
+
+/** Keeps `options.context` for one run; its id (undefined: the run has none). */
+function enterContext(options) {
+  if (!options || !Object.prototype.hasOwnProperty.call(options, 'context') || options.context === undefined) {
+    return undefined;
+  }
+  nextContext = nextContext >= 0xfffffff0 ? 1 : nextContext + 1;
+  CONTEXTS.set(nextContext, options.context);
+  return nextContext;
+}
+
+/** A run's input for the native layer: `[text, messagesJson]`. */
+function runInput(where, input) {
+  if (typeof input === 'string') return [input, undefined];
+  if (Array.isArray(input)) return ['', JSON.stringify(input.map(fromMessage))];
+  throw new TypeError(`${where}: input must be a string or an array of messages, got ${describe(input)}`);
+}
 
 /** Every key a tool definition may have. */
 const TOOL_OPTIONS = [
@@ -172,7 +212,7 @@ function tool(definition) {
   const call = (requestJson) => {
     try {
       const request = JSON.parse(requestJson);
-      const value = run(parse(request.arguments), new TaskContext(request.task, request.credentials));
+      const value = run(parse(request.arguments), new TaskContext(request.task, request.credentials, request.context));
       if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
         return Promise.resolve(value).then(ok, failed);
       }
@@ -205,9 +245,22 @@ function tool(definition) {
 class TaskContext {
   #token;
   #credentials;
-  constructor(token, credentials) {
+  #context;
+  constructor(token, credentials, context) {
     this.#token = token;
     this.#credentials = credentials ?? {};
+    this.#context = context ?? 0;
+  }
+  /**
+   * The run's context: the value given to `agent.run(input, {context})` (a database pool, the current
+   * user). It stays in JavaScript: never sent to the model, never stored. A run given none throws a
+   * ConfigError.
+   */
+  get context() {
+    if (!this.#context || !CONTEXTS.has(this.#context)) {
+      throw new ConfigError('the run has no context: pass one with agent.run(input, { context })');
+    }
+    return CONTEXTS.get(this.#context);
   }
   /**
    * The value of a credential the tool declared (`tool({credentials: [...]})`), produced for this call
@@ -456,11 +509,16 @@ class Agent {
    * @param {{signal?: AbortSignal}} [options]
    */
   async *stream(input, options = {}) {
-    if (typeof input !== 'string') {
-      throw new TypeError(`Agent.stream: input must be a string, got ${describe(input)}`);
-    }
+    const [text, messages] = runInput('Agent.stream', input);
     const signal = cancelSignal('Agent.stream', options);
-    const feed = this.#native.stream(input);
+    const context = enterContext(options);
+    let feed;
+    try {
+      feed = this.#native.stream(text, messages, context);
+    } catch (e) {
+      if (context !== undefined) CONTEXTS.delete(context);
+      throw e;
+    }
     const abort = () => feed.cancel();
     signal?.addEventListener('abort', abort, { once: true });
     try {
@@ -476,6 +534,7 @@ class Agent {
     } finally {
       signal?.removeEventListener('abort', abort);
       feed.cancel();
+      if (context !== undefined) CONTEXTS.delete(context);
     }
   }
 
@@ -487,9 +546,7 @@ class Agent {
    * @param {{signal?: AbortSignal}} [options]
    */
   async run(input, options = {}) {
-    if (typeof input !== 'string') {
-      throw new TypeError(`Agent.run: input must be a string, got ${describe(input)}`);
-    }
+    const [text, messages] = runInput('Agent.run', input);
     if (cancelSignal('Agent.run', options)) {
       // A cancellable run is the stream's run, to its result. Iterated to its end, not left at
       // run_finished: leaving would cancel what the run still winds down (its background tasks'
@@ -501,7 +558,13 @@ class Agent {
       if (result === undefined) throw new CancelledError('the run ended without a result');
       return result;
     }
-    const envelope = JSON.parse(await this.#native.run(input));
+    const context = enterContext(options);
+    let envelope;
+    try {
+      envelope = JSON.parse(await this.#native.run(text, messages, context));
+    } finally {
+      if (context !== undefined) CONTEXTS.delete(context);
+    }
     if (!envelope.ok) throw toError(envelope.error);
     return toRunResult(envelope.result, this.#parseOutput);
   }
@@ -509,7 +572,7 @@ class Agent {
 
 /** Every option `run` and `stream` read; any other key is refused by name (a misspelt `signal` would
  * otherwise leave a run that cannot be cancelled). */
-const RUN_OPTIONS = ['signal'];
+const RUN_OPTIONS = ['signal', 'context'];
 
 /** `options.signal` of run/stream: an AbortSignal, or undefined; anything else is a TypeError. */
 function cancelSignal(where, options) {
@@ -635,7 +698,9 @@ function toMessage(m) {
       return {
         role: 'assistant',
         content: m.content,
-        toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+        toolCalls: m.tool_calls.map((c) =>
+          c.from_text ? { id: c.id, name: c.name, arguments: c.arguments, fromText: true }
+            : { id: c.id, name: c.name, arguments: c.arguments }),
       };
     case 'tool':
       return { role: 'tool', callId: m.call_id, name: m.name, content: m.content, isError: m.is_error };
@@ -644,8 +709,24 @@ function toMessage(m) {
   }
 }
 
+/**
+ * A Message (camelCase, as `result.messages` holds them) in the core's form; the core checks it. A
+ * provider entry's items go as they are; anything else has its keys made snake_case.
+ */
+function fromMessage(m) {
+  if (m === null || typeof m !== 'object' || Array.isArray(m)) return m;
+  if (m.role === 'provider') return { role: 'provider', wire: m.wire, items: m.items };
+  const out = {};
+  for (const [k, v] of Object.entries(m)) {
+    const key = k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    out[key] = key === 'tool_calls' && Array.isArray(v) ? v.map(fromMessage) : v;
+  }
+  return out;
+}
+
 module.exports = {
   Agent,
+  InvalidMessageError,
   McpServer,
   Model,
   OpenAIChat,

@@ -25,6 +25,7 @@ export const {
   MaxTurnsError,
   OutputTruncatedError,
   OutputInvalidError,
+  InvalidMessageError,
   CancelledError,
   InternalError,
   wireName,

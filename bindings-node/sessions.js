@@ -102,6 +102,14 @@ class Sessions {
 
   /** Runs `agent` on `input` in the session, continuing its conversation. */
   async run(agent, sessionId, input) {
+    // The session is the history: a list of messages is refused, nothing stored (run the agent without
+    // a session to keep a history yourself).
+    if (typeof input !== 'string') {
+      throw new core.ConfigError(
+        `a session keeps its own history: Sessions.run takes the next user message (a string), not ${Array.isArray(input) ? 'an array' : typeof input}; ` +
+          'to pass a history of your own, run the agent without a session (agent.run(messages))',
+      );
+    }
     return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)), agent._outputParser());
   }
 

@@ -113,6 +113,10 @@ impl NativeError {
             details.insert("attempt".into(), json!(attempt));
             details.insert("retries".into(), json!(retries));
         }
+        if let Error::InvalidMessage { index, field, .. } = e {
+            details.insert("index".into(), json!(index));
+            details.insert("field".into(), json!(field));
+        }
         if let Error::Budget { budget, limit, spent, cost, .. } = e {
             details.insert("budget".into(), json!(budget));
             details.insert("limit".into(), json!(limit));
@@ -160,13 +164,14 @@ impl Tool for JsTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        self.call_with(arguments, Default::default()).await
+        self.call_with(arguments, Default::default(), 0).await
     }
 
-    /// The tool's context gets its declared credentials, produced now by the core's broker.
+    /// The tool's context gets its declared credentials, produced now by the core's broker, and the
+    /// run's context (the id under which the facade keeps the run's value).
     async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ToolError> {
         let credentials = ctx.declared_credentials().await?;
-        self.call_with(arguments, credentials).await
+        self.call_with(arguments, credentials, ctx.context::<RunContextId>().map_or(0, |c| c.0)).await
     }
 }
 
@@ -195,10 +200,13 @@ impl JsTool {
         &self,
         arguments: Value,
         credentials: std::collections::BTreeMap<String, String>,
+        context: u32,
     ) -> Result<Value, ToolError> {
         // The background task this call runs in (if any), by a token the tool's TaskContext uses.
         let task = ambit::agent::background::HostTask::enter();
-        let request = json!({"arguments": arguments, "task": task.token(), "credentials": credentials}).to_string();
+        let request =
+            json!({"arguments": arguments, "task": task.token(), "credentials": credentials, "context": context})
+                .to_string();
         let answer = self.call.call_async_catch(request).await.map_err(|e| ToolError::Failed(e.reason.clone()))?;
         let text = match answer {
             Either::A(text) => text,
@@ -215,6 +223,24 @@ impl JsTool {
     }
 }
 
+/// A run's context as the core carries it: the id under which the JavaScript facade keeps the run's
+/// value. The value itself never leaves JavaScript.
+struct RunContextId(u32);
+
+/// A run's input: `messages` (a JSON list in the core's message form) when given, else the text.
+fn run_input(input: String, messages: Option<String>) -> Result<ambit::Input, Error> {
+    match messages {
+        None => Ok(ambit::Input::Text(input)),
+        Some(json) => {
+            ambit::Input::from_json(serde_json::from_str(&json).map_err(|e| Error::Config(format!("messages: {e}")))?)
+        }
+    }
+}
+
+fn run_context(context: Option<u32>) -> Option<ambit::RunContextValue> {
+    context.filter(|c| *c != 0).map(|c| ambit::RunContextValue::new(RunContextId(c)))
+}
+
 /// An agent built by the core.
 #[napi]
 pub struct NativeAgent {
@@ -225,12 +251,20 @@ pub struct NativeAgent {
 impl NativeAgent {
     /// Runs the agent on one user message. Resolves (never rejects for a core error) to the JSON text
     /// of `{"ok": true, "result": RunResult}` or `{"ok": false, "error": {code, message, status}}`.
+    /// `messages`, when given, is the input as a JSON list of messages; `context` the id of the run's
+    /// context in the facade.
     #[napi]
-    pub async fn run(&self, input: String) -> String {
+    pub async fn run(&self, input: String, messages: Option<String>, context: Option<u32>) -> String {
         let agent = self.agent.clone();
         // On napi's own runtime, where this future already runs: a hop to another runtime's threads
         // and back cost about a fifth of a short run (bench/peers). Spawned, so a panic stays a JoinError.
-        let handle = tokio::spawn(async move { agent.run(input).await });
+        let handle = tokio::spawn(async move {
+            let input = run_input(input, messages)?;
+            match run_context(context) {
+                Some(c) => agent.run_with_context(input, c).await,
+                None => agent.run(input).await,
+            }
+        });
         let outcome: Result<RunResult, NativeError> = match handle.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(NativeError::from_core(&e)),
@@ -251,10 +285,22 @@ impl NativeAgent {
 
     /// Starts the run as a stream of events; `NativeRunStream.next` hands them out.
     #[napi]
-    pub fn stream(&self, input: String) -> napi::Result<NativeRunStream> {
+    pub fn stream(
+        &self,
+        input: String,
+        messages: Option<String>,
+        context: Option<u32>,
+    ) -> napi::Result<NativeRunStream> {
         guard(|| {
-            let feed = ambit::EventFeed::start(self.agent.stream(input), |run| ambit::runtime::runtime().spawn(run));
-            NativeRunStream { feed: Arc::new(feed) }
+            // A history the core refuses is the stream's first (and only) item.
+            let stream = match (run_input(input, messages), run_context(context)) {
+                (Ok(input), Some(c)) => self.agent.stream_with_context(input, c),
+                (Ok(input), None) => self.agent.stream(input),
+                (Err(e), _) => ambit::RunStream::failed(e),
+            };
+            NativeRunStream {
+                feed: Arc::new(ambit::EventFeed::start(stream, |run| ambit::runtime::runtime().spawn(run))),
+            }
         })
     }
 }

@@ -27,6 +27,7 @@ const {
   MaxTurnsError,
   OutputTruncatedError,
   OutputInvalidError,
+  InvalidMessageError,
   CancelledError,
   McpServer,
   Ledger,
@@ -115,6 +116,10 @@ async function checkProvider(scenario, provider) {
   if (want) assert.deepEqual(state.abandoned, want, 'abandoned requests');
   assert.deepEqual(state.mismatches, [], 'provider mismatches');
   assert.equal(state.remaining, 0, `scripted exchanges left unused (served ${state.served})`);
+  // `absent_from_requests`: texts no request holds (a run context never reaches the model).
+  for (const text of scenario.expect.absent_from_requests || []) {
+    state.requests.forEach((r, n) => assert.ok(!JSON.stringify(r.body).includes(text), `request ${n + 1} holds ${text}`));
+  }
 }
 
 /**
@@ -223,10 +228,42 @@ function scenarioTool(spec) {
   });
 }
 
+/** A scenario's `context`, as the JavaScript value this suite passes to each run (`{ context }`). */
+class ScenarioContext {
+  constructor(data) {
+    this.data = data;
+  }
+}
+
+/** The options every run of `scenario` gets: its `context`, when it has one. */
+function runOptions(scenario) {
+  return scenario.context ? { context: new ScenarioContext(scenario.context) } : {};
+}
+
+/**
+ * A run's input: a step's `messages` (the core's form, its keys made camelCase as the Node API takes
+ * them), `history: true` (the previous run's `result.messages`, then the step's `input` as a user
+ * message), or its `input`.
+ */
+function stepInput(step, previous) {
+  const camel = (m) =>
+    Object.fromEntries(Object.entries(m).map(([k, v]) => [k.replace(/_([a-z])/g, (_, c) => c.toUpperCase()), v]));
+  if (step.messages) return step.messages.map((m) => (m && typeof m === 'object' ? camel(m) : m));
+  if (step.history) {
+    assert.ok(previous, 'history without an earlier run');
+    return [...previous.messages, { role: 'user', content: step.input }];
+  }
+  return step.input;
+}
+
 /** `{credential:alias}` in a behavior's text: the declared credential, read from the tool's context. */
 function withCredentials(text, spec, ctx) {
   let out = text;
   for (const alias of spec.credentials ?? []) out = out.split(`{credential:${alias}}`).join(ctx.credential(alias));
+  // `{context:key}`: the run context's field.
+  if (out.includes('{context:')) {
+    for (const [k, v] of Object.entries(ctx.context.data)) out = out.split(`{context:${k}}`).join(String(v));
+  }
   return out;
 }
 
@@ -262,6 +299,7 @@ const CLASS_BY_CODE = {
   budget_exceeded: BudgetError,
   output_truncated: OutputTruncatedError,
   output_invalid: OutputInvalidError,
+  invalid_message: InvalidMessageError,
   cancelled: CancelledError,
 };
 
@@ -376,22 +414,24 @@ function stepPolicy(policy, approvals) {
  * which the caller runs as the mode says. Without `steps`: the agent and `input`.
  */
 async function runSteps(scenario, agent, approvals, at) {
-  if (!scenario.steps) return { agent, input: scenario.input };
+  if (!scenario.steps) return { agent, input: stepInput(scenario, undefined) };
   const narrow = (a, step) => (step.with_policy ? a.withPolicy(stepPolicy(step.with_policy, approvals)) : a);
   const earlier = scenario.steps.slice(0, -1);
   const last = scenario.steps[scenario.steps.length - 1];
+  let previous;
   for (const [i, step] of earlier.entries()) {
     if ('advance_clock' in step) {
       assert.ok(at.clock, `step ${i + 1}: advance_clock without ledger.clock_ms`);
       at.clock.advance(step.advance_clock);
     } else {
       agent = narrow(agent, step);
-      const result = await agent.run(step.input);
+      const result = await agent.run(stepInput(step, previous), runOptions(scenario));
       if (step.expect && 'output' in step.expect) assert.equal(result.output, step.expect.output, `step ${i + 1}: output`);
+      previous = result;
     }
     await checkDrain(scenario, at, step);
   }
-  return { agent: narrow(agent, last), input: last.input };
+  return { agent: narrow(agent, last), input: stepInput(last, previous) };
 }
 
 /** `expect.tool_list`: same length as listTools(), each entry's given keys equal. */
@@ -462,12 +502,13 @@ const TYPED_EVENTS = (() => {
 /** Runs through `agent.stream`: checks the events, returns the result as `run` would. */
 async function viaStream(agent, scenario, input) {
   const events = [];
-  for await (const e of agent.stream(input)) events.push(e);
+  for await (const e of agent.stream(input, runOptions(scenario))) events.push(e);
   const finished = events.pop();
   assert.equal(finished.type, 'run_finished');
   assert.deepEqual(finished.usage, finished.result.usage);
   assert.equal(events[0].type, 'run_started');
-  assert.equal(events[0].input, input);
+  // A history's run reports its last user message as its input.
+  assert.equal(events[0].input, typeof input === 'string' ? input : input[input.length - 1].content);
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);
@@ -636,7 +677,7 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
       await checkProvider(scenario, provider);
       return;
     }
-    const go = () => (mode === 'stream' ? viaStream(agent, scenario, input) : agent.run(input));
+    const go = () => (mode === 'stream' ? viaStream(agent, scenario, input) : agent.run(input, runOptions(scenario)));
     if (expect.error) {
       await assert.rejects(go(), (e) => {
         assert.ok(e instanceof AmbitError, `expected an AmbitError, got ${e && e.stack}`);

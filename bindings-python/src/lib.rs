@@ -42,6 +42,10 @@ fn core_err(e: Error) -> PyErr {
                 let _ = details.set_item("attempt", attempt);
                 let _ = details.set_item("retries", *retries);
             }
+            Error::InvalidMessage { index, field, .. } => {
+                let _ = details.set_item("index", *index);
+                let _ = details.set_item("field", field);
+            }
             Error::Budget { budget, limit, spent, cost, .. } => {
                 let _ = details.set_item("budget", budget);
                 let _ = details.set_item("limit", *limit);
@@ -98,6 +102,25 @@ fn exception_text(py: Python<'_>, err: &PyErr) -> String {
     }
 }
 
+/// A run's context as the core carries it: the id under which the Python facade keeps the run's value
+/// (`ambit._contexts`). The value itself never leaves Python.
+struct RunContextId(u64);
+
+/// A run's input: a JSON list of messages (`messages`), else the text.
+fn run_input(input: String, messages: Option<String>) -> Result<ambit::Input, Error> {
+    match messages {
+        None => Ok(ambit::Input::Text(input)),
+        Some(json) => {
+            let value = serde_json::from_str(&json).map_err(|e| Error::Config(format!("messages: {e}")))?;
+            ambit::Input::from_json(value)
+        }
+    }
+}
+
+fn run_context(context: u64) -> Option<ambit::RunContextValue> {
+    (context != 0).then(|| ambit::RunContextValue::new(RunContextId(context)))
+}
+
 /// A Python callable as a core tool. The facade hands over `call(arguments_json) -> str` (or a
 /// coroutine for async functions); the result text reaches the model as is.
 struct PyTool {
@@ -113,13 +136,14 @@ impl Tool for PyTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        self.call_with(arguments, std::collections::BTreeMap::new()).await
+        self.call_with(arguments, std::collections::BTreeMap::new(), None).await
     }
 
-    /// The function's context gets its declared credentials, produced now by the core's broker.
+    /// The function's context gets its declared credentials, produced now by the core's broker, and
+    /// the run's context (the id of the facade's value).
     async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ToolError> {
         let credentials = ctx.declared_credentials().await?;
-        self.call_with(arguments, credentials).await
+        self.call_with(arguments, credentials, ctx.context::<RunContextId>().map(|c| c.0)).await
     }
 }
 
@@ -128,11 +152,14 @@ impl PyTool {
         &self,
         arguments: Value,
         credentials: std::collections::BTreeMap<String, String>,
+        context: Option<u64>,
     ) -> Result<Value, ToolError> {
         // The background task this call runs in (if any), by a token the function's TaskContext uses;
         // the credentials ride with the arguments as `[arguments, credentials]`.
         let task = ambit::agent::background::HostTask::enter();
-        let arg = serde_json::json!([arguments, credentials]).to_string();
+        // The run's context: the id under which the facade keeps the run's Python value (0: none).
+        let context = context.unwrap_or(0);
+        let arg = serde_json::json!([arguments, credentials, context]).to_string();
         call_python(&self.call, arg, Some(task.token()), self.is_async)
             .await
             .map(Value::String)
@@ -329,27 +356,53 @@ impl NativeAgent {
         })
     }
 
-    /// Runs the agent; returns an awaitable of the result as JSON text.
-    fn run<'py>(&self, py: Python<'py>, input: String) -> PyResult<Bound<'py, PyAny>> {
+    /// Runs the agent on `input`, or on `messages` (a JSON list in the core's message form) when given,
+    /// with the run context `context` (an id of the facade's; 0: none); returns an awaitable of the
+    /// result as JSON text.
+    #[pyo3(signature = (input, messages=None, context=0))]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        input: String,
+        messages: Option<String>,
+        context: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
             let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             let agent = self.agent.clone();
             awaitable::into_awaitable(py, task_locals, async move {
-                let result = agent.run(input).await.map_err(core_err)?;
+                let input = run_input(input, messages).map_err(core_err)?;
+                let run = match run_context(context) {
+                    Some(c) => agent.run_with_context(input, c).await,
+                    None => agent.run(input).await,
+                };
+                let result = run.map_err(core_err)?;
                 serde_json::to_string(&result).map_err(|e| core_err(Error::Config(e.to_string())))
             })
         })
     }
 
-    /// Runs the agent as a stream of events.
-    fn stream(&self, py: Python<'_>, input: String) -> PyResult<NativeRunStream> {
+    /// Runs the agent as a stream of events (`messages` and `context` as in `run`).
+    #[pyo3(signature = (input, messages=None, context=0))]
+    fn stream(
+        &self,
+        py: Python<'_>,
+        input: String,
+        messages: Option<String>,
+        context: u64,
+    ) -> PyResult<NativeRunStream> {
         guard(|| {
+            let input = run_input(input, messages).map_err(core_err)?;
+            let stream = match run_context(context) {
+                Some(c) => self.agent.stream_with_context(input, c),
+                None => self.agent.stream(input),
+            };
             // Async tools run on the event loop that started the stream: the run carries it as a task
             // local, and the stream's escape hatch beside it.
             let task_locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             let hatch = Arc::new(awaitable::Escape::default());
             let scoped = hatch.clone();
-            let feed = ambit::EventFeed::start(self.agent.stream(input), move |run| {
+            let feed = ambit::EventFeed::start(stream, move |run| {
                 ambit::runtime::runtime().spawn(pyo3_async_runtimes::tokio::scope(task_locals, scoped.scope(run)))
             });
             Ok(NativeRunStream { feed: Arc::new(feed), hatch })

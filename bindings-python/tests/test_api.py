@@ -169,7 +169,7 @@ def test_result_types(start_provider: Any) -> None:
     assert result.tool_calls[0] == ambit.ToolCall(id="call_paris_1", name="get_weather",
                                                  arguments={"city": "Paris"}, result="sunny", is_error=False)
     assert result.turns == 2 and result.usage.total_tokens == 84 + 23
-    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
 
 
 def test_policy_bad_input_is_a_config_error_naming_it(tmp_path: Any) -> None:

@@ -21,6 +21,21 @@ from conftest import REPO, SCENARIOS
 from wire_types import validate_exchanges
 
 
+@dataclass(frozen=True)
+class ScenarioContext:
+    """A scenario's `context`, as the Python value this suite passes to each run (`context=`)."""
+
+    data: dict[str, Any]
+
+
+#: The run context of the scenario under test (set by `build_agent`); every run of it gets it.
+CONTEXT: list[ScenarioContext] = []
+
+
+def ctx_kw() -> dict[str, Any]:
+    return {"context": CONTEXT[0]} if CONTEXT else {}
+
+
 def fill(template: str, args: dict[str, Any]) -> str:
     for k, v in args.items():
         template = template.replace("{" + k + "}", v if isinstance(v, str) else json.dumps(v))
@@ -79,16 +94,20 @@ def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
 
     aliases = spec.get("credentials", [])
 
-    def act(ctx: ambit.ToolContext, **kwargs: Any) -> str:
-        # `{credential:alias}`: the declared credential, read from the tool's context.
+    def act(ctx: ambit.ToolContext[ScenarioContext], **kwargs: Any) -> str:
+        # `{credential:alias}`: the declared credential, read from the tool's context; `{context:key}`:
+        # the run context's field.
         text = behavior["returns"] if "returns" in behavior else behavior["raises"]
         for alias in aliases:
             text = text.replace("{credential:" + alias + "}", ctx.credential(alias))
+        if "{context:" in text:
+            for key, value in ctx.context.data.items():
+                text = text.replace("{context:" + key + "}", str(value))
         if "returns" in behavior:
             return fill(text, kwargs)
         raise RuntimeError(fill(text, kwargs))
 
-    async def act_async(ctx: ambit.ToolContext, **kwargs: Any) -> str:
+    async def act_async(ctx: ambit.ToolContext[ScenarioContext], **kwargs: Any) -> str:
         # `sleeps_ms`: a slow job (a background task the scenario cancels). Always a coroutine, so a
         # cancelled run leaves no thread sleeping behind it.
         await asyncio.sleep(behavior.get("sleeps_ms", 0) / 1000)
@@ -196,32 +215,45 @@ def step_policy(agent: ambit.Agent, step: dict[str, Any], approvals: ScriptedApp
     return agent.with_policy(ambit.Policy(approvals=handler, **p))
 
 
+def step_input(step: dict[str, Any], previous: Any) -> Any:
+    """A run's input: `messages` as given (the core's dict form), `history: true` (the previous run's
+    typed `result.messages` and the step's `input` as a `UserMessage`), or the `input` text."""
+    if "messages" in step:
+        return step["messages"]
+    if step.get("history"):
+        assert previous is not None, "history without an earlier run"
+        return [*previous.messages, ambit.UserMessage(step["input"])]
+    return step["input"]
+
+
 def run_steps(scenario: dict[str, Any], agent: ambit.Agent, approvals: ScriptedApprovals, use_async: bool,
-              run_one: Any, at: LedgerAt) -> tuple[ambit.Agent, str]:
+              run_one: Any, at: LedgerAt) -> tuple[ambit.Agent, Any]:
     """`steps`: every step but the last runs to its result through `run_one(agent, input)` (its
     `expect.output` checked), each first putting the agent under its `with_policy`, or moves the
     ledger's manual clock (`advance_clock`); a step's `expect.drain_decision` is checked after it.
     Returns the agent and the input of the last step, which the test runs its own way. Without
-    `steps`: the agent and `input`."""
+    `steps`: the agent and `input` (or `messages`)."""
     steps = scenario.get("steps")
     if steps is None:
-        return agent, scenario["input"]
+        return agent, step_input(scenario, None)
     *earlier, last = steps
+    previous = None
     for n, step in enumerate(earlier, 1):
         if "advance_clock" in step:
             assert at.clock is not None, f"step {n}: advance_clock without ledger.clock_ms"
             at.clock.advance(step["advance_clock"])
         else:
             agent = step_policy(agent, step, approvals, use_async)
-            result = run_one(agent, step["input"])
+            result = run_one(agent, step_input(step, previous))
             if "output" in step.get("expect", {}):
                 assert result.output == step["expect"]["output"], (f"step {n}", result.output)
+            previous = result
         check_drain(scenario, at, step)
-    return step_policy(agent, last, approvals, use_async), last["input"]
+    return step_policy(agent, last, approvals, use_async), step_input(last, previous)
 
 
-def run_async(agent: ambit.Agent, text: str) -> Any:
-    return asyncio.run(agent.run(text))
+def run_async(agent: ambit.Agent, text: Any) -> Any:
+    return asyncio.run(agent.run(text, **ctx_kw()))
 
 
 def subset(want: Any, got: Any, path: str) -> None:
@@ -359,6 +391,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
                 approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None,
                 model: ambit.Model | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
+    CONTEXT[:] = [ScenarioContext(scenario["context"])] if "context" in scenario else []
     approvals = approvals or ScriptedApprovals(scenario)
     memory, agent_name = scenario_memory(scenario)
     return ambit.Agent(
@@ -464,6 +497,10 @@ def check_provider(scenario: dict[str, Any], provider: Any) -> dict[str, Any]:
     if want is not None:
         assert state["abandoned"] == want, ("abandoned", state["abandoned"])
     assert state["mismatches"] == [] and state["remaining"] == 0, state
+    # `absent_from_requests`: texts no request holds (a run context never reaches the model).
+    for text in scenario["expect"].get("absent_from_requests", []):
+        for n, request in enumerate(state["requests"], 1):
+            assert text not in json.dumps(request["body"]), f"request {n} holds {text!r}"
     return state
 
 
@@ -506,7 +543,7 @@ def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     agent = build_agent(scenario, provider.base_url, use_async=True, approvals=approvals, ledger=at)
     last, text = run_steps(scenario, agent, approvals, True, run_async, at)
     if "cancel" in scenario:
-        asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text)))
+        asyncio.run(cancel_when_reached(scenario, provider, lambda: last.run(text, **ctx_kw())))
     else:
         check(scenario, lambda: run_async(last, text), agent, approvals, last)
         check_drain(scenario, at)
@@ -515,10 +552,10 @@ def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     assert validate_exchanges(state) == len(scenario["exchanges"])
 
 
-async def collect_events(agent: ambit.Agent, text: str) -> tuple[list[Any], Any]:
+async def collect_events(agent: ambit.Agent, text: Any) -> tuple[list[Any], Any]:
     """Runs `agent.stream`; returns the events before the end, and the RunFinished event."""
     seen: list[Any] = []
-    async for event in agent.stream(text):
+    async for event in agent.stream(text, **ctx_kw()):
         seen.append(event)
     assert isinstance(seen[-1], ambit.events.RunFinished), seen[-1]
     return seen[:-1], seen[-1]
@@ -553,7 +590,9 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
 
     check(scenario, run, agent, approvals, last)
     if "error" not in scenario["expect"]:
-        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == last_input
+        # A history's run reports its last user message as its input.
+        started = last_input if isinstance(last_input, str) else last_input[-1].content
+        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == started
         types = [e.type for e in seen]
         # Every event the core sends has its own class here: none arrives as the untyped fallback.
         untyped = [e.type for e in seen if isinstance(e, ambit.events.Event)]
@@ -650,8 +689,8 @@ def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     provider = start_provider(path, ledger_vars(scenario, at))
     approvals = ScriptedApprovals(scenario)
     agent = build_agent(scenario, provider.base_url, use_async=False, approvals=approvals, ledger=at)
-    last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t), at)
-    check(scenario, lambda: last.run_sync(text), agent, approvals, last)
+    last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t, **ctx_kw()), at)
+    check(scenario, lambda: last.run_sync(text, **ctx_kw()), agent, approvals, last)
     check_drain(scenario, at)
     check_provider(scenario, provider)
 

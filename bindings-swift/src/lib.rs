@@ -56,6 +56,10 @@ pub enum CoreError {
     /// answer's text (code `output_invalid`).
     #[error("{message}")]
     OutputInvalid { attempt: String, retries: u32, usage: Usage, message: String },
+    /// A message history given as a run's input breaks a rule: `index` is the message's place in the
+    /// list, `field` the field that is wrong (code `invalid_message`). Nothing was sent.
+    #[error("{message}")]
+    InvalidMessage { index: u64, field: String, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -86,6 +90,9 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::OutputInvalid { attempt, retries, usage, .. } => {
                 CoreError::OutputInvalid { attempt, retries, usage: usage.into(), message }
+            }
+            ambit::Error::InvalidMessage { index, field, .. } => {
+                CoreError::InvalidMessage { index: index as u64, field, message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },

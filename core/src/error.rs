@@ -32,6 +32,11 @@ pub enum Error {
     /// that answer's text as the model gave it, `usage` what the run used.
     #[error("the model's final answer did not match the output type after {retries} retries: {message}")]
     OutputInvalid { message: String, attempt: String, retries: u32, usage: Usage },
+    /// A message history given as a run's input breaks a rule (crate::agent::input): `index` is the
+    /// message's place in the list, `field` the field that is wrong (`role`, `call_id`,
+    /// `tool_calls[0].id`; empty for the whole entry). Nothing was sent or stored.
+    #[error("invalid message history: messages[{index}]{}: {message}", if field.is_empty() { String::new() } else { format!(".{field}") })]
+    InvalidMessage { index: usize, field: String, message: String },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -51,6 +56,7 @@ impl Error {
             Error::Budget { .. } => "budget_exceeded",
             Error::OutputTruncated { .. } => "output_truncated",
             Error::OutputInvalid { .. } => "output_invalid",
+            Error::InvalidMessage { .. } => "invalid_message",
             Error::Cancelled => "cancelled",
             Error::Internal(_) => "internal",
         }

@@ -51,7 +51,8 @@ pub mod tools;
 
 pub use agent::subagent::SubagentConfig;
 pub use agent::{
-    Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, RunResult, RunStream, ToolCallRecord,
+    Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,
+    RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
 pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};

@@ -54,6 +54,7 @@ fn ctx(t: &Tree, level: Level) -> ToolContext {
         allow_local_addresses: Arc::from([]),
         credentials: None,
         declared: Arc::from([]),
+        context: None,
     }
 }
 

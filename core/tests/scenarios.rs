@@ -11,6 +11,31 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
 
+/// A scenario's `context`, as the host value this suite passes to each run (a Rust type of its own: the
+/// core holds it opaquely and never serializes it).
+struct ScenarioContext(Value);
+
+/// A run's input: a step's `messages` (a list in the core's message form, given as it is), a step with
+/// `history: true` (the previous run's `result.messages`, then the step's `input` as a user message),
+/// or its `input`.
+fn step_input(
+    step: &Value,
+    previous: Option<&ambit::RunResult>,
+    at: &str,
+) -> Result<Result<ambit::Input, ambit::Error>, String> {
+    if let Some(m) = step.get("messages") {
+        // Decoded by the core, which checks it: a bad entry is the run's typed error.
+        return Ok(ambit::Input::from_json(m.clone()));
+    }
+    let input = step["input"].as_str().ok_or_else(|| format!("{at} has no input"))?.to_string();
+    if step.get("history") == Some(&Value::Bool(true)) {
+        let mut messages = previous.ok_or_else(|| format!("{at}: history without an earlier run"))?.messages.clone();
+        messages.push(ambit::Message::User { content: input });
+        return Ok(Ok(ambit::Input::Messages(messages)));
+    }
+    Ok(Ok(ambit::Input::Text(input)))
+}
+
 /// A host tool that does what a scenario's `behavior` says.
 struct ScenarioTool {
     spec: ToolSpec,
@@ -40,9 +65,18 @@ impl Tool for ScenarioTool {
         self.act(arguments, BTreeMap::new()).await
     }
 
-    /// `{credential:alias}` in a behavior's text is the declared credential, read from the context.
+    /// `{credential:alias}` in a behavior's text is the declared credential, read from the context;
+    /// `{context:key}` the run context's `key` (the suite's [`ScenarioContext`]).
     async fn call_in(&self, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let credentials = ctx.declared_credentials().await?;
+        let mut credentials = ctx.declared_credentials().await?;
+        let template = self.behavior.get("returns").and_then(Value::as_str).unwrap_or_default();
+        if template.contains("{context:") {
+            let context =
+                ctx.context::<ScenarioContext>().ok_or_else(|| ToolError::failed("the run has no context"))?;
+            for (k, v) in context.0.as_object().into_iter().flatten() {
+                credentials.insert(format!("\0context:{k}"), v.as_str().unwrap_or_default().to_string());
+            }
+        }
         self.act(arguments, credentials).await
     }
 }
@@ -52,7 +86,10 @@ impl ScenarioTool {
         let fill = |t: &str, a: &Value| {
             let mut out = fill(t, a);
             for (alias, value) in &credentials {
-                out = out.replace(&format!("{{credential:{alias}}}"), value);
+                match alias.strip_prefix("\0") {
+                    Some(key) => out = out.replace(&format!("{{{key}}}"), value),
+                    None => out = out.replace(&format!("{{credential:{alias}}}"), value),
+                }
             }
             out
         };
@@ -336,11 +373,13 @@ async fn run_steps(
     scenario: &Value,
     approvals: &ScriptedApprovals,
     ledger: &LedgerAt,
-) -> Result<(Agent, String), String> {
+) -> Result<(Agent, Result<ambit::Input, ambit::Error>), String> {
+    let context = scenario_context(scenario);
     let Some(steps) = scenario.get("steps").and_then(Value::as_array) else {
-        return Ok((agent, scenario["input"].as_str().ok_or("the scenario has no input")?.to_string()));
+        return Ok((agent, step_input(scenario, None, "the scenario")?));
     };
     let (last, earlier) = steps.split_last().ok_or("steps is empty")?;
+    let mut previous = None;
     for (n, step) in earlier.iter().enumerate() {
         let at = format!("step {}", n + 1);
         if let Some(ms) = step.get("advance_clock") {
@@ -353,21 +392,31 @@ async fn run_steps(
         if let Some(p) = step.get("with_policy") {
             agent = agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("{at}: with_policy: {e}"))?;
         }
-        let input = step["input"].as_str().ok_or_else(|| format!("{at} has no input"))?;
-        let result = agent.run(input).await.map_err(|e| format!("{at}: run failed: {e}"))?;
+        let input = step_input(step, previous.as_ref(), &at)?.map_err(|e| format!("{at}: {e}"))?;
+        let run = match &context {
+            Some(c) => agent.run_with_context(input, c.clone()).await,
+            None => agent.run(input).await,
+        };
+        let result = run.map_err(|e| format!("{at}: run failed: {e}"))?;
         if let Some(out) = step.pointer("/expect/output")
             && out.as_str() != Some(result.output.as_str())
         {
             return Err(format!("{at}: output: expected {out}, got {:?}", result.output));
         }
         check_drain(scenario, step, ledger).await.map_err(|e| format!("{at}: {e}"))?;
+        previous = Some(result);
     }
     if let Some(p) = last.get("with_policy") {
         agent =
             agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("last step: with_policy: {e}"))?;
     }
-    let input = last["input"].as_str().ok_or("the last step has no input")?.to_string();
+    let input = step_input(last, previous.as_ref(), "the last step")?;
     Ok((agent, input))
+}
+
+/// `context`: the host value every run of the file gets (a [`ScenarioContext`]).
+fn scenario_context(scenario: &Value) -> Option<ambit::RunContextValue> {
+    scenario.get("context").map(|c| ambit::RunContextValue::new(ScenarioContext(c.clone())))
 }
 
 /// Where a scenario's `ledger` lives: a store, and the suffix its scope, routine id and run id get there
@@ -469,15 +518,27 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
     }
     let (agent, input) = run_steps(agent, &scenario, &approvals, ledger).await?;
-    let input = input.as_str();
     if let Some(cancel) = scenario.get("cancel") {
-        return run_cancelled(&agent, input, mode, cancel, &provider, &scenario).await;
+        let input = match input.map_err(|e| e.to_string())? {
+            ambit::Input::Text(t) => t,
+            ambit::Input::Messages(_) => return Err("a cancel file takes a text input".into()),
+        };
+        return run_cancelled(&agent, &input, mode, cancel, &provider, &scenario).await;
     }
-    let outcome = match mode {
-        Mode::Run => agent.run(input).await,
-        Mode::Stream => {
+    let context = scenario_context(&scenario);
+    let outcome = match (mode, input) {
+        // A history the core refused: the run never started (no events to check).
+        (_, Err(e)) => Err(e),
+        (Mode::Run, Ok(input)) => match context {
+            Some(c) => agent.run_with_context(input, c).await,
+            None => agent.run(input).await,
+        },
+        (Mode::Stream, Ok(input)) => {
             let mut events = Vec::new();
-            let mut stream = agent.stream(input);
+            let mut stream = match context {
+                Some(c) => agent.stream_with_context(input, c),
+                None => agent.stream(input),
+            };
             let mut end = None;
             while let Some(item) = stream.next().await {
                 match item {
@@ -486,7 +547,10 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
                     Err(e) => end = Some(Err(e)),
                 }
             }
-            check_events(expect, &events, end.as_ref())?;
+            let refused = matches!(end, Some(Err(ambit::Error::InvalidMessage { .. }))) && events.is_empty();
+            if !refused {
+                check_events(expect, &events, end.as_ref())?;
+            }
             end.ok_or("the stream ended without run_finished or an error")?
         }
     };
@@ -670,6 +734,15 @@ fn check_result(
 /// Every scripted exchange was used, and none mismatched; `expect.abandoned`: the requests whose client
 /// hung up before the answer (polled for a while: the hang-up may reach the provider after the run ends).
 async fn check_provider(provider: &Provider, scenario: &Value) -> Result<(), String> {
+    // `expect.absent_from_requests`: texts no request body holds (a run context never reaches the model).
+    for text in scenario["expect"].get("absent_from_requests").and_then(Value::as_array).into_iter().flatten() {
+        let text = text.as_str().ok_or("absent_from_requests holds strings")?;
+        for (n, r) in provider.requests().iter().enumerate() {
+            if r["body"].to_string().contains(text) {
+                return Err(format!("request {} holds {text:?}, which must never reach the model", n + 1));
+            }
+        }
+    }
     if let Some(want) = scenario["expect"].get("abandoned") {
         let want: Vec<usize> = serde_json::from_value(want.clone()).map_err(|e| format!("expect.abandoned: {e}"))?;
         let mut got = provider.abandoned();
@@ -1208,4 +1281,33 @@ fn arc_tools_share_one_registry_namespace() {
     let agent = Agent::builder().model(OpenAiChat::new("m")).tool_arc(t).build().unwrap();
     assert!(agent.tools().get("a").is_some());
     assert!(agent.tools().get("b").is_none());
+}
+
+/// The negative controls of the message-history files: run 2 given only its new message (no history)
+/// no longer matches what the provider must see, and a tool answering with the run context's secret
+/// field breaks `absent_from_requests`.
+#[tokio::test]
+async fn history_and_context_files_fail_when_the_history_or_the_context_leaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |name: &str| -> Value {
+        let path = scenario_files().into_iter().find(|f| f.ends_with(name)).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    for wire in ["history_chat.json", "history_responses.json", "history_anthropic.json"] {
+        let mut forgetful = load(wire);
+        forgetful["steps"][1]["history"] = Value::Bool(false);
+        let path = dir.path().join(wire);
+        std::fs::write(&path, forgetful.to_string()).unwrap();
+        let err = run_scenario(&path, Mode::Run).await.expect_err(wire);
+        assert!(err.contains("request 3"), "{wire}: {err}");
+    }
+    let mut leaky = load("run_context.json");
+    leaky["tools"][0]["behavior"]["returns"] = "user {context:user} {context:secret}".into();
+    // Only `absent_from_requests` may catch it: the exchange and the result no longer look at the text.
+    leaky["exchanges"][1]["expect"] = serde_json::json!({});
+    leaky["expect"].as_object_mut().unwrap().remove("tool_calls");
+    let path = dir.path().join("run_context.json");
+    std::fs::write(&path, leaky.to_string()).unwrap();
+    let err = run_scenario(&path, Mode::Run).await.expect_err("a leaked context");
+    assert!(err.contains("must never reach the model"), "{err}");
 }

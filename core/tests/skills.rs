@@ -106,6 +106,7 @@ fn ctx(scope: &Scope, level: Level) -> ToolContext {
         allow_local_addresses: Arc::from([]),
         credentials: None,
         declared: Arc::from([]),
+        context: None,
     }
 }
 

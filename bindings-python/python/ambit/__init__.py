@@ -18,15 +18,17 @@ import inspect
 import json
 import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncGenerator, Callable, Iterable, Literal, Mapping, Union, overload
+import itertools
+import threading
+from typing import Any, AsyncGenerator, Callable, Generic, Iterable, Literal, Mapping, Sequence, TypeVar, Union, overload
 
 from . import _native
 from .credentials import Credentials
 from ._options import items, mapping, strings
 from ._schema import decode, function_schema, is_pydantic_model, type_schema
 from . import events
-from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, MaxTurnsExceeded,
-                     ModelError, OutputInvalid, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
+from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, InternalError, InvalidMessage,
+                     MaxTurnsExceeded, ModelError, OutputInvalid, OutputTruncated, RunCancelled, SessionBusy, SessionNotParked)
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
@@ -45,9 +47,20 @@ from . import routines
 from .routines import Routines, Runner, RunContext
 from . import testmodel
 from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
+from . import messages
+from .messages import (AssistantMessage, AssistantToolCall, Message, ProviderMessage, ToolResultMessage, UserMessage,
+                       message_from_dict, message_to_dict)
 
 __all__ = [
     "Agent",
+    "AssistantMessage",
+    "AssistantToolCall",
+    "InvalidMessage",
+    "Message",
+    "ProviderMessage",
+    "ToolResultMessage",
+    "UserMessage",
+    "messages",
     "FunctionModel",
     "Reply",
     "ReplyCall",
@@ -167,7 +180,9 @@ class RunResult:
     tool_calls: list[ToolCall]
     usage: Usage
     turns: int
-    messages: list[dict[str, Any]]
+    #: The whole conversation, the input first, as typed messages (``ambit.messages``): pass it back,
+    #: with a new :class:`UserMessage`, as the next run's input to continue it.
+    messages: list[Message]
     stop_reason: StopReason = "end"
     #: What the run cost, when the agent's price table has the model.
     cost: float | None = None
@@ -284,11 +299,11 @@ class Tool:
             # `[arguments, credentials]`: the arguments read by the core's argument rule already, here
             # only built into the parameters' types (dataclasses, Pydantic models, enums, times,
             # tuples); the credentials the tool declared, produced by the core's broker for this call.
-            arguments, credentials = json.loads(envelope)
+            arguments, credentials, context = json.loads(envelope)
             args = {k: decode(hints.get(k, Any), v, f"tool '{name}', argument '{k}'")
                     for k, v in arguments.items()}
             if task_param is not None:
-                args[task_param] = TaskContext(token, credentials)
+                args[task_param] = TaskContext(token, credentials, context)
             return args
 
         if self.is_async:
@@ -305,20 +320,58 @@ class Tool:
         return (json.dumps(spec), call, self.is_async)
 
 
-class TaskContext:
-    """What a tool call sees of the background task it runs in. Declare a parameter annotated
-    ``ambit.TaskContext`` to receive it (it is left out of the schema the model sees).
+T = TypeVar("T")
 
-    ``progress(note)`` reports a short note, which the run's events and ``task_list`` show and which is
-    also the task's heartbeat; ``cancelled`` turns true when the task is asked to stop (``task_cancel``),
-    so a long tool checks it at its checkpoints and unwinds. Outside the background, ``in_background`` is
-    false, progress goes nowhere and ``cancelled`` stays false."""
+#: The host values of the runs under way, by id: a run's ``context`` stays here, in Python; the core
+#: carries only its id to the run's tools, so it is never serialized, sent to a model or stored.
+_CONTEXTS: dict[int, Any] = {}
+_CONTEXT_IDS = itertools.count(1)
+_CONTEXTS_LOCK = threading.Lock()
+_NO_CONTEXT = object()
 
-    __slots__ = ("_token", "_credentials")
 
-    def __init__(self, token: int, credentials: dict[str, str] | None = None) -> None:
+def _enter_context(value: Any) -> int:
+    """Keeps ``value`` for one run; its id (0: no context)."""
+    if value is _NO_CONTEXT:
+        return 0
+    with _CONTEXTS_LOCK:
+        key = next(_CONTEXT_IDS)
+        _CONTEXTS[key] = value
+    return key
+
+
+def _leave_context(key: int) -> None:
+    with _CONTEXTS_LOCK:
+        _CONTEXTS.pop(key, None)
+
+
+class TaskContext(Generic[T]):
+    """What a tool call sees of its run: the run's ``context``, its credentials and the background task
+    it runs in. Declare a parameter annotated ``ambit.ToolContext[YourType]`` (or ``ambit.TaskContext``)
+    to receive it (it is left out of the schema the model sees).
+
+    ``context`` is the value given to ``agent.run(..., context=...)`` (a database pool, the current
+    user), typed as the annotation says. ``progress(note)`` reports a short note, which the run's events
+    and ``task_list`` show and which is also the task's heartbeat; ``cancelled`` turns true when the task
+    is asked to stop (``task_cancel``), so a long tool checks it at its checkpoints and unwinds. Outside
+    the background, ``in_background`` is false, progress goes nowhere and ``cancelled`` stays false."""
+
+    __slots__ = ("_token", "_credentials", "_context")
+
+    def __init__(self, token: int, credentials: dict[str, str] | None = None, context: int = 0) -> None:
         self._token = token
         self._credentials = dict(credentials or {})
+        self._context = context
+
+    @property
+    def context(self) -> T:
+        """The run's host value (``agent.run(..., context=value)``). A run given none raises
+        :class:`ConfigError`."""
+        with _CONTEXTS_LOCK:
+            value = _CONTEXTS.get(self._context, _NO_CONTEXT) if self._context else _NO_CONTEXT
+        if value is _NO_CONTEXT:
+            raise ConfigError("the run has no context: pass one with agent.run(..., context=value)")
+        return typing.cast(T, value)
 
     def credential(self, alias: str) -> str:
         """The value of a credential the tool declared (``@ambit.tool(credentials=[...])``), produced
@@ -389,13 +442,14 @@ def _task_param(fn: Callable[..., Any]) -> str | None:
     except Exception:
         hints = getattr(fn, "__annotations__", {})
     for name, hint in hints.items():
-        if hint is TaskContext or hint in ("TaskContext", "ToolContext"):
+        if (typing.get_origin(hint) or hint) is TaskContext or hint in ("TaskContext", "ToolContext") or (
+                isinstance(hint, str) and hint.startswith(("ToolContext[", "TaskContext["))):
             return name
     return None
 
 
-#: The context a tool call gets (a parameter annotated with it): its background task and its declared
-#: credentials. The same class as :class:`TaskContext`.
+#: The context a tool call gets (a parameter annotated with it): the run's ``context`` (``ToolContext[T]``),
+#: its background task and its declared credentials. The same class as :class:`TaskContext`.
 ToolContext = TaskContext
 
 ToolLike = Union[Tool, Callable[..., Any]]
@@ -593,27 +647,39 @@ class Agent:
         from ._aio import sync
         sync("refresh_tools", self.refresh_tools)
 
-    async def run(self, input: str) -> RunResult:
-        """Runs the loop from one user message to the final answer."""
-        if not isinstance(input, str):
-            raise TypeError(f"input must be a string, got {type(input).__name__}")
-        return _result(json.loads(await self._native.run(input)), self._decode_output)
-
-    async def stream(self, input: str) -> AsyncGenerator[events.AgentEvent, None]:
-        """Runs the loop like :meth:`run`, yielding its events (``ambit.events``) as they happen; the
-        last is :class:`ambit.events.RunFinished` with the result. A failed run raises its error after
-        the events before it. Closing the iterator early (``contextlib.aclosing``, or when it is collected)
-        cancels the run, its HTTP request and its tools."""
-        if not isinstance(input, str):
-            raise TypeError(f"input must be a string, got {type(input).__name__}")
-        native = self._native.stream(input)
+    async def run(self, input: str | Sequence[Message | Mapping[str, Any]], *, context: Any = _NO_CONTEXT) -> RunResult:
+        """Runs the loop from its input to the final answer. ``input`` is one user message, or a
+        conversation the host keeps (typed :mod:`ambit.messages`, or their dict form): an earlier
+        ``result.messages`` and a new :class:`UserMessage`. A history that breaks a rule raises
+        :class:`InvalidMessage` naming the message's index and field; nothing is sent. ``context`` is a
+        value of yours every tool of the run reads as ``ctx.context`` (never sent to the model, never
+        stored)."""
+        text, history = _input(input)
+        key = _enter_context(context)
         try:
-            while (raw := await native.next()) is not None:
-                yield _event(json.loads(raw), self._decode_output)
+            return _result(json.loads(await self._native.run(text, history, key)), self._decode_output)
         finally:
-            native.cancel()
+            _leave_context(key)
 
-    def run_sync(self, input: str) -> RunResult:
+    async def stream(self, input: str | Sequence[Message | Mapping[str, Any]], *,
+                     context: Any = _NO_CONTEXT) -> AsyncGenerator[events.AgentEvent, None]:
+        """Runs the loop like :meth:`run` (same ``input`` and ``context``), yielding its events
+        (``ambit.events``) as they happen; the last is :class:`ambit.events.RunFinished` with the result. A
+        failed run raises its error after the events before it. Closing the iterator early
+        (``contextlib.aclosing``, or when it is collected) cancels the run, its HTTP request and its tools."""
+        text, history = _input(input)
+        key = _enter_context(context)
+        try:
+            native = self._native.stream(text, history, key)
+            try:
+                while (raw := await native.next()) is not None:
+                    yield _event(json.loads(raw), self._decode_output)
+            finally:
+                native.cancel()
+        finally:
+            _leave_context(key)
+
+    def run_sync(self, input: str | Sequence[Message | Mapping[str, Any]], *, context: Any = _NO_CONTEXT) -> RunResult:
         """:meth:`run` for code outside asyncio. Inside a running event loop, ``await run()`` instead."""
         try:
             asyncio.get_running_loop()
@@ -623,7 +689,16 @@ class Agent:
         if running:
             raise RuntimeError("run_sync() was called inside a running event loop; use `await agent.run(...)`")
         # Outside the `except`, so a run's error is not chained to the "no running event loop" probe.
-        return asyncio.run(self.run(input))
+        return asyncio.run(self.run(input, context=context))
+
+
+def _input(input: Any) -> tuple[str, str | None]:
+    """A run's input for the native layer: the text, or the messages as the core's JSON list."""
+    if isinstance(input, str):
+        return input, None
+    if isinstance(input, (list, tuple)):
+        return "", json.dumps([message_to_dict(m) for m in input])
+    raise TypeError(f"input must be a string or a list of messages, got {type(input).__name__}")
 
 
 _EVENTS: dict[str, type] = {cls.type: cls for cls in typing.get_args(events.AgentEvent) if cls is not Event}
@@ -654,7 +729,7 @@ def _result(raw: dict[str, Any], decode_output: Callable[[Any], Any] | None = No
         tool_calls=[ToolCall(**c) for c in raw["tool_calls"]],
         usage=Usage(**raw["usage"]),
         turns=raw["turns"],
-        messages=raw["messages"],
+        messages=[message_from_dict(m) for m in raw["messages"]],
         stop_reason=raw.get("stop_reason", "end"),
     )
 

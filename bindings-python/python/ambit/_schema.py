@@ -188,7 +188,9 @@ def function_schema(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, A
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         hint = hints.get(p.name, p.annotation)
-        if getattr(hint, "__name__", None) == "TaskContext" or hint in ("TaskContext", "ToolContext"):
+        origin = typing.get_origin(hint) or hint
+        if (getattr(origin, "__name__", None) == "TaskContext" or hint in ("TaskContext", "ToolContext")
+                or (isinstance(hint, str) and hint.startswith(("ToolContext[", "TaskContext[")))):
             continue  # given by ambit, not by the model
         schema = type_schema(hints.get(p.name, p.annotation), f"tool '{name}', parameter '{p.name}'")
         if p.name in arg_docs:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 __all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
-           "OutputTruncated", "OutputInvalid", "RunCancelled", "SessionBusy", "SessionNotParked"]
+           "InvalidMessage", "OutputTruncated", "OutputInvalid", "RunCancelled", "SessionBusy", "SessionNotParked"]
 
 
 class AmbitError(Exception):
@@ -73,6 +73,17 @@ class OutputInvalid(AmbitError):
     usage: dict[str, int]
 
 
+class InvalidMessage(AmbitError, ValueError):
+    """A message history given as a run's input breaks a rule (an unknown role, a field of the wrong
+    type, a tool result that answers no call): ``index`` is the message's place in the list, ``field``
+    the field that is wrong (``role``, ``call_id``, ``tool_calls[0].id``; empty for the whole entry).
+    Nothing was sent or stored."""
+
+    code = "invalid_message"
+    index: int = 0
+    field: str = ""
+
+
 class RunCancelled(AmbitError):
     """The run was cancelled."""
 
@@ -121,6 +132,7 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "budget_exceeded": BudgetExceeded,
     "output_truncated": OutputTruncated,
     "output_invalid": OutputInvalid,
+    "invalid_message": InvalidMessage,
     "cancelled": RunCancelled,
     "internal": InternalError,
 }
@@ -136,6 +148,9 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
     for key in ("budget", "limit", "spent", "cost"):
         if key in details:
             setattr(exc, key, details[key])
+    if "index" in details:
+        exc.index = details["index"]  # type: ignore[attr-defined]
+        exc.field = details["field"]  # type: ignore[attr-defined]
     if "tools" in details:
         exc.tools = list(details["tools"])  # type: ignore[attr-defined]
     for key in ("attempt", "retries"):

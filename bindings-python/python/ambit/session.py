@@ -130,8 +130,17 @@ class Sessions:
         return _sync("create", self.create)
 
     async def run(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
-        """Runs ``agent`` on ``input`` in the session, continuing its conversation."""
+        """Runs ``agent`` on ``input`` in the session, continuing its conversation.
+
+        The session is the history: ``input`` is the next user message (a string). A list of messages is
+        refused with :class:`ConfigError` and nothing is stored; to keep a history yourself, run the agent
+        without a session (``agent.run(messages)``)."""
         from . import _result
+        if not isinstance(input, str):
+            from .errors import ConfigError
+            raise ConfigError(f"a session keeps its own history: Sessions.run takes the next user message (a string), "
+                              f"not {type(input).__name__}; to pass a history of your own, run the agent without a "
+                              f"session (agent.run(messages))")
         return _result(json.loads(await self._native.run(agent._native, session_id, input)), agent._decode_output)
 
     def run_sync(self, agent: "Agent", session_id: str, input: str) -> "RunResult":

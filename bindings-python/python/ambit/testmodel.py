@@ -188,7 +188,9 @@ class FunctionModel(Model):
 
 
 def _request(arg: str) -> TestRequest:
-    # The function is called as a host tool is: `[arguments, credentials]`, the arguments being the request.
-    raw = json.loads(arg)[0]
+    raw = json.loads(arg)
+    if isinstance(raw, list):
+        # Called as a tool is: `[request, credentials, context]`.
+        raw = raw[0]
     return TestRequest(index=raw["index"], wire=raw["wire"], model=raw["model"], instructions=raw["instructions"],
                        messages=raw["messages"], tools=raw["tools"], body=raw["body"])

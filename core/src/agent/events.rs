@@ -108,6 +108,13 @@ impl RunStream {
     pub(crate) fn new(run: RunFuture, rx: mpsc::UnboundedReceiver<Event>) -> Self {
         RunStream { run: Some(run), rx, end: None, done: false }
     }
+
+    /// A stream whose run failed before it started (a binding's input the core refused): its only item
+    /// is `error`.
+    pub fn failed(error: Error) -> Self {
+        let (_tx, rx) = mpsc::unbounded_channel();
+        RunStream::new(Box::pin(async move { Err(error) }), rx)
+    }
 }
 
 impl Stream for RunStream {

@@ -42,6 +42,7 @@ impl Session {
             allow_local_addresses: self.policy.allow_local_addresses.clone(),
             credentials: self.credentials.clone(),
             declared: tool.spec().credentials.clone().into(),
+            context: super::context::current(),
         }
     }
 

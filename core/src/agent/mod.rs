@@ -5,10 +5,12 @@ pub mod background;
 pub mod budget;
 mod call;
 pub mod checklist;
+pub mod context;
 pub mod events;
 mod gate;
 #[cfg(test)]
 mod gate_props;
+pub mod input;
 pub mod options;
 pub mod output;
 pub(crate) mod run_state;
@@ -29,9 +31,11 @@ use crate::permission::Policy;
 use crate::tools::{Tool, ToolRegistry, ToolSpec};
 pub use budget::Budget;
 pub use checklist::ChecklistItem;
+pub use context::RunContextValue;
 use events::Emitter;
 pub use events::{Event, EventFeed, RunStream};
 pub use gate::ToolListing;
+pub use input::Input;
 pub use options::AgentOptions;
 use run_state::RunState;
 pub use tooling::ToolingOptions;
@@ -468,24 +472,69 @@ impl Agent {
             .collect()
     }
 
-    /// Runs the loop from one user message to the final answer.
-    pub async fn run(&self, input: impl Into<String>) -> Result<RunResult, Error> {
+    /// Runs the loop from its input to the final answer: one user message (a string), or a message
+    /// history the host keeps ([`Input::Messages`], e.g. an earlier result's
+    /// [`RunResult::messages`] and a new user message), checked first ([`Error::InvalidMessage`]).
+    pub async fn run(&self, input: impl Into<Input>) -> Result<RunResult, Error> {
+        self.run_with(input.into(), None).await
+    }
+
+    /// [`Agent::run`] with a host value every host tool of the run reads through
+    /// [`crate::ToolContext::context`] (a database pool, the current user). It is never sent to the
+    /// model nor stored.
+    pub async fn run_with_context(
+        &self,
+        input: impl Into<Input>,
+        context: RunContextValue,
+    ) -> Result<RunResult, Error> {
+        self.run_with(input.into(), Some(context)).await
+    }
+
+    /// A run of a history of messages (see [`Agent::run`]).
+    pub async fn run_messages(&self, messages: Vec<Message>) -> Result<RunResult, Error> {
+        self.run_with(Input::Messages(messages), None).await
+    }
+
+    /// A run given no context of its own runs with the one it runs inside, if any: a sub-agent's run
+    /// (or an agent run from a tool) hands its tools the context of the run that started it.
+    async fn run_with(&self, input: Input, context: Option<RunContextValue>) -> Result<RunResult, Error> {
         let span = tracing::info_span!("run", model = self.inner.model.name());
-        self.run_inner(input.into(), Emitter::default()).instrument(span).await
+        if let Input::Messages(m) = &input {
+            input::validate(m)?;
+        }
+        let context = context.or_else(context::current);
+        context::scope(context, self.run_inner(input, Emitter::default())).instrument(span).await
     }
 
     /// Runs the loop like [`Agent::run`], as a stream of [`Event`]s ending with
     /// [`Event::RunFinished`] (or the run's error). Polling the stream drives the run; dropping it
     /// cancels the run.
-    pub fn stream(&self, input: impl Into<String>) -> RunStream {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let agent = self.clone();
-        let input = input.into();
-        let span = tracing::info_span!("run", model = self.inner.model.name());
-        RunStream::new(Box::pin(async move { agent.run_inner(input, Emitter::new(tx)).instrument(span).await }), rx)
+    pub fn stream(&self, input: impl Into<Input>) -> RunStream {
+        self.stream_with(input.into(), None)
     }
 
-    async fn run_inner(&self, input: String, events: Emitter) -> Result<RunResult, Error> {
+    /// [`Agent::stream`] with a host value for the run's tools (see [`Agent::run_with_context`]).
+    pub fn stream_with_context(&self, input: impl Into<Input>, context: RunContextValue) -> RunStream {
+        self.stream_with(input.into(), Some(context))
+    }
+
+    fn stream_with(&self, input: Input, context: Option<RunContextValue>) -> RunStream {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let agent = self.clone();
+        let span = tracing::info_span!("run", model = self.inner.model.name());
+        RunStream::new(
+            Box::pin(async move {
+                if let Input::Messages(m) = &input {
+                    input::validate(m)?;
+                }
+                let context = context.or_else(context::current);
+                context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span).await
+            }),
+            rx,
+        )
+    }
+
+    async fn run_inner(&self, input: Input, events: Emitter) -> Result<RunResult, Error> {
         let state = Arc::new(RunState::default());
         // A session watching the run (crate::session): it may compact the conversation between rounds,
         // and it keeps the run's background tasks.
@@ -517,14 +566,14 @@ impl Agent {
 
     async fn run_loop(
         &self,
-        input: String,
+        input: Input,
         events: Emitter,
         state: Arc<RunState>,
         rounds: Option<Arc<dyn run_state::Rounds>>,
     ) -> Result<RunResult, Error> {
         let inner = &self.inner;
         let mut nudges = 0;
-        events.emit(Event::RunStarted { input: input.clone() });
+        events.emit(Event::RunStarted { input: input.summary() });
         // A typed answer (agent/output.rs): asked of the wire natively where it can, else through the
         // `final_answer` tool; either way read here, and sent back while it does not match.
         let output = inner.output.as_ref();
@@ -532,7 +581,10 @@ impl Agent {
         let mut output_misses = 0u32;
         let mut request = ModelRequest {
             instructions: inner.instructions.clone(),
-            messages: subagent::opening(input),
+            messages: match input {
+                Input::Text(text) => subagent::opening(text),
+                Input::Messages(history) => history,
+            },
             tools: self.offered_specs(),
             output: output.filter(|_| !via_tool).map(output::OutputType::structured),
         };

@@ -48,6 +48,7 @@ fn ctx(level: Level) -> ToolContext {
         allow_local_addresses: Arc::from([]),
         credentials: None,
         declared: Arc::from([]),
+        context: None,
     }
 }
 

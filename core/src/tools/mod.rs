@@ -226,9 +226,16 @@ pub struct ToolContext {
     pub credentials: Option<crate::credentials::Credentials>,
     /// The aliases the tool declared: the only ones [`ToolContext::credential`] hands it.
     pub declared: std::sync::Arc<[String]>,
+    /// The host value the run was given ([`crate::Agent::run_with_context`]); `None` without one.
+    pub context: Option<crate::agent::RunContextValue>,
 }
 
 impl ToolContext {
+    /// The run's host value as `T`, when the run has one of that type.
+    pub fn context<T: std::any::Any>(&self) -> Option<&T> {
+        self.context.as_ref().and_then(|c| c.get::<T>())
+    }
+
     /// Where writes may land at this level: anywhere at `unrestricted`, under the workspace roots at
     /// `workspace`, nowhere below.
     pub fn write_reach(&self) -> WriteReach {

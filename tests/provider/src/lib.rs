@@ -160,6 +160,11 @@ impl Provider {
         (s.served, s.mismatches.clone())
     }
 
+    /// Every request seen, in order: `{path, body}`.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).requests.clone()
+    }
+
     /// The requests (1-based) whose client hung up before their answer was sent.
     pub fn abandoned(&self) -> Vec<usize> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).abandoned.clone()

@@ -312,13 +312,16 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     /// The final answer did not match the agent's output type after the wrong answers went back to the
     /// model `retries` times; `attempt` is the last answer's text.
     case outputInvalid(attempt: String, retries: Int, usage: Usage, message: String)
+    /// A message history given as a run's input breaks a rule: `index` is the message's place in the
+    /// list, `field` the field that is wrong (`role`, `call_id`, `tool_calls[0].id`). Nothing was sent.
+    case invalidMessage(index: Int, field: String, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
     /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
     case `internal`(message: String)
 
     /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns`, `budget_exceeded`,
-    /// `output_truncated`, `output_invalid`, `cancelled` or `internal`.
+    /// `output_truncated`, `output_invalid`, `invalid_message`, `cancelled` or `internal`.
     public var code: String {
         switch self {
         case .config: return "config"
@@ -329,6 +332,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .budgetExceeded: return "budget_exceeded"
         case .outputTruncated: return "output_truncated"
         case .outputInvalid: return "output_invalid"
+        case .invalidMessage: return "invalid_message"
         case .cancelled: return "cancelled"
         case .internal: return "internal"
         }
@@ -340,7 +344,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case let .config(message), let .modelHTTP(_, message), let .modelTransport(message),
              let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
              let .internal(message), let .budgetExceeded(_, _, _, _, _, message),
-             let .outputTruncated(_, _, message), let .outputInvalid(_, _, _, message):
+             let .outputTruncated(_, _, message), let .outputInvalid(_, _, _, message),
+             let .invalidMessage(_, _, message):
             return message
         }
     }
@@ -372,6 +377,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
             self = .outputTruncated(tools: tools, usage: usage, message: message)
         case let .OutputInvalid(attempt, retries, usage, message):
             self = .outputInvalid(attempt: attempt, retries: Int(retries), usage: usage, message: message)
+        case let .InvalidMessage(index, field, message):
+            self = .invalidMessage(index: Int(index), field: field, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         case let .Internal(message): self = .internal(message: message)
         }
