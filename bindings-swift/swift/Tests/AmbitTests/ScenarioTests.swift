@@ -45,12 +45,10 @@ enum Paths {
     }
 }
 
-/// The scenario files, by name: discovered, so a new file is a new test case. The message-history and
-/// run-context files (`history_*`, `run_context`) are left out here until the Swift side of those features
-/// (`run(messages:)`, `run(_:context:)`) lands.
+/// The scenario files, by name: discovered, so a new file is a new test case.
 func scenarioFiles() -> [String] {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: Paths.scenarios.path)) ?? []
-    return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix("history_") && $0 != "run_context.json" }.sorted()
+    return names.filter { $0.hasSuffix(".json") }.sorted()
 }
 
 /// A scenario's `context`, as the Swift value this suite passes to each run.
