@@ -268,8 +268,15 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for HostToolError {
 pub trait HostTool: Send + Sync {
     /// Runs the tool on the JSON object the model sent (as text); the returned text reaches the model.
     /// `task` names the background task the call runs in (0: none), for progress and cancellation;
-    /// `credentials_json` is the JSON object of the credentials the tool declared, by alias.
-    async fn call(&self, arguments_json: String, task: u64, credentials_json: String) -> Result<String, HostToolError>;
+    /// `credentials_json` is the JSON object of the credentials the tool declared, by alias; `context`
+    /// the id under which the facade keeps the run's context value (0: the run has none).
+    async fn call(
+        &self,
+        arguments_json: String,
+        task: u64,
+        credentials_json: String,
+        context: u64,
+    ) -> Result<String, HostToolError>;
 }
 
 /// The host's credential callbacks (SPEC §15): produces the value of a `callback` credential, each time
@@ -472,6 +479,9 @@ pub struct RunResult {
     /// The final answer read as the agent's output type, as JSON text, when it has one (the facade's
     /// `decode(_:)` decodes it).
     pub structured_output_json: Option<String>,
+    /// The whole conversation, the input first, as the core's JSON message list (the facade's
+    /// `messages` decodes it into `Message`s).
+    pub messages_json: String,
 }
 
 impl From<ambit::RunResult> for RunResult {
@@ -498,6 +508,7 @@ impl From<ambit::RunResult> for RunResult {
             cost: r.cost,
             open_items: r.open_items.into_iter().map(Into::into).collect(),
             structured_output_json: r.structured_output.map(|v| v.to_string()),
+            messages_json: serde_json::to_string(&r.messages).unwrap_or_else(|_| "[]".into()),
         }
     }
 }
@@ -515,26 +526,32 @@ impl ambit::Tool for SwiftTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ambit::ToolError> {
-        self.call_with(arguments, Default::default()).await
+        self.call_with(arguments, Default::default(), 0).await
     }
 
-    /// The tool's context gets its declared credentials, produced now by the core's broker.
+    /// The tool's context gets its declared credentials, produced now by the core's broker, and the
+    /// run's context (the id of the facade's value).
     async fn call_in(&self, arguments: Value, ctx: &ambit::ToolContext) -> Result<Value, ambit::ToolError> {
         let credentials = ctx.declared_credentials().await?;
-        self.call_with(arguments, credentials).await
+        self.call_with(arguments, credentials, ctx.context::<RunContextId>().map_or(0, |c| c.0)).await
     }
 }
+
+/// A run's context as the core carries it: the id under which the Swift facade keeps the run's value.
+/// The value itself never leaves Swift.
+struct RunContextId(u64);
 
 impl SwiftTool {
     async fn call_with(
         &self,
         arguments: Value,
         credentials: std::collections::BTreeMap<String, String>,
+        context: u64,
     ) -> Result<Value, ambit::ToolError> {
         // The background task this call runs in (if any), by a token the tool's TaskContext uses.
         let task = ambit::agent::background::HostTask::enter();
         let credentials = serde_json::to_string(&credentials).unwrap_or_else(|_| "{}".into());
-        match self.implementation.call(arguments.to_string(), task.token(), credentials).await {
+        match self.implementation.call(arguments.to_string(), task.token(), credentials, context).await {
             Ok(text) => Ok(Value::String(text)),
             Err(HostToolError::Failed { message }) => Err(ambit::ToolError::Failed(message)),
         }
@@ -570,6 +587,32 @@ impl CoreAgent {
     pub fn stream(&self, input: String) -> Result<Arc<CoreRunStream>, CoreError> {
         guard(|| {
             let feed = ambit::EventFeed::start(self.inner.stream(input), |run| ambit::runtime::runtime().spawn(run));
+            Ok(Arc::new(CoreRunStream { feed }))
+        })
+    }
+
+    /// Starts the run on `input`, or on `messages_json` (the core's JSON message list) when given, with
+    /// the run context `context` (an id of the facade's; 0: none), as a stream of events. A history the
+    /// core refuses is the stream's error (`CoreError::InvalidMessage`).
+    pub fn stream_input(
+        &self,
+        input: String,
+        messages_json: Option<String>,
+        context: u64,
+    ) -> Result<Arc<CoreRunStream>, CoreError> {
+        guard(|| {
+            let input = match messages_json {
+                None => Ok(ambit::Input::Text(input)),
+                Some(json) => serde_json::from_str(&json)
+                    .map_err(|e| ambit::Error::Config(format!("messages: {e}")))
+                    .and_then(ambit::Input::from_json),
+            };
+            let stream = match (input, context) {
+                (Ok(input), 0) => self.inner.stream(input),
+                (Ok(input), c) => self.inner.stream_with_context(input, ambit::RunContextValue::new(RunContextId(c))),
+                (Err(e), _) => ambit::RunStream::failed(e),
+            };
+            let feed = ambit::EventFeed::start(stream, |run| ambit::runtime::runtime().spawn(run));
             Ok(Arc::new(CoreRunStream { feed }))
         })
     }

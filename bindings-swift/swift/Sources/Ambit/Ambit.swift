@@ -63,6 +63,13 @@ public struct TaskContext: Sendable {
     let token: UInt64
     /// The credentials the tool declared, produced for this call by the agent's `Credentials`.
     var credentialValues: [String: String] = [:]
+    /// The id of the run's context (`RunContexts`; 0: the run has none).
+    var contextID: UInt64 = 0
+
+    /// The run's context: the value given to `agent.run(_:context:)` (or `run(messages:context:)`), nil
+    /// for a run given none. It stays in Swift: never sent to the model, never stored. Read it as your
+    /// type with `context as? YourType`.
+    public var context: (any Sendable)? { RunContexts.shared.value(contextID) }
 
     /// The value of a credential the tool declared. An alias it did not declare throws
     /// `AmbitError.config`. The redactor shows the model `[credential:alias]` if it is returned.
@@ -669,7 +676,7 @@ final class ToolAdapter: HostTool {
 
     init(_ tool: any AmbitTool) { self.tool = tool }
 
-    func call(argumentsJson: String, task: UInt64, credentialsJson: String) async throws -> String {
+    func call(argumentsJson: String, task: UInt64, credentialsJson: String, context: UInt64) async throws -> String {
         // The core only calls a tool with a JSON object.
         let parsed = try? JSONSerialization.jsonObject(with: Data(argumentsJson.utf8))
         guard let arguments = parsed as? [String: Any] else {
@@ -677,8 +684,8 @@ final class ToolAdapter: HostTool {
         }
         do {
             let values = (try? JSONSerialization.jsonObject(with: Data(credentialsJson.utf8))) as? [String: String]
-            let context = TaskContext(token: task, credentialValues: values ?? [:])
-            return try await tool.call(arguments: arguments, context: context)
+            let taskContext = TaskContext(token: task, credentialValues: values ?? [:], contextID: context)
+            return try await tool.call(arguments: arguments, context: taskContext)
         } catch {
             throw HostToolError.Failed(message: Self.message(of: error))
         }

@@ -124,7 +124,7 @@ final class ReplyFunctionAdapter: HostTool {
 
     init(_ function: @escaping @Sendable (TestRequest) async throws -> Reply) { self.function = function }
 
-    func call(argumentsJson: String, task: UInt64, credentialsJson: String) async throws -> String {
+    func call(argumentsJson: String, task: UInt64, credentialsJson: String, context: UInt64) async throws -> String {
         do {
             let reply = try await function(try TestRequest(json: argumentsJson))
             return String(decoding: try JSONSerialization.data(withJSONObject: reply.json()), as: UTF8.self)

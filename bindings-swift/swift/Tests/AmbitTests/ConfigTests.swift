@@ -183,7 +183,7 @@ struct Raising: AmbitTool {
 @Suite struct ToolAdapterTests {
     func failure(_ tool: any AmbitTool, _ json: String) async -> String? {
         do {
-            _ = try await ToolAdapter(tool).call(argumentsJson: json, task: 0, credentialsJson: "{}")
+            _ = try await ToolAdapter(tool).call(argumentsJson: json, task: 0, credentialsJson: "{}", context: 0)
             return nil
         } catch let HostToolError.Failed(message) {
             return message
@@ -198,7 +198,7 @@ struct Raising: AmbitTool {
     }
 
     @Test func argumentsAreDecoded() async throws {
-        #expect(try await ToolAdapter(NamedTool()).call(argumentsJson: #"{"city":"Oslo"}"#, task: 0, credentialsJson: "{}") == "sunny")
+        #expect(try await ToolAdapter(NamedTool()).call(argumentsJson: #"{"city":"Oslo"}"#, task: 0, credentialsJson: "{}", context: 0) == "sunny")
         #expect(await failure(NamedTool(), "[1]")?.contains("not a JSON object") == true)
     }
 }

@@ -45,12 +45,78 @@ enum Paths {
     }
 }
 
-/// The scenario files, by name: discovered, so a new file is a new test case. The message-history and
-/// run-context files (`history_*`, `run_context`) are left out here until the Swift side of those features
-/// (`run(messages:)`, `run(_:context:)`) lands.
+/// The scenario files, by name: discovered, so a new file is a new test case.
 func scenarioFiles() -> [String] {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: Paths.scenarios.path)) ?? []
-    return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix("history_") && $0 != "run_context.json" }.sorted()
+    return names.filter { $0.hasSuffix(".json") }.sorted()
+}
+
+/// A scenario's `context`, as the Swift value this suite passes to each run.
+struct ScenarioContext: Sendable {
+    let data: [String: String]
+
+    init?(_ scenario: [String: Any]) {
+        guard let fields = scenario["context"] as? [String: Any] else { return nil }
+        data = fields.mapValues { "\($0)" }
+    }
+}
+
+/// A run's input in a scenario: its text, a history in the core's JSON (a file's `messages`, which may
+/// be bad on purpose), or typed messages (an earlier result's and a new user message: `history`).
+enum RunInput {
+    case text(String)
+    case json(String)
+    case messages([Message])
+
+    /// What `run_started` reports: the text, or the history's last user message.
+    var summary: String {
+        switch self {
+        case let .text(t): return t
+        case .json: return ""
+        case let .messages(m):
+            for message in m.reversed() { if case let .user(content) = message { return content } }
+            return ""
+        }
+    }
+
+    var text: String {
+        if case let .text(t) = self { return t }
+        return ""
+    }
+
+    /// A step's (or the file's) input: `messages`, `history` after `previous`, or `input`.
+    init(_ step: [String: Any], previous: RunResult?) throws {
+        if let messages = step["messages"] {
+            self = .json(try jsonText(messages))
+        } else if step["history"] as? Bool == true, let previous {
+            self = .messages(previous.messages + [.user(step["input"] as? String ?? "")])
+        } else {
+            self = .text(step["input"] as? String ?? "")
+        }
+    }
+}
+
+extension Agent {
+    /// Runs `input` with `context`, as the scenario says.
+    func run(_ input: RunInput, _ context: ScenarioContext?) async throws -> RunResult {
+        switch input {
+        case let .text(t):
+            if let context { return try await run(t, context: context) }
+            return try await run(t)
+        case let .json(j): return try await run(messagesJSON: j, context: context)
+        case let .messages(m): return try await run(messages: m, context: context)
+        }
+    }
+
+    func stream(_ input: RunInput, _ context: ScenarioContext?) -> AsyncThrowingStream<AgentEvent, any Error> {
+        switch input {
+        case let .text(t):
+            if let context { return stream(t, context: context) }
+            return stream(t)
+        case let .json(j): return stream(messagesJSON: j, context: context)
+        case let .messages(m): return stream(messages: m, context: context)
+        }
+    }
 }
 
 struct ScenarioError: Error, CustomStringConvertible {
@@ -117,6 +183,13 @@ final class Provider {
         if let want { #expect(abandoned == want, "\(file): abandoned requests") }
         #expect((state["mismatches"] as? [Any])?.isEmpty == true, "\(file): provider mismatches \(state["mismatches"] ?? "")")
         #expect(int(state["remaining"]) == 0, "\(file): scripted exchanges left unused (served \(state["served"] ?? ""))")
+        // `absent_from_requests`: texts no request holds (a run context never reaches the model).
+        for text in (scenario["expect"] as? [String: Any])?["absent_from_requests"] as? [String] ?? [] {
+            for (n, request) in (state["requests"] as? [[String: Any]] ?? []).enumerated() {
+                let body = try jsonText(request["body"] ?? NSNull())
+                #expect(!body.contains(text), "\(file): request \(n + 1) holds \(text)")
+            }
+        }
     }
 
     func stop() {
@@ -247,6 +320,11 @@ struct ScenarioTool: AmbitTool {
             let value = try context.credential(alias)
             returns = returns?.replacingOccurrences(of: "{credential:\(alias)}", with: value)
             raises = raises?.replacingOccurrences(of: "{credential:\(alias)}", with: value)
+        }
+        // `{context:key}`: the run context's field.
+        if returns?.contains("{context:") == true {
+            guard let run = context.context as? ScenarioContext else { throw ToolError("the run has no context") }
+            for (key, value) in run.data { returns = returns?.replacingOccurrences(of: "{context:\(key)}", with: value) }
         }
         if let note = waitsForRelease {
             if !note.isEmpty { context.progress(substitute(note, arguments)) }
@@ -483,22 +561,24 @@ func int(_ value: Any?) -> Int? {
             let fresh: Model = scenario["test_model"] as? String == "function" ? function
                 : .testModel(replies, wire: wire, name: name, stream: stream)
             let agent = try await makeAgent(scenario, baseURL: "", approvals: approvals, file, model: fresh)
-            let result = streamed ? try await viaStream(agent, input, expect, file) : try await agent.run(input)
+            let result = streamed ? try await viaStream(agent, .text(input), expect, file) : try await agent.run(input)
             try await checkResult(result, expect, approvals, agent, "\(file) (test model\(streamed ? ", streamed" : ""))")
         }
     }
 
     /// Runs through `stream`, checks the events, and returns the result `run` would.
-    func viaStream(_ agent: Agent, _ input: String, _ expect: [String: Any], _ file: String) async throws -> RunResult {
+    func viaStream(
+        _ agent: Agent, _ input: RunInput, _ expect: [String: Any], _ file: String, _ context: ScenarioContext? = nil
+    ) async throws -> RunResult {
         var kinds: [String] = []
         var stopReasons: [String] = []
         var fromText: [String] = []
         var text = ""
         var finished: RunResult?
-        for try await event in agent.stream(input) {
+        for try await event in agent.stream(input, context) {
             switch event {
             case let .runStarted(got):
-                #expect(got == input, "\(file)")
+                #expect(got == input.summary, "\(file)")
                 kinds.append("run_started")
             case .modelRequest: kinds.append("model_request")
             case let .textDelta(piece):
@@ -731,7 +811,7 @@ func int(_ value: Any?) -> Int? {
         }
         let (agent, input) = try await runSteps(scenario, first, approvals, file, at)
         if let cancel = scenario["cancel"] as? [String: Any] {
-            try await cancelWhenReached(cancel, provider, agent, input, streamed: streamed, file)
+            try await cancelWhenReached(cancel, provider, agent, input.text, streamed: streamed, file)
             try await provider.check(scenario, file)
             return
         }
@@ -739,7 +819,8 @@ func int(_ value: Any?) -> Int? {
         let outcome: Result<RunResult, any Error>
         do {
             outcome = .success(
-                streamed ? try await viaStream(agent, input, expect, file) : try await agent.run(input))
+                streamed ? try await viaStream(agent, input, expect, file, ScenarioContext(scenario))
+                    : try await agent.run(input, ScenarioContext(scenario)))
         } catch {
             outcome = .failure(error)
         }
@@ -862,9 +943,9 @@ func int(_ value: Any?) -> Int? {
     /// step, which the caller runs as the mode says. Without `steps`: the agent and `input`.
     func runSteps(
         _ scenario: [String: Any], _ agent: Agent, _ approvals: ScriptedApprovals, _ file: String, _ at: LedgerAt
-    ) async throws -> (Agent, String) {
+    ) async throws -> (Agent, RunInput) {
         guard let steps = scenario["steps"] as? [[String: Any]] else {
-            return (agent, scenario["input"] as? String ?? "")
+            return (agent, try RunInput(scenario, previous: nil))
         }
         let last = try #require(steps.last, "\(file): steps is empty")
         func narrowed(_ agent: Agent, _ step: [String: Any]) throws -> Agent {
@@ -874,20 +955,22 @@ func int(_ value: Any?) -> Int? {
                 try Policy(json: try jsonText(fields), approvals: on ? approvals as any ApprovalHandler : nil))
         }
         var agent = agent
+        var previous: RunResult?
         for (n, step) in steps.dropLast().enumerated() {
             if let ms = (step["advance_clock"] as? NSNumber)?.int64Value {
                 let clock = try #require(at.clock, "\(file): step \(n + 1): advance_clock without ledger.clock_ms")
                 _ = try clock.advance(ms: ms)
             } else {
                 agent = try narrowed(agent, step)
-                let result = try await agent.run(step["input"] as? String ?? "")
+                let result = try await agent.run(try RunInput(step, previous: previous), ScenarioContext(scenario))
                 if let output = (step["expect"] as? [String: Any])?["output"] as? String {
                     #expect(result.output == output, "\(file): step \(n + 1): output")
                 }
+                previous = result
             }
             try await checkDrain(scenario, at, "\(file): step \(n + 1)", step: step)
         }
-        return (try narrowed(agent, last), last["input"] as? String ?? "")
+        return (try narrowed(agent, last), try RunInput(last, previous: previous))
     }
 
     /// `expect` against a finished run's result.
