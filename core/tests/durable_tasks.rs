@@ -149,8 +149,13 @@ async fn a_takeover_names_the_background_tasks_that_died_with_the_run() {
         let sid = sessions.create().await.unwrap();
         let s = sessions.store();
         let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-        s.take(&sid, "dead-owner", ambit::session::Take::Run, now(), LEASE_MS as i64).await.unwrap();
-        let dead = s.task_started(&sid, "hold", now()).await.unwrap();
+        // The dead process's last task heartbeat came a beat (a third of the lease) before its last lease
+        // renewal, as the process's heartbeat writes them: so by the time the lease has run out the task's
+        // heartbeat is stale too, however slowly this test runs. (Written at the same instant, a takeover in
+        // the few ms between the two running out would leave the task to be read lost later instead.)
+        let t0 = now();
+        let dead = s.task_started(&sid, "hold", t0 - LEASE_MS as i64 / 3).await.unwrap();
+        s.take(&sid, "dead-owner", ambit::session::Take::Run, t0, LEASE_MS as i64).await.unwrap();
         let live = s.task_started(&sid, "watch", now()).await.unwrap();
         let note = format!("background task {dead} (hold)");
         let p = provider(json!([
