@@ -1,4 +1,4 @@
-// The ES module entry point: `import { Agent, Ledger, Sessions } from "ambit"`. The package is one
+// The ES module entry point: `import { Agent, Ledger, Sessions } from "ambit-sdk"`. The package is one
 // CommonJS module (index.js); this re-exports its exports by name, so both entry points hand out the
 // very same classes (an error thrown by one is `instanceof` the other's). Node cannot see the names
 // index.js adds with Object.assign (the ledger, memory, knowledge and sessions), so they are listed here;

@@ -3,11 +3,11 @@
 #   - Python: the wheel, abi3 (one wheel for every CPython >= 3.10), release, stripped, manylinux-tagged
 #     by maturin's own auditwheel check (it refuses a wheel that needs a library the policy forbids),
 #     and the sdist;
-#   - Node, the napi-rs layout: the main package `ambit-<version>.tgz` (JavaScript, types, the native
+#   - Node, the napi-rs layout: the main package `ambit-sdk-<version>.tgz` (JavaScript, types, the native
 #     loader, no binary) whose package.json lists one package per platform of `napi.targets` as
 #     optionalDependencies (written here, as `napi pre-publish` does at release: they are not on the
 #     registry, so the development tree's `npm ci` cannot list them), and this machine's platform
-#     package `ambit-linux-x64-gnu-<version>.tgz` holding the release `.node`, stripped. The other
+#     package `ambit-sdk-linux-x64-gnu-<version>.tgz` holding the release `.node`, stripped. The other
 #     platforms' packages are built by .github/workflows/release.yml.
 # Release builds are incremental: they live in the cargo target directory under $AMBIT_CACHE.
 # Idempotent; runs from anywhere. Needs Rust, Node >= 20 with npm, and maturin (the virtualenv
@@ -26,7 +26,7 @@ trap 'rm -rf "$log" "$stage"' EXIT
 # Quiet unless it fails: the tools print a line per step.
 quiet() { if ! "$@" >"$log" 2>&1; then cat "$log" >&2; return 1; fi; }
 
-rm -f "$out"/ambit-*.whl "$out"/ambit-*.tar.gz "$out"/ambit-*.tgz
+rm -f "$out"/ambit-*.whl "$out"/ambit-*.tar.gz "$out"/ambit-*.tgz "$out"/ambit_sdk-*.whl "$out"/ambit_sdk-*.tar.gz
 
 # Both bindings are built for the host's triple, named: napi passes --target, and with maturin passing
 # the same the two release builds share one target directory (the core is compiled once).
@@ -84,4 +84,4 @@ cp "$node_dir/npm/$platform/package.json" "$node_dir/npm/$platform/README.md" "$
 (cd "$stage/main" && quiet npm pack --pack-destination "$out")
 (cd "$stage/platform" && quiet npm pack --pack-destination "$out")
 
-ls "$out"/ambit-*.whl "$out"/ambit-*.tar.gz "$out"/ambit-*.tgz
+ls "$out"/ambit_sdk-*.whl "$out"/ambit_sdk-*.tar.gz "$out"/ambit-sdk-*.tgz

@@ -1,14 +1,14 @@
 // The ES module entry point at run time, imported by the package's own name as a user's .mjs file
-// would (`import … from "ambit"`; Node resolves it through package.json "exports"), beside CommonJS.
+// would (`import … from "ambit-sdk"`; Node resolves it through package.json "exports"), beside CommonJS.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 
-import ambitDefault, { Agent, Ledger, Sessions, OpenAIChat, tool, AmbitError, SESSION_TOOLS } from 'ambit';
-import * as esm from 'ambit';
+import ambitDefault, { Agent, Ledger, Sessions, OpenAIChat, tool, AmbitError, SESSION_TOOLS } from 'ambit-sdk';
+import * as esm from 'ambit-sdk';
 
 const require = createRequire(import.meta.url);
-const cjs = require('ambit');
+const cjs = require('ambit-sdk');
 
 test('the ESM entry point hands out the CommonJS exports, the same objects', () => {
   for (const [name, value] of Object.entries({ Agent, Ledger, Sessions, OpenAIChat, tool, AmbitError, SESSION_TOOLS })) {

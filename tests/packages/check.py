@@ -84,8 +84,8 @@ def size(path: Path) -> str:
 
 def check_python(args: argparse.Namespace) -> None:
     work: Path = args.work
-    wheels = sorted(args.dist.glob("ambit-*.whl"))
-    sdists = sorted(args.dist.glob("ambit-*.tar.gz"))
+    wheels = sorted(args.dist.glob("ambit_sdk-*.whl"))
+    sdists = sorted(args.dist.glob("ambit_sdk-*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
         fail(f"expected one wheel and one sdist in {args.dist}, found {wheels + sdists}")
     wheel = wheels[0]
@@ -143,8 +143,8 @@ def npm(args: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[st
 
 def check_node(args: argparse.Namespace) -> None:
     work: Path = args.work
-    main = sorted(p for p in args.dist.glob("ambit-*.tgz") if not p.name.startswith("ambit-linux-"))
-    platform = sorted(args.dist.glob("ambit-linux-x64-gnu-*.tgz"))
+    main = sorted(p for p in args.dist.glob("ambit-sdk-*.tgz") if not p.name.startswith("ambit-sdk-linux-"))
+    platform = sorted(args.dist.glob("ambit-sdk-linux-x64-gnu-*.tgz"))
     if len(main) != 1 or len(platform) != 1:
         fail(f"expected the main and the linux-x64-gnu tarballs in {args.dist}, found {main + platform}")
     ok(f"npm tarballs {main[0].name} ({size(main[0])}), {platform[0].name} ({size(platform[0])})")
@@ -153,16 +153,16 @@ def check_node(args: argparse.Namespace) -> None:
     app.mkdir()
     (app / "package.json").write_text(json.dumps({"name": "app", "version": "1.0.0", "private": True}))
     npm(["install", str(main[0]), str(platform[0])], app, "npm install the tarballs into a fresh project")
-    installed = app / "node_modules" / "ambit"
+    installed = app / "node_modules" / "ambit-sdk"
     declared = json.loads((installed / "package.json").read_text())["optionalDependencies"]
-    platforms = sorted(name.removeprefix("ambit-") for name in declared)
+    platforms = sorted(name.removeprefix("ambit-sdk-") for name in declared)
     if platforms != ["darwin-arm64", "darwin-x64", "linux-arm64-gnu", "linux-x64-gnu", "win32-x64-msvc"]:
         fail(f"the installed package declares the platform packages {declared}")
     if list(installed.rglob("*.node")):
         fail(f"the main package holds a binary: {list(installed.rglob('*.node'))}")
-    binary = app / "node_modules" / "ambit-linux-x64-gnu" / "ambit.linux-x64-gnu.node"
+    binary = app / "node_modules" / "ambit-sdk-linux-x64-gnu" / "ambit.linux-x64-gnu.node"
     ok(f"installed into a fresh project: the main package declares {len(platforms)} platform packages; "
-       f"the binary comes from ambit-linux-x64-gnu ({size(binary)})")
+       f"the binary comes from ambit-sdk-linux-x64-gnu ({size(binary)})")
 
     # CommonJS and ESM: the README's two snippets, exactly as written.
     (app / "cjs.js").write_text(readme("js", 1))
@@ -186,7 +186,7 @@ def check_node(args: argparse.Namespace) -> None:
     local = "require('../../bindings-node')"
     if local not in text:
         fail(f"examples/node/weather.js no longer has {local}: update this check")
-    example.write_text(text.replace(local, "require('ambit')"))
+    example.write_text(text.replace(local, "require('ambit-sdk')"))
     out = run(["node", str(example)], app, clean_env(AMBIT_PROVIDER_BIN=args.provider),
               "examples/node/weather.js against the installed package")
     if "SCRIPTED" not in out.stdout or ANSWER not in out.stdout:
@@ -208,12 +208,12 @@ def check_node(args: argparse.Namespace) -> None:
 
     # The negative control of the platform layout: without its platform package, the main package
     # cannot load (it holds no binary of its own).
-    shutil.rmtree(app / "node_modules" / "ambit-linux-x64-gnu")
-    out = run(["node", "-e", "require('ambit')"], app, clean_env(), "require without the platform package",
+    shutil.rmtree(app / "node_modules" / "ambit-sdk-linux-x64-gnu")
+    out = run(["node", "-e", "require('ambit-sdk')"], app, clean_env(), "require without the platform package",
               expect_ok=False)
-    if "ambit-linux-x64-gnu" not in out.stderr and "native binding" not in out.stderr:
-        fail("require('ambit') without its platform package failed for another reason", out)
-    ok("negative control: without ambit-linux-x64-gnu, require('ambit') fails to load the native binding")
+    if "ambit-sdk-linux-x64-gnu" not in out.stderr and "native binding" not in out.stderr:
+        fail("require('ambit-sdk') without its platform package failed for another reason", out)
+    ok("negative control: without ambit-sdk-linux-x64-gnu, require('ambit-sdk') fails to load the native binding")
 
 
 def main() -> None:
