@@ -11,4 +11,4 @@ pg_dir="$(mktemp -u -d /tmp/ambit-pg.XXXXXX)"
 trap 'bash "$here/scripts/postgres.sh" stop "$pg_dir"' EXIT
 AMBIT_BENCH_POSTGRES_URL="$(bash "$here/scripts/postgres.sh" start "$pg_dir")"
 export AMBIT_BENCH_POSTGRES_URL
-cargo bench -p ambit --bench "$name" -- "$@"
+cargo bench -p ambit-sdk --bench "$name" -- "$@"

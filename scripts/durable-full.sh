@@ -14,4 +14,4 @@ if [ -z "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
     export AMBIT_TEST_POSTGRES_URL
 fi
 export AMBIT_DURABLE_TRIALS="${AMBIT_DURABLE_TRIALS:-200}" AMBIT_DURABLE_KILLS="${AMBIT_DURABLE_KILLS:-250}"
-cargo test -p ambit --test durable -- --nocapture --test-threads 1 racing killed_at_random 2>&1 | grep -E '^durable|^test |test result'
+cargo test -p ambit-sdk --test durable -- --nocapture --test-threads 1 racing killed_at_random 2>&1 | grep -E '^durable|^test |test result'

@@ -13,4 +13,4 @@ if [ -z "${AMBIT_TEST_POSTGRES_URL:-}" ]; then
   export AMBIT_TEST_POSTGRES_URL
 fi
 cd "$here"
-AMBIT_ROUTINES_WEEK=full cargo test -p ambit --test routines_multiprocess -- --test-threads 1 --nocapture
+AMBIT_ROUTINES_WEEK=full cargo test -p ambit-sdk --test routines_multiprocess -- --test-threads 1 --nocapture

@@ -2,7 +2,7 @@
 //! (goal: median under 1 ms), and the request bytes of one model request with 500 realistic MCP tools
 //! deferred against eager (goal: deferred at most 5 % of eager), printed once before the timings.
 //!
-//!   cargo bench -p ambit --bench deferral
+//!   cargo bench -p ambit-sdk --bench deferral
 
 #[path = "support/mcp_tools.rs"]
 mod mcp_tools;

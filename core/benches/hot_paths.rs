@@ -13,7 +13,7 @@
 //! - `args/*`: the argument rule (SPEC §2) on one call against a six-property schema, from the parsed
 //!   value, and from the JSON text the model wrote.
 //!
-//!   cargo bench -p ambit --bench hot_paths
+//!   cargo bench -p ambit-sdk --bench hot_paths
 
 #[path = "support/mcp_tools.rs"]
 mod mcp_tools;

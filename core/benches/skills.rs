@@ -2,7 +2,7 @@
 //! default bound (100 entries) and with the largest (1,000, cut by the 8 KiB byte bound), from skills
 //! with Agent Skills-sized descriptions and mixed priorities.
 //!
-//!   cargo bench -p ambit --bench skills
+//!   cargo bench -p ambit-sdk --bench skills
 
 use ambit::skills::{DEFAULT_INDEX_ENTRIES, MAX_INDEX_ENTRIES, SkillEntry, render_index};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};

@@ -1,6 +1,6 @@
 //! A structured mutation fuzzer over every decoder of what a peer sends: SSE framing, the three model
 //! wires streamed and not, and MCP tool, resource and prompt results. It runs on stable Rust, as a test target
-//! (`cargo test -p ambit --test fuzz`), for a fixed number of inputs from a fixed seed, so CI runs it
+//! (`cargo test -p ambit-sdk --test fuzz`), for a fixed number of inputs from a fixed seed, so CI runs it
 //! in bounded time and a failure reproduces.
 //!
 //! Each input is a seed from `core/fuzz/corpus/<decoder>/` (real answers, as the loopback provider

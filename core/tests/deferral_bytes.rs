@@ -1,6 +1,6 @@
 //! SPEC §4's goal for deferral, checked on every test run: one model request with 500 realistic MCP
 //! tools deferred is at most 5 % of the bytes of the same request with all of them eager (the numbers
-//! are printed by `cargo bench -p ambit --bench deferral`). Byte counts, not timings.
+//! are printed by `cargo bench -p ambit-sdk --bench deferral`). Byte counts, not timings.
 
 #[path = "../benches/support/mcp_tools.rs"]
 mod mcp_tools;
