@@ -197,6 +197,9 @@ pub struct McpOAuth {
     /// client ID when the authorization server supports it.
     #[serde(default)]
     pub client_metadata_url: Option<String>,
+    /// Tokens kept in this JSON file ([`FileTokenStore`]) when no `token_store` is given.
+    #[serde(default)]
+    pub token_file: Option<String>,
     /// The consent step (authorization code): without it, a server that needs the user is unavailable.
     #[serde(skip)]
     pub on_authorize: Option<Hook<dyn Authorize>>,
@@ -215,6 +218,7 @@ impl Default for McpOAuth {
             client_id: None,
             client_secret: None,
             client_metadata_url: None,
+            token_file: None,
             on_authorize: None,
             token_store: None,
         }
@@ -404,7 +408,11 @@ impl Flow {
         client_secret: Option<String>,
         secrets: Secrets,
     ) -> Flow {
-        let store = oauth.token_store.as_ref().map_or_else(|| Arc::new(MemoryTokenStore::new()) as _, |h| h.0.clone());
+        let store: Arc<dyn TokenStore> = match (&oauth.token_store, &oauth.token_file) {
+            (Some(h), _) => h.0.clone(),
+            (None, Some(path)) => Arc::new(FileTokenStore::new(path)),
+            (None, None) => Arc::new(MemoryTokenStore::new()),
+        };
         Flow {
             server: server.to_string(),
             url: url.to_string(),
