@@ -194,8 +194,8 @@ impl JsMcpHook {
         let request = json!({"server": self.server, "kind": self.kind, "arg": arg}).to_string();
         let promise = self.call.call_async_catch(request).await.map_err(|e| e.reason.clone())?;
         let text = promise.await.map_err(|e| e.reason.clone())?;
-        let envelope: Value =
-            serde_json::from_str(&text).map_err(|e| format!("the {} callback's answer could not be read: {e}", self.kind))?;
+        let envelope: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("the {} callback's answer could not be read: {e}", self.kind))?;
         match (envelope.get("ok").and_then(Value::as_bool), envelope.get("value").and_then(Value::as_str)) {
             (Some(true), Some(value)) => Ok(value.to_string()),
             (Some(true), _) => Err(format!("the {} callback did not return a string", self.kind)),
