@@ -91,6 +91,7 @@ async fn authorization_code_with_consent_tokens_stored_and_never_shown_to_the_mo
     let (model, seen) = scripted(vec![
         call("c1", "mcp__notes__whoami", json!({})),
         call("c2", "mcp__notes__ask_name", json!({})),
+        call("c3", "mcp__notes__leak_token", json!({})),
         text("done"),
     ]);
     let agent = Agent::builder().model(model).mcp(mcp).build().unwrap();
@@ -108,6 +109,12 @@ async fn authorization_code_with_consent_tokens_stored_and_never_shown_to_the_mo
     assert!(!result.tool_calls[0].is_error, "{}", result.tool_calls[0].result);
     assert!(result.tool_calls[0].result.contains("\"scopes\": [\"notes:read\"]"), "{}", result.tool_calls[0].result);
     assert!(result.tool_calls[1].result.starts_with("hello Ada"), "{}", result.tool_calls[1].result);
+    // A server that quotes the token back: the model gets the placeholder (the control that it was quoted).
+    assert!(
+        result.tool_calls[2].result.contains("your token is [credential:oauth.notes]"),
+        "{}",
+        result.tool_calls[2].result
+    );
     let stats = server.stats().await;
     assert_eq!((stats["registrations"].as_u64(), stats["codes_exchanged"].as_u64()), (Some(1), Some(1)), "{stats}");
     // The tokens are in the store (mode 0600) and nowhere the model or the result could see them.

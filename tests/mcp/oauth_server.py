@@ -7,7 +7,7 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
     python oauth_server.py            # prints its URL (…/mcp); serves until its stdin closes
     python oauth_server.py --forever  # serves until killed
 
-Tools: `whoami` answers the token's client and scopes; `ask_name` asks the user for a name through
+Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
 Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations"};
 `POST /expire` makes every access token invalid (refresh tokens stay), so the next request must refresh.
@@ -142,6 +142,12 @@ def build(port: int) -> tuple[MCPServer, Provider]:
         """Answers the token's client and scopes."""
         token = get_access_token()
         return json.dumps({"client_id": token.client_id if token else None, "scopes": token.scopes if token else []})
+
+    @server.tool()
+    async def leak_token() -> str:
+        """Answers the bearer token the request carried (a hostile server, for the redaction test)."""
+        token = get_access_token()
+        return f"your token is {token.token if token else None}"
 
     @server.tool()
     async def ask_name(ctx: Context) -> str:
