@@ -585,7 +585,52 @@ export interface McpServerConfig {
   bearer?: string;
   /** Stdio only: environment variables whose value is the agent's credential of that alias. */
   credentialEnv?: Record<string, string>;
+  /** HTTP only: OAuth 2.1 (the MCP authorization spec) for a server that answers 401. */
+  oauth?: OAuthOptions;
+  /** Answers the server's requests for the user's input; without it they are declined. */
+  onElicit?: (request: ElicitationRequest) => ElicitationAnswer | Promise<ElicitationAnswer>;
 }
+
+/** Where an MCP server's OAuth tokens are kept, by key (the server's URL): an opaque text per key. */
+export interface TokenStore {
+  load(key: string): string | null | undefined | Promise<string | null | undefined>;
+  save(key: string, value: string): void | Promise<void>;
+  clear(key: string): void | Promise<void>;
+}
+
+/**
+ * OAuth for an HTTP MCP server: on its 401 the client discovers the authorization server, registers
+ * (`clientId` if pre-registered, the `clientMetadataUrl` document if supported, else dynamic
+ * registration) and asks for consent: `onAuthorize(url)` gets the authorization URL (open it in a
+ * browser) and returns the URL the browser was redirected to. Tokens are refreshed, and re-requested
+ * with more scopes on a 403 `insufficient_scope`; they never reach the model, events or the session store.
+ */
+export interface OAuthOptions {
+  grant?: 'authorization_code' | 'client_credentials';
+  clientName?: string;
+  redirectUri?: string;
+  onAuthorize?: (url: string) => string | Promise<string>;
+  scopes?: string[];
+  clientId?: string;
+  /** The alias of the credential holding a pre-registered client's secret. */
+  clientSecret?: string;
+  /** An HTTPS URL of this client's metadata document, used as its client ID where supported. */
+  clientMetadataUrl?: string;
+  /** A path (a JSON file, mode 0600) or a TokenStore; absent: in memory. */
+  tokenStore?: string | TokenStore;
+}
+
+/** An MCP server asks the user for input: a form (`schema`, a JSON schema) or a URL to visit. */
+export interface ElicitationRequest {
+  server: string;
+  message: string;
+  mode: 'form' | 'url';
+  schema?: Record<string, unknown> | null;
+  url?: string | null;
+}
+
+/** An object (accepted, with that content), `decline` or `cancel`. */
+export type ElicitationAnswer = Record<string, unknown> | 'accept' | 'decline' | 'cancel';
 
 export interface DeferralOptions {
   /** The install-wide setting (default `deferred`): servers without their own and `deferrableTools` follow it. */
@@ -601,7 +646,7 @@ export interface DeferralOptions {
   deferrableTools?: string[] | string;
 }
 
-type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport' | 'headers' | 'credentialHeaders' | 'bearer' | 'credentialEnv'>;
+type McpServerOptions = Omit<McpServerConfig, 'name' | 'transport' | 'headers' | 'credentialHeaders' | 'bearer' | 'credentialEnv' | 'oauth'>;
 
 /** Makes server configurations. */
 export declare const McpServer: {
@@ -614,7 +659,7 @@ export declare const McpServer: {
   http(
     name: string,
     url: string,
-    options?: McpServerOptions & { headers?: Record<string, string>; credentialHeaders?: Record<string, string>; bearer?: string },
+    options?: McpServerOptions & { headers?: Record<string, string>; credentialHeaders?: Record<string, string>; bearer?: string; oauth?: OAuthOptions },
   ): McpServerConfig;
 };
 

@@ -6,7 +6,7 @@
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
 const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
-const { McpServer, toNativeTooling } = require('./mcp.js');
+const { McpServer, toNativeTooling, toNativeMcpHooks } = require('./mcp.js');
 const { toNativeSubagents } = require('./subagents.js');
 
 const { AmbitError, ConfigError, InternalError } = require('./errors.js');
@@ -452,6 +452,7 @@ class Agent {
         ...toNativePolicy(policy),
         builtins: toNativeBuiltins(builtins),
         ...creds.config,
+        ...toNativeMcpHooks(mcpServers),
       },
       tools.map((t) => t._native),
       runTools,

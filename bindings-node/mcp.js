@@ -31,13 +31,56 @@ const SERVER_KEYS = {
   credentialEnv: 'credential_env',
 };
 
+const OAUTH_KEYS = {
+  grant: 'grant',
+  clientName: 'client_name',
+  redirectUri: 'redirect_uri',
+  scopes: 'scopes',
+  clientId: 'client_id',
+  clientSecret: 'client_secret',
+  clientMetadataUrl: 'client_metadata_url',
+};
+
+/** A server's `oauth` as the core's McpOAuth (the callbacks go beside it). */
+function toNativeOAuth(oauth, i) {
+  requireObject(oauth, `mcpServers[${i}].oauth`);
+  const out = {};
+  for (const [key, value] of Object.entries(oauth)) {
+    if (value === undefined || key === 'onAuthorize') continue;
+    if (key === 'tokenStore') {
+      if (typeof value === 'string') out.token_file = value;
+      else {
+        requireObject(value, `mcpServers[${i}].oauth.tokenStore`);
+        for (const m of ['load', 'save', 'clear']) {
+          if (typeof value[m] !== 'function') {
+            throw new TypeError(`Agent: mcpServers[${i}].oauth.tokenStore must be a path or have load, save and clear; ${m} is ${describe(value[m])}`);
+          }
+        }
+      }
+      continue;
+    }
+    out[OAUTH_KEYS[key] ?? key] = key === 'scopes' ? stringList(`mcpServers[${i}].oauth.scopes`, value) : value;
+  }
+  if (oauth.onAuthorize !== undefined && typeof oauth.onAuthorize !== 'function') {
+    throw new TypeError(`Agent: mcpServers[${i}].oauth.onAuthorize must be a function, got ${describe(oauth.onAuthorize)}`);
+  }
+  return out;
+}
+
 /** One server's options as the core's McpServer. Unknown keys pass through for the core to refuse. */
 function toNativeServer(server, i) {
   requireObject(server, `mcpServers[${i}]`);
   const out = {};
   for (const [key, value] of Object.entries(server)) {
     if (value === undefined) continue;
+    if (key === 'onElicit') {
+      if (typeof value !== 'function') {
+        throw new TypeError(`Agent: mcpServers[${i}].onElicit must be a function, got ${describe(value)}`);
+      }
+      continue;
+    }
     let v = value;
+    if (key === 'oauth') v = toNativeOAuth(value, i);
     if (key === 'transport') v = toNativeTransport(value, i);
     else if (key === 'eagerLoadTools') v = stringList(`mcpServers[${i}].eagerLoadTools`, value);
     else if (key === 'headers' || key === 'credentialHeaders' || key === 'credentialEnv') {
@@ -97,4 +140,66 @@ function toNativeTooling(mcpServers, deferral) {
   return options;
 }
 
-module.exports = { McpServer, toNativeTooling };
+/** What a host callback answers the core: `{"ok": true, "value": text}` or `{"ok": false, "message"}`. */
+function envelope(run) {
+  return Promise.resolve()
+    .then(run)
+    .then((value) => JSON.stringify({ ok: true, value }), (e) => JSON.stringify({ ok: false, message: e instanceof Error ? e.message : String(e) }));
+}
+
+/**
+ * The servers' host callbacks as the native agent takes them: `[server, kind]` pairs and one function.
+ * `oauth.onAuthorize(url)` returns (or resolves to) the redirect URL; `oauth.tokenStore` is an object
+ * with `load(key)` (a string or null), `save(key, value)` and `clear(key)`; `onElicit(request)` gets
+ * `{server, message, mode, schema, url}` and returns an object (accepted, with that content), "decline"
+ * or "cancel".
+ */
+function toNativeMcpHooks(mcpServers) {
+  const table = new Map();
+  for (const s of Array.isArray(mcpServers) ? mcpServers : []) {
+    if (s == null || typeof s !== 'object') continue;
+    const o = s.oauth;
+    if (o && typeof o.onAuthorize === 'function') {
+      table.set(`${s.name}\tauthorize`, async (url) => {
+        const back = await o.onAuthorize(url);
+        if (typeof back !== 'string') throw new TypeError(`onAuthorize must return the redirect URL (a string), got ${describe(back)}`);
+        return back;
+      });
+    }
+    if (o && o.tokenStore != null && typeof o.tokenStore === 'object') {
+      const store = o.tokenStore;
+      table.set(`${s.name}\ttoken_store`, async (opJson) => {
+        const op = JSON.parse(opJson);
+        if (op.op === 'load') {
+          const v = await store.load(op.key);
+          if (v != null && typeof v !== 'string') throw new TypeError(`tokenStore.load must return a string or null, got ${describe(v)}`);
+          return JSON.stringify(v ?? null);
+        }
+        if (op.op === 'save') await store.save(op.key, op.value);
+        else await store.clear(op.key);
+        return 'null';
+      });
+    }
+    if (typeof s.onElicit === 'function') {
+      const handler = s.onElicit;
+      table.set(`${s.name}\telicit`, async (requestJson) => {
+        const answer = await handler(JSON.parse(requestJson));
+        if (answer === 'decline' || answer === 'cancel' || answer === 'accept') return JSON.stringify({ action: answer });
+        if (answer != null && typeof answer === 'object' && !Array.isArray(answer)) {
+          return JSON.stringify({ action: 'accept', content: answer });
+        }
+        throw new TypeError(`the elicitation handler must return an object, "decline" or "cancel", got ${describe(answer)}`);
+      });
+    }
+  }
+  if (table.size === 0) return {};
+  return {
+    mcpHooks: [...table.keys()].map((k) => k.split('\t')),
+    mcpHook: (requestJson) => {
+      const { server, kind, arg } = JSON.parse(requestJson);
+      return envelope(() => table.get(`${server}\t${kind}`)(arg));
+    },
+  };
+}
+
+module.exports = { McpServer, toNativeTooling, toNativeMcpHooks };

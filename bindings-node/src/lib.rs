@@ -61,6 +61,13 @@ pub struct NativeAgentConfig {
     /// `{"ok": true, "value": text}` or `{"ok": false, "message"}`.
     #[napi(ts_type = "(alias: string) => Promise<string>")]
     pub credential_callback: Option<policy::JsApprovalFn>,
+    /// The MCP servers' host callbacks as `[server, kind]` pairs (kind `authorize`, `elicit` or
+    /// `token_store`), all answered by `mcp_hook`.
+    pub mcp_hooks: Option<Vec<Vec<String>>>,
+    /// Receives the JSON text of `{"server", "kind", "arg"}`, resolves to the JSON text of
+    /// `{"ok": true, "value": text}` or `{"ok": false, "message"}`.
+    #[napi(ts_type = "(requestJson: string) => Promise<string>")]
+    pub mcp_hook: Option<policy::JsApprovalFn>,
 }
 
 /// One host tool. `parameters` is the JSON text of the schema. `call` receives the JSON text of the
@@ -173,6 +180,95 @@ impl Tool for JsTool {
         let credentials = ctx.declared_credentials().await?;
         self.call_with(arguments, credentials, ctx.context::<RunContextId>().map_or(0, |c| c.0)).await
     }
+}
+
+/// One MCP server's host callback, through the facade's one function for every callback.
+struct JsMcpHook {
+    call: Arc<policy::JsApprovalFn>,
+    server: String,
+    kind: String,
+}
+
+impl JsMcpHook {
+    async fn invoke(&self, arg: String) -> Result<String, String> {
+        let request = json!({"server": self.server, "kind": self.kind, "arg": arg}).to_string();
+        let promise = self.call.call_async_catch(request).await.map_err(|e| e.reason.clone())?;
+        let text = promise.await.map_err(|e| e.reason.clone())?;
+        let envelope: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("the {} callback's answer could not be read: {e}", self.kind))?;
+        match (envelope.get("ok").and_then(Value::as_bool), envelope.get("value").and_then(Value::as_str)) {
+            (Some(true), Some(value)) => Ok(value.to_string()),
+            (Some(true), _) => Err(format!("the {} callback did not return a string", self.kind)),
+            _ => Err(envelope.get("message").and_then(Value::as_str).unwrap_or("unknown error").to_string()),
+        }
+    }
+}
+
+#[async_trait]
+impl ambit::mcp::Authorize for JsMcpHook {
+    async fn authorize(&self, url: String) -> Result<String, String> {
+        self.invoke(url).await
+    }
+}
+
+#[async_trait]
+impl ambit::mcp::Elicit for JsMcpHook {
+    async fn elicit(&self, request: ambit::mcp::ElicitationRequest) -> Result<ambit::mcp::ElicitationResponse, String> {
+        let answer = self.invoke(serde_json::to_string(&request).map_err(|e| e.to_string())?).await?;
+        serde_json::from_str(&answer).map_err(|e| format!("the elicitation handler's answer is not a response: {e}"))
+    }
+}
+
+impl JsMcpHook {
+    async fn store(&self, op: Value) -> Result<Value, String> {
+        let answer = self.invoke(op.to_string()).await?;
+        serde_json::from_str(&answer).map_err(|e| format!("the token store's answer is not JSON: {e}"))
+    }
+}
+
+#[async_trait]
+impl ambit::mcp::TokenStore for JsMcpHook {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        match self.store(json!({"op": "load", "key": key})).await? {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s)),
+            other => Err(format!("the token store's load answered {other}, not a string or null")),
+        }
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        self.store(json!({"op": "save", "key": key, "value": value})).await.map(|_| ())
+    }
+    async fn clear(&self, key: &str) -> Result<(), String> {
+        self.store(json!({"op": "clear", "key": key})).await.map(|_| ())
+    }
+}
+
+/// Attaches the MCP servers' host callbacks to their configurations.
+fn attach_mcp_hooks(
+    options: &mut AgentOptions,
+    hooks: Vec<Vec<String>>,
+    call: Option<policy::JsApprovalFn>,
+) -> Result<(), Error> {
+    let Some(call) = call.map(Arc::new) else { return Ok(()) };
+    for pair in hooks {
+        let [server, kind] = <[String; 2]>::try_from(pair)
+            .map_err(|_| Error::Config("an MCP callback is named by [server, kind]".into()))?;
+        let s = options
+            .mcp_servers
+            .iter_mut()
+            .flatten()
+            .find(|s| s.name == server)
+            .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
+        let hook = Arc::new(JsMcpHook { call: call.clone(), server: server.clone(), kind: kind.clone() });
+        let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
+        match kind.as_str() {
+            "authorize" => s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(ambit::mcp::Hook(hook)),
+            "token_store" => s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(ambit::mcp::Hook(hook)),
+            "elicit" => s.on_elicit = Some(ambit::mcp::Hook(hook)),
+            other => return Err(Error::Config(format!("unknown MCP callback kind '{other}'"))),
+        }
+    }
+    Ok(())
 }
 
 /// A JavaScript credential callback (the facade's one function for every callback alias).
@@ -371,7 +467,9 @@ fn build(
         builder = builder.model_arc(ambit::test_model::build_model(&m.config, function)?);
     }
     if let Some(o) = config.options {
-        builder = builder.options(AgentOptions::from_json(&o)?);
+        let mut options = AgentOptions::from_json(&o)?;
+        attach_mcp_hooks(&mut options, config.mcp_hooks.unwrap_or_default(), config.mcp_hook)?;
+        builder = builder.options(options);
     }
     if let Some(instructions) = config.instructions {
         builder = builder.instructions(instructions);

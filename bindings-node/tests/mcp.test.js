@@ -113,3 +113,85 @@ test('MCP credential settings are checked by name', () => {
     (e) => e instanceof ConfigError && /HTTP server, not stdio/.test(e.message),
   );
 });
+
+test('an OAuth MCP server: one consent, elicitation, tokens in the host store and never in the model', async () => {
+  const path = require('node:path');
+  const { execFileSync } = require('node:child_process');
+  const { Credentials } = require('..');
+  const { startLineServer, startScriptedProvider } = require('./support.js');
+  const root = path.join(__dirname, '..', '..');
+  const dir = execFileSync('bash', [path.join(root, 'scripts', 'mcp-servers.sh')], { encoding: 'utf8' }).trim();
+  const server = await startLineServer(path.join(dir, 'venv', 'bin', 'python'), [path.join(root, 'tests', 'mcp', 'oauth_server.py')]);
+  const provider = await startScriptedProvider('mcp-oauth', [
+    { respond: { tool_calls: [{ id: 'c1', name: 'mcp__notes__whoami', arguments: {} }] } },
+    { respond: { tool_calls: [{ id: 'c2', name: 'mcp__notes__ask_name', arguments: {} }] } },
+    { respond: { content: 'done' } },
+  ]);
+  // The consent step of a logged-in user who agrees: follow the URL, not its redirect.
+  const consents = [];
+  const onAuthorize = async (url) => {
+    consents.push(url);
+    const resp = await fetch(url, { redirect: 'manual' });
+    return resp.headers.get('location');
+  };
+  const saved = new Map();
+  const tokenStore = { load: (k) => saved.get(k) ?? null, save: (k, v) => { saved.set(k, v); }, clear: (k) => { saved.delete(k); } };
+  const asked = [];
+  try {
+    const agent = new Agent({
+      model: new OpenAIChat('gpt-4.1', { baseUrl: provider.baseUrl, apiKey: 'sk-test' }),
+      mcpServers: [McpServer.http('notes', server.url, {
+        oauth: { clientName: 'ambit-node', redirectUri: 'http://127.0.0.1:1/callback', onAuthorize, tokenStore },
+        onElicit: async (request) => { asked.push(request); return { name: 'Ada' }; },
+      })],
+      deferral: { setting: 'eager' },
+    });
+    const result = await agent.run('who am I?');
+    assert.equal(result.output, 'done');
+    assert.equal(consents.length, 1);
+    const query = new URL(consents[0]).searchParams;
+    assert.deepEqual([query.get('code_challenge_method'), query.get('resource')], ['S256', server.url]);
+    assert.ok(result.toolCalls[0].result.includes('"scopes": ["notes:read"]'), result.toolCalls[0].result);
+    assert.ok(result.toolCalls[1].result.startsWith('hello Ada'), result.toolCalls[1].result);
+    assert.deepEqual(asked.map((r) => [r.server, r.mode, r.message]), [['notes', 'form', 'What is your name?']]);
+    const token = JSON.parse(saved.get(server.url)).token_response.access_token;
+    assert.ok(token.startsWith('at-'));
+    const reached = JSON.stringify((await provider.state()).requests) + JSON.stringify(result.toolCalls);
+    assert.ok(!reached.includes(token));
+
+    // Controls: a bearer token the server never issued is refused; no elicitation handler: declined.
+    const wrong = new Agent({
+      model: model(),
+      mcpServers: [McpServer.http('notes', server.url, { bearer: 'wrong' })],
+      credentials: new Credentials().value('wrong', 'at-never-issued-by-this-server'),
+    });
+    await wrong.refreshTools();
+    assert.ok(!wrong.listTools().some((t) => t.name.startsWith('mcp__notes__')));
+    const second = await startScriptedProvider('mcp-oauth-2', [
+      { respond: { tool_calls: [{ id: 'c1', name: 'mcp__notes__ask_name', arguments: {} }] } },
+      { respond: { content: 'done' } },
+    ]);
+    try {
+      const plain = new Agent({
+        model: new OpenAIChat('gpt-4.1', { baseUrl: second.baseUrl, apiKey: 'sk-test' }),
+        mcpServers: [McpServer.http('notes', server.url, { oauth: { redirectUri: 'http://127.0.0.1:1/callback', onAuthorize, tokenStore } })],
+        deferral: { setting: 'eager' },
+      });
+      const declined = await plain.run('ask');
+      assert.ok(declined.toolCalls[0].result.startsWith('no name: decline'), declined.toolCalls[0].result);
+    } finally {
+      second.stop();
+    }
+  } finally {
+    server.stop();
+    provider.stop();
+  }
+});
+
+test('OAuth settings are checked by name', () => {
+  const http = (options) => McpServer.http('h', 'http://127.0.0.1:1/mcp', options);
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { onAuthorize: async (u) => u } })] }), (e) => e instanceof ConfigError && /oauth\.redirect_uri is required/.test(e.message));
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', tokenStore: {} } })] }), (e) => e instanceof TypeError && /oauth\.tokenStore must be a path or have load, save and clear/.test(e.message));
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ onElicit: 5 })] }), (e) => e instanceof TypeError && /onElicit must be a function/.test(e.message));
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { grant: 'client_credentials' } })] }), (e) => e instanceof ConfigError && /oauth\.client_id is required/.test(e.message));
+});

@@ -246,6 +246,80 @@ impl Answer {
     }
 }
 
+/// A server's OAuth consent step: `authorize(url) -> redirect`.
+struct PyAuthorize(Py<PyAny>);
+
+#[async_trait]
+impl ambit::mcp::Authorize for PyAuthorize {
+    async fn authorize(&self, url: String) -> Result<String, String> {
+        call_python(&self.0, url, None, false).await
+    }
+}
+
+/// A server's elicitation handler: `elicit(request_json) -> response_json`.
+struct PyElicit(Py<PyAny>);
+
+#[async_trait]
+impl ambit::mcp::Elicit for PyElicit {
+    async fn elicit(&self, request: ambit::mcp::ElicitationRequest) -> Result<ambit::mcp::ElicitationResponse, String> {
+        let request = serde_json::to_string(&request).map_err(|e| e.to_string())?;
+        let answer = call_python(&self.0, request, None, false).await?;
+        serde_json::from_str(&answer).map_err(|e| format!("the elicitation handler's answer is not a response: {e}"))
+    }
+}
+
+/// A host token store: `store(op_json) -> result_json`, op `{"op": "load"|"save"|"clear", "key", "value"}`.
+struct PyTokenStore(Py<PyAny>);
+
+impl PyTokenStore {
+    async fn op(&self, op: Value) -> Result<Value, String> {
+        let answer = call_python(&self.0, op.to_string(), None, false).await?;
+        serde_json::from_str(&answer).map_err(|e| format!("the token store's answer is not JSON: {e}"))
+    }
+}
+
+#[async_trait]
+impl ambit::mcp::TokenStore for PyTokenStore {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        match self.op(serde_json::json!({"op": "load", "key": key})).await? {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s)),
+            other => Err(format!("the token store's load answered {other}, not a string or None")),
+        }
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        self.op(serde_json::json!({"op": "save", "key": key, "value": value})).await.map(|_| ())
+    }
+    async fn clear(&self, key: &str) -> Result<(), String> {
+        self.op(serde_json::json!({"op": "clear", "key": key})).await.map(|_| ())
+    }
+}
+
+/// Attaches the host callbacks of the MCP servers, `(server, kind, callable)`, kind `authorize`,
+/// `elicit` or `token_store`.
+fn attach_mcp_hooks(options: &mut AgentOptions, hooks: Vec<(String, String, Py<PyAny>)>) -> Result<(), Error> {
+    for (server, kind, call) in hooks {
+        let s = options
+            .mcp_servers
+            .iter_mut()
+            .flatten()
+            .find(|s| s.name == server)
+            .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
+        let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
+        match kind.as_str() {
+            "authorize" => {
+                s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(ambit::mcp::Hook(Arc::new(PyAuthorize(call))))
+            }
+            "token_store" => {
+                s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(ambit::mcp::Hook(Arc::new(PyTokenStore(call))))
+            }
+            "elicit" => s.on_elicit = Some(ambit::mcp::Hook(Arc::new(PyElicit(call)))),
+            other => return Err(Error::Config(format!("unknown MCP callback kind '{other}'"))),
+        }
+    }
+    Ok(())
+}
+
 /// A Python approval handler. The facade hands over `decide(request_json) -> decision_json` (or a
 /// coroutine); an exception is the core's denial.
 struct PyApproval {
@@ -276,7 +350,7 @@ impl NativeAgent {
     #[new]
     /// `model_function` is a test model's function, `(call, is_async)`, called as a tool is
     /// (`ambit::test_model::HostReplyFunction`).
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new()))]
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), mcp_hooks=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -290,6 +364,7 @@ impl NativeAgent {
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
         model_function: Option<(Py<PyAny>, bool)>,
         credential_callbacks: Vec<(String, Py<PyAny>, bool)>,
+        mcp_hooks: Vec<(String, String, Py<PyAny>)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
@@ -301,7 +376,11 @@ impl NativeAgent {
             let m = ambit::test_model::build_model(&model, function).map_err(core_err)?;
             let mut b = Agent::builder().model_arc(m);
             if let Some(o) = options {
-                b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);
+                let mut options = AgentOptions::from_json(&o).map_err(core_err)?;
+                attach_mcp_hooks(&mut options, mcp_hooks).map_err(core_err)?;
+                b = b.options(options);
+            } else if let Some((server, ..)) = mcp_hooks.first() {
+                return Err(core_err(Error::Config(format!("no MCP server named '{server}'"))));
             }
             if let Some(i) = instructions {
                 b = b.instructions(i);

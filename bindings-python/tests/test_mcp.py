@@ -148,3 +148,142 @@ def test_mcp_credential_settings_are_checked_by_name() -> None:
     bad = ambit.McpServer("s", {"type": "stdio", "command": "x"}, bearer="github")
     with pytest.raises(ambit.ConfigError, match="HTTP server, not stdio"):
         ambit.Agent(model="gpt-4.1", mcp=[bad], credentials=ambit.Credentials().value("github", "x"))
+
+
+def oauth_server() -> Any:
+    """tests/mcp/oauth_server.py (the `mcp` package's authorization server and an MCP server it protects),
+    run by the MCP servers' virtualenv scripts/mcp-servers.sh installs; ``stats()`` reads its counters."""
+    import subprocess
+    import urllib.request
+
+    from conftest import REPO
+
+    out = subprocess.run(["bash", str(REPO / "scripts" / "mcp-servers.sh")], check=True, capture_output=True, text=True)
+    python = Path(out.stdout.strip()) / "venv" / "bin" / "python"
+    proc = subprocess.Popen([str(python), str(REPO / "tests/mcp/oauth_server.py")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+
+    def stats() -> dict[str, int]:
+        with urllib.request.urlopen(url.removesuffix("/mcp") + "/stats") as r:
+            return json.load(r)  # type: ignore[no-any-return]
+    return proc, url, stats
+
+
+def browser(seen: list[str]) -> Any:
+    """The consent step of a logged-in user who agrees: follow the authorization URL, not its redirect,
+    and hand back where it points."""
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    def on_authorize(url: str) -> str:
+        seen.append(url)
+        try:
+            urllib.request.build_opener(NoRedirect).open(url)
+        except urllib.error.HTTPError as e:
+            return str(e.headers["location"])
+        raise AssertionError("the authorization endpoint did not redirect")
+    return on_authorize
+
+
+def test_an_oauth_mcp_server_with_consent_elicitation_and_a_token_store(start_provider: Any, tmp_path: Path) -> None:
+    """OAuth against a real protected server: one consent (PKCE, this resource), the tools run with the
+    token, the server's elicitation reaches the handler; the token sits in the host's store and never
+    reaches the model. Controls: a wrong bearer token is refused, and with no elicitation handler the
+    request is declined."""
+    from urllib.parse import parse_qs, urlparse
+
+    from conftest import close_stdin_and_wait
+
+    proc, url, stats = oauth_server()
+    try:
+        scenario = tmp_path / "oauth.json"
+        scenario.write_text(json.dumps({"name": "mcp-oauth", "exchanges": [
+            {"respond": {"tool_calls": [{"id": "c1", "name": "mcp__notes__whoami", "arguments": {}}]}},
+            {"respond": {"tool_calls": [{"id": "c2", "name": "mcp__notes__ask_name", "arguments": {}}]}},
+            {"respond": {"content": "done"}}]}))
+        provider = start_provider(scenario)
+        saved: dict[str, str] = {}
+
+        class Store:
+            def load(self, key: str) -> str | None:
+                return saved.get(key)
+
+            def save(self, key: str, value: str) -> None:
+                saved[key] = value
+
+            def clear(self, key: str) -> None:
+                saved.pop(key, None)
+
+        asked: list[ambit.ElicitationRequest] = []
+
+        def on_elicit(request: ambit.ElicitationRequest) -> ambit.ElicitationAnswer:
+            asked.append(request)
+            return {"name": "Ada"}
+
+        consents: list[str] = []
+        oauth = ambit.OAuth(client_name="ambit-py", redirect_uri="http://127.0.0.1:1/callback",
+                            on_authorize=browser(consents), token_store=Store())
+        server = ambit.McpServer.http("notes", url, oauth=oauth, on_elicit=on_elicit)
+        agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-test"),
+                            mcp=[server], deferral=ambit.Deferral(setting="eager"))
+        result = agent.run_sync("who am I?")
+        assert result.output == "done"
+        assert len(consents) == 1
+        query = parse_qs(urlparse(consents[0]).query)
+        assert query["code_challenge_method"] == ["S256"] and query["resource"] == [url]
+        assert '"scopes": ["notes:read"]' in result.tool_calls[0].result, result.tool_calls[0].result
+        assert result.tool_calls[1].result.startswith("hello Ada"), result.tool_calls[1].result
+        assert [(r.server, r.mode, r.message) for r in asked] == [("notes", "form", "What is your name?")]
+        token = json.loads(saved[url])["token_response"]["access_token"]
+        assert token.startswith("at-")
+        reached = json.dumps(provider.state()["requests"]) + json.dumps([c.result for c in result.tool_calls])
+        assert token not in reached
+        assert stats()["codes_exchanged"] == 1
+
+        # Controls: a bearer token the server never issued is refused; no elicitation handler: declined.
+        creds = ambit.Credentials().value("wrong", "at-never-issued-by-this-server")
+        wrong = ambit.Agent(model="gpt-4.1", mcp=[ambit.McpServer.http("notes", url, bearer="wrong")],
+                            credentials=creds)
+        wrong.refresh_tools_sync()
+        assert not [t for t in wrong.list_tools() if t.name.startswith("mcp__notes__")]
+        plain = ambit.McpServer.http("notes", url, oauth=ambit.OAuth(
+            redirect_uri="http://127.0.0.1:1/callback", on_authorize=browser([]), token_store=Store()))
+        scenario.write_text(json.dumps({"name": "mcp-oauth-2", "exchanges": [
+            {"respond": {"tool_calls": [{"id": "c1", "name": "mcp__notes__ask_name", "arguments": {}}]}},
+            {"respond": {"content": "done"}}]}))
+        provider = start_provider(scenario)
+        agent = ambit.Agent(model=ambit.OpenAIChat("gpt-4.1", base_url=provider.base_url, api_key="sk-test"),
+                            mcp=[plain], deferral=ambit.Deferral(setting="eager"))
+        result = agent.run_sync("ask")
+        assert result.tool_calls[0].result.startswith("no name: decline"), result.tool_calls[0].result
+    finally:
+        close_stdin_and_wait(proc, 5)
+
+
+def test_oauth_settings_are_checked_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ambit.ConfigError, match="oauth.grant"):
+        ambit.OAuth(grant="password")  # type: ignore[arg-type]
+    with pytest.raises(ambit.ConfigError, match="oauth.token_store must be a path or have load, save and clear"):
+        ambit.OAuth(redirect_uri="http://x/cb", token_store=object())  # type: ignore[arg-type]
+    with pytest.raises(ambit.ConfigError, match="on_elicit must be callable"):
+        ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", on_elicit=5)  # type: ignore[arg-type]
+    # The core checks the rest, naming the field.
+    server = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", oauth=ambit.OAuth(on_authorize=lambda u: u))
+    with pytest.raises(ambit.ConfigError, match="oauth.redirect_uri is required"):
+        ambit.Agent(model="gpt-4.1", mcp=[server])
+    cc = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", oauth=ambit.OAuth(grant="client_credentials"))
+    with pytest.raises(ambit.ConfigError, match="oauth.client_id is required"):
+        ambit.Agent(model="gpt-4.1", mcp=[cc])
+    stdio = ambit.McpServer("s", {"type": "stdio", "command": "x"}, oauth=ambit.OAuth(redirect_uri="http://x/cb"))
+    with pytest.raises(ambit.ConfigError, match="oauth is for an HTTP server"):
+        ambit.Agent(model="gpt-4.1", mcp=[stdio])
+    # A path is a file store.
+    filed = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp",
+                                 oauth=ambit.OAuth(redirect_uri="http://x/cb", token_store=tmp_path / "t.json"))
+    assert filed._config()["oauth"]["token_file"] == str(tmp_path / "t.json")

@@ -11,9 +11,38 @@ use std::collections::BTreeMap;
 
 use mcp_support::{installed, servers_dir};
 
-/// The scenarios ambit's client passes (SEP-1034 elicitation defaults need an elicitation handler,
-/// and the auth/ scenarios OAuth, neither of which the client has).
-const PASSING: [&str; 4] = ["initialize", "tools_call", "sse-retry", "auth/resource-mismatch"];
+/// The scenarios ambit's client passes: the core ones, elicitation (the binary's handler accepts the
+/// schema's defaults), and every OAuth scenario of the 2025-06-18 and 2025-11-25 authorization spec.
+/// Not passing: `auth/2025-03-26-oauth-metadata-backcompat` (the mock's root metadata names issuer
+/// `<root>/oauth`; rmcp refuses an issuer that differs from the metadata's URL, RFC 8414 §3.3, which is
+/// the mix-up protection), `auth/client-credentials-jwt` (private_key_jwt needs rmcp's
+/// `auth-client-credentials-jwt`, whose jsonwebtoken pulls aws-lc-rs) and
+/// `auth/cross-app-access-complete-flow` (the SEP-990 enterprise-managed extension, not implemented).
+const PASSING: [&str; 23] = [
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/basic-cimd",
+    "auth/client-credentials-basic",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/offline-access-not-supported",
+    "auth/offline-access-scope",
+    "auth/pre-registration",
+    "auth/resource-mismatch",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-retry-limit",
+    "auth/scope-step-up",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-none",
+    "auth/token-endpoint-auth-post",
+];
 
 #[test]
 fn official_client_conformance_scenarios() {
@@ -48,6 +77,22 @@ fn official_client_conformance_scenarios() {
         if let Some((name, counts)) = rest.split_once(": ") {
             results.insert(name.to_string(), (pass, counts.to_string()));
         }
+    }
+    // sse-retry's timing check allows 200 ms over the server's `retry`; with the auth scenarios running
+    // beside it on a loaded machine the reconnect can be later than that. It runs again alone, and
+    // that run's outcome stands.
+    if results.get("sse-retry").is_some_and(|r| !r.0) {
+        let alone = std::process::Command::new(&node)
+            .arg(&suite)
+            .args(["client", "--command", env!("CARGO_BIN_EXE_ambit-mcp-conformance-client")])
+            .args(["--scenario", "sse-retry", "--timeout", "15000", "-o"])
+            .arg(out_dir.path())
+            .current_dir(out_dir.path())
+            .output()
+            .expect("run the sse-retry scenario");
+        let text = format!("{}{}", String::from_utf8_lossy(&alone.stdout), String::from_utf8_lossy(&alone.stderr));
+        let line = text.lines().find(|l| l.starts_with("Passed: ")).unwrap_or("no result").to_string();
+        results.insert("sse-retry".to_string(), (text.contains("OVERALL: PASSED"), format!("alone: {line}")));
     }
     for (name, (pass, counts)) in &results {
         println!("{} {name}: {counts}", if *pass { "PASS" } else { "FAIL" });

@@ -32,7 +32,7 @@ from .errors import (AmbitError, AwaitingApproval, BudgetExceeded, ConfigError, 
 from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
-from .mcp import Deferral, McpServer
+from .mcp import Deferral, ElicitationAnswer, ElicitationRequest, McpServer, OAuth, TokenStore
 from .subagents import Subagents, subagents_config
 from .session import SESSION_TOOLS, Deliveries, Delivery, Sessions, TaskSnapshot
 from . import ledger
@@ -111,6 +111,10 @@ __all__ = [
     "InternalError",
     "Deferral",
     "McpServer",
+    "OAuth",
+    "TokenStore",
+    "ElicitationRequest",
+    "ElicitationAnswer",
     "MaxTurnsExceeded",
     "ModelError",
     "OpenAIChat",
@@ -560,8 +564,10 @@ class Agent:
             options["scratchpad"] = True
         servers = items("mcp", mcp, lambda s: isinstance(s, McpServer), _instance(McpServer),
                         "a list of ambit.McpServer (or one)", "an ambit.McpServer")
+        mcp_hooks: list[tuple[str, str, Callable[[str], str]]] = []
         if servers:
             options["mcp_servers"] = [s._config() for s in servers]
+            mcp_hooks = [h for s in servers for h in s._hooks()]
         if deferral is not None:
             if not isinstance(deferral, Deferral):
                 raise TypeError(f"deferral must be an ambit.Deferral, got {type(deferral).__name__}")
@@ -605,7 +611,8 @@ class Agent:
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
             builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
-            model_function=model._native_function(), credential_callbacks=callbacks)
+            model_function=model._native_function(), credential_callbacks=callbacks,
+            mcp_hooks=mcp_hooks)
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

@@ -412,6 +412,11 @@ impl AgentBuilder {
                 }
             }
         }
+        // An MCP server's OAuth tokens are credentials: they go to a broker (the agent's, or an empty one)
+        // whose redactor the loop applies to every tool result and error text.
+        if self.credentials.is_none() && self.mcp.iter().any(|s| s.oauth.is_some()) {
+            self.credentials = Some(crate::credentials::Credentials::new());
+        }
         session.credentials = self.credentials;
         // Names a wire refuses (too long, or with other characters) reach it cut and hashed (SPEC §3).
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();

@@ -265,6 +265,13 @@ impl Credentials {
         seen.redactor = Arc::new(redactor);
     }
 
+    /// A value obtained elsewhere (an MCP server's OAuth token) to redact as `[credential:alias]`.
+    pub(crate) fn remember_value(&self, alias: &str, value: &str) {
+        if value.len() >= MIN_VALUE_LEN {
+            self.remember(alias, value);
+        }
+    }
+
     /// The value of `alias` now: the fixed value, the environment variable, or the callback's answer.
     /// Every value produced is remembered for the redactor before it is handed out.
     pub async fn resolve(&self, alias: &str) -> Result<String, String> {

@@ -14,15 +14,39 @@ use super::{McpServer, McpTool, McpTransport};
 use crate::deferral::{Deferral, Entry, Unavailable, resolve};
 use crate::tools::Tool;
 
-/// Marks the server dirty on a list_changed that is not routed to a subscription.
+/// Marks the server dirty on a list_changed that is not routed to a subscription; hands elicitation
+/// requests to the host's handler (declined without one).
+#[derive(Clone)]
 struct Handler {
     dirty: Arc<AtomicBool>,
+    server: String,
+    elicit: Option<Arc<dyn super::Elicit>>,
 }
 
 impl rmcp::ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("ambit", env!("CARGO_PKG_VERSION")))
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::new())
+                .with_url(rmcp::model::UrlElicitationCapability::new()),
+        );
+        ClientConfig::new(capabilities, Implementation::new("ambit", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let Some(handler) = &self.elicit else {
+            return Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline));
+        };
+        match handler.elicit(super::elicit::request(&self.server, request)).await {
+            Ok(response) => Ok(super::elicit::result(response)),
+            Err(e) => Err(rmcp::ErrorData::internal_error(format!("the host's elicitation handler failed: {e}"), None)),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -75,6 +99,10 @@ pub(super) struct ServerConn {
     credentials: Option<crate::credentials::Credentials>,
     setting: Deferral,
     dirty: Arc<AtomicBool>,
+    /// The OAuth flow (and the token store) of an HTTP server with `oauth`, made on the first connect.
+    flow: tokio::sync::OnceCell<Arc<super::oauth::Flow>>,
+    /// Where OAuth token values go for redaction: the agent's broker, or one of this server's own.
+    oauth_redaction: crate::credentials::Credentials,
     state: tokio::sync::Mutex<State>,
     snapshot: std::sync::Mutex<Snapshot>,
 }
@@ -88,6 +116,8 @@ impl ServerConn {
         let setting = config.deferral.unwrap_or(install);
         ServerConn {
             config,
+            oauth_redaction: credentials.clone().unwrap_or_default(),
+            flow: Default::default(),
             credentials,
             setting,
             dirty: Arc::new(AtomicBool::new(false)),
@@ -175,6 +205,9 @@ impl ServerConn {
         if let Some(c) = &self.credentials {
             text = c.redact(&text);
         }
+        if self.credentials.is_none() {
+            text = self.oauth_redaction.redact(&text);
+        }
         text
     }
 
@@ -210,7 +243,11 @@ impl ServerConn {
 
     async fn connect(&self) -> Result<Live, String> {
         self.config.validate()?;
-        let handler = Handler { dirty: self.dirty.clone() };
+        let handler = Handler {
+            dirty: self.dirty.clone(),
+            server: self.config.name.clone(),
+            elicit: self.config.on_elicit.as_ref().map(|h| h.0.clone()),
+        };
         let lifecycle = match self.config.protocol {
             super::McpProtocol::Initialize => ClientLifecycleMode::Initialize,
             super::McpProtocol::Stateless => {
@@ -255,8 +292,31 @@ impl ServerConn {
                     // rmcp sends it as `Authorization: Bearer <token>`.
                     config.auth_header = Some(self.credential(alias).await?);
                 }
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                handler.serve_with_lifecycle(transport, lifecycle).await
+                if let Some(oauth) = &self.config.oauth {
+                    let flow = self
+                        .flow
+                        .get_or_try_init(|| async {
+                            let secret = match &oauth.client_secret {
+                                Some(alias) => Some(self.credential(alias).await?),
+                                None => None,
+                            };
+                            let secrets = super::oauth::Secrets::new(&self.config.name, self.oauth_redaction.clone());
+                            Ok::<_, String>(Arc::new(super::oauth::Flow::new(
+                                &self.config.name,
+                                url,
+                                oauth,
+                                secret,
+                                secrets,
+                            )))
+                        })
+                        .await?;
+                    let client = flow.client(client).await?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    handler.serve_with_lifecycle(transport, lifecycle).await
+                } else {
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    handler.serve_with_lifecycle(transport, lifecycle).await
+                }
             }
         }
         .map_err(|e| format!("could not connect: {e}"))?;

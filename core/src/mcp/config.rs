@@ -71,6 +71,12 @@ pub struct McpServer {
     /// Stdio only: environment variables whose value is a credential, by alias.
     #[serde(default)]
     pub credential_env: BTreeMap<String, String>,
+    /// HTTP only: OAuth 2.1 (the MCP authorization spec) for a server that answers 401.
+    #[serde(default)]
+    pub oauth: Option<super::McpOAuth>,
+    /// The host's handler for the server's elicitation requests (declined when unset).
+    #[serde(skip)]
+    pub on_elicit: Option<super::oauth::Hook<dyn super::Elicit>>,
 }
 
 impl McpServer {
@@ -99,7 +105,26 @@ impl McpServer {
             credential_headers: BTreeMap::new(),
             bearer: None,
             credential_env: BTreeMap::new(),
+            oauth: None,
+            on_elicit: None,
         }
+    }
+
+    /// OAuth 2.1 for an HTTP server.
+    pub fn oauth(mut self, oauth: super::McpOAuth) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
+    /// The handler for the server's elicitation requests.
+    pub fn on_elicit(mut self, handler: impl super::Elicit + 'static) -> Self {
+        self.on_elicit = Some(super::oauth::Hook(std::sync::Arc::new(handler)));
+        self
+    }
+
+    pub fn on_elicit_arc(mut self, handler: std::sync::Arc<dyn super::Elicit>) -> Self {
+        self.on_elicit = Some(super::oauth::Hook(handler));
+        self
     }
 
     /// A header sent with every request to an HTTP server.
@@ -132,6 +157,7 @@ impl McpServer {
             .values()
             .chain(self.credential_env.values())
             .chain(self.bearer.iter())
+            .chain(self.oauth.iter().flat_map(|o| o.client_secret.iter()))
             .cloned()
             .collect()
     }
@@ -178,6 +204,15 @@ impl McpServer {
         let http = matches!(self.transport, McpTransport::Http { .. });
         if !http && (!self.headers.is_empty() || !self.credential_headers.is_empty() || self.bearer.is_some()) {
             return Err(format!("MCP server '{}': headers and bearer are for an HTTP server, not stdio", self.name));
+        }
+        if let Some(oauth) = &self.oauth {
+            if !http {
+                return Err(format!("MCP server '{}': oauth is for an HTTP server, not stdio", self.name));
+            }
+            if self.bearer.is_some() {
+                return Err(format!("MCP server '{}': bearer and oauth both set the Authorization header", self.name));
+            }
+            oauth.validate(&self.name)?;
         }
         if http && !self.credential_env.is_empty() {
             return Err(format!("MCP server '{}': credential_env is for a stdio server, not HTTP", self.name));

@@ -1,0 +1,104 @@
+//! Elicitation: an MCP server asks the user for input (a form with a JSON schema, or a URL to visit)
+//! while it handles a request. The request reaches the host's [`Elicit`] handler; without one it is
+//! declined.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the server asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationRequest {
+    /// The server's configured name.
+    pub server: String,
+    /// The text to show the user.
+    pub message: String,
+    /// `form` (answer with an object that matches `schema`) or `url` (the user visits `url`).
+    pub mode: String,
+    /// Form: the JSON schema of the answer (an object of primitive properties).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// URL mode: where the user goes.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// The user's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ElicitationResponse {
+    /// Accepted, with the content (form mode: an object matching the schema).
+    Accept {
+        #[serde(default)]
+        content: Option<Value>,
+    },
+    /// The user said no.
+    Decline,
+    /// The user dismissed the request.
+    Cancel,
+}
+
+/// The host's handler. An `Err` is sent to the server as an error response.
+#[async_trait]
+pub trait Elicit: Send + Sync {
+    async fn elicit(&self, request: ElicitationRequest) -> Result<ElicitationResponse, String>;
+}
+
+/// A handler from a Rust closure.
+pub struct ElicitFn<F>(pub F);
+
+#[async_trait]
+impl<F, Fut> Elicit for ElicitFn<F>
+where
+    F: Fn(ElicitationRequest) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<ElicitationResponse, String>> + Send,
+{
+    async fn elicit(&self, request: ElicitationRequest) -> Result<ElicitationResponse, String> {
+        (self.0)(request).await
+    }
+}
+
+/// rmcp's request as ours.
+pub(super) fn request(server: &str, params: rmcp::model::ElicitRequestParams) -> ElicitationRequest {
+    match params {
+        rmcp::model::ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+            ElicitationRequest {
+                server: server.to_string(),
+                message,
+                mode: "form".to_string(),
+                schema: serde_json::to_value(&requested_schema).ok(),
+                url: None,
+            }
+        }
+        rmcp::model::ElicitRequestParams::UrlElicitationParams { message, url, .. } => ElicitationRequest {
+            server: server.to_string(),
+            message,
+            mode: "url".to_string(),
+            schema: None,
+            url: Some(url),
+        },
+        _ => ElicitationRequest {
+            server: server.to_string(),
+            message: String::new(),
+            mode: "unknown".to_string(),
+            schema: None,
+            url: None,
+        },
+    }
+}
+
+/// Our answer as rmcp's.
+pub(super) fn result(response: ElicitationResponse) -> rmcp::model::ElicitResult {
+    use rmcp::model::{ElicitResult, ElicitationAction};
+    match response {
+        ElicitationResponse::Accept { content } => {
+            let r = ElicitResult::new(ElicitationAction::Accept);
+            match content {
+                Some(c) => r.with_content(c),
+                None => r,
+            }
+        }
+        ElicitationResponse::Decline => ElicitResult::new(ElicitationAction::Decline),
+        ElicitationResponse::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    }
+}

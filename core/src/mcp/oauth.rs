@@ -1,0 +1,662 @@
+//! OAuth 2.1 for HTTP MCP servers (the MCP authorization spec, 2025-06-18 and 2025-11-25), through
+//! rmcp's auth support: on a 401 the server's `WWW-Authenticate` challenge starts discovery
+//! (protected-resource metadata, RFC 9728; authorization-server metadata, RFC 8414 / OIDC), the client
+//! is registered (a pre-registered client ID, a client ID metadata document, or dynamic registration,
+//! RFC 7591), and the host's consent callback gets the PKCE authorization URL and hands back the
+//! redirect it led to; or, with the client-credentials grant, a token is fetched without the user.
+//! Tokens carry the resource indicator (RFC 8707), are refreshed when they expire, and a 403
+//! `insufficient_scope` re-authorizes with the union of scopes (a bounded number of times). Tokens live
+//! in a host-provided [`TokenStore`] (in memory by default, or a file), and are credentials: every
+//! value is fed to the redactor, so none reaches the model, an event or the session store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    ClientCredentialsConfig, CredentialStore, StoredCredentials,
+};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use serde::{Deserialize, Serialize};
+
+/// How the client obtains its tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// PKCE authorization code: the user consents through [`Authorize`] (the default).
+    #[default]
+    AuthorizationCode,
+    /// Client credentials (machine to machine): `client_id` and the `client_secret` credential.
+    ClientCredentials,
+}
+
+/// The host's consent step: it gets the authorization URL (to open in a browser), and returns the URL
+/// the authorization server redirected to (`<redirect_uri>?code=..&state=..`), or its query string.
+#[async_trait]
+pub trait Authorize: Send + Sync {
+    async fn authorize(&self, url: String) -> Result<String, String>;
+}
+
+/// A consent step from a Rust closure.
+pub struct AuthorizeFn<F>(pub F);
+
+#[async_trait]
+impl<F, Fut> Authorize for AuthorizeFn<F>
+where
+    F: Fn(String) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<String, String>> + Send,
+{
+    async fn authorize(&self, url: String) -> Result<String, String> {
+        (self.0)(url).await
+    }
+}
+
+/// Where tokens are kept, by key (the server's URL): an opaque text (JSON) per key. A store the host
+/// implements decides how it is protected (a keychain, a database).
+#[async_trait]
+pub trait TokenStore: Send + Sync {
+    async fn load(&self, key: &str) -> Result<Option<String>, String>;
+    async fn save(&self, key: &str, value: &str) -> Result<(), String>;
+    async fn clear(&self, key: &str) -> Result<(), String>;
+}
+
+/// Tokens in memory, for the life of the process (the default).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryTokenStore {
+    entries: Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+}
+
+impl MemoryTokenStore {
+    pub fn new() -> MemoryTokenStore {
+        MemoryTokenStore::default()
+    }
+}
+
+#[async_trait]
+impl TokenStore for MemoryTokenStore {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        Ok(self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned())
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+    async fn clear(&self, key: &str) -> Result<(), String> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        Ok(())
+    }
+}
+
+/// Tokens in a JSON file (an object by key), written atomically with mode 0600: they survive a restart.
+#[derive(Debug, Clone)]
+pub struct FileTokenStore {
+    path: std::path::PathBuf,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl FileTokenStore {
+    pub fn new(path: impl Into<std::path::PathBuf>) -> FileTokenStore {
+        FileTokenStore { path: path.into(), lock: Default::default() }
+    }
+
+    fn read(&self) -> Result<BTreeMap<String, String>, String> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("token store {}: not a token file: {e}", self.path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(format!("token store {}: {e}", self.path.display())),
+        }
+    }
+
+    fn write(&self, entries: &BTreeMap<String, String>) -> Result<(), String> {
+        let fail = |e: std::io::Error| format!("token store {}: {e}", self.path.display());
+        let text = serde_json::to_string_pretty(entries).map_err(|e| e.to_string())?;
+        let tmp = self.path.with_extension("tmp");
+        {
+            use std::io::Write;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options.open(&tmp).map_err(fail)?;
+            f.write_all(text.as_bytes()).map_err(fail)?;
+            f.sync_all().map_err(fail)?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(fail)
+    }
+}
+
+#[async_trait]
+impl TokenStore for FileTokenStore {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        let _g = self.lock.lock().await;
+        Ok(self.read()?.remove(key))
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        let _g = self.lock.lock().await;
+        let mut entries = self.read()?;
+        entries.insert(key.to_string(), value.to_string());
+        self.write(&entries)
+    }
+    async fn clear(&self, key: &str) -> Result<(), String> {
+        let _g = self.lock.lock().await;
+        let mut entries = self.read()?;
+        if entries.remove(key).is_some() {
+            self.write(&entries)?;
+        }
+        Ok(())
+    }
+}
+
+/// A host object held in the configuration: compared by identity, never serialized.
+pub struct Hook<T: ?Sized>(pub Arc<T>);
+
+impl<T: ?Sized> Clone for Hook<T> {
+    fn clone(&self) -> Self {
+        Hook(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> PartialEq for Hook<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl<T: ?Sized> Eq for Hook<T> {}
+impl<T: ?Sized> std::fmt::Debug for Hook<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<host callback>")
+    }
+}
+
+/// OAuth for one HTTP MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuth {
+    #[serde(default)]
+    pub grant: OAuthGrant,
+    /// The name registered through dynamic client registration.
+    #[serde(default)]
+    pub client_name: Option<String>,
+    /// Where the authorization server sends the user back (authorization code).
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
+    /// Scopes to ask for; empty: the challenge's, else the protected resource's `scopes_supported`.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// A pre-registered client ID (no registration); required for client credentials.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// The credential alias (crate::credentials) of a pre-registered client's secret.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// An HTTPS URL of this client's metadata document (a client ID metadata document), used as the
+    /// client ID when the authorization server supports it.
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    /// Tokens kept in this JSON file ([`FileTokenStore`]) when no `token_store` is given.
+    #[serde(default)]
+    pub token_file: Option<String>,
+    /// The consent step (authorization code): without it, a server that needs the user is unavailable.
+    #[serde(skip)]
+    pub on_authorize: Option<Hook<dyn Authorize>>,
+    /// Where tokens are kept; `None`: in memory.
+    #[serde(skip)]
+    pub token_store: Option<Hook<dyn TokenStore>>,
+}
+
+impl Default for McpOAuth {
+    fn default() -> Self {
+        McpOAuth {
+            grant: OAuthGrant::AuthorizationCode,
+            client_name: None,
+            redirect_uri: None,
+            scopes: Vec::new(),
+            client_id: None,
+            client_secret: None,
+            client_metadata_url: None,
+            token_file: None,
+            on_authorize: None,
+            token_store: None,
+        }
+    }
+}
+
+impl McpOAuth {
+    /// The authorization-code grant: `redirect_uri` and the host's consent step.
+    pub fn authorization_code(redirect_uri: impl Into<String>, on_authorize: impl Authorize + 'static) -> McpOAuth {
+        McpOAuth {
+            redirect_uri: Some(redirect_uri.into()),
+            on_authorize: Some(Hook(Arc::new(on_authorize))),
+            ..McpOAuth::default()
+        }
+    }
+
+    /// The client-credentials grant: a pre-registered client and the alias of its secret.
+    pub fn client_credentials(client_id: impl Into<String>, secret_alias: impl Into<String>) -> McpOAuth {
+        McpOAuth {
+            grant: OAuthGrant::ClientCredentials,
+            client_id: Some(client_id.into()),
+            client_secret: Some(secret_alias.into()),
+            ..McpOAuth::default()
+        }
+    }
+
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
+    }
+
+    pub fn scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// A pre-registered client; `secret_alias` names the credential holding its secret, if it has one.
+    pub fn client_id(mut self, id: impl Into<String>, secret_alias: Option<String>) -> Self {
+        self.client_id = Some(id.into());
+        self.client_secret = secret_alias;
+        self
+    }
+
+    pub fn client_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.client_metadata_url = Some(url.into());
+        self
+    }
+
+    pub fn token_store(mut self, store: impl TokenStore + 'static) -> Self {
+        self.token_store = Some(Hook(Arc::new(store)));
+        self
+    }
+
+    pub fn token_store_arc(mut self, store: Arc<dyn TokenStore>) -> Self {
+        self.token_store = Some(Hook(store));
+        self
+    }
+
+    pub fn on_authorize_arc(mut self, callback: Arc<dyn Authorize>) -> Self {
+        self.on_authorize = Some(Hook(callback));
+        self
+    }
+
+    /// Checks the settings, naming the field that is wrong.
+    pub fn validate(&self, server: &str) -> Result<(), String> {
+        match self.grant {
+            OAuthGrant::AuthorizationCode => {
+                let Some(uri) = &self.redirect_uri else {
+                    return Err(format!(
+                        "MCP server '{server}': oauth.redirect_uri is required for the authorization code grant"
+                    ));
+                };
+                if url::Url::parse(uri).is_err() {
+                    return Err(format!("MCP server '{server}': oauth.redirect_uri '{uri}' is not a URL"));
+                }
+                if self.client_secret.is_some() && self.client_id.is_none() {
+                    return Err(format!("MCP server '{server}': oauth.client_secret needs oauth.client_id"));
+                }
+            }
+            OAuthGrant::ClientCredentials => {
+                if self.client_id.is_none() {
+                    return Err(format!("MCP server '{server}': oauth.client_id is required for client credentials"));
+                }
+                if self.client_secret.is_none() {
+                    return Err(format!(
+                        "MCP server '{server}': oauth.client_secret (a credential alias) is required for client credentials"
+                    ));
+                }
+            }
+        }
+        if let Some(u) = &self.client_metadata_url
+            && !u.starts_with("https://")
+        {
+            return Err(format!("MCP server '{server}': oauth.client_metadata_url '{u}' must be an HTTPS URL"));
+        }
+        Ok(())
+    }
+}
+
+/// Every token value the flow has seen, fed to the broker's redactor under `oauth.<server>`.
+#[derive(Clone)]
+pub(super) struct Secrets {
+    alias: String,
+    credentials: crate::credentials::Credentials,
+}
+
+impl Secrets {
+    pub(super) fn new(server: &str, credentials: crate::credentials::Credentials) -> Secrets {
+        Secrets { alias: format!("oauth.{server}"), credentials }
+    }
+
+    fn remember_stored(&self, stored: &StoredCredentials) {
+        use oauth2::TokenResponse;
+        if let Some(t) = &stored.token_response {
+            self.credentials.remember_value(&self.alias, t.access_token().secret());
+            if let Some(r) = t.refresh_token() {
+                self.credentials.remember_value(&self.alias, r.secret());
+            }
+        }
+    }
+}
+
+/// rmcp's credential store over the host's token store, one key per server.
+struct StoreAdapter {
+    store: Arc<dyn TokenStore>,
+    key: String,
+    secrets: Secrets,
+}
+
+fn store_error(e: impl std::fmt::Display) -> AuthError {
+    AuthError::CredentialStoreError(e.to_string())
+}
+
+#[async_trait]
+impl CredentialStore for StoreAdapter {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let Some(text) = self.store.load(&self.key).await.map_err(store_error)? else { return Ok(None) };
+        // A value the store cannot give back as tokens is as good as none: authorize again.
+        let stored: Option<StoredCredentials> = serde_json::from_str(&text).ok();
+        if let Some(s) = &stored {
+            self.secrets.remember_stored(s);
+        }
+        Ok(stored)
+    }
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        self.secrets.remember_stored(&credentials);
+        let text = serde_json::to_string(&credentials).map_err(store_error)?;
+        self.store.save(&self.key, &text).await.map_err(store_error)
+    }
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.store.clear(&self.key).await.map_err(store_error)
+    }
+}
+
+/// One server's OAuth state: the settings, the manager (its metadata, client and tokens), and what the
+/// flow needs to authorize again.
+pub(super) struct Flow {
+    server: String,
+    url: String,
+    oauth: McpOAuth,
+    /// The client secret, resolved from the broker.
+    client_secret: Option<String>,
+    store: Arc<dyn TokenStore>,
+    secrets: Secrets,
+    /// Serializes authorizations: two requests that hit a 401 together consent once.
+    authorizing: tokio::sync::Mutex<()>,
+}
+
+/// A fresh manager for the server, its credentials in the host's store.
+async fn manager(flow: &Flow) -> Result<AuthorizationManager, AuthError> {
+    // Local servers are legitimate (a development server, a sidecar): metadata on a private address is
+    // allowed; loopback still only for a loopback server.
+    let mut m = AuthorizationManager::new_allowing_private_addresses(flow.url.as_str()).await?;
+    m.set_credential_store(StoreAdapter {
+        store: flow.store.clone(),
+        key: flow.url.clone(),
+        secrets: flow.secrets.clone(),
+    });
+    Ok(m)
+}
+
+impl Flow {
+    pub(super) fn new(
+        server: &str,
+        url: &str,
+        oauth: &McpOAuth,
+        client_secret: Option<String>,
+        secrets: Secrets,
+    ) -> Flow {
+        let store: Arc<dyn TokenStore> = match (&oauth.token_store, &oauth.token_file) {
+            (Some(h), _) => h.0.clone(),
+            (None, Some(path)) => Arc::new(FileTokenStore::new(path)),
+            (None, None) => Arc::new(MemoryTokenStore::new()),
+        };
+        Flow {
+            server: server.to_string(),
+            url: url.to_string(),
+            oauth: oauth.clone(),
+            client_secret,
+            store,
+            secrets,
+            authorizing: Default::default(),
+        }
+    }
+
+    /// The HTTP client for the transport: tokens from the store when it has them (none otherwise: the
+    /// server's 401 starts the flow).
+    pub(super) async fn client(self: &Arc<Flow>, http: reqwest::Client) -> Result<OAuthHttp, String> {
+        let mut m = manager(self).await.map_err(|e| self.describe(e))?;
+        // Stored tokens are used as they are; a failure to read them is reported, not papered over.
+        if let Err(e) = m.initialize_from_store().await {
+            match e {
+                AuthError::CredentialStoreError(_) => return Err(self.describe(e)),
+                other => tracing::debug!(server = %self.server, error = %other, "stored OAuth tokens not usable"),
+            }
+        }
+        Ok(OAuthHttp { inner: AuthClient::new(http, m), flow: self.clone() })
+    }
+
+    fn describe(&self, e: AuthError) -> String {
+        format!("OAuth for MCP server '{}': {e}", self.server)
+    }
+
+    /// Authorizes from scratch after a 401 (`challenge` is its `WWW-Authenticate`), replacing the
+    /// client's manager with the authorized one.
+    async fn authorize(&self, client: &AuthClient<reqwest::Client>, challenge: &str) -> Result<(), String> {
+        let mut guard = client.auth_manager.lock().await;
+        let placeholder = manager(self).await.map_err(|e| self.describe(e))?;
+        let mut m = std::mem::replace(&mut *guard, placeholder);
+        let result = self.authorize_manager(&mut m, challenge).await;
+        *guard = m;
+        result.map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))
+    }
+
+    async fn authorize_manager(&self, m: &mut AuthorizationManager, challenge: &str) -> Result<(), String> {
+        let resolution = m.resolve_metadata_from_challenge(Some(challenge)).await.map_err(|e| e.to_string())?;
+        m.set_metadata(resolution.metadata);
+        match self.oauth.grant {
+            OAuthGrant::ClientCredentials => {
+                let config = ClientCredentialsConfig::ClientSecret {
+                    client_id: self.oauth.client_id.clone().unwrap_or_default(),
+                    client_secret: self.client_secret.clone().unwrap_or_default(),
+                    scopes: self.oauth.scopes.clone(),
+                    resource: Some(self.url.clone()),
+                };
+                m.validate_client_credentials_metadata(&config).map_err(|e| e.to_string())?;
+                m.configure_client_credentials(&config).map_err(|e| e.to_string())?;
+                m.exchange_client_credentials(&config).await.map_err(|e| e.to_string())?;
+                Ok(())
+            }
+            OAuthGrant::AuthorizationCode => {
+                let redirect = self.oauth.redirect_uri.clone().unwrap_or_default();
+                let mut request = AuthorizationRequest::new(redirect).with_challenge(challenge);
+                if self.oauth.scopes.is_empty() {
+                    request = request.with_initial_scope_selection();
+                } else {
+                    request = request.with_scopes(self.oauth.scopes.iter().cloned());
+                }
+                if let Some(name) = &self.oauth.client_name {
+                    request = request.with_client_name(name.clone());
+                }
+                if let Some(id) = &self.oauth.client_id {
+                    request = request.with_preregistered_client(id.clone());
+                    if let Some(secret) = &self.client_secret {
+                        request = request.with_client_secret(secret.clone());
+                    }
+                }
+                if let Some(url) = &self.oauth.client_metadata_url {
+                    request = request.with_client_metadata_url(url.clone());
+                }
+                let placeholder = manager(self).await.map_err(|e| e.to_string())?;
+                let taken = std::mem::replace(m, placeholder);
+                let session = match AuthorizationSession::new(taken, request).await {
+                    Ok(s) => s,
+                    Err((back, e)) => {
+                        *m = back;
+                        return Err(e.to_string());
+                    }
+                };
+                let url = session.get_authorization_url().to_string();
+                let result = self.consent(url).await;
+                let result = match result {
+                    Ok(callback) => session
+                        .handle_callback_with_issuer(&callback.code, &callback.csrf_token, callback.issuer.as_deref())
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                *m = session.auth_manager;
+                result
+            }
+        }
+    }
+
+    /// The host's consent step: the URL out, the redirect back.
+    async fn consent(&self, url: String) -> Result<AuthorizationCallback, String> {
+        let Some(hook) = &self.oauth.on_authorize else {
+            return Err("the server needs the user's consent and no on_authorize callback is set".to_string());
+        };
+        let back = hook.0.authorize(url).await.map_err(|e| format!("the host's on_authorize callback failed: {e}"))?;
+        let back = back.trim();
+        let full = if back.contains("://") {
+            back.to_string()
+        } else {
+            format!("http://localhost/?{}", back.trim_start_matches('?'))
+        };
+        AuthorizationCallback::from_redirect_url(&full).map_err(|e| format!("the redirect from on_authorize: {e}"))
+    }
+
+    /// Re-authorizes with more scopes after a 403 `insufficient_scope` (bounded by rmcp's attempt limit).
+    async fn step_up(
+        &self,
+        client: &AuthClient<reqwest::Client>,
+        challenge: &str,
+        required: &str,
+    ) -> Result<(), String> {
+        let m = client.auth_manager.lock().await;
+        if self.oauth.grant == OAuthGrant::ClientCredentials {
+            return Err(format!("OAuth for MCP server '{}': the token lacks scope '{required}'", self.server));
+        }
+        let url = m.request_scope_upgrade(required).await.map_err(|e| self.describe(e))?;
+        let _ = challenge;
+        let callback = self.consent(url).await.map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))?;
+        m.exchange_code_for_token_with_issuer(&callback.code, &callback.csrf_token, callback.issuer.as_deref())
+            .await
+            .map_err(|e| self.describe(e))?;
+        Ok(())
+    }
+}
+
+/// The transport's HTTP client: rmcp's [`AuthClient`] (tokens, refresh on a rejected token) that also
+/// answers a 401 by authorizing and a 403 `insufficient_scope` by stepping up, then sends the request
+/// again once.
+#[derive(Clone)]
+pub(super) struct OAuthHttp {
+    inner: AuthClient<reqwest::Client>,
+    flow: Arc<Flow>,
+}
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+impl OAuthHttp {
+    /// Runs `call`; on an auth challenge, authorizes (or steps up) and runs it once more.
+    async fn with_auth<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        match call().await {
+            Err(StreamableHttpError::AuthRequired(e)) => {
+                let _one = self.flow.authorizing.lock().await;
+                self.flow
+                    .authorize(&self.inner, &e.www_authenticate_header)
+                    .await
+                    .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
+                call().await
+            }
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                let params = rmcp::transport::auth::WWWAuthenticateParams::parse(
+                    &e.www_authenticate_header,
+                    &url::Url::parse(&self.flow.url).map_err(|e| StreamableHttpError::Auth(AuthError::from(e)))?,
+                );
+                let required = e.required_scope.clone().or(params.scope.clone()).unwrap_or_default();
+                let _one = self.flow.authorizing.lock().await;
+                self.flow
+                    .step_up(&self.inner, &e.www_authenticate_header, &required)
+                    .await
+                    .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
+                call().await
+            }
+            other => other,
+        }
+    }
+}
+
+impl StreamableHttpClient for OAuthHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        // A token the caller passed is the transport's static one (none with OAuth).
+        let _ = auth_token;
+        self.with_auth(|| {
+            self.inner.post_message(uri.clone(), message.clone(), session_id.clone(), None, custom_headers.clone())
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let _ = auth_token;
+        self.with_auth(|| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                None,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> Result<(), HttpError> {
+        let _ = auth_token;
+        self.inner.delete_session(uri, session_id, None, custom_headers).await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
+        let _ = auth_token;
+        self.inner.get_stream(uri, session_id, last_event_id, None, custom_headers).await
+    }
+}
