@@ -118,7 +118,6 @@ pub struct Candidate {
     pub pinned: i64,
     pub salience: i64,
     pub updated_at: i64,
-    pub impacts: Vec<i64>,
     pub score: f64,
 }
 
@@ -133,12 +132,19 @@ fn order(a: &Candidate, b: &Candidate) -> Ordering {
         .then(b.id.cmp(&a.id))
 }
 
-/// Scores the candidates and sorts them, best first.
-pub fn rank(query: &Query, candidates: impl IntoIterator<Item = Candidate>) -> Vec<Candidate> {
+/// Sorts scored candidates, best first (score, then the baseline's tiebreak).
+pub fn order_scored(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
+    candidates.sort_by(order);
+    candidates
+}
+
+/// Scores the candidates (each with its impacts) and sorts them, best first.
+#[cfg(test)]
+fn rank(query: &Query, candidates: impl IntoIterator<Item = (Candidate, Vec<i64>)>) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = candidates
         .into_iter()
-        .map(|mut c| {
-            c.score = query.score(&c.impacts);
+        .map(|(mut c, impacts)| {
+            c.score = query.score(&impacts);
             c
         })
         .collect();
@@ -148,18 +154,23 @@ pub fn rank(query: &Query, candidates: impl IntoIterator<Item = Candidate>) -> V
 
 /// The memories met in the lists that could still be among the first `limit`, to be scored completely.
 /// `seen` holds, per memory, the impacts read for it (per term, `None` where its list did not reach
-/// it); `frontier` is as for [`settled`]. A memory's score is at least its known impacts' sum and at most
-/// that plus the frontier of each term not read for it; every memory whose most is below the
-/// `limit`-th largest least is left out (strictly below: it cannot tie). With fewer than `limit` met, all.
+/// it); `frontier` is as for [`settled`]; `exact` holds the scores of the memories known whole. A
+/// memory's score is at least its known impacts' sum and at most that plus the frontier of each term not
+/// read for it; every memory whose most is below the `limit`-th largest least is left out (strictly
+/// below: it cannot tie). With fewer than `limit` met, all.
 pub fn survivors(
     query: &Query,
     seen: &HashMap<i64, Vec<Option<i64>>>,
     frontier: &[Option<i64>],
+    exact: &HashMap<i64, f64>,
     limit: usize,
 ) -> Vec<i64> {
     let bounds: Vec<(i64, f64, f64)> = seen
         .iter()
         .map(|(id, known)| {
+            if let Some(score) = exact.get(id) {
+                return (*id, *score, *score);
+            }
             let least: Vec<i64> = known.iter().map(|k| k.unwrap_or(0)).collect();
             let most: Vec<i64> = known.iter().zip(frontier).map(|(k, f)| k.unwrap_or_else(|| f.unwrap_or(0))).collect();
             (*id, query.score(&least), query.score(&most))
@@ -179,20 +190,26 @@ pub fn survivors(
 /// candidates was not read in any list, so each of its impacts is at most that term's frontier; the
 /// result is settled when every list was read whole, or when the `limit`-th candidate scores strictly
 /// more than that bound (strictly: an unread memory of equal score could win the tiebreak).
-pub fn settled(query: &Query, ranked: &[Candidate], limit: usize, frontier: &[Option<i64>]) -> bool {
+#[cfg(test)]
+fn settled(query: &Query, ranked: &[Candidate], limit: usize, frontier: &[Option<i64>]) -> bool {
+    settled_at(query, ranked.get(limit.max(1) - 1).map(|c| c.score), frontier)
+}
+
+/// [`settled`] given the `limit`-th best score (`None` when fewer were met).
+pub fn settled_at(query: &Query, kth: Option<f64>, frontier: &[Option<i64>]) -> bool {
     if frontier.iter().all(Option::is_none) {
         return true;
     }
     let bound: Vec<i64> = frontier.iter().map(|f| f.unwrap_or(0)).collect();
-    ranked.len() >= limit && ranked[limit - 1].score > query.score(&bound)
+    kth.is_some_and(|k| k > query.score(&bound))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn candidate(id: i64, impacts: Vec<i64>) -> Candidate {
-        Candidate { id, pinned: 0, salience: 5, updated_at: 0, impacts, score: 0.0 }
+    fn candidate(id: i64, impacts: Vec<i64>) -> (Candidate, Vec<i64>) {
+        (Candidate { id, pinned: 0, salience: 5, updated_at: 0, score: 0.0 }, impacts)
     }
 
     #[test]
@@ -241,24 +258,29 @@ mod tests {
         ]
         .into();
         // Least of the second best: 0.8; the most of 3 is 0.5 + 0.1, of 4 0.1 + 0.5: both left out.
-        let mut s = survivors(&q, &seen, &[Some(500_000), Some(500_000)], 2);
+        let none = HashMap::new();
+        let mut s = survivors(&q, &seen, &[Some(500_000), Some(500_000)], &none, 2);
         s.sort();
         assert_eq!(s, [1, 2]);
         // With a higher frontier, 3 and 4 could still reach 0.8 (0.8 + 0.1 = 0.9, 0.1 + 0.8 = 0.9).
-        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], 2);
+        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], &none, 2);
         s.sort();
         assert_eq!(s, [1, 2, 3, 4]);
+        // 2 known whole at 0.95 raises the bar above the most 3 and 4 could reach (0.9): they go.
+        let exact: HashMap<i64, f64> = [(2, 0.95)].into();
+        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], &exact, 2);
+        s.sort();
+        assert_eq!(s, [1, 2]);
     }
 
     #[test]
     fn ties_fall_to_the_baseline_order() {
         let q = Query { term_ids: vec![1], idf: vec![1.0] };
-        let mut a = candidate(1, vec![5]);
-        let mut b = candidate(2, vec![5]);
-        a.salience = 9;
-        b.salience = 3;
+        let (mut a, mut b) = (candidate(1, vec![5]), candidate(2, vec![5]));
+        a.0.salience = 9;
+        b.0.salience = 3;
         assert_eq!(rank(&q, [b.clone(), a.clone()]).iter().map(|c| c.id).collect::<Vec<_>>(), [1, 2]);
-        a.salience = 3;
+        a.0.salience = 3;
         assert_eq!(rank(&q, [a, b]).iter().map(|c| c.id).collect::<Vec<_>>(), [2, 1]);
     }
 }

@@ -94,7 +94,12 @@ const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC,
 /// How many postings of each term a recall reads first, per memory asked for; each further round reads
 /// on from there, [`DEEPER`] times as many.
 const FIRST_READ_PER_RESULT: usize = 16;
-const DEEPER: usize = 2;
+/// The fewest postings of a long list read first.
+const FIRST_READ: usize = 1_000;
+/// A list of at most this many postings is read whole in one statement (reading a list in order costs
+/// far less per posting than looking a memory's impacts up).
+const WHOLE_LIST: i64 = 3_000;
+const DEEPER: usize = 4;
 /// How many memories one transaction indexes when a store opens with unindexed rows.
 const INDEX_BATCH: i64 = 1_000;
 
@@ -454,71 +459,128 @@ macro_rules! memory_store {
                     found.insert(r.try_get(1)?, (r.try_get(0)?, r.try_get(2)?));
                 }
                 let mut query = Query { term_ids: Vec::new(), idf: Vec::new() };
+                let mut dfs = Vec::new();
                 for t in &terms {
                     if let Some((id, df)) = found.get(t) {
                         query.term_ids.push(*id);
                         query.idf.push(index::idf(n.unwrap_or(0), *df));
+                        dfs.push(*df);
                     }
                 }
                 if query.term_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut depth = s.limit.max(1) * FIRST_READ_PER_RESULT;
                 let terms = query.term_ids.len();
+                let limit = s.limit.max(1);
+                // A short list is read whole at once; a longer one a head at a time, deeper each round.
+                let first = (limit * FIRST_READ_PER_RESULT).max(FIRST_READ);
+                let mut depth: Vec<usize> = dfs
+                    .iter()
+                    .map(|df| if *df <= WHOLE_LIST { usize::try_from(*df).unwrap_or(0) + 1 } else { first })
+                    .collect();
                 // Per term: where its list was left (impact, memory), `None` once read to its end.
                 let mut cursors: Vec<Option<(i64, i64)>> = vec![Some((i64::MAX, i64::MAX)); terms];
                 let mut seen: HashMap<i64, Vec<Option<i64>>> = HashMap::new();
-                let best = loop {
+                // The memories whose every impact is known (read in every list, or fetched), scored once.
+                let mut exact: HashMap<i64, f64> = HashMap::new();
+                let (ranked, kth) = loop {
                     for (i, &term_id) in query.term_ids.iter().enumerate() {
                         let Some(after) = cursors[i] else { continue };
-                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth, after);
+                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth[i], after);
                         let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
                         for r in &rows {
                             let (id, impact): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
                             seen.entry(id).or_insert_with(|| vec![None; terms])[i] = Some(impact);
                             cursors[i] = Some((impact, id));
                         }
-                        if rows.len() < depth {
+                        if rows.len() < depth[i] {
                             cursors[i] = None;
                         }
                     }
                     let frontier: Vec<Option<i64>> = cursors.iter().map(|c| c.map(|(impact, _)| impact)).collect();
-                    let mut met = index::survivors(&query, &seen, &frontier, s.limit);
-                    met.sort_unstable();
-                    let sql = format!(
-                        "SELECT m.id, m.pinned, m.salience, m.updated_at, p.term_id, p.impact \
-                         FROM ambit_memory_postings p {} ambit_memories m ON m.id = p.memory_id \
-                         WHERE p.memory_id IN ({}) AND p.term_id IN ({})",
-                        $dialect.join,
-                        ($dialect.list)(1),
-                        ($dialect.list)(2)
-                    );
-                    let params = [Param::List(Column::Ints(met)), Param::List(Column::Ints(query.term_ids.clone()))];
-                    let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                    let mut candidates: HashMap<i64, Candidate> = HashMap::new();
-                    for r in &rows {
-                        let id: i64 = r.try_get(0)?;
-                        let c = match candidates.entry(id) {
-                            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                            std::collections::hash_map::Entry::Vacant(v) => v.insert(Candidate {
-                                id,
-                                pinned: r.try_get(1)?,
-                                salience: r.try_get(2)?,
-                                updated_at: r.try_get(3)?,
-                                impacts: vec![0; query.term_ids.len()],
-                                score: 0.0,
-                            }),
-                        };
-                        if let Some(i) = query.position(r.try_get(4)?) {
-                            c.impacts[i] = r.try_get(5)?;
+                    // A list read to its end holds no more of a memory's impacts: 0 where it was not met.
+                    for known in seen.values_mut() {
+                        for (k, f) in known.iter_mut().zip(&frontier) {
+                            if k.is_none() && f.is_none() {
+                                *k = Some(0);
+                            }
                         }
                     }
-                    let ranked = index::rank(&query, candidates.into_values());
-                    if index::settled(&query, &ranked, s.limit, &frontier) {
-                        break ranked.into_iter().take(s.limit).map(|c| c.id).collect::<Vec<i64>>();
+                    for (id, known) in &seen {
+                        if !exact.contains_key(id) && known.iter().all(Option::is_some) {
+                            let impacts: Vec<i64> = known.iter().map(|k| k.unwrap_or(0)).collect();
+                            exact.insert(*id, query.score(&impacts));
+                        }
                     }
-                    depth *= DEEPER;
+                    // The memories that could still be among the first `limit`: those not known whole are
+                    // completed from the index (once each), which can only raise the bar for the rest.
+                    let met = loop {
+                        let met = index::survivors(&query, &seen, &frontier, &exact, limit);
+                        let mut missing: Vec<i64> = met.iter().copied().filter(|id| !exact.contains_key(id)).collect();
+                        if missing.is_empty() {
+                            break met;
+                        }
+                        missing.sort_unstable();
+                        let sql = format!(
+                            "SELECT p.memory_id, p.term_id, p.impact FROM ambit_memory_postings p \
+                             WHERE p.memory_id IN ({}) AND p.term_id IN ({})",
+                            ($dialect.list)(1),
+                            ($dialect.list)(2)
+                        );
+                        let params =
+                            [Param::List(Column::Ints(missing.clone())), Param::List(Column::Ints(query.term_ids.clone()))];
+                        let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                        let mut impacts: HashMap<i64, Vec<i64>> =
+                            missing.iter().map(|id| (*id, vec![0; terms])).collect();
+                        for r in &rows {
+                            let id: i64 = r.try_get(0)?;
+                            if let (Some(v), Some(i)) = (impacts.get_mut(&id), query.position(r.try_get(1)?)) {
+                                v[i] = r.try_get(2)?;
+                            }
+                        }
+                        for (id, v) in impacts {
+                            if let Some(known) = seen.get_mut(&id) {
+                                *known = v.iter().map(|i| Some(*i)).collect();
+                            }
+                            exact.insert(id, query.score(&v));
+                        }
+                    };
+                    let mut scores: Vec<f64> = met.iter().filter_map(|id| exact.get(id).copied()).collect();
+                    scores.sort_by(|a, b| b.total_cmp(a));
+                    let kth = scores.get(limit - 1).copied();
+                    if index::settled_at(&query, kth, &frontier) {
+                        break (met, kth);
+                    }
+                    for d in depth.iter_mut() {
+                        *d = d.saturating_mul(DEEPER);
+                    }
                 };
+                // The first `limit` by score, and every memory tied with the last of them: the tiebreak
+                // (pinned, salience, updated, id) orders those.
+                let mut contenders: Vec<i64> = ranked
+                    .into_iter()
+                    .filter(|id| kth.is_none_or(|k| exact.get(id).is_some_and(|s| *s >= k)))
+                    .collect();
+                contenders.sort_unstable();
+                let sql = format!(
+                    "SELECT m.id, m.pinned, m.salience, m.updated_at FROM ambit_memories m WHERE m.id IN ({})",
+                    ($dialect.list)(1)
+                );
+                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(contenders))])
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let mut candidates = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let id: i64 = r.try_get(0)?;
+                    candidates.push(Candidate {
+                        id,
+                        pinned: r.try_get(1)?,
+                        salience: r.try_get(2)?,
+                        updated_at: r.try_get(3)?,
+                        score: exact.get(&id).copied().unwrap_or(0.0),
+                    });
+                }
+                let best: Vec<i64> = index::order_scored(candidates).into_iter().take(limit).map(|c| c.id).collect();
                 let sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE m.id IN ({})", ($dialect.list)(1));
                 let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(best.clone()))])
                     .fetch_all(&mut *tx)

@@ -279,7 +279,9 @@ impl Runner {
     pub async fn tick(&self, now: i64) -> Result<TickReport, RoutineError> {
         let inner = &self.inner;
         let store = inner.routines.store();
-        store.renew(&inner.id, now + inner.lease_ms).await?;
+        // A lease is written again once a sixth of it has run: a tick every few milliseconds would
+        // otherwise rewrite every live run's row each time.
+        store.renew(&inner.id, now + inner.lease_ms, now + inner.lease_ms - inner.lease_ms / 6).await?;
         let mut report = TickReport { lost: store.mark_lost(now).await?, ..TickReport::default() };
         for run in &report.lost {
             tracing::warn!(run = %run.id, routine = %run.routine_id, "routine run lost: its runner's lease ran out");
@@ -447,7 +449,8 @@ impl Runner {
             let every = Duration::from_millis((inner.lease_ms / 3).max(1) as u64);
             loop {
                 tokio::time::sleep(every).await;
-                let _ = inner.routines.store().renew(&inner.id, clock.now_ms() + inner.lease_ms).await;
+                let until = clock.now_ms() + inner.lease_ms;
+                let _ = inner.routines.store().renew(&inner.id, until, until).await;
             }
         };
         let work = async {

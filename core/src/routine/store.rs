@@ -9,7 +9,7 @@
 //! runners racing for a slot cannot both commit: the second one either skips the locked row, sees the
 //! moved `next_slot` when it re-reads, or fails on the unique key.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -79,8 +79,9 @@ pub trait RoutineStore: Send + Sync {
         lease_until: i64,
         now: i64,
     ) -> Result<Vec<(RunRecord, Routine)>, RoutineError>;
-    /// Extends the lease of every live run of `runner`.
-    async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError>;
+    /// Extends to `lease_until` the lease of every live run of `runner` whose lease ends before
+    /// `renew_before` (a lease with time enough left is not written again).
+    async fn renew(&self, runner: &str, lease_until: i64, renew_before: i64) -> Result<u64, RoutineError>;
     /// Marks `lost` every running run whose lease ran out before `now`.
     async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError>;
     /// Keeps a live run's reported outcome (the latest report wins).
@@ -211,14 +212,41 @@ struct Dialect {
     lock_due: &'static str,
     /// Appended to a read of rows to lock, skipping those another transaction holds.
     lock_skip: &'static str,
+    /// The routine ids of a JSON array of strings (`$1`), as a subquery.
+    ids: &'static str,
+    /// Inserts the scheduled runs of a JSON array (`$1`) of `[id, routine_id, revision, slot_at,
+    /// slot_key, session_id]`, for runner `$2`, leased until `$3`, started at `$4`; a slot already run
+    /// is left out. Returns the runs inserted.
+    insert_runs: &'static str,
+    /// Moves `next_slot` of the routines of a JSON array (`$1`) of `[id, next_slot]`.
+    move_slots: &'static str,
 }
 
-const SQLITE: Dialect = Dialect { begin: "BEGIN IMMEDIATE", lock: "", lock_due: "", lock_skip: "" };
+const SQLITE: Dialect = Dialect {
+    begin: "BEGIN IMMEDIATE",
+    lock: "",
+    lock_due: "",
+    lock_skip: "",
+    ids: "SELECT value FROM json_each($1)",
+    insert_runs: "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
+                  lease_until, session_id, started_at) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+                  json_extract(value, '$[2]'), 'scheduled', json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
+                  'running', $2, $3, json_extract(value, '$[5]'), $4 FROM json_each($1) WHERE true ON CONFLICT DO NOTHING",
+    move_slots: "UPDATE ambit_routines SET next_slot = j.n FROM (SELECT json_extract(value, '$[0]') AS id, \
+                 json_extract(value, '$[1]') AS n FROM json_each($1)) AS j WHERE ambit_routines.id = j.id",
+};
 const POSTGRES: Dialect = Dialect {
     begin: "BEGIN",
     lock: " FOR UPDATE",
     lock_due: " FOR UPDATE OF r SKIP LOCKED",
     lock_skip: " FOR UPDATE SKIP LOCKED",
+    ids: "SELECT jsonb_array_elements_text($1::jsonb)",
+    insert_runs: "INSERT INTO ambit_routine_runs (id, routine_id, revision, kind, slot_at, slot_key, state, runner, \
+                  lease_until, session_id, started_at) SELECT x->>0, x->>1, (x->>2)::bigint, 'scheduled', \
+                  (x->>3)::bigint, x->>4, 'running', $2, $3, x->>5, $4 FROM jsonb_array_elements($1::jsonb) AS x \
+                  ON CONFLICT DO NOTHING",
+    move_slots: "UPDATE ambit_routines r SET next_slot = (x->>1)::bigint FROM jsonb_array_elements($1::jsonb) AS x \
+                 WHERE r.id = x->>0",
 };
 
 const ROUTINE_COLUMNS: &str = "r.id, r.revision, r.definition, r.next_slot, r.created_at, r.updated_at";
@@ -348,6 +376,60 @@ macro_rules! routine_store {
                 q.fetch_all(&mut *conn).await?.iter().map(Self::routine).collect()
             }
 
+            /// Runs of a routine started today (in its day's zone): only a daily cap needs them.
+            async fn runs_today(
+                tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
+                routine: &Routine,
+                now: i64,
+            ) -> Result<i64, RoutineError> {
+                if routine.spec.daily_cap.is_none() {
+                    return Ok(0);
+                }
+                let (day_start, day_end) =
+                    super::schedule::day_bounds(&routine.spec.day_zone(), now).unwrap_or((now, now));
+                Ok(sqlx::query_scalar(
+                    "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 AND started_at < $3",
+                )
+                .bind(&routine.id)
+                .bind(day_start)
+                .bind(day_end)
+                .fetch_one(&mut **tx)
+                .await?)
+            }
+
+            /// Records the slots a claim's plan skips.
+            async fn write_skips(
+                tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
+                req: &ClaimSlots,
+                routine_id: &str,
+                plan: &ClaimPlan,
+                out: &mut Claimed,
+            ) -> Result<(), RoutineError> {
+                for &(first, last, slots, reason) in &plan.skip {
+                    sqlx::query(
+                        "INSERT INTO ambit_routine_skips (routine_id, first_slot, last_slot, slots, reason, at) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(routine_id)
+                    .bind(first)
+                    .bind(last)
+                    .bind(slots)
+                    .bind(reason)
+                    .bind(req.now)
+                    .execute(&mut **tx)
+                    .await?;
+                    out.skipped.push(SkippedSlots {
+                        routine_id: routine_id.to_string(),
+                        first_slot: first,
+                        last_slot: last,
+                        slots,
+                        reason: reason.to_string(),
+                        at: req.now,
+                    });
+                }
+                Ok(())
+            }
+
             /// Claims one routine's due slots inside `tx`, given the routine as read.
             async fn claim_one(
                 tx: &mut sqlx::Transaction<'_, <$pool as PoolDb>::Db>,
@@ -357,46 +439,9 @@ macro_rules! routine_store {
             ) -> Result<(), RoutineError> {
                 let Some(next_slot) = routine.next_slot.filter(|s| *s <= req.now) else { return Ok(()) };
                 let Ok(timing) = routine.spec.timing() else { return Ok(()) };
-                // Runs started today count only for a daily cap.
-                let runs_today: i64 = match routine.spec.daily_cap {
-                    None => 0,
-                    Some(_) => {
-                        let (day_start, day_end) = super::schedule::day_bounds(&routine.spec.day_zone(), req.now)
-                            .unwrap_or((req.now, req.now));
-                        sqlx::query_scalar(
-                            "SELECT count(*) FROM ambit_routine_runs WHERE routine_id = $1 AND started_at >= $2 \
-                             AND started_at < $3",
-                        )
-                        .bind(&routine.id)
-                        .bind(day_start)
-                        .bind(day_end)
-                        .fetch_one(&mut **tx)
-                        .await?
-                    }
-                };
+                let runs_today = Self::runs_today(tx, &routine, req.now).await?;
                 let plan = plan_claim(&timing, &routine.spec, next_slot, req.now, runs_today);
-                for &(first, last, slots, reason) in &plan.skip {
-                    sqlx::query(
-                        "INSERT INTO ambit_routine_skips (routine_id, first_slot, last_slot, slots, reason, at) \
-                         VALUES ($1, $2, $3, $4, $5, $6)",
-                    )
-                    .bind(&routine.id)
-                    .bind(first)
-                    .bind(last)
-                    .bind(slots)
-                    .bind(reason)
-                    .bind(req.now)
-                    .execute(&mut **tx)
-                    .await?;
-                    out.skipped.push(SkippedSlots {
-                        routine_id: routine.id.clone(),
-                        first_slot: first,
-                        last_slot: last,
-                        slots,
-                        reason: reason.to_string(),
-                        at: req.now,
-                    });
-                }
+                Self::write_skips(tx, req, &routine.id, &plan, out).await?;
                 if let Some(slot) = plan.run {
                     let run_id = super::fresh_id("run");
                     let session_id = super::fresh_id("ses");
@@ -433,25 +478,81 @@ macro_rules! routine_store {
                 Ok(())
             }
 
+            /// The claim: the due routines locked (skipping those other runners hold) and re-read, their
+            /// plans made here, then every run inserted and every `next_slot` moved in one statement each.
             async fn claim_guarded(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError> {
                 let mut out = Claimed::default();
                 let mut tx = self.pool.begin_with($dialect.begin).await?;
                 let due = Self::due(&mut *tx, req, $dialect.lock_due).await?;
-                for candidate in due {
-                    // Re-read under the lock, in a statement of its own: a runner that committed since
-                    // the due list was read shows here (a moved next_slot, a live run).
-                    let sql = format!(
-                        "SELECT {ROUTINE_COLUMNS}, (SELECT count(*) FROM ambit_routine_runs x WHERE x.routine_id = r.id \
-                         AND x.state = 'running') FROM ambit_routines r WHERE r.id = $1"
-                    );
-                    let Some(row) = sqlx::query(AssertSqlSafe(sql)).bind(&candidate.id).fetch_optional(&mut *tx).await? else {
-                        continue;
-                    };
-                    let routine = Self::routine(&row)?;
+                if due.is_empty() {
+                    tx.commit().await?;
+                    return Ok(out);
+                }
+                // Re-read under the locks, in a statement of its own: a runner that committed since the
+                // due list was read shows here (a moved next_slot, a live run).
+                let ids = serde_json::to_string(&due.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+                    .map_err(|e| RoutineError::Store(e.to_string()))?;
+                let sql = format!(
+                    "SELECT {ROUTINE_COLUMNS}, (SELECT count(*) FROM ambit_routine_runs x WHERE x.routine_id = r.id \
+                     AND x.state = 'running') FROM ambit_routines r WHERE r.id IN ({}) ORDER BY r.next_slot, r.id",
+                    $dialect.ids
+                );
+                let rows = sqlx::query(AssertSqlSafe(sql)).bind(&ids).fetch_all(&mut *tx).await?;
+                let mut runs = Vec::new();
+                let mut moves = Vec::new();
+                let mut planned: Vec<(String, Routine)> = Vec::new();
+                for row in &rows {
+                    let routine = Self::routine(row)?;
                     let live: i64 = row.try_get(6)?;
-                    if live == 0 {
-                        Self::claim_one(&mut tx, req, routine, &mut out).await?;
+                    if live != 0 {
+                        continue;
                     }
+                    let Some(next_slot) = routine.next_slot.filter(|s| *s <= req.now) else { continue };
+                    let Ok(timing) = routine.spec.timing() else { continue };
+                    let runs_today = Self::runs_today(&mut tx, &routine, req.now).await?;
+                    let plan = plan_claim(&timing, &routine.spec, next_slot, req.now, runs_today);
+                    Self::write_skips(&mut tx, req, &routine.id, &plan, &mut out).await?;
+                    if let Some(slot) = plan.run {
+                        let run_id = super::fresh_id("run");
+                        // The exactly-once key. A slot already run (a reschedule can land on it) is taken:
+                        // nothing is inserted, the routine moves on, the rest of the batch is claimed.
+                        runs.push(serde_json::json!([
+                            run_id,
+                            routine.id,
+                            routine.revision,
+                            slot,
+                            format!("{}@{slot}", routine.id),
+                            super::fresh_id("ses")
+                        ]));
+                        planned.push((run_id, Routine { next_slot: plan.next_slot, ..routine.clone() }));
+                    }
+                    moves.push(serde_json::json!([routine.id, plan.next_slot]));
+                }
+                if !runs.is_empty() {
+                    let sql = format!("{} RETURNING {RUN_COLUMNS}", $dialect.insert_runs);
+                    let inserted = sqlx::query(AssertSqlSafe(sql))
+                        .bind(serde_json::Value::Array(runs).to_string())
+                        .bind(&req.runner)
+                        .bind(req.lease_until)
+                        .bind(req.now)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    let mut records: HashMap<String, RunRecord> = HashMap::with_capacity(inserted.len());
+                    for row in &inserted {
+                        let record = Self::run_record(row)?;
+                        records.insert(record.id.clone(), record);
+                    }
+                    for (run_id, routine) in planned {
+                        if let Some(record) = records.remove(&run_id) {
+                            out.runs.push((record, routine));
+                        }
+                    }
+                }
+                if !moves.is_empty() {
+                    sqlx::query($dialect.move_slots)
+                        .bind(serde_json::Value::Array(moves).to_string())
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 tx.commit().await?;
                 Ok(out)
@@ -682,15 +783,20 @@ macro_rules! routine_store {
                 Ok(out)
             }
 
-            async fn renew(&self, runner: &str, lease_until: i64) -> Result<u64, RoutineError> {
+            async fn renew(&self, runner: &str, lease_until: i64, renew_before: i64) -> Result<u64, RoutineError> {
                 // Rows are locked in id order, so a renewal never deadlocks with another renewal or with
                 // a lost-marking of the same rows (PostgreSQL; SQLite has one writer).
                 let sql = format!(
                     "UPDATE ambit_routine_runs SET lease_until = $2 WHERE id IN (SELECT id FROM ambit_routine_runs \
-                     WHERE runner = $1 AND state = 'running' AND lease_until < $2 ORDER BY id{})",
+                     WHERE runner = $1 AND state = 'running' AND lease_until < $3 ORDER BY id{})",
                     $dialect.lock
                 );
-                let done = sqlx::query(AssertSqlSafe(sql)).bind(runner).bind(lease_until).execute(&self.pool).await?;
+                let done = sqlx::query(AssertSqlSafe(sql))
+                    .bind(runner)
+                    .bind(lease_until)
+                    .bind(renew_before.min(lease_until))
+                    .execute(&self.pool)
+                    .await?;
                 Ok(done.rows_affected())
             }
 
