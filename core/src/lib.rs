@@ -50,6 +50,7 @@ pub mod testing;
 pub mod tools;
 
 pub use agent::subagent::SubagentConfig;
+pub use agent::NamedAgent;
 pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,
     RunStream, ToolCallRecord,
