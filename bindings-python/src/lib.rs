@@ -276,7 +276,9 @@ impl NativeAgent {
     #[new]
     /// `model_function` is a test model's function, `(call, is_async)`, called as a tool is
     /// (`ambit::test_model::HostReplyFunction`).
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new()))]
+    /// `profiles` holds `(name, model_json, model_function)` (each a model as `model` is);
+    /// `named_agents` holds `(name, description, agent)`.
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), profiles=Vec::new(), named_agents=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -290,16 +292,27 @@ impl NativeAgent {
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
         model_function: Option<(Py<PyAny>, bool)>,
         credential_callbacks: Vec<(String, Py<PyAny>, bool)>,
+        profiles: Vec<(String, String, Option<(Py<PyAny>, bool)>)>,
+        named_agents: Vec<(String, String, PyRef<'_, NativeAgent>)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
             // model's (`ambit::test_model::build_model`).
-            let function = model_function.map(|(call, is_async)| {
-                let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
-                Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
-            });
-            let m = ambit::test_model::build_model(&model, function).map_err(core_err)?;
+            let function = |f: Option<(Py<PyAny>, bool)>| {
+                f.map(|(call, is_async)| {
+                    let spec =
+                        ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
+                    Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
+                })
+            };
+            let m = ambit::test_model::build_model(&model, function(model_function)).map_err(core_err)?;
             let mut b = Agent::builder().model_arc(m);
+            for (name, model, f) in profiles {
+                b = b.profile(name, ambit::test_model::build_model(&model, function(f)).map_err(core_err)?);
+            }
+            for (name, description, agent) in named_agents {
+                b = b.named_agent(name, ambit::NamedAgent::new(agent.agent.clone(), description));
+            }
             if let Some(o) = options {
                 b = b.options(AgentOptions::from_json(&o).map_err(core_err)?);
             }

@@ -225,7 +225,7 @@ mod tests {
             let eff = with(&caller, &callee);
             within(&eff, &caller, &callee)
                 .map_err(|e| format!("case {n}: {e}\ncaller {caller:?}\ncallee {callee:?}\neffective {eff:?}"))?;
-            narrowed += u32::from(eff != *callee);
+            narrowed += u32::from(eff != callee);
         }
         Ok(narrowed)
     }
