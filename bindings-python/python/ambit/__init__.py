@@ -620,7 +620,7 @@ class Agent:
                 raise ConfigError(f"agents[{name!r}].description must be a string, "
                                 f"got {type(n.description).__name__}")
             named_entries.append((name, n.description, n.agent._native))
-        self._native = _native.NativeAgent(
+        self._native: _native.NativeAgent = _native.NativeAgent(
             model._config_json(), [t._native_entry() for t in self.tools],
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
