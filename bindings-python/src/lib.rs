@@ -300,8 +300,7 @@ impl NativeAgent {
             // model's (`ambit::test_model::build_model`).
             let function = |f: Option<(Py<PyAny>, bool)>| {
                 f.map(|(call, is_async)| {
-                    let spec =
-                        ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
+                    let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
                     Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
                 })
             };

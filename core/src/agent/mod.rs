@@ -355,8 +355,12 @@ impl AgentBuilder {
             }
         }
         let profiles = named::profiles(std::mem::take(&mut self.profiles))?;
-        let frame =
-            subagent::install(&mut tools, self.subagents.as_ref(), self.policy.as_ref(), profiles.keys().cloned().collect())?;
+        let frame = subagent::install(
+            &mut tools,
+            self.subagents.as_ref(),
+            self.policy.as_ref(),
+            profiles.keys().cloned().collect(),
+        )?;
         for t in named::tools(std::mem::take(&mut self.named_agents))? {
             tools.register(t)?;
         }

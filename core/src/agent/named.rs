@@ -78,15 +78,12 @@ impl AgentBuilder {
 /// A profile's or named agent's name: letters, digits, `_` and `-`, 1 to 64 of them. The error names
 /// the field (`profiles.<name>`, `named_agents.<name>`).
 fn check_name(field: &str, name: &str) -> Result<(), Error> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "{field}: '{name}' is not a valid name (1 to 64 letters, digits, '_' or '-')"
-        )))
+        Err(Error::Config(format!("{field}: '{name}' is not a valid name (1 to 64 letters, digits, '_' or '-')")))
     }
 }
 

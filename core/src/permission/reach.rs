@@ -137,7 +137,9 @@ pub fn intersect(caller: &Reach, callee: &Reach) -> Reach {
         Level::None | Level::Unrestricted => own,
     };
     let workspace_dirs: Vec<PathBuf> = match (&write, level) {
-        (Trees::Roots(roots), Level::Workspace) => roots.iter().filter(|r| !r.starts_with(&working_dir)).cloned().collect(),
+        (Trees::Roots(roots), Level::Workspace) => {
+            roots.iter().filter(|r| !r.starts_with(&working_dir)).cloned().collect()
+        }
         _ => Vec::new(),
     };
     let (readable_dirs, confine_reads) = match &read {
@@ -177,8 +179,21 @@ mod tests {
     }
 
     const DIRS: [&str; 10] = ["/", "/w", "/w/a", "/w/a/b", "/w/c", "/r", "/r/x", "/o", "/o/p", "/usr/lib"];
-    const PROBES: [&str; 13] =
-        ["/", "/w", "/w/a", "/w/a/b/f", "/w/c/f", "/w/f", "/r/f", "/r/x/f", "/o/f", "/o/p/f", "/usr/lib/f", "/z", "/w/a/f"];
+    const PROBES: [&str; 13] = [
+        "/",
+        "/w",
+        "/w/a",
+        "/w/a/b/f",
+        "/w/c/f",
+        "/w/f",
+        "/r/f",
+        "/r/x/f",
+        "/o/f",
+        "/o/p/f",
+        "/usr/lib/f",
+        "/z",
+        "/w/a/f",
+    ];
     const LEVELS: [Level; 4] = [Level::None, Level::Read, Level::Workspace, Level::Unrestricted];
     const NETWORKS: [Network; 3] = [Network::None, Network::Remote, Network::Unrestricted];
 
@@ -256,7 +271,12 @@ mod tests {
     fn the_callee_keeps_its_working_directory_inside_the_callers_workspace() {
         let caller = Reach {
             level: Level::Workspace,
-            scope: Scope { working_dir: "/w".into(), workspace_dirs: vec![], readable_dirs: vec![], confine_reads: true },
+            scope: Scope {
+                working_dir: "/w".into(),
+                workspace_dirs: vec![],
+                readable_dirs: vec![],
+                confine_reads: true,
+            },
             network: Network::Remote,
         };
         let callee = Reach {
