@@ -262,6 +262,9 @@ impl ApprovalHandler for PyApproval {
     }
 }
 
+/// A host function and whether it is async, as the facade hands one over.
+type HostFunction = (Py<PyAny>, bool);
+
 /// The native agent; `ambit.Agent` wraps it.
 #[pyclass(name = "NativeAgent", module = "ambit._native", frozen)]
 pub(crate) struct NativeAgent {
@@ -292,13 +295,13 @@ impl NativeAgent {
         ledger_tools: Option<PyRef<'_, ledger::NativeLedgerTools>>,
         model_function: Option<(Py<PyAny>, bool)>,
         credential_callbacks: Vec<(String, Py<PyAny>, bool)>,
-        profiles: Vec<(String, String, Option<(Py<PyAny>, bool)>)>,
+        profiles: Vec<(String, String, Option<HostFunction>)>,
         named_agents: Vec<(String, String, PyRef<'_, NativeAgent>)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
             // model's (`ambit::test_model::build_model`).
-            let function = |f: Option<(Py<PyAny>, bool)>| {
+            let function = |f: Option<HostFunction>| {
                 f.map(|(call, is_async)| {
                     let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
                     Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>

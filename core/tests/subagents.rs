@@ -655,7 +655,10 @@ async fn a_profile_survives_a_restart_in_the_child_sessions_terms() {
         let build = || {
             Agent::builder()
                 .model(OpenAiChat::new("gpt-4.1").base_url(base.clone()).api_key("k").max_retries(0))
-                .profile("fast", Arc::new(OpenAiChat::new("gpt-4.1-nano").base_url(base.clone()).api_key("k").max_retries(0)))
+                .profile(
+                    "fast",
+                    Arc::new(OpenAiChat::new("gpt-4.1-nano").base_url(base.clone()).api_key("k").max_retries(0)),
+                )
                 .subagents(SubagentConfig::default())
                 .policy(Policy { level: Level::Workspace, scope: Some(tmp_scope()), ..Policy::default() })
                 .build()
