@@ -495,6 +495,26 @@ export interface AgentOptions<Ctx = unknown> {
   knowledge?: Knowledge;
   /** The credential broker: aliases tools declare, the shell's and web_fetch's delivery rules. */
   credentials?: Credentials;
+  /**
+   * Profiles `agent_spawn`'s `profile` may name (`{fast: new OpenAIChat('gpt-4.1-nano', {settings})}`): a
+   * sub-agent spawned on one runs on that model on every follow-up. A profile never widens its level,
+   * scope, network or tools. Names: letters, digits, `_` and `-`.
+   */
+  profiles?: Record<string, Model>;
+  /**
+   * Named agents (`{researcher: {agent, description}}`): adds `agent_list_named` (each name with its
+   * description: when and how to use it) and `agent_delegate {agent, prompt}`. The named agent runs with
+   * its own instructions, tools and model, inside this agent's reach (level, directories and network
+   * both hold), and reports back headed by its name and that reach.
+   */
+  agents?: Record<string, NamedAgent<any>>;
+}
+
+/** An agent another may hand work to by name (`new Agent({agents: {name: {agent, description}}})`). */
+export interface NamedAgent<Ctx = unknown> {
+  agent: Agent<Ctx>;
+  /** When and how to use it: the caller's model reads it in `agent_list_named`. */
+  description: string;
 }
 
 /** The final answer's type (`new Agent({outputType})`). */

@@ -303,7 +303,49 @@ const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
   'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge', 'credentials',
+  'profiles', 'agents',
 ];
+
+/** `profiles`: `{name: model}`, the models `agent_spawn`'s `profile` may name. */
+function toNativeProfiles(profiles) {
+  if (profiles == null) return undefined;
+  if (typeof profiles !== 'object' || Array.isArray(profiles)) {
+    throw new ConfigError(`Agent: profiles must be an object of names to models, got ${describe(profiles)}`);
+  }
+  return Object.entries(profiles).map(([name, model]) => {
+    if (!(model instanceof Model)) {
+      throw new ConfigError(`Agent: profiles.${name} must be a model such as new OpenAIChat("gpt-4.1-nano"), got ${describe(model)}`);
+    }
+    return { name, model: model.toNative() };
+  });
+}
+
+/** `agents`: `{name: {agent, description}}`, the named agents `agent_delegate` hands work to. */
+function toNativeNamedAgents(agents) {
+  if (agents == null) return undefined;
+  if (typeof agents !== 'object' || Array.isArray(agents)) {
+    throw new ConfigError(`Agent: agents must be an object of names to {agent, description}, got ${describe(agents)}`);
+  }
+  const checked = Object.entries(agents).map(([name, named]) => {
+    if (named === null || typeof named !== 'object' || Array.isArray(named)) {
+      throw new ConfigError(`Agent: agents.${name} must be {agent, description}, got ${describe(named)}`);
+    }
+    refuseUnknown(`Agent: agents.${name}`, named, ['agent', 'description']);
+    if (!(named.agent instanceof Agent)) {
+      throw new ConfigError(`Agent: agents.${name}.agent must be an Agent, got ${describe(named.agent)}`);
+    }
+    if (typeof named.description !== 'string') {
+      throw new ConfigError(`Agent: agents.${name}.description must be a string, got ${describe(named.description)}`);
+    }
+    return [name, named];
+  });
+  // Lent only once every entry is checked, for the createAgent call that follows.
+  return checked.map(([name, named]) => ({
+    name,
+    description: named.description,
+    handle: named.agent._nativeHandle().lendForNaming(),
+  }));
+}
 
 /**
  * `outputType`: the final answer's type, `{name, schema, retries?, parse?}`: `schema` a JSON Schema for an
@@ -395,6 +437,8 @@ class Agent {
       skills,
       knowledge,
       credentials,
+      profiles,
+      agents,
     } = options;
     const output = toNativeOutput(outputType);
     const creds = require('./credentials.js').toNativeCredentials(credentials);
@@ -453,6 +497,8 @@ class Agent {
         builtins: toNativeBuiltins(builtins),
         ...creds.config,
         ...toNativeMcpHooks(mcpServers),
+        profiles: toNativeProfiles(profiles),
+        namedAgents: toNativeNamedAgents(agents),
       },
       tools.map((t) => t._native),
       runTools,

@@ -68,7 +68,32 @@ pub struct NativeAgentConfig {
     /// `{"ok": true, "value": text}` or `{"ok": false, "message"}`.
     #[napi(ts_type = "(requestJson: string) => Promise<string>")]
     pub mcp_hook: Option<policy::JsApprovalFn>,
+    /// The profiles `agent_spawn` may name: each a model as `model` is.
+    pub profiles: Option<Vec<NativeProfileConfig>>,
+    /// The named agents, each by the handle `NativeAgent.lendForNaming` gave.
+    pub named_agents: Option<Vec<NativeNamedAgentConfig>>,
 }
+
+/// A profile: its name and its model.
+#[napi(object, object_to_js = false)]
+pub struct NativeProfileConfig {
+    pub name: String,
+    pub model: NativeModelConfig,
+}
+
+/// A named agent: its name, its description and the handle of the built agent.
+#[napi(object, object_to_js = false)]
+pub struct NativeNamedAgentConfig {
+    pub name: String,
+    pub description: String,
+    pub handle: u32,
+}
+
+/// Agents lent for naming (`NativeAgent.lendForNaming`), taken back by the next `create_agent` that
+/// names them.
+static LENT: std::sync::Mutex<std::collections::BTreeMap<u32, Agent>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+static LENT_IDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// One host tool. `parameters` is the JSON text of the schema. `call` receives the JSON text of the
 /// arguments and resolves to the JSON text of `{"ok": true, "value": ...}` or
@@ -345,6 +370,14 @@ pub struct NativeAgent {
 
 #[napi]
 impl NativeAgent {
+    /// A handle for this agent, for one `createAgent` that names it (`named_agents`).
+    #[napi]
+    pub fn lend_for_naming(&self) -> u32 {
+        let id = LENT_IDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        LENT.lock().unwrap_or_else(|p| p.into_inner()).insert(id, self.agent.clone());
+        id
+    }
+
     /// Runs the agent on one user message. Resolves (never rejects for a core error) to the JSON text
     /// of `{"ok": true, "result": RunResult}` or `{"ok": false, "error": {code, message, status}}`.
     /// `messages`, when given, is the input as a JSON list of messages; `context` the id of the run's
@@ -459,12 +492,24 @@ fn build(
     ledger_tools: Vec<Arc<dyn ambit::Tool>>,
 ) -> Result<Agent, Error> {
     let mut builder = Agent::builder();
-    if let Some(m) = config.model {
+    let model_of = |m: NativeModelConfig| {
         let function = m.function.map(|call| {
             let spec = ToolSpec::new("test_model_function", "A test model's function.", json!({}));
             Arc::new(HostReplyFunction(Arc::new(JsTool { spec, call }))) as Arc<dyn ReplyFunction>
         });
-        builder = builder.model_arc(ambit::test_model::build_model(&m.config, function)?);
+        ambit::test_model::build_model(&m.config, function)
+    };
+    if let Some(m) = config.model {
+        builder = builder.model_arc(model_of(m)?);
+    }
+    for p in config.profiles.unwrap_or_default() {
+        builder = builder.profile(p.name, model_of(p.model)?);
+    }
+    for n in config.named_agents.unwrap_or_default() {
+        let agent = LENT.lock().unwrap_or_else(|p| p.into_inner()).remove(&n.handle).ok_or_else(|| {
+            Error::Config(format!("named_agents.{}: the agent handle {} is not lent", n.name, n.handle))
+        })?;
+        builder = builder.named_agent(n.name, ambit::NamedAgent::new(agent, n.description));
     }
     if let Some(o) = config.options {
         let mut options = AgentOptions::from_json(&o)?;

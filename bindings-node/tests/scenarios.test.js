@@ -609,7 +609,37 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'),
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const cfg = scenario.agent;
+  const wireModel = (name, settings) =>
+    new Wire(name, {
+      baseUrl,
+      apiKey: cfg.api_key,
+      stream: scenario.stream ?? false,
+      maxRetries: 0,
+      ...modelSettings(settings ?? {}),
+    });
+  // `agent.profiles`: each a model of the same wire and provider, under its own name and settings.
+  const profiles = cfg.profiles
+    ? Object.fromEntries(Object.entries(cfg.profiles).map(([name, p]) => [name, wireModel(p.model, p.settings)]))
+    : undefined;
+  // `named_agents`: each an agent of its own (model, instructions, tools, policy) on the same provider.
+  let agents;
+  if (scenario.named_agents) {
+    agents = {};
+    for (const [name, n] of Object.entries(scenario.named_agents)) {
+      const own = {
+        name: `${scenario.name}/${name}`,
+        wire: scenario.wire,
+        stream: scenario.stream,
+        agent: { model: n.model, api_key: cfg.api_key, instructions: n.instructions },
+        tools: n.tools ?? [],
+        policy: n.policy ?? {},
+      };
+      agents[name] = { agent: await buildAgent(own, baseUrl, approvals), description: n.description };
+    }
+  }
   return new Agent({
+    profiles,
+    agents,
     model: model ?? new Wire(cfg.model, {
       baseUrl,
       apiKey: cfg.api_key,

@@ -336,6 +336,9 @@ impl ApprovalHandler for PyApproval {
     }
 }
 
+/// A host function and whether it is async, as the facade hands one over.
+type HostFunction = (Py<PyAny>, bool);
+
 /// The native agent; `ambit.Agent` wraps it.
 #[pyclass(name = "NativeAgent", module = "ambit._native", frozen)]
 pub(crate) struct NativeAgent {
@@ -350,7 +353,9 @@ impl NativeAgent {
     #[new]
     /// `model_function` is a test model's function, `(call, is_async)`, called as a tool is
     /// (`ambit::test_model::HostReplyFunction`).
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), mcp_hooks=Vec::new()))]
+    /// `profiles` holds `(name, model_json, model_function)` (each a model as `model` is);
+    /// `named_agents` holds `(name, description, agent)`.
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), mcp_hooks=Vec::new(), profiles=Vec::new(), named_agents=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -365,16 +370,26 @@ impl NativeAgent {
         model_function: Option<(Py<PyAny>, bool)>,
         credential_callbacks: Vec<(String, Py<PyAny>, bool)>,
         mcp_hooks: Vec<(String, String, Py<PyAny>)>,
+        profiles: Vec<(String, String, Option<HostFunction>)>,
+        named_agents: Vec<(String, String, PyRef<'_, NativeAgent>)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
             // model's (`ambit::test_model::build_model`).
-            let function = model_function.map(|(call, is_async)| {
-                let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
-                Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
-            });
-            let m = ambit::test_model::build_model(&model, function).map_err(core_err)?;
+            let function = |f: Option<HostFunction>| {
+                f.map(|(call, is_async)| {
+                    let spec = ToolSpec::new("test_model_function", "A test model's function.", serde_json::json!({}));
+                    Arc::new(HostReplyFunction(Arc::new(PyTool { spec, call, is_async }))) as Arc<dyn ReplyFunction>
+                })
+            };
+            let m = ambit::test_model::build_model(&model, function(model_function)).map_err(core_err)?;
             let mut b = Agent::builder().model_arc(m);
+            for (name, model, f) in profiles {
+                b = b.profile(name, ambit::test_model::build_model(&model, function(f)).map_err(core_err)?);
+            }
+            for (name, description, agent) in named_agents {
+                b = b.named_agent(name, ambit::NamedAgent::new(agent.agent.clone(), description));
+            }
             if let Some(o) = options {
                 let mut options = AgentOptions::from_json(&o).map_err(core_err)?;
                 attach_mcp_hooks(&mut options, mcp_hooks).map_err(core_err)?;

@@ -391,10 +391,15 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
                 approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None,
                 model: ambit.Model | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
+    named = scenario_named_agents(scenario, base_url, use_async)
     CONTEXT[:] = [ScenarioContext(scenario["context"])] if "context" in scenario else []
     approvals = approvals or ScriptedApprovals(scenario)
     memory, agent_name = scenario_memory(scenario)
     return ambit.Agent(
+        profiles={name: scenario_model({**scenario, "agent": {**cfg, "model": p["model"],
+                                                                 "settings": p.get("settings", {})}}, base_url)
+                  for name, p in cfg.get("profiles", {}).items()},
+        agents=named,
         policy=scenario_policy(scenario, approvals, use_async),
         model=model or scenario_model(scenario, base_url),
         instructions=cfg.get("instructions"),
@@ -420,6 +425,19 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
         credentials=scenario_credentials(scenario, use_async),
     )
+
+
+def scenario_named_agents(scenario: dict[str, Any], base_url: str, use_async: bool) -> dict[str, ambit.NamedAgent]:
+    """`named_agents`: each an agent of its own (model, instructions, tools, policy) on the same provider."""
+    out: dict[str, ambit.NamedAgent] = {}
+    for name, n in scenario.get("named_agents", {}).items():
+        own = {"name": f"{scenario['name']}/{name}", "wire": scenario.get("wire", "openai_chat"),
+               "stream": scenario.get("stream", False),
+               "agent": {"model": n["model"], "api_key": scenario["agent"]["api_key"],
+                         "instructions": n.get("instructions")},
+               "tools": n.get("tools", []), "policy": n.get("policy", {})}
+        out[name] = ambit.NamedAgent(build_agent(own, base_url, use_async), description=n["description"])
+    return out
 
 
 def scenario_output(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -387,6 +387,49 @@ pub struct AgentConfig {
     /// A `FunctionModel`'s function, called as a tool is: with a request's JSON, answering a reply's JSON.
     #[uniffi(default = None)]
     pub model_function: Option<Arc<dyn HostTool>>,
+    /// The profiles `agent_spawn`'s `profile` may name.
+    #[uniffi(default = [])]
+    pub profiles: Vec<ProfileSettings>,
+    /// The named agents `agent_delegate` hands work to.
+    #[uniffi(default = [])]
+    pub named_agents: Vec<NamedAgentSettings>,
+}
+
+/// A profile: its name and its model (settings, or a test model as the agent's own is given).
+#[derive(uniffi::Record)]
+pub struct ProfileSettings {
+    pub name: String,
+    pub model: ModelSettings,
+    #[uniffi(default = None)]
+    pub test_model_json: Option<String>,
+    #[uniffi(default = None)]
+    pub model_function: Option<Arc<dyn HostTool>>,
+}
+
+/// A named agent: its name, when and how to use it, and the agent.
+#[derive(uniffi::Record)]
+pub struct NamedAgentSettings {
+    pub name: String,
+    pub description: String,
+    pub agent: Arc<CoreAgent>,
+}
+
+/// A model from its settings, or the test model `test_model_json` with its function.
+fn model_of(
+    settings: ModelSettings,
+    test_model_json: Option<String>,
+    function: Option<Arc<dyn HostTool>>,
+) -> Result<Arc<dyn ambit::Model>, CoreError> {
+    Ok(match test_model_json {
+        Some(json) => {
+            let function = function.map(|implementation| {
+                let spec = ambit::ToolSpec::new("test_model_function", "A test model's function.", json!({}));
+                Arc::new(HostReplyFunction(Arc::new(SwiftTool { spec, implementation }))) as Arc<dyn ReplyFunction>
+            });
+            ambit::test_model::build_model(&json, function)?
+        }
+        None => settings.build()?,
+    })
 }
 
 /// An agent's skills directories: the core's `SkillsConfig` as a record.
@@ -620,17 +663,14 @@ impl CoreAgent {
 
 impl CoreAgent {
     fn build(config: AgentConfig) -> Result<Arc<Self>, CoreError> {
-        let model = match config.test_model_json {
-            Some(json) => {
-                let function = config.model_function.map(|implementation| {
-                    let spec = ambit::ToolSpec::new("test_model_function", "A test model's function.", json!({}));
-                    Arc::new(HostReplyFunction(Arc::new(SwiftTool { spec, implementation }))) as Arc<dyn ReplyFunction>
-                });
-                ambit::test_model::build_model(&json, function)?
-            }
-            None => config.model.build()?,
-        };
+        let model = model_of(config.model, config.test_model_json, config.model_function)?;
         let mut builder = ambit::Agent::builder().model_arc(model);
+        for p in config.profiles {
+            builder = builder.profile(p.name, model_of(p.model, p.test_model_json, p.model_function)?);
+        }
+        for n in config.named_agents {
+            builder = builder.named_agent(n.name, ambit::NamedAgent::new(n.agent.inner.clone(), n.description));
+        }
         if let Some(settings) = config.settings {
             builder = settings.apply(builder);
         }

@@ -49,6 +49,7 @@ pub mod test_model;
 pub mod testing;
 pub mod tools;
 
+pub use agent::NamedAgent;
 pub use agent::subagent::SubagentConfig;
 pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,

@@ -237,8 +237,30 @@ async fn build_agent(
     approvals: &ScriptedApprovals,
     ledger: &LedgerAt,
 ) -> Result<Agent, String> {
-    let model = scenario_model(scenario, base_url)?.build().map_err(|e| e.to_string())?;
-    build_agent_on(scenario, model, approvals, ledger).await
+    let model = scenario_model(scenario, base_url.clone())?.build().map_err(|e| e.to_string())?;
+    let mut builder = Agent::builder();
+    // `agent.profiles`: each a model of the same wire and provider, under its own name and settings.
+    for (name, p) in scenario["agent"]["profiles"].as_object().into_iter().flatten() {
+        let mut s = scenario.clone();
+        s["agent"]["model"] = p["model"].clone();
+        s["agent"]["settings"] = p.get("settings").cloned().unwrap_or_else(|| serde_json::json!({}));
+        let m = scenario_model(&s, base_url.clone())?.build().map_err(|e| e.to_string())?;
+        builder = builder.profile(name, m);
+    }
+    // `named_agents`: each an agent of its own (model, instructions, tools, policy) on the same provider.
+    for (name, n) in scenario.get("named_agents").and_then(Value::as_object).into_iter().flatten() {
+        let own = serde_json::json!({
+            "wire": scenario.get("wire").cloned().unwrap_or_else(|| "openai_chat".into()),
+            "stream": scenario.get("stream").cloned().unwrap_or(Value::Bool(false)),
+            "agent": {"model": n["model"], "api_key": scenario["agent"]["api_key"], "instructions": n.get("instructions")},
+            "tools": n.get("tools").cloned().unwrap_or_else(|| serde_json::json!([])),
+            "policy": n.get("policy").cloned().unwrap_or_else(|| serde_json::json!({})),
+        });
+        let agent = Box::pin(build_agent(&own, base_url.clone(), approvals, ledger)).await?;
+        let description = n["description"].as_str().unwrap_or_default();
+        builder = builder.named_agent(name, ambit::NamedAgent::new(agent, description));
+    }
+    build_agent_with(builder, scenario, model, approvals, ledger).await
 }
 
 /// The scenario's agent on `model`.
@@ -248,8 +270,19 @@ async fn build_agent_on(
     approvals: &ScriptedApprovals,
     ledger: &LedgerAt,
 ) -> Result<Agent, String> {
+    build_agent_with(Agent::builder(), scenario, model, approvals, ledger).await
+}
+
+/// The scenario's agent on `model`, from `builder` (which may hold its profiles and named agents).
+async fn build_agent_with(
+    builder: ambit::AgentBuilder,
+    scenario: &Value,
+    model: std::sync::Arc<dyn ambit::Model>,
+    approvals: &ScriptedApprovals,
+    ledger: &LedgerAt,
+) -> Result<Agent, String> {
     let cfg = &scenario["agent"];
-    let mut builder = Agent::builder().model_arc(model);
+    let mut builder = builder.model_arc(model);
     if let Some(n) = cfg["max_concurrency"].as_u64() {
         builder = builder.max_concurrency(n as usize);
     }
@@ -1310,4 +1343,82 @@ async fn history_and_context_files_fail_when_the_history_or_the_context_leaks() 
     std::fs::write(&path, leaky.to_string()).unwrap();
     let err = run_scenario(&path, Mode::Run).await.expect_err("a leaked context");
     assert!(err.contains("must never reach the model"), "{err}");
+}
+
+/// The negative controls of the profile and named-agent files: a follow-up that went back to the
+/// parent's model, a delegate that ran on the caller's model or without its own instructions, and a
+/// report that claimed the callee's own (wider) level, each fail the file.
+#[tokio::test]
+async fn profile_and_named_agent_files_fail_when_the_model_or_the_reach_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |name: &str| -> Value {
+        let path = scenario_files().into_iter().find(|f| f.ends_with(name)).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let fails = |name: &str, v: Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        async move { run_scenario(&path, Mode::Run).await }
+    };
+    fails("profile_spawn_followup.json", load("profile_spawn_followup.json")).await.expect("the file as written");
+    let mut parents_model = load("profile_spawn_followup.json");
+    parents_model["exchanges"][3]["expect"]["model"] = "gpt-4.1".into();
+    let err = fails("a.json", parents_model).await.expect_err("a follow-up on the parent's model");
+    assert!(err.contains("model"), "{err}");
+    let mut callers_model = load("named_agent_delegate.json");
+    callers_model["exchanges"][2]["expect"]["model"] = "gpt-4.1".into();
+    fails("b.json", callers_model).await.expect_err("a delegate on the caller's model");
+    let mut no_instructions = load("named_agent_delegate.json");
+    no_instructions["exchanges"][2]["expect"]["messages_tail"][0]["content"] = "You are the caller.".into();
+    fails("c.json", no_instructions).await.expect_err("a delegate without its own instructions");
+    let mut wider = load("named_agent_delegate.json");
+    let own = "Agent: researcher\nPermission: unrestricted\nWorking directory: /tmp\nAdditional readable directories: anywhere\n\nParis: sunny.";
+    wider["exchanges"][4]["expect"]["messages_tail"][0]["content"] = own.into();
+    fails("d.json", wider).await.expect_err("a delegate holding its own, wider level");
+}
+
+/// Bad profile and named-agent configuration is a typed error naming the field.
+#[test]
+fn bad_profiles_and_named_agents_are_refused_by_field() {
+    let model = || Arc::new(OpenAiChat::new("m")) as Arc<dyn ambit::Model>;
+    let err = Agent::builder().model(OpenAiChat::new("m")).profile("no spaces", model()).build().unwrap_err();
+    assert_eq!(err.code(), "config");
+    assert!(err.to_string().contains("profiles: 'no spaces'"), "{err}");
+    let err = Agent::builder()
+        .model(OpenAiChat::new("m"))
+        .profile("fast", model())
+        .profile("fast", model())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("profiles.fast"), "{err}");
+    let callee = Agent::builder().model(OpenAiChat::new("m")).build().unwrap();
+    let err = Agent::builder()
+        .model(OpenAiChat::new("m"))
+        .named_agent("helper", ambit::NamedAgent::new(callee.clone(), "  "))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("named_agents.helper.description"), "{err}");
+    // Without named agents there are no named-agent tools; with one, both.
+    let plain = Agent::builder().model(OpenAiChat::new("m")).build().unwrap();
+    assert!(plain.tools().get("agent_delegate").is_none() && plain.tools().get("agent_list_named").is_none());
+    let with = Agent::builder()
+        .model(OpenAiChat::new("m"))
+        .named_agent("helper", ambit::NamedAgent::new(callee, "Helps."))
+        .build()
+        .unwrap();
+    let delegate = with.tools().get("agent_delegate").expect("agent_delegate");
+    assert_eq!(delegate.spec().parameters["properties"]["agent"]["enum"], serde_json::json!(["helper"]));
+    assert!(with.tools().get("agent_list_named").is_some());
+    // The profile parameter lists the configured names, and is absent without profiles.
+    let spawner = Agent::builder()
+        .model(OpenAiChat::new("m"))
+        .subagents(Default::default())
+        .profile("fast", model())
+        .profile("deep", model())
+        .build()
+        .unwrap();
+    let spawn = spawner.tools().get("agent_spawn").unwrap();
+    assert_eq!(spawn.spec().parameters["properties"]["profile"]["enum"], serde_json::json!(["deep", "fast"]));
+    let bare = Agent::builder().model(OpenAiChat::new("m")).subagents(Default::default()).build().unwrap();
+    assert!(bare.tools().get("agent_spawn").unwrap().spec().parameters["properties"].get("profile").is_none());
 }

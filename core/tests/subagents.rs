@@ -630,3 +630,61 @@ async fn a_sub_agent_sees_its_parents_mcp_tools_narrowed_by_its_server_lists() {
         assert!(has(7, n), "{n}: {:?}", names(&seen[7]));
     }
 }
+
+/// A sub-agent spawned on a profile keeps it after a restart: the profile is in the spawn's terms, kept
+/// with the child session, so a new agent on a new store handle follows it up on the profile's model
+/// (the provider checks the model name of every request). The negative control: the same follow-up
+/// expected on the parent's model fails.
+#[tokio::test]
+async fn a_profile_survives_a_restart_in_the_child_sessions_terms() {
+    for (follow_up_model, ok) in [("gpt-4.1-nano", true), ("gpt-4.1", false)] {
+        let p = provider(json!([
+            {"expect": {"model": "gpt-4.1"},
+             "respond": calls(json!([{"id": "s", "name": "agent_spawn", "arguments": {"prompt": "Look.", "profile": "fast"}}]))},
+            {"expect": {"model": "gpt-4.1-nano"}, "respond": text("Looked.")},
+            {"expect": {"model": "gpt-4.1"}, "respond": text("Spawned.")},
+            {"expect": {"model": "gpt-4.1"},
+             "respond": calls(json!([{"id": "f", "name": "agent_followup", "arguments": {"id": A1, "prompt": "Again."}}]))},
+            {"expect": {"model": follow_up_model}, "respond": text("Looked again.")},
+            {"expect": {"model": "gpt-4.1"}, "respond": text("Done.")},
+        ]))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let base = p.base_url();
+        let build = || {
+            Agent::builder()
+                .model(OpenAiChat::new("gpt-4.1").base_url(base.clone()).api_key("k").max_retries(0))
+                .profile(
+                    "fast",
+                    Arc::new(OpenAiChat::new("gpt-4.1-nano").base_url(base.clone()).api_key("k").max_retries(0)),
+                )
+                .subagents(SubagentConfig::default())
+                .policy(Policy { level: Level::Workspace, scope: Some(tmp_scope()), ..Policy::default() })
+                .build()
+                .unwrap()
+        };
+        let id = {
+            let sessions = ambit::session::Sessions::open(&url).await.unwrap();
+            let id = sessions.create().await.unwrap();
+            let first = sessions.run(&build(), &id, "Spawn one.").await.unwrap();
+            assert!(first.tool_calls[0].result.contains("Profile: fast"), "{}", first.tool_calls[0].result);
+            id
+        };
+        // A new process: a new store handle and a new agent.
+        let sessions = ambit::session::Sessions::open(&url).await.unwrap();
+        let second = tokio::time::timeout(GUARD, sessions.run(&build(), &id, "Follow it up.")).await.expect("hung");
+        match (ok, second) {
+            (true, Ok(r)) => {
+                assert_eq!(r.output, "Done.");
+                assert!(r.tool_calls[0].result.ends_with("Looked again."), "{}", r.tool_calls[0].result);
+                check(&p, 6);
+            }
+            (false, r) => {
+                let failed = r.is_err() || r.as_ref().is_ok_and(|r| r.tool_calls[0].is_error);
+                assert!(failed, "the negative control passed: {r:?}");
+            }
+            (true, Err(e)) => panic!("{e}"),
+        }
+    }
+}

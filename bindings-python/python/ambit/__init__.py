@@ -33,7 +33,7 @@ from .events import Event
 from .models import Anthropic, Model, OpenAIChat, OpenAIResponses, TextToolCalls, ToolChoice
 from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise, ToolListing
 from .mcp import Deferral, ElicitationAnswer, ElicitationRequest, McpServer, OAuth, TokenStore
-from .subagents import Subagents, subagents_config
+from .subagents import NamedAgent, Subagents, subagents_config
 from .session import SESSION_TOOLS, Deliveries, Delivery, Sessions, TaskSnapshot
 from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
@@ -70,6 +70,7 @@ __all__ = [
     "Credentials",
     "ToolContext",
     "Subagents",
+    "NamedAgent",
     "Later",
     "AwaitingApproval",
     "SessionBusy",
@@ -503,7 +504,9 @@ class Agent:
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
                  skills: Skills | None = None, knowledge: Knowledge | None = None,
-                 routine: RunContext | None = None, credentials: Credentials | None = None) -> None:
+                 routine: RunContext | None = None, credentials: Credentials | None = None,
+                 profiles: Mapping[str, Model] | None = None,
+                 agents: Mapping[str, NamedAgent] | None = None) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -528,7 +531,12 @@ class Agent:
         ``result.structured_output``: the provider's native structured output where the wire has it, a
         ``final_answer`` tool elsewhere; a wrong answer goes back to the model up to ``output_retries``
         times (default 2), then the run raises :class:`OutputInvalid`. ``routine`` (the :class:`RunContext` a :class:`Runner` hands an
-        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``."""
+        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``.
+        ``profiles`` (``{name: model}``, each model with its own settings) are what ``agent_spawn``'s
+        ``profile`` may name: a sub-agent spawned on one runs on that model on every follow-up; a
+        profile never widens its level, scope, network or tools. ``agents`` (``{name:
+        NamedAgent(agent, description=...)}``) adds ``agent_list_named`` and ``agent_delegate``: the
+        named agent runs with its own instructions, tools and model, inside this agent's reach."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -605,14 +613,28 @@ class Agent:
                 raise TypeError(f"credentials must be an ambit.Credentials, got {type(credentials).__name__}")
             options["credentials"] = credentials._config()
             callbacks = list(credentials._callbacks)
-        self._native = _native.NativeAgent(
+        profile_entries: list[tuple[str, str, tuple[Callable[[str, int], Any], bool] | None]] = []
+        for name, m in mapping("profiles", profiles or {}, lambda m: isinstance(m, Model),
+                               "a model (OpenAIChat, Anthropic, OpenAIResponses, TestModel or FunctionModel)").items():
+            profile_entries.append((name, m._config_json(), m._native_function()))
+        named_entries: list[tuple[str, str, _native.NativeAgent]] = []
+        for name, n in mapping("agents", agents or {}, lambda n: isinstance(n, NamedAgent),
+                               "ambit.NamedAgent values").items():
+            if not isinstance(n.agent, Agent):
+                raise ConfigError(f"agents[{name!r}].agent must be an ambit.Agent, got {type(n.agent).__name__}")
+            if not isinstance(n.description, str):
+                raise ConfigError(f"agents[{name!r}].description must be a string, "
+                                f"got {type(n.description).__name__}")
+            named_entries.append((name, n.description, n.agent._native))
+        self._native: _native.NativeAgent = _native.NativeAgent(
             model._config_json(), [t._native_entry() for t in self.tools],
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
             builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
             model_function=model._native_function(), credential_callbacks=callbacks,
-            mcp_hooks=mcp_hooks)
+            mcp_hooks=mcp_hooks,
+            profiles=profile_entries, named_agents=named_entries)
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

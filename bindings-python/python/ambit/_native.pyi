@@ -30,6 +30,8 @@ class NativeAgent:
         model_function: tuple[Callable[[str, int], Any], bool] | None = None,
         credential_callbacks: list[tuple[str, Callable[[str], Any], bool]] = ...,
         mcp_hooks: list[tuple[str, str, Callable[[str], str]]] = ...,
+        profiles: list[tuple[str, str, tuple[Callable[[str, int], Any], bool] | None]] = ...,
+        named_agents: list[tuple[str, str, NativeAgent]] = ...,
     ) -> NativeAgent: ...
     def with_policy(
         self, policy: str, approvals: tuple[Callable[[str], Any], bool] | None = None

@@ -4,9 +4,12 @@ which refuses a bad value by name; this only carries the settings across."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["Subagents"]
+if TYPE_CHECKING:
+    from . import Agent
+
+__all__ = ["NamedAgent", "Subagents"]
 
 
 @dataclass(frozen=True)
@@ -34,3 +37,18 @@ def subagents_config(value: Subagents | bool | None) -> dict[str, Any] | None:
     if not isinstance(value, Subagents):
         raise TypeError(f"subagents must be an ambit.Subagents or a bool, got {type(value).__name__}")
     return value._config()
+
+
+@dataclass(frozen=True)
+class NamedAgent:
+    """An agent another agent may hand work to by name: ``Agent(..., agents={"researcher":
+    NamedAgent(researcher, description="Looks up facts; one question per task.")})``.
+
+    The caller gets ``agent_list_named`` (each name with its ``description``: say when and how to use
+    the agent) and ``agent_delegate {agent, prompt}``. The named agent runs with its own instructions,
+    tools and model, inside the caller's reach (level, directories and network are what both hold), and
+    its report comes back headed by its name and that reach. With ``background=True`` on the caller,
+    ``background: true`` makes a delegation a background task."""
+
+    agent: Agent
+    description: str

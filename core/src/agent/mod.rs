@@ -11,6 +11,7 @@ mod gate;
 #[cfg(test)]
 mod gate_props;
 pub mod input;
+pub mod named;
 pub mod options;
 pub mod output;
 pub(crate) mod run_state;
@@ -36,6 +37,7 @@ use events::Emitter;
 pub use events::{Event, EventFeed, RunStream};
 pub use gate::ToolListing;
 pub use input::Input;
+pub use named::NamedAgent;
 pub use options::AgentOptions;
 use run_state::RunState;
 pub use tooling::ToolingOptions;
@@ -132,6 +134,8 @@ struct Inner {
     output: Option<output::OutputType>,
     /// The agent's skills directories (crate::skills); `None`: no skill tools, no index.
     skills: Option<Arc<crate::skills::SkillsAccess>>,
+    /// The profiles sub-agents may be spawned on (agent/named.rs), by name.
+    profiles: Arc<std::collections::BTreeMap<String, Arc<dyn Model>>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -170,6 +174,9 @@ pub struct AgentBuilder {
     credentials: Option<crate::credentials::Credentials>,
     credentials_config: Option<crate::credentials::CredentialsConfig>,
     credential_callbacks: std::collections::BTreeMap<String, Arc<dyn crate::credentials::CredentialSource>>,
+    /// Profiles and named agents (agent/named.rs).
+    profiles: Vec<(String, Arc<dyn Model>)>,
+    named_agents: Vec<(String, named::NamedAgent)>,
 }
 
 impl AgentBuilder {
@@ -347,7 +354,16 @@ impl AgentBuilder {
                 tools.register(t)?;
             }
         }
-        let frame = subagent::install(&mut tools, self.subagents.as_ref(), self.policy.as_ref())?;
+        let profiles = named::profiles(std::mem::take(&mut self.profiles))?;
+        let frame = subagent::install(
+            &mut tools,
+            self.subagents.as_ref(),
+            self.policy.as_ref(),
+            profiles.keys().cloned().collect(),
+        )?;
+        for t in named::tools(std::mem::take(&mut self.named_agents))? {
+            tools.register(t)?;
+        }
         let memory = match self.memory {
             None => None,
             Some(Err(e)) => return Err(Error::Config(e.to_string())),
@@ -420,9 +436,18 @@ impl AgentBuilder {
         session.credentials = self.credentials;
         // Names a wire refuses (too long, or with other characters) reach it cut and hashed (SPEC §3).
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        let dynamic = !self.mcp.is_empty();
         let (tooling, model) = tooling::build(&tools, &session, self.deferral, self.mcp, model);
         let model = crate::tools::wire_name::WireNamedModel::wrap(model, names.iter().map(String::as_str))
             .map_err(Error::Config)?;
+        // A profile's model reaches the wire the way the agent's own does.
+        let mut wired = std::collections::BTreeMap::new();
+        for (name, m) in profiles {
+            let m = if dynamic { crate::deferral::wire::wrap(m, tooling.clone()) } else { m };
+            let m = crate::tools::wire_name::WireNamedModel::wrap(m, names.iter().map(String::as_str))
+                .map_err(Error::Config)?;
+            wired.insert(name, m);
+        }
         let agent = Agent {
             inner: Arc::new(Inner {
                 model,
@@ -441,6 +466,7 @@ impl AgentBuilder {
                 memory,
                 output: self.output,
                 skills,
+                profiles: Arc::new(wired),
             }),
         };
         subagent::bind(frame, &agent);

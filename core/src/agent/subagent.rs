@@ -79,6 +79,8 @@ pub(crate) struct Frame {
     max_depth: u32,
     children: Arc<Mutex<BTreeMap<String, Arc<Child>>>>,
     spawned: Arc<AtomicU64>,
+    /// The names of the configured profiles, which `agent_spawn`'s `profile` lists.
+    profiles: Arc<[String]>,
 }
 
 impl std::fmt::Debug for Frame {
@@ -302,9 +304,9 @@ fn restore_into(parent: &Agent, frame: &Arc<Frame>, tree: &[SubagentRecord]) {
         if lock(&frame.children).contains_key(&r.id) {
             continue;
         }
-        let own = Arc::new(Frame::new(r.id.clone(), &SubagentConfig::default()));
+        let own = Arc::new(frame.child(r.id.clone()));
         own.spawned.store(r.spawned, Ordering::SeqCst);
-        let agent = match child_agent(parent, &r.held, &own) {
+        let agent = match child_agent(parent, &r.held, &own, r.terms.profile.as_deref()) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(subagent = %r.id, error = %e, "a kept sub-agent could not be made again");
@@ -487,7 +489,7 @@ pub(crate) fn timestamp_at(secs: i64) -> String {
 }
 
 impl Frame {
-    fn new(id: String, config: &SubagentConfig) -> Frame {
+    fn new(id: String, config: &SubagentConfig, profiles: Arc<[String]>) -> Frame {
         Frame {
             id,
             agent: Mutex::new(Weak::new()),
@@ -496,7 +498,13 @@ impl Frame {
             max_depth: config.max_depth.min(narrow::ABSOLUTE_MAX_DEPTH),
             children: Arc::default(),
             spawned: Arc::default(),
+            profiles,
         }
+    }
+
+    /// The frame of a sub-agent this agent spawns: the same profiles to choose from.
+    fn child(&self, id: String) -> Frame {
+        Frame::new(id, &SubagentConfig::default(), self.profiles.clone())
     }
 
     fn agent(&self) -> Result<Agent, ToolError> {
@@ -581,13 +589,14 @@ pub(crate) fn install(
     tools: &mut ToolRegistry,
     config: Option<&SubagentConfig>,
     policy: Option<&Policy>,
+    profiles: Vec<String>,
 ) -> Result<Option<Arc<Frame>>, Error> {
     let Some(config) = config else { return Ok(None) };
     // All five go together: an agent that cannot delegate has no sub-agents for the other four to act on.
     if config.max_depth == 0 || policy.is_some_and(|p| p.filters.is_blocked("agent_spawn")) {
         return Ok(None);
     }
-    let frame = Arc::new(Frame::new("root".into(), config));
+    let frame = Arc::new(Frame::new("root".into(), config, profiles.into()));
     for t in agent_tools(&frame) {
         tools.register(t)?;
     }
@@ -603,7 +612,7 @@ pub(crate) fn bind(frame: Option<Arc<Frame>>, agent: &Agent) {
 
 fn agent_tools(frame: &Arc<Frame>) -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(SpawnTool { spec: spawn_spec(), frame: frame.clone() }),
+        Arc::new(SpawnTool { spec: spawn_spec(&frame.profiles), frame: frame.clone() }),
         Arc::new(ListTool { spec: list_spec(), frame: frame.clone() }),
         Arc::new(FollowupTool { spec: followup_spec(), frame: frame.clone() }),
         Arc::new(SteerTool { spec: steer_spec(), frame: frame.clone() }),
@@ -629,6 +638,7 @@ impl Agent {
                 max_depth: f.max_depth,
                 children: f.children.clone(),
                 spawned: f.spawned.clone(),
+                profiles: f.profiles.clone(),
             })
         });
         let tools = rebind(&self.inner.tools, frame.as_ref())?;
@@ -674,11 +684,16 @@ fn rebind(tools: &ToolRegistry, frame: Option<&Arc<Frame>>) -> Result<ToolRegist
     Ok(out)
 }
 
-/// A sub-agent made from its parent: the parent's model, tools and loop settings; the grant's policy;
-/// the parent's MCP tools the grant holds; what is left of the parent's run's budget; instructions
-/// only when granted; its agent tools bound to its own frame.
-fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agent, ToolError> {
+/// A sub-agent made from its parent: the parent's model (or the model of the profile it was spawned
+/// on), tools and loop settings; the grant's policy; the parent's MCP tools the grant holds; what is
+/// left of the parent's run's budget; instructions only when granted; its agent tools bound to its own
+/// frame.
+fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>, profile: Option<&str>) -> Result<Agent, ToolError> {
     let p = &parent.inner;
+    let model = match profile {
+        None => p.model.clone(),
+        Some(name) => super::named::profile_model(p, name)?,
+    };
     // The registered tools it does not hold are blocked by name; the MCP tools, whose names change at
     // run time, are narrowed where they are listed ([`Inherited`]).
     let mut block: std::collections::BTreeSet<String> =
@@ -716,7 +731,7 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
     let source = Inherited::of(p, &grant.tools).map(|s| Arc::new(s) as Arc<dyn ToolSource>);
     let tooling = Arc::new(
         Tooling::new(tools.clone(), p.tooling.config().clone(), source, facts)
-            .with_native_search(p.model.native_tool_search()),
+            .with_native_search(model.native_tool_search()),
     );
     let agent = Agent {
         inner: Arc::new(Inner {
@@ -727,7 +742,7 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>) -> Result<Agen
             tooling,
             memory,
             skills,
-            model: p.model.clone(),
+            model,
             budget: remaining_budget(p),
             // A sub-agent reports to its parent in text; the parent's answer is the typed one.
             output: None,
@@ -847,6 +862,42 @@ async fn run_child(child: Arc<Child>, input: String, history: Vec<Message>) -> R
     }
 }
 
+/// Runs a named agent a caller delegated to (agent/named.rs) as a sub-agent run: its tokens count
+/// towards the caller's run, it never parks (its caller waits on it), and in a background call its
+/// rounds are the task's progress. It is not kept: a delegation is one report.
+pub(crate) async fn run_delegated(name: &str, agent: Agent, prompt: String) -> Result<super::RunResult, Error> {
+    let id = format!("{name}:{}", DELEGATIONS.fetch_add(1, Ordering::SeqCst) + 1);
+    let frame = Arc::new(Frame::new(id.clone(), &SubagentConfig::default(), Arc::from(Vec::new())));
+    let child = Arc::new(Child {
+        id,
+        parent: current_id().unwrap_or_else(|| "root".into()),
+        title: title_of(&prompt),
+        terms: SpawnTerms::default(),
+        spawned_in: None,
+        prompt_cwd: Mutex::new(agent.inner.session.scope.working_dir.clone()),
+        held: Mutex::new(root_grant(&agent.inner, 0, MemoryGrant::None)),
+        agent: Mutex::new(agent.clone()),
+        frame,
+        messages: Mutex::default(),
+        turns: AtomicU32::new(0),
+        last_active: Mutex::new(timestamp()),
+        busy: AtomicBool::new(true),
+        inbox: Mutex::default(),
+        steered: tokio::sync::Notify::new(),
+    });
+    let running = Arc::new(Running {
+        child,
+        history: Mutex::new(Some(Vec::new())),
+        parent: RunState::current(),
+        turns_before: 0,
+        turn: AtomicU32::new(0),
+    });
+    RUNNING.scope(running, agent.run(prompt)).await
+}
+
+/// Delegations made in this process, for their journal ids.
+static DELEGATIONS: AtomicU64 = AtomicU64::new(0);
+
 /// A session title from a prompt: its first non-blank line, cut to 80 characters.
 pub(crate) fn title_of(prompt: &str) -> String {
     let line = prompt.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
@@ -854,8 +905,11 @@ pub(crate) fn title_of(prompt: &str) -> String {
     if cut.len() < line.len() { format!("{cut}…") } else { cut }
 }
 
-fn report(id: &str, admitted: &Admitted, body: &str) -> String {
+fn report(id: &str, admitted: &Admitted, profile: Option<&str>, body: &str) -> String {
     let mut out = narrow::header(id, &admitted.grant);
+    if let Some(p) = profile {
+        out.push_str(&format!("Profile: {p}\n"));
+    }
     for w in &admitted.warnings {
         out.push_str(&format!("Warning: {w}\n"));
     }
@@ -876,35 +930,45 @@ const DIR_ITEMS: &str = "string";
 /// The five agent tools' specs, for the walk over every built-in's schema.
 #[cfg(test)]
 pub(crate) fn specs() -> Vec<ToolSpec> {
-    vec![spawn_spec(), list_spec(), followup_spec(), steer_spec(), delete_spec()]
+    vec![spawn_spec(&[]), list_spec(), followup_spec(), steer_spec(), delete_spec()]
 }
 
-fn spawn_spec() -> ToolSpec {
+/// `agent_spawn`'s spec; with profiles configured, its `profile` parameter lists their names.
+fn spawn_spec(profiles: &[String]) -> ToolSpec {
     let list = |d: &str| json!({"type": "array", "items": {"type": DIR_ITEMS}, "description": d});
+    let mut parameters = json!({
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": "The task, complete: the sub-agent starts with a clean slate."},
+            "permission": {"type": "string", "enum": ["none", "read", "workspace", "unrestricted"], "description": "Its level; default yours."},
+            "working_directory": {"type": "string", "description": "Where it works, relative to yours; naming it states its whole scope."},
+            "additional_workspace_directories": list("More of its workspace (needs working_directory)."),
+            "additional_readable_directories": list("Directories it may read, never write (needs working_directory)."),
+            "network": {"type": "string", "enum": ["none", "remote", "unrestricted"], "description": "Default yours."},
+            "allow_tools": list("Exactly the tools it sees."),
+            "deny_tools": list("Tools withheld from it."),
+            "allow_servers": list("The MCP servers it may see."),
+            "deny_servers": list("MCP servers withheld from it."),
+            "max_depth": {"type": "integer", "minimum": 1, "description": "How deep its subtree may nest (1: it cannot spawn)."},
+            "memory": {"type": "string", "enum": ["none", "read"], "description": "Default none."},
+            "instructions": {"type": "string", "enum": ["none", "inherit"], "description": "Default none."}
+        },
+        "required": ["prompt"]
+    });
+    if !profiles.is_empty() {
+        parameters["properties"]["profile"] = json!({
+            "type": "string",
+            "enum": profiles,
+            "description": "Run it on this configured profile (its model and settings), kept on every follow-up; \
+                default your own. A profile never widens its level, scope, network or tools."
+        });
+    }
     ToolSpec::new(
         "agent_spawn",
         "Start a sub-agent on a delegated task; it returns one text report headed by its id and the scope it holds. \
          Several spawns in one turn run in parallel. A sub-agent can only be narrower than you: a wider request \
          is refused by name.",
-        json!({
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "description": "The task, complete: the sub-agent starts with a clean slate."},
-                "permission": {"type": "string", "enum": ["none", "read", "workspace", "unrestricted"], "description": "Its level; default yours."},
-                "working_directory": {"type": "string", "description": "Where it works, relative to yours; naming it states its whole scope."},
-                "additional_workspace_directories": list("More of its workspace (needs working_directory)."),
-                "additional_readable_directories": list("Directories it may read, never write (needs working_directory)."),
-                "network": {"type": "string", "enum": ["none", "remote", "unrestricted"], "description": "Default yours."},
-                "allow_tools": list("Exactly the tools it sees."),
-                "deny_tools": list("Tools withheld from it."),
-                "allow_servers": list("The MCP servers it may see."),
-                "deny_servers": list("MCP servers withheld from it."),
-                "max_depth": {"type": "integer", "minimum": 1, "description": "How deep its subtree may nest (1: it cannot spawn)."},
-                "memory": {"type": "string", "enum": ["none", "read"], "description": "Default none."},
-                "instructions": {"type": "string", "enum": ["none", "inherit"], "description": "Default none."}
-            },
-            "required": ["prompt"]
-        }),
+        parameters,
     )
     .with_level(Level::Read)
 }
@@ -982,12 +1046,16 @@ impl Tool for SpawnTool {
         let prompt = string_arg(&arguments, "prompt")?;
         let terms = read_terms(&arguments)?;
         let parent = self.frame.agent()?;
+        if let Some(name) = &terms.profile {
+            // Refused before anything is admitted, naming the profile and those there are.
+            super::named::profile_model(&parent.inner, name)?;
+        }
         let grant = self.frame.grant()?;
         let admitted = narrow::admit(&grant, &terms, &self.frame.known()?, &RealDirs)
             .map_err(|r| ToolError::Failed(r.to_string()))?;
         let id = self.frame.next_id();
-        let frame = Arc::new(Frame::new(id.clone(), &SubagentConfig::default()));
-        let agent = child_agent(&parent, &admitted.grant, &frame)?;
+        let frame = Arc::new(self.frame.child(id.clone()));
+        let agent = child_agent(&parent, &admitted.grant, &frame, terms.profile.as_deref())?;
         let child = Arc::new(Child {
             id: id.clone(),
             parent: self.frame.id.clone(),
@@ -1007,8 +1075,9 @@ impl Tool for SpawnTool {
         });
         // Registered before the sub-agent's first request, so a steer in the same turn finds it.
         lock(&self.frame.children).insert(id.clone(), child.clone());
+        let profile = child.terms.profile.clone();
         let body = run_child(child, prompt, Vec::new()).await?;
-        Ok(Value::String(report(&id, &admitted, &body)))
+        Ok(Value::String(report(&id, &admitted, profile.as_deref(), &body)))
     }
 }
 
@@ -1079,7 +1148,7 @@ impl Tool for FollowupTool {
             .map_err(|r| {
                 ToolError::Failed(r.to_string().replace("the sub-agent was not started", "the follow-up was refused"))
             })?;
-            let agent = child_agent(&parent, &admitted.grant, &child.frame)?;
+            let agent = child_agent(&parent, &admitted.grant, &child.frame, child.terms.profile.as_deref())?;
             Ok::<_, ToolError>((admitted, agent))
         })();
         let (admitted, agent) = match readmitted {
@@ -1100,7 +1169,7 @@ impl Tool for FollowupTool {
         }
         let history = lock(&child.messages).clone();
         let body = run_child(child.clone(), input, history).await?;
-        Ok(Value::String(report(&child.id, &admitted, &body)))
+        Ok(Value::String(report(&child.id, &admitted, child.terms.profile.as_deref(), &body)))
     }
 }
 

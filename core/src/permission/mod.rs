@@ -8,6 +8,7 @@ pub mod narrow;
 pub mod network;
 pub(crate) mod open;
 mod policy;
+pub mod reach;
 pub mod scope;
 
 pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest};

@@ -148,6 +148,10 @@ pub struct SpawnTerms {
     pub memory: Option<MemoryGrant>,
     #[serde(default)]
     pub instructions: Option<InstructionsGrant>,
+    /// The configured profile it runs on (another model and its settings), kept on every follow-up. A
+    /// profile changes the model only: the rules here never read it, so it never widens anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// The names a spawn's lists may mention: the tools of the registry and the configured MCP servers.

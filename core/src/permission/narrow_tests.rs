@@ -503,6 +503,7 @@ fn random_terms(r: &mut Rng, parent: &Grant) -> SpawnTerms {
         instructions: r
             .chance(30)
             .then(|| if r.chance(50) { InstructionsGrant::Inherit } else { InstructionsGrant::None }),
+        profile: r.chance(30).then(|| r.pick(&["fast", "deep"]).to_string()),
     }
 }
 
@@ -586,6 +587,9 @@ fn grow(r: &mut Rng, parent: &Grant, dirs: &FakeDirs, k: &KnownNames, stats: &mu
         };
         stats[0] += 1;
         assert_within(parent, &a.grant, &ctx);
+        // A profile changes the model only: the same spawn on another profile, or none, holds the same.
+        let other = SpawnTerms { profile: if t.profile.is_some() { None } else { Some("fast".into()) }, ..t.clone() };
+        assert_eq!(admit(parent, &other, k, dirs).map(|o| o.grant), Ok(a.grant.clone()), "profile: {}", ctx());
         // A follow-up against the parent as it is now, perhaps narrowed since.
         if r.chance(40) {
             let now = narrowed(r, parent);

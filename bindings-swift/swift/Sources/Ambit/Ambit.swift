@@ -463,6 +463,21 @@ extension StopReason {
     }
 }
 
+/// An agent another may hand work to by name (`Agent(..., agents: ["researcher": NamedAgent(researcher,
+/// description: "Looks up weather; one city per task.")])`): the caller gets `agent_list_named` and
+/// `agent_delegate`; the named agent runs with its own instructions, tools and model, inside the caller's
+/// reach (the level, directories and network both hold).
+public struct NamedAgent: Sendable {
+    public let agent: Agent
+    /// When and how to use it: the caller's model reads it in `agent_list_named`.
+    public let description: String
+
+    public init(_ agent: Agent, description: String) {
+        self.agent = agent
+        self.description = description
+    }
+}
+
 /// An agent: a model, instructions and tools. Safe to share; runs share nothing but configuration.
 public final class Agent: Sendable {
     let core: CoreAgent
@@ -482,7 +497,9 @@ public final class Agent: Sendable {
     /// `skill_write`, `skill_edit` and `skill_delete` (never given to a sub-agent). `knowledge`
     /// (`Knowledge(dir:)`): `knowledge_list` and `knowledge_read` over its directory. `outputType`
     /// (`OutputSchema`): the final answer is JSON of that type, checked by the core;
-    /// `result.decode(YourCodable.self)` decodes it.
+    /// `result.decode(YourCodable.self)` decodes it. `profiles` (`["fast": Model(...)]`): the models
+    /// `agent_spawn`'s `profile` may name, kept on every follow-up, never widening a sub-agent.
+    /// `agents` (`["name": NamedAgent(agent, description:)]`): `agent_list_named` and `agent_delegate`.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
@@ -491,7 +508,7 @@ public final class Agent: Sendable {
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
         outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil,
-        credentials: Credentials? = nil
+        credentials: Credentials? = nil, profiles: [String: Model] = [:], agents: [String: NamedAgent] = [:]
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -542,7 +559,14 @@ public final class Agent: Sendable {
             skills: try skills?.settings(),
             knowledge: try knowledge?.settings(),
             testModelJson: model.test?.json,
-            modelFunction: model.test?.function.map { ReplyFunctionAdapter($0) }
+            modelFunction: model.test?.function.map { ReplyFunctionAdapter($0) },
+            profiles: profiles.sorted { $0.key < $1.key }.map { name, m in
+                ProfileSettings(name: name, model: m.settings, testModelJson: m.test?.json,
+                                modelFunction: m.test?.function.map { ReplyFunctionAdapter($0) })
+            },
+            namedAgents: agents.sorted { $0.key < $1.key }.map { name, n in
+                NamedAgentSettings(name: name, description: n.description, agent: n.agent.core)
+            }
         )
         do {
             core = try CoreAgent(config: config)

@@ -25,6 +25,25 @@ func configError(_ build: () throws -> Agent) -> AmbitError? {
 }
 
 @Suite struct ConfigTests {
+    @Test func badProfilesAndNamedAgentsAreAConfigErrorNamingTheField() throws {
+        let badName = try #require(configError {
+            try Agent(model: model, profiles: ["no spaces": .openAIChat("gpt-4.1-nano")])
+        })
+        guard case let .config(message) = badName else { Issue.record("\(badName)"); return }
+        #expect(message.contains("profiles: 'no spaces'"), "\(message)")
+        let callee = try Agent(model: model)
+        let blank = try #require(configError {
+            try Agent(model: model, agents: ["helper": NamedAgent(callee, description: " ")])
+        })
+        guard case let .config(message2) = blank else { Issue.record("\(blank)"); return }
+        #expect(message2.contains("named_agents.helper.description"), "\(message2)")
+        // The named-agent tools exist only with named agents; the profile parameter lists the names.
+        #expect(try !Agent(model: model).toolNames.contains("agent_delegate"))
+        let caller = try Agent(model: model, subagents: SubagentSettings(), profiles: ["fast": .openAIChat("n")],
+                               agents: ["helper": NamedAgent(callee, description: "Helps.")])
+        #expect(try caller.toolNames.contains("agent_delegate") && caller.toolNames.contains("agent_list_named"))
+    }
+
     @Test func buildsAgent() throws {
         let agent = try Agent(model: model, instructions: "Be brief.", tools: [NamedTool()], maxTurns: 3)
         #expect(try agent.toolNames == ["get_weather"])

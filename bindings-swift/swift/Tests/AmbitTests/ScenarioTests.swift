@@ -684,6 +684,32 @@ func int(_ value: Any?) -> Int? {
         if agentName != nil {
             memory = try await Memory.open(memoryURL())
         }
+        // `agent.profiles`: each a model of the same wire and provider, under its own name and settings.
+        var profiles: [String: Model] = [:]
+        for (name, p) in agentSettings["profiles"] as? [String: [String: Any]] ?? [:] {
+            let settings = p["settings"] as? [String: Any] ?? [:]
+            profiles[name] = Model(
+                wire: wire, name: p["model"] as? String ?? "", baseURL: baseURL,
+                apiKey: agentSettings["api_key"] as? String, stream: scenario["stream"] as? Bool ?? false,
+                maxRetries: 0, temperature: (settings["temperature"] as? NSNumber)?.doubleValue)
+        }
+        // `named_agents`: each an agent of its own (model, instructions, tools, policy) on the same provider.
+        var named: [String: NamedAgent] = [:]
+        for (name, n) in scenario["named_agents"] as? [String: [String: Any]] ?? [:] {
+            var own: [String: Any] = [
+                "name": "\(scenario["name"] as? String ?? "")/\(name)",
+                "wire": scenario["wire"] as? String ?? "openai_chat",
+                "stream": scenario["stream"] as? Bool ?? false,
+                "agent": ["model": n["model"] ?? "", "api_key": agentSettings["api_key"] ?? ""],
+                "tools": n["tools"] ?? [[String: Any]](),
+                "policy": n["policy"] ?? [String: Any](),
+            ]
+            if let i = n["instructions"] as? String {
+                own["agent"] = ["model": n["model"] ?? "", "api_key": agentSettings["api_key"] ?? "", "instructions": i]
+            }
+            let agent = try await makeAgent(own, baseURL: baseURL, approvals: approvals, "\(file)/\(name)")
+            named[name] = NamedAgent(agent, description: n["description"] as? String ?? "")
+        }
         return try Agent(
             model: override ?? Model(
                 wire: wire,
@@ -754,7 +780,9 @@ func int(_ value: Any?) -> Int? {
             knowledge: (scenario["knowledge"] as? [String: Any]).map { k in
                 Knowledge(dir: k["dir"] as? String ?? "", inlineMaxBytes: int(k["inline_max_bytes"]))
             },
-            credentials: scenarioCredentials(scenario)
+            credentials: scenarioCredentials(scenario),
+            profiles: profiles,
+            agents: named
         )
     }
 
