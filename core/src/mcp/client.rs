@@ -26,11 +26,15 @@ struct Handler {
 impl rmcp::ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(
-            rmcp::model::ElicitationCapability::new()
-                .with_form(rmcp::model::FormElicitationCapability::new())
-                .with_url(rmcp::model::UrlElicitationCapability::new()),
-        );
+        // Elicitation is declared only when the host set a handler: a server then offers the tools that
+        // ask the user, and a client that could only decline does not see them at all.
+        if self.elicit.is_some() {
+            capabilities.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_form(rmcp::model::FormElicitationCapability::new())
+                    .with_url(rmcp::model::UrlElicitationCapability::new()),
+            );
+        }
         ClientConfig::new(capabilities, Implementation::new("ambit", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
