@@ -47,12 +47,26 @@ from . import routines
 from .routines import Routines, Runner, RunContext
 from . import testmodel
 from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
+from . import hooks
+from .hooks import Guardrail, GuardrailVerdict, Hook, HookContext, HookPoint, HookResult, Refuse, Replace
+from .errors import GuardrailTripped, HookFailed
 from . import messages
 from .messages import (AssistantMessage, AssistantToolCall, Message, ProviderMessage, ToolResultMessage, UserMessage,
                        message_from_dict, message_to_dict)
 
 __all__ = [
     "Agent",
+    "Guardrail",
+    "GuardrailTripped",
+    "GuardrailVerdict",
+    "Hook",
+    "HookContext",
+    "HookFailed",
+    "HookPoint",
+    "HookResult",
+    "Refuse",
+    "Replace",
+    "hooks",
     "AssistantMessage",
     "AssistantToolCall",
     "InvalidMessage",
@@ -499,7 +513,9 @@ class Agent:
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
                  skills: Skills | None = None, knowledge: Knowledge | None = None,
-                 routine: RunContext | None = None, credentials: Credentials | None = None) -> None:
+                 routine: RunContext | None = None, credentials: Credentials | None = None,
+                 hooks: Iterable[Hook] = (), input_guardrails: Iterable[Guardrail] = (),
+                 output_guardrails: Iterable[Guardrail] = ()) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -524,7 +540,11 @@ class Agent:
         ``result.structured_output``: the provider's native structured output where the wire has it, a
         ``final_answer`` tool elsewhere; a wrong answer goes back to the model up to ``output_retries``
         times (default 2), then the run raises :class:`OutputInvalid`. ``routine`` (the :class:`RunContext` a :class:`Runner` hands an
-        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``."""
+        agent factory) adds the run's ``report_outcome``, ``list_my_routines`` and ``list_my_outcomes``.
+        ``hooks`` (:class:`Hook`) run at their point of every run and may edit a request, a response, a
+        call's arguments or result, or refuse a call; ``input_guardrails`` check the input beside the
+        first model request and ``output_guardrails`` the final answer (:class:`Guardrail`); a tripped
+        one raises :class:`GuardrailTripped`, a hook or guardrail that raises :class:`HookFailed`."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -599,13 +619,21 @@ class Agent:
                 raise TypeError(f"credentials must be an ambit.Credentials, got {type(credentials).__name__}")
             options["credentials"] = credentials._config()
             callbacks = list(credentials._callbacks)
+        hook_list = items("hooks", hooks, lambda h: isinstance(h, Hook), _instance(Hook),
+                          "a list of ambit.Hook (or one)", "an ambit.Hook")
+        guardrails = [g._native_entry(kind)
+                      for kind, given in (("input", input_guardrails), ("output", output_guardrails))
+                      for g in items(f"{kind}_guardrails", given, lambda g: isinstance(g, Guardrail),
+                                     _instance(Guardrail), "a list of ambit.Guardrail (or one)",
+                                     "an ambit.Guardrail")]
         self._native = _native.NativeAgent(
             model._config_json(), [t._native_entry() for t in self.tools],
             instructions=instructions, max_turns=max_turns, options=json.dumps(options),
             policy=policy._config_json() if policy else None,
             approvals=policy._native_approvals() if policy else None,
             builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
-            model_function=model._native_function(), credential_callbacks=callbacks)
+            model_function=model._native_function(), credential_callbacks=callbacks,
+            hooks=[h._native_entry() for h in hook_list], guardrails=guardrails)
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

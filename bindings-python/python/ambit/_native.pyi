@@ -29,6 +29,8 @@ class NativeAgent:
         ledger_tools: NativeLedgerTools | None = None,
         model_function: tuple[Callable[[str, int], Any], bool] | None = None,
         credential_callbacks: list[tuple[str, Callable[[str], Any], bool]] = ...,
+        hooks: list[tuple[str, str, Callable[[str, int], Any], bool]] = ...,
+        guardrails: list[tuple[str, str, Callable[[str, int], Any], bool]] = ...,
     ) -> NativeAgent: ...
     def with_policy(
         self, policy: str, approvals: tuple[Callable[[str], Any], bool] | None = None
