@@ -96,3 +96,13 @@ def test_guardrails_are_typed() -> None:
         ambit.Hook("before_lunch", no_deploys)  # type: ignore[arg-type]
     with pytest.raises(ambit.ConfigError, match=r"hooks\[0\] must be an ambit.Hook"):
         ambit.Agent(model=deploy_model(), hooks=[no_deploys])  # type: ignore[list-item]
+
+
+def test_the_readme_example_runs_as_written() -> None:
+    import sys
+    repo = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(repo / "tests" / "packages"))
+    from readme_block import block  # type: ignore[import-not-found]
+    code = block((repo / "README.md").read_text(encoding="utf-8"), "Hooks and guardrails: your code on the way of a run",
+                 "python", 1)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
