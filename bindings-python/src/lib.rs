@@ -335,7 +335,9 @@ impl NativeAgent {
                 b = match kind.as_str() {
                     "input" => b.input_guardrail(g),
                     "output" => b.output_guardrail(g),
-                    other => return Err(core_err(Error::Config(format!("a guardrail is input or output, not '{other}'")))),
+                    other => {
+                        return Err(core_err(Error::Config(format!("a guardrail is input or output, not '{other}'"))));
+                    }
                 };
             }
             for (alias, call, is_async) in credential_callbacks {

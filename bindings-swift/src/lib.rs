@@ -66,7 +66,7 @@ pub enum CoreError {
     /// A guardrail tripped: its name, `kind` (`input` or `output`) and the JSON of its verdict (code
     /// `guardrail_tripped`).
     #[error("{message}")]
-    GuardrailTripped { guardrail: String, kind: String, verdict_json: String, usage: Usage, message: String },
+    GuardrailTripped { guardrail: String, kind: String, verdict_json: String, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -102,13 +102,9 @@ impl From<ambit::Error> for CoreError {
                 CoreError::InvalidMessage { index: index as u64, field, message }
             }
             ambit::Error::HookFailed { hook, point, .. } => CoreError::HookFailed { hook, point, message },
-            ambit::Error::GuardrailTripped { guardrail, kind, verdict, usage } => CoreError::GuardrailTripped {
-                guardrail,
-                kind,
-                verdict_json: verdict.to_string(),
-                usage: usage.into(),
-                message,
-            },
+            ambit::Error::GuardrailTripped { guardrail, kind, verdict, .. } => {
+                CoreError::GuardrailTripped { guardrail, kind, verdict_json: verdict.to_string(), message }
+            }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },
         }

@@ -49,13 +49,13 @@ pub mod test_model;
 pub mod testing;
 pub mod tools;
 
+pub use agent::hooks::{
+    Guardrail, GuardrailKind, GuardrailVerdict, Hook, HookAction, HookContext, HookPoint, guardrail_fn, hook_fn,
+};
 pub use agent::subagent::SubagentConfig;
 pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,
     RunStream, ToolCallRecord,
-};
-pub use agent::hooks::{
-    Guardrail, GuardrailKind, GuardrailVerdict, Hook, HookAction, HookContext, HookPoint, guardrail_fn, hook_fn,
 };
 pub use agent::{ToolListing, ToolingOptions};
 pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};

@@ -26,8 +26,11 @@ fn script() -> TestModel {
     TestModel::new([Reply::tool_call("deploy", json!({})), Reply::text("Done.")])
 }
 
+/// What the recorder keeps of each hook call: the point, the context's user, the payload.
+type Log = Arc<Mutex<Vec<(String, Option<String>, Value)>>>;
+
 /// Records every payload of every point, with the point and the context's user.
-fn recorder(builder: ambit::AgentBuilder, log: Arc<Mutex<Vec<(String, Option<String>, Value)>>>) -> ambit::AgentBuilder {
+fn recorder(builder: ambit::AgentBuilder, log: Log) -> ambit::AgentBuilder {
     let mut b = builder;
     for point in HookPoint::ALL {
         let log = log.clone();
@@ -120,7 +123,8 @@ async fn a_tripped_input_guardrail_stops_the_run_before_any_tool_runs() {
 
 #[tokio::test]
 async fn hooks_are_checked_when_built_and_answer_what_their_point_takes() {
-    let named = |name: &'static str| ambit::hook_fn(name, HookPoint::RunStart, |_, _| async { Ok(HookAction::Continue) });
+    let named =
+        |name: &'static str| ambit::hook_fn(name, HookPoint::RunStart, |_, _| async { Ok(HookAction::Continue) });
     let e = Agent::builder().model(script()).hook(named("a")).hook(named("a")).build().unwrap_err();
     assert!(e.to_string().contains("two hooks or guardrails are named 'a'"), "{e}");
     let e = HookPoint::parse("before_everything").unwrap_err();

@@ -414,7 +414,8 @@ pub(crate) fn calls_json(calls: &[crate::model::ToolCall]) -> Value {
         calls
             .iter()
             .map(|c| {
-                let arguments = serde_json::from_str::<Value>(&c.arguments).unwrap_or_else(|_| Value::String(c.arguments.clone()));
+                let arguments =
+                    serde_json::from_str::<Value>(&c.arguments).unwrap_or_else(|_| Value::String(c.arguments.clone()));
                 serde_json::json!({"id": c.id, "name": c.name, "arguments": arguments})
             })
             .collect(),

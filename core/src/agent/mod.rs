@@ -8,9 +8,9 @@ pub mod checklist;
 pub mod context;
 pub mod events;
 mod gate;
-pub mod hooks;
 #[cfg(test)]
 mod gate_props;
+pub mod hooks;
 pub mod input;
 pub mod options;
 pub mod output;
@@ -649,11 +649,8 @@ impl Agent {
         };
         let session = &self.inner.session;
         let checks = list.iter().map(|g| {
-            let ctx = hooks::HookContext {
-                name: g.name().to_string(),
-                turn,
-                tool_context: session.hook_context(g.name()),
-            };
+            let ctx =
+                hooks::HookContext { name: g.name().to_string(), turn, tool_context: session.hook_context(g.name()) };
             let payload = payload.clone();
             async move { (g.name().to_string(), g.check(ctx, payload).await) }
         });
@@ -1107,7 +1104,8 @@ impl Agent {
             (arguments, text, true)
         };
         let mut call = call.clone();
-        let parsed = serde_json::from_str::<Value>(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
+        let parsed =
+            serde_json::from_str::<Value>(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
         if before
             && let Ok(arguments) = parsed
             && self.lookup_tool(&call.name).is_some()
@@ -1117,7 +1115,11 @@ impl Agent {
                 Err(e) => return failed(e, arguments),
                 Ok(hooks::HookOutcome::Refused { hook, reason }) => {
                     let reason = format!("the call to tool '{}' was refused by hook '{hook}': {reason}", call.name);
-                    events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
+                    events.emit(Event::ToolRefused {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        reason: reason.clone(),
+                    });
                     return (arguments, format!("Error: {reason}"), true);
                 }
                 Ok(hooks::HookOutcome::Replaced(p)) => call.arguments = p["arguments"].to_string(),

@@ -326,7 +326,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     /// where it ran (`before_tool_call`, …, `input_guardrail`, `output_guardrail`).
     case hookFailed(hook: String, point: String, message: String)
     /// A guardrail tripped: its name, `kind` ("input" or "output") and its verdict's JSON text.
-    case guardrailTripped(guardrail: String, kind: String, verdictJSON: String, usage: Usage, message: String)
+    case guardrailTripped(guardrail: String, kind: String, verdictJSON: String, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
     /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
@@ -361,7 +361,7 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
              let .internal(message), let .budgetExceeded(_, _, _, _, _, message),
              let .outputTruncated(_, _, message), let .outputInvalid(_, _, _, message),
              let .invalidMessage(_, _, message), let .hookFailed(_, _, message),
-             let .guardrailTripped(_, _, _, _, message):
+             let .guardrailTripped(_, _, _, message):
             return message
         }
     }
@@ -396,9 +396,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case let .InvalidMessage(index, field, message):
             self = .invalidMessage(index: Int(index), field: field, message: message)
         case let .HookFailed(hook, point, message): self = .hookFailed(hook: hook, point: point, message: message)
-        case let .GuardrailTripped(guardrail, kind, verdictJson, usage, message):
-            self = .guardrailTripped(guardrail: guardrail, kind: kind, verdictJSON: verdictJson, usage: usage,
-                                     message: message)
+        case let .GuardrailTripped(guardrail, kind, verdictJson, message):
+            self = .guardrailTripped(guardrail: guardrail, kind: kind, verdictJSON: verdictJson, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         case let .Internal(message): self = .internal(message: message)
         }
