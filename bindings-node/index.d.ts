@@ -276,6 +276,26 @@ export declare class BudgetError extends AmbitError {
  * list; `field` the field that is wrong as the core's form spells it (`role`, `call_id`,
  * `tool_calls[0].id`; empty for the whole entry). Nothing was sent.
  */
+/** A hook or guardrail threw, or answered what its point does not take (code "hook_failed"). */
+export declare class HookFailedError extends AmbitError {
+  readonly code: 'hook_failed';
+  /** The hook's (or guardrail's) name. */
+  readonly hook: string;
+  /** Where it ran: a hook point, `input_guardrail` or `output_guardrail`. */
+  readonly point: string;
+}
+
+/** A guardrail tripped (code "guardrail_tripped"). */
+export declare class GuardrailTrippedError extends AmbitError {
+  readonly code: 'guardrail_tripped';
+  readonly guardrail: string;
+  readonly kind: 'input' | 'output';
+  /** The `info` of the guardrail's verdict. */
+  readonly verdict: JsonValue;
+  /** What the run used. */
+  readonly usage?: Usage;
+}
+
 export declare class InvalidMessageError extends AmbitError {
   readonly code: 'invalid_message';
   readonly index: number;
@@ -341,6 +361,7 @@ export type AgentEvent =
   | { type: 'background_task_started'; taskId: string; callId: string; name: string }
   | { type: 'background_task_progress'; taskId: string; note: string }
   | { type: 'background_task_reported'; taskId: string; name: string; result: string; isError: boolean }
+  | { type: 'guardrail_checked'; guardrail: string; kind: 'input' | 'output'; tripped: boolean; info: JsonValue }
   | { type: 'run_finished'; usage: Usage; result: RunResult };
 
 export interface ToolDefinition<Args extends Record<string, any> = Record<string, any>, Ctx = unknown> {
@@ -508,6 +529,68 @@ export interface AgentOptions<Ctx = unknown> {
    * both hold), and reports back headed by its name and that reach.
    */
   agents?: Record<string, NamedAgent<any>>;
+  /**
+   * Hooks, run at their point of every run (see {@link Hook}); those of one point run in the order given.
+   * A hook that throws ends the run with HookFailedError naming it.
+   */
+  hooks?: Hook<Ctx>[];
+  /**
+   * Checks of the run's input, run beside the first model request; a tripped one ends the run with
+   * GuardrailTrippedError before any tool runs. `payload`: `{input: the last user message, messages}`.
+   */
+  inputGuardrails?: Guardrail<Ctx>[];
+  /** Checks of the final answer (`payload`: `{output, structured_output}`) before the run returns it. */
+  outputGuardrails?: Guardrail<Ctx>[];
+}
+
+/** Where a hook runs. */
+export type HookPoint =
+  | 'run_start'
+  | 'run_end'
+  | 'before_model_request'
+  | 'after_model_response'
+  | 'before_tool_call'
+  | 'after_tool_call';
+
+/** What a hook or guardrail knows of its run: its name and the run's context. */
+export declare class HookContext<Ctx = unknown> {
+  readonly name: string;
+  /** The value given to `agent.run(input, {context})`; a run given none throws ConfigError. */
+  readonly context: Ctx;
+}
+
+/**
+ * A hook's answer: nothing (go on), `{replace: value}` (go on with it instead) or, before a tool call,
+ * `{refuse: reason}` (the tool does not run; the model sees the reason).
+ */
+export type HookResult = void | undefined | null | { replace: JsonValue } | { refuse: string };
+
+/**
+ * A hook. `payload` is the core's JSON (snake_case keys), what the model sees (tool results after the
+ * credential redactor: `[credential:alias]`, never a value):
+ * - `run_start`: `{input: messages}`; `run_end`: the result (`output`, `tool_calls`, `usage`, …); both observe.
+ * - `before_model_request`: `{turn, instructions, messages, tools}`; replace `{instructions?, messages?}`.
+ * - `after_model_response`: `{turn, text, tool_calls: [{id, name, arguments}]}`; replace `{text?, tool_calls?}`.
+ * - `before_tool_call`: `{id, name, arguments}`; replace with the new arguments, or refuse.
+ * - `after_tool_call`: `{id, name, arguments, result, is_error}`; replace with the new result text.
+ */
+export interface Hook<Ctx = unknown> {
+  point: HookPoint;
+  /** Named in HookFailedError (default: the function's name). */
+  name?: string;
+  run: (ctx: HookContext<Ctx>, payload: { [key: string]: JsonValue }) => HookResult | Promise<HookResult>;
+}
+
+/** A guardrail's answer: `tripped` stops the run; `info` is carried by the error (`verdict`) and the event. */
+export interface GuardrailVerdict {
+  tripped: boolean;
+  info?: JsonValue;
+}
+
+export interface Guardrail<Ctx = unknown> {
+  /** Named in GuardrailTrippedError and HookFailedError (default: the function's name). */
+  name?: string;
+  run: (ctx: HookContext<Ctx>, payload: { [key: string]: JsonValue }) => GuardrailVerdict | Promise<GuardrailVerdict>;
 }
 
 /** An agent another may hand work to by name (`new Agent({agents: {name: {agent, description}}})`). */

@@ -97,6 +97,35 @@ class InvalidMessageError extends AmbitError {
   }
 }
 
+/**
+ * A hook or guardrail threw (or answered what its point does not take), code "hook_failed": `hook` is
+ * its name, `point` where it ran (`before_tool_call`, …, `input_guardrail`, `output_guardrail`). The run
+ * ended there; a session stores nothing of it.
+ */
+class HookFailedError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'hook_failed', options);
+    this.name = 'HookFailedError';
+    this.hook = details.hook ?? '';
+    this.point = details.point ?? '';
+  }
+}
+
+/**
+ * A guardrail tripped, code "guardrail_tripped": `guardrail` is its name, `kind` "input" or "output",
+ * `verdict` the `info` it gave. No tool ran after a tripped input guardrail; no answer was returned.
+ */
+class GuardrailTrippedError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'guardrail_tripped', options);
+    this.name = 'GuardrailTrippedError';
+    this.guardrail = details.guardrail ?? '';
+    this.kind = details.kind ?? '';
+    this.verdict = details.verdict ?? null;
+    if (details.usage) this.usage = toUsage(details.usage);
+  }
+}
+
 /** Turns a core error (`{code, message, status}`) into the matching error class. */
 function toError(e) {
   const message = e.message;
@@ -117,6 +146,10 @@ function toError(e) {
       return new OutputInvalidError(message, details);
     case 'invalid_message':
       return new InvalidMessageError(message, details);
+    case 'hook_failed':
+      return new HookFailedError(message, details);
+    case 'guardrail_tripped':
+      return new GuardrailTrippedError(message, details);
     case 'cancelled':
       return new CancelledError(message);
     case 'internal':
@@ -304,6 +337,7 @@ const AGENT_OPTIONS = [
   'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
   'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge', 'credentials',
   'profiles', 'agents',
+  'hooks', 'inputGuardrails', 'outputGuardrails',
 ];
 
 /** `profiles`: `{name: model}`, the models `agent_spawn`'s `profile` may name. */
@@ -345,6 +379,91 @@ function toNativeNamedAgents(agents) {
     description: named.description,
     handle: named.agent._nativeHandle().lendForNaming(),
   }));
+}
+
+const HOOK_POINTS = ['run_start', 'run_end', 'before_model_request', 'after_model_response', 'before_tool_call',
+  'after_tool_call'];
+
+/**
+ * What a hook or guardrail knows of its run: its `name`, and the run's `context` (the value given to
+ * `agent.run(input, {context})`; a run given none throws ConfigError).
+ */
+class HookContext {
+  #task;
+  constructor(name, context) {
+    this.name = name;
+    this.#task = new TaskContext(0, {}, context);
+  }
+  get context() {
+    return this.#task.context;
+  }
+}
+
+/** A host function as the core calls it: the envelope in, `{ok, value}` (or `{ok: false, message}`) out. */
+function nativeFunction(name, run, answer) {
+  const ok = (value) => {
+    try {
+      return JSON.stringify({ ok: true, value: answer(value) });
+    } catch (e) {
+      return failed(e);
+    }
+  };
+  const failed = (e) => JSON.stringify({ ok: false, message: errorMessage(e) });
+  return (requestJson) => {
+    try {
+      const request = JSON.parse(requestJson);
+      const value = run(new HookContext(name, request.context), request.arguments);
+      if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+        return Promise.resolve(value).then(ok, failed);
+      }
+      return ok(value);
+    } catch (e) {
+      return failed(e);
+    }
+  };
+}
+
+/** `hooks`, `inputGuardrails` and `outputGuardrails` as the native side takes them. */
+function toNativeHooks(hooks = [], inputGuardrails = [], outputGuardrails = []) {
+  const entry = (what, h, i) => {
+    if (h === null || typeof h !== 'object' || typeof h.run !== 'function') {
+      throw new TypeError(`Agent: ${what}[${i}] must be {${what === 'hooks' ? 'point, ' : ''}run, name?}, got ${describe(h)}`);
+    }
+    const name = h.name ?? h.run.name;
+    if (typeof name !== 'string') throw new TypeError(`Agent: ${what}[${i}].name must be a string`);
+    return name;
+  };
+  const list = (what, value) => {
+    if (!Array.isArray(value)) throw new TypeError(`Agent: ${what} must be an array, got ${describe(value)}`);
+    return value;
+  };
+  const native = list('hooks', hooks).map((h, i) => {
+    const name = entry('hooks', h, i);
+    if (!HOOK_POINTS.includes(h.point)) {
+      throw new ConfigError(`Agent: hooks[${i}]: there is no hook point '${String(h.point)}' (points: ${HOOK_POINTS.join(', ')})`);
+    }
+    const answer = (value) => {
+      if (value === undefined || value === null) return null;
+      if (typeof value === 'object' && 'refuse' in value) return { action: 'refuse', reason: value.refuse };
+      if (typeof value === 'object' && 'replace' in value) return { action: 'replace', value: value.replace };
+      throw new TypeError(`a ${h.point} hook returns undefined, {replace: value} or {refuse: reason}`);
+    };
+    return { name, point: h.point, call: nativeFunction(name, h.run, answer) };
+  });
+  const guardrails = [];
+  for (const [kind, value] of [['input', inputGuardrails], ['output', outputGuardrails]]) {
+    list(`${kind}Guardrails`, value).forEach((g, i) => {
+      const name = entry(`${kind}Guardrails`, g, i);
+      const answer = (v) => {
+        if (v === null || typeof v !== 'object' || typeof v.tripped !== 'boolean') {
+          throw new TypeError('a guardrail returns {tripped: boolean, info?}');
+        }
+        return { tripped: v.tripped, info: v.info ?? null };
+      };
+      guardrails.push({ name, point: kind, call: nativeFunction(name, g.run, answer) });
+    });
+  }
+  return { hooks: native, guardrails };
 }
 
 /**
@@ -439,6 +558,9 @@ class Agent {
       credentials,
       profiles,
       agents,
+      hooks,
+      inputGuardrails,
+      outputGuardrails,
     } = options;
     const output = toNativeOutput(outputType);
     const creds = require('./credentials.js').toNativeCredentials(credentials);
@@ -499,6 +621,7 @@ class Agent {
         ...toNativeMcpHooks(mcpServers),
         profiles: toNativeProfiles(profiles),
         namedAgents: toNativeNamedAgents(agents),
+        ...toNativeHooks(hooks, inputGuardrails, outputGuardrails),
       },
       tools.map((t) => t._native),
       runTools,
@@ -774,6 +897,9 @@ function fromMessage(m) {
 module.exports = {
   Agent,
   InvalidMessageError,
+  HookFailedError,
+  GuardrailTrippedError,
+  HookContext,
   McpServer,
   Model,
   OpenAIChat,

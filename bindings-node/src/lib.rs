@@ -72,6 +72,19 @@ pub struct NativeAgentConfig {
     pub profiles: Option<Vec<NativeProfileConfig>>,
     /// The named agents, each by the handle `NativeAgent.lendForNaming` gave.
     pub named_agents: Option<Vec<NativeNamedAgentConfig>>,
+    /// Hooks (`point`: `before_tool_call`, …) and guardrails (`point`: `input` or `output`), each called
+    /// as a tool is, answering the core's JSON (ambit::agent::hooks) as the envelope's value.
+    pub hooks: Option<Vec<NativeHookConfig>>,
+    pub guardrails: Option<Vec<NativeHookConfig>>,
+}
+
+/// One hook or guardrail: its name, its point (a guardrail's: `input` or `output`), its function.
+#[napi(object, object_to_js = false)]
+pub struct NativeHookConfig {
+    pub name: String,
+    pub point: String,
+    #[napi(ts_type = "(requestJson: string) => Promise<string>")]
+    pub call: JsToolFn,
 }
 
 /// A profile: its name and its model.
@@ -148,6 +161,15 @@ impl NativeError {
         if let Error::InvalidMessage { index, field, .. } = e {
             details.insert("index".into(), json!(index));
             details.insert("field".into(), json!(field));
+        }
+        if let Error::HookFailed { hook, point, .. } = e {
+            details.insert("hook".into(), json!(hook));
+            details.insert("point".into(), json!(point));
+        }
+        if let Error::GuardrailTripped { guardrail, kind, verdict, .. } = e {
+            details.insert("guardrail".into(), json!(guardrail));
+            details.insert("kind".into(), json!(kind));
+            details.insert("verdict".into(), verdict.clone());
         }
         if let Error::Budget { budget, limit, spent, cost, .. } = e {
             details.insert("budget".into(), json!(budget));
@@ -526,6 +548,24 @@ fn build(
     }
     if let Some(n) = config.max_turns {
         builder = builder.max_turns(n);
+    }
+    let function = |name: &str, call| {
+        let spec = ToolSpec::new(name, "A hook.", json!({}));
+        Arc::new(JsTool { spec, call }) as Arc<dyn Tool>
+    };
+    for h in config.hooks.unwrap_or_default() {
+        let point = ambit::HookPoint::parse(&h.point)?;
+        let function = function(&h.name, h.call);
+        builder = builder.hook(Arc::new(ambit::agent::hooks::HostHook { name: h.name, point, function }));
+    }
+    for g in config.guardrails.unwrap_or_default() {
+        let function = function(&g.name, g.call);
+        let guardrail = Arc::new(ambit::agent::hooks::HostGuardrail { name: g.name, function });
+        builder = match g.point.as_str() {
+            "input" => builder.input_guardrail(guardrail),
+            "output" => builder.output_guardrail(guardrail),
+            other => return Err(Error::Config(format!("a guardrail is input or output, not '{other}'"))),
+        };
     }
     for t in tools {
         let parameters: Value = serde_json::from_str(&t.parameters)

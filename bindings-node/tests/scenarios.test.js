@@ -38,6 +38,8 @@ const {
   TestModel,
   FunctionModel,
   Credentials,
+  HookFailedError,
+  GuardrailTrippedError,
 } = require('..');
 const native = require('../native.js');
 
@@ -300,6 +302,8 @@ const CLASS_BY_CODE = {
   output_truncated: OutputTruncatedError,
   output_invalid: OutputInvalidError,
   invalid_message: InvalidMessageError,
+  hook_failed: HookFailedError,
+  guardrail_tripped: GuardrailTrippedError,
   cancelled: CancelledError,
 };
 
@@ -604,6 +608,40 @@ async function scenarioMemory(scenario) {
   return { memory: await Memory.open(`sqlite://${path.join(dir, 'memory.db')}`), agentName: scenario.memory.agent };
 }
 
+/** A scenario hook's `behavior` (tests/scenarios/README.md), the same in every suite. */
+function hookAnswer(behavior, ctx, payload) {
+  if ('raises' in behavior) throw new Error(behavior.raises);
+  if (behavior.uppercase_result) return { replace: payload.result.toUpperCase() };
+  if ('append_context' in behavior) return { replace: `${payload.result} [${ctx.context.data[behavior.append_context]}]` };
+  if ('refuse' in behavior) return { refuse: behavior.refuse };
+  if ('set_arguments' in behavior) return { replace: behavior.set_arguments };
+  if ('append_instructions' in behavior) return { replace: { instructions: (payload.instructions ?? '') + behavior.append_instructions } };
+  if ('set_preamble' in behavior && payload.tool_calls.length > 0) return { replace: { text: behavior.set_preamble } };
+  return undefined;
+}
+
+/** A scenario guardrail's `behavior`: trips on a word (case-insensitively) in `input` or `output`. */
+function guardrailAnswer(behavior, payload) {
+  if ('raises' in behavior) throw new Error(behavior.raises);
+  const text = 'input' in payload ? payload.input : payload.output;
+  return text.toLowerCase().includes(behavior.trips_on.toLowerCase())
+    ? { tripped: true, info: { matched: behavior.trips_on } }
+    : { tripped: false };
+}
+
+/** `hooks`, `input_guardrails`, `output_guardrails`: plain functions, or async ones (`async: true`). */
+function scenarioHooks(scenario) {
+  const fn = (entry, answer) => (entry.async
+    ? async (ctx, payload) => { await Promise.resolve(); return answer(entry.behavior, ctx, payload); }
+    : (ctx, payload) => answer(entry.behavior, ctx, payload));
+  const guard = (g) => ({ name: g.name, run: fn(g, (b, _ctx, p) => guardrailAnswer(b, p)) });
+  return {
+    hooks: (scenario.hooks ?? []).map((h) => ({ point: h.point, name: h.name, run: fn(h, hookAnswer) })),
+    inputGuardrails: (scenario.input_guardrails ?? []).map(guard),
+    outputGuardrails: (scenario.output_guardrails ?? []).map(guard),
+  };
+}
+
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'), model = undefined) {
   const Wire = MODELS[scenario.wire || 'openai_chat'];
@@ -655,6 +693,7 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'),
     // `agent.output`: the final answer's type, given as a JSON Schema.
     outputType: cfg.output,
     tools: scenario.tools.map(scenarioTool),
+    ...scenarioHooks(scenario),
     credentials: scenarioCredentials(scenario),
     builtins: scenario.builtins,
     ledger: await scenarioLedger(scenario, at),
@@ -726,6 +765,11 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
         }
         if (expect.error.tools) assert.deepEqual(e.tools, expect.error.tools, 'OutputTruncatedError.tools');
         if ('attempt' in expect.error) assert.equal(e.attempt, expect.error.attempt, 'OutputInvalidError.attempt');
+        if ('hook' in expect.error) assert.equal(e.hook, expect.error.hook, 'HookFailedError.hook');
+        if ('guardrail' in expect.error) {
+          assert.equal(e.guardrail, expect.error.guardrail, 'GuardrailTrippedError.guardrail');
+          if ('verdict' in expect.error) assert.deepEqual(e.verdict, expect.error.verdict, 'GuardrailTrippedError.verdict');
+        }
         return true;
       });
       await checkProvider(scenario, provider);

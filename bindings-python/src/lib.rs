@@ -46,6 +46,15 @@ fn core_err(e: Error) -> PyErr {
                 let _ = details.set_item("index", *index);
                 let _ = details.set_item("field", field);
             }
+            Error::HookFailed { hook, point, .. } => {
+                let _ = details.set_item("hook", hook);
+                let _ = details.set_item("point", point);
+            }
+            Error::GuardrailTripped { guardrail, kind, verdict, .. } => {
+                let _ = details.set_item("guardrail", guardrail);
+                let _ = details.set_item("kind", kind);
+                let _ = details.set_item("verdict", verdict.to_string());
+            }
             Error::Budget { budget, limit, spent, cost, .. } => {
                 let _ = details.set_item("budget", budget);
                 let _ = details.set_item("limit", *limit);
@@ -355,7 +364,10 @@ impl NativeAgent {
     /// (`ambit::test_model::HostReplyFunction`).
     /// `profiles` holds `(name, model_json, model_function)` (each a model as `model` is);
     /// `named_agents` holds `(name, description, agent)`.
-    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), mcp_hooks=Vec::new(), profiles=Vec::new(), named_agents=Vec::new()))]
+    /// `hooks` holds `(name, point, call, is_async)` and `guardrails` `(name, kind, call, is_async)`
+    /// (`kind`: `input` or `output`), each called as a tool is (`[payload, {}, context]`), answering the
+    /// core's JSON (ambit::agent::hooks).
+    #[pyo3(signature = (model, tools, instructions=None, max_turns=None, options=None, policy=None, approvals=None, builtins=Vec::new(), ledger_tools=None, model_function=None, credential_callbacks=Vec::new(), mcp_hooks=Vec::new(), profiles=Vec::new(), named_agents=Vec::new(), hooks=Vec::new(), guardrails=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         model: String,
@@ -372,6 +384,8 @@ impl NativeAgent {
         mcp_hooks: Vec<(String, String, Py<PyAny>)>,
         profiles: Vec<(String, String, Option<HostFunction>)>,
         named_agents: Vec<(String, String, PyRef<'_, NativeAgent>)>,
+        hooks: Vec<(String, String, Py<PyAny>, bool)>,
+        guardrails: Vec<(String, String, Py<PyAny>, bool)>,
     ) -> PyResult<Self> {
         guard(|| {
             // `model` is a ModelConfig as JSON (the wire, the model's name, where, and how), or a test
@@ -399,6 +413,26 @@ impl NativeAgent {
             }
             if let Some(i) = instructions {
                 b = b.instructions(i);
+            }
+            let function = |name: &str, call, is_async| {
+                let spec = ToolSpec::new(name, "A hook.", serde_json::json!({}));
+                Arc::new(PyTool { spec, call, is_async }) as Arc<dyn Tool>
+            };
+            for (name, point, call, is_async) in hooks {
+                let point = ambit::HookPoint::parse(&point).map_err(core_err)?;
+                let function = function(&name, call, is_async);
+                b = b.hook(Arc::new(ambit::agent::hooks::HostHook { name, point, function }));
+            }
+            for (name, kind, call, is_async) in guardrails {
+                let function = function(&name, call, is_async);
+                let g = Arc::new(ambit::agent::hooks::HostGuardrail { name, function });
+                b = match kind.as_str() {
+                    "input" => b.input_guardrail(g),
+                    "output" => b.output_guardrail(g),
+                    other => {
+                        return Err(core_err(Error::Config(format!("a guardrail is input or output, not '{other}'"))));
+                    }
+                };
             }
             for (alias, call, is_async) in credential_callbacks {
                 b = b.credential_callback(alias, Arc::new(PyCredential { call, is_async }));

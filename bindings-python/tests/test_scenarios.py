@@ -424,6 +424,7 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         skills=ambit.Skills(**scenario["skills"]) if "skills" in scenario else None,
         knowledge=ambit.Knowledge(**scenario["knowledge"]) if "knowledge" in scenario else None,
         credentials=scenario_credentials(scenario, use_async),
+        **scenario_hooks(scenario),
     )
 
 
@@ -438,6 +439,68 @@ def scenario_named_agents(scenario: dict[str, Any], base_url: str, use_async: bo
                "tools": n.get("tools", []), "policy": n.get("policy", {})}
         out[name] = ambit.NamedAgent(build_agent(own, base_url, use_async), description=n["description"])
     return out
+
+
+def hook_answer(behavior: dict[str, Any], ctx: ambit.HookContext[ScenarioContext],
+                payload: dict[str, Any]) -> ambit.HookResult:
+    """A scenario hook's `behavior` (tests/scenarios/README.md), the same in every suite."""
+    if "raises" in behavior:
+        raise RuntimeError(behavior["raises"])
+    if behavior.get("uppercase_result"):
+        return ambit.Replace(payload["result"].upper())
+    if "append_context" in behavior:
+        return ambit.Replace(f"{payload['result']} [{ctx.context.data[behavior['append_context']]}]")
+    if "refuse" in behavior:
+        return ambit.Refuse(behavior["refuse"])
+    if "set_arguments" in behavior:
+        return ambit.Replace(behavior["set_arguments"])
+    if "append_instructions" in behavior:
+        return ambit.Replace({"instructions": (payload["instructions"] or "") + behavior["append_instructions"]})
+    if "set_preamble" in behavior and payload["tool_calls"]:
+        return ambit.Replace({"text": behavior["set_preamble"]})
+    return None
+
+
+def guardrail_answer(behavior: dict[str, Any], payload: dict[str, Any]) -> ambit.GuardrailVerdict:
+    """A scenario guardrail's `behavior`: trips on a word (case-insensitively) in `input` or `output`."""
+    if "raises" in behavior:
+        raise RuntimeError(behavior["raises"])
+    word = behavior["trips_on"]
+    text = payload["input"] if "input" in payload else payload["output"]
+    if word.lower() in text.lower():
+        return ambit.GuardrailVerdict(tripped=True, info={"matched": word})
+    return ambit.GuardrailVerdict(tripped=False)
+
+
+def scenario_hooks(scenario: dict[str, Any]) -> dict[str, Any]:
+    """`hooks`, `input_guardrails`, `output_guardrails`: plain functions, or async ones (`async: true`)."""
+    def hook(entry: dict[str, Any]) -> ambit.Hook:
+        behavior = entry["behavior"]
+        if entry.get("async"):
+            async def run_async(ctx: ambit.HookContext[ScenarioContext], payload: dict[str, Any]) -> ambit.HookResult:
+                await asyncio.sleep(0)
+                return hook_answer(behavior, ctx, payload)
+            return ambit.Hook(entry["point"], run_async, name=entry["name"])
+
+        def run(ctx: ambit.HookContext[ScenarioContext], payload: dict[str, Any]) -> ambit.HookResult:
+            return hook_answer(behavior, ctx, payload)
+        return ambit.Hook(entry["point"], run, name=entry["name"])
+
+    def guardrail(entry: dict[str, Any]) -> ambit.Guardrail:
+        behavior = entry["behavior"]
+        if entry.get("async"):
+            async def check_async(ctx: ambit.HookContext[Any], payload: dict[str, Any]) -> ambit.GuardrailVerdict:
+                await asyncio.sleep(0)
+                return guardrail_answer(behavior, payload)
+            return ambit.Guardrail(check_async, name=entry["name"])
+
+        def check(ctx: ambit.HookContext[Any], payload: dict[str, Any]) -> ambit.GuardrailVerdict:
+            return guardrail_answer(behavior, payload)
+        return ambit.Guardrail(check, name=entry["name"])
+
+    return {"hooks": [hook(h) for h in scenario.get("hooks", [])],
+            "input_guardrails": [guardrail(g) for g in scenario.get("input_guardrails", [])],
+            "output_guardrails": [guardrail(g) for g in scenario.get("output_guardrails", [])]}
 
 
 def scenario_output(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -466,6 +529,13 @@ def check(scenario: dict[str, Any], run: Any, agent: ambit.Agent | None = None,
         if "attempt" in expect["error"]:
             assert isinstance(info.value, ambit.OutputInvalid), info.value
             assert info.value.attempt == expect["error"]["attempt"], info.value.attempt
+        if "hook" in expect["error"]:
+            assert isinstance(info.value, ambit.HookFailed), info.value
+            assert info.value.hook == expect["error"]["hook"], info.value.hook
+        if "guardrail" in expect["error"]:
+            assert isinstance(info.value, ambit.GuardrailTripped), info.value
+            assert info.value.guardrail == expect["error"]["guardrail"], info.value.guardrail
+            assert info.value.verdict == expect["error"].get("verdict", info.value.verdict), info.value.verdict
         if "tools" in expect["error"]:
             assert isinstance(info.value, ambit.OutputTruncated), info.value
             assert info.value.tools == expect["error"]["tools"], info.value.tools

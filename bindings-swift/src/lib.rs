@@ -60,6 +60,13 @@ pub enum CoreError {
     /// list, `field` the field that is wrong (code `invalid_message`). Nothing was sent.
     #[error("{message}")]
     InvalidMessage { index: u64, field: String, message: String },
+    /// A hook or guardrail failed: `hook` is its name, `point` where it ran (code `hook_failed`).
+    #[error("{message}")]
+    HookFailed { hook: String, point: String, message: String },
+    /// A guardrail tripped: its name, `kind` (`input` or `output`) and the JSON of its verdict (code
+    /// `guardrail_tripped`).
+    #[error("{message}")]
+    GuardrailTripped { guardrail: String, kind: String, verdict_json: String, message: String },
     /// The run was cancelled (code `cancelled`).
     #[error("{message}")]
     Cancelled { message: String },
@@ -93,6 +100,10 @@ impl From<ambit::Error> for CoreError {
             }
             ambit::Error::InvalidMessage { index, field, .. } => {
                 CoreError::InvalidMessage { index: index as u64, field, message }
+            }
+            ambit::Error::HookFailed { hook, point, .. } => CoreError::HookFailed { hook, point, message },
+            ambit::Error::GuardrailTripped { guardrail, kind, verdict, .. } => {
+                CoreError::GuardrailTripped { guardrail, kind, verdict_json: verdict.to_string(), message }
             }
             ambit::Error::Cancelled => CoreError::Cancelled { message },
             ambit::Error::Internal(_) => CoreError::Internal { message },

@@ -37,6 +37,16 @@ pub enum Error {
     /// `tool_calls[0].id`; empty for the whole entry). Nothing was sent or stored.
     #[error("invalid message history: messages[{index}]{}: {message}", if field.is_empty() { String::new() } else { format!(".{field}") })]
     InvalidMessage { index: usize, field: String, message: String },
+    /// A hook or a guardrail (crate::agent::hooks) failed: it raised, or answered something its point
+    /// does not take. `hook` is its name, `point` where it ran (`before_tool_call`, …, or
+    /// `input_guardrail` / `output_guardrail`). The run ended there; a session stores nothing of it.
+    #[error("hook '{hook}' ({point}) failed: {message}")]
+    HookFailed { hook: String, point: String, message: String },
+    /// A guardrail tripped: `guardrail` is its name, `kind` `input` or `output`, `verdict` the
+    /// information it gave (any JSON), `usage` what the run used. No tool ran after an input guardrail
+    /// tripped, and no answer was returned.
+    #[error("guardrail '{guardrail}' ({kind}) tripped: {verdict}")]
+    GuardrailTripped { guardrail: String, kind: String, verdict: serde_json::Value, usage: Usage },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -57,6 +67,8 @@ impl Error {
             Error::OutputTruncated { .. } => "output_truncated",
             Error::OutputInvalid { .. } => "output_invalid",
             Error::InvalidMessage { .. } => "invalid_message",
+            Error::HookFailed { .. } => "hook_failed",
+            Error::GuardrailTripped { .. } => "guardrail_tripped",
             Error::Cancelled => "cancelled",
             Error::Internal(_) => "internal",
         }
@@ -78,7 +90,8 @@ impl Error {
             Error::MaxTurns { usage, .. }
             | Error::Budget { usage, .. }
             | Error::OutputTruncated { usage, .. }
-            | Error::OutputInvalid { usage, .. } => Some(usage),
+            | Error::OutputInvalid { usage, .. }
+            | Error::GuardrailTripped { usage, .. } => Some(usage),
             _ => None,
         }
     }

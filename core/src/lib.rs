@@ -50,6 +50,9 @@ pub mod testing;
 pub mod tools;
 
 pub use agent::NamedAgent;
+pub use agent::hooks::{
+    Guardrail, GuardrailKind, GuardrailVerdict, Hook, HookAction, HookContext, HookPoint, guardrail_fn, hook_fn,
+};
 pub use agent::subagent::SubagentConfig;
 pub use agent::{
     Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,

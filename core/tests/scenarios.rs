@@ -36,6 +36,93 @@ fn step_input(
     Ok(Ok(ambit::Input::Text(input)))
 }
 
+/// A scenario hook's `behavior` (tests/scenarios/README.md, "Hooks and guardrails"), the same in every
+/// suite: what it answers for `payload`, or the error it raises.
+fn hook_answer(behavior: &Value, payload: &Value, ctx: &ambit::HookContext) -> Result<ambit::HookAction, String> {
+    use ambit::HookAction;
+    if let Some(m) = behavior.get("raises").and_then(Value::as_str) {
+        return Err(m.to_string());
+    }
+    if behavior.get("uppercase_result") == Some(&Value::Bool(true)) {
+        let result = payload["result"].as_str().unwrap_or_default().to_uppercase();
+        return Ok(HookAction::Replace(Value::String(result)));
+    }
+    if let Some(key) = behavior.get("append_context").and_then(Value::as_str) {
+        let context = ctx.context::<ScenarioContext>().ok_or("the run has no context")?;
+        let value = context.0[key].as_str().unwrap_or_default();
+        let result = format!("{} [{value}]", payload["result"].as_str().unwrap_or_default());
+        return Ok(HookAction::Replace(Value::String(result)));
+    }
+    if let Some(reason) = behavior.get("refuse").and_then(Value::as_str) {
+        return Ok(HookAction::Refuse(reason.to_string()));
+    }
+    if let Some(args) = behavior.get("set_arguments") {
+        return Ok(HookAction::Replace(args.clone()));
+    }
+    if let Some(text) = behavior.get("append_instructions").and_then(Value::as_str) {
+        let instructions = format!("{}{text}", payload["instructions"].as_str().unwrap_or_default());
+        return Ok(HookAction::Replace(serde_json::json!({ "instructions": instructions })));
+    }
+    if let Some(text) = behavior.get("set_preamble")
+        && payload["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+    {
+        return Ok(HookAction::Replace(serde_json::json!({ "text": text })));
+    }
+    Ok(HookAction::Continue)
+}
+
+/// A scenario guardrail's `behavior`: `trips_on` a word (case-insensitively) in the payload's `input`
+/// (input guardrails) or `output` (output guardrails), with the verdict `{"matched": word}`; or
+/// `raises`.
+fn guardrail_answer(behavior: &Value, payload: &Value) -> Result<ambit::GuardrailVerdict, String> {
+    if let Some(m) = behavior.get("raises").and_then(Value::as_str) {
+        return Err(m.to_string());
+    }
+    let word = behavior["trips_on"].as_str().ok_or("a guardrail behavior needs trips_on")?;
+    let text = payload.get("input").or_else(|| payload.get("output")).and_then(Value::as_str).unwrap_or_default();
+    Ok(if text.to_lowercase().contains(&word.to_lowercase()) {
+        ambit::GuardrailVerdict::trip(serde_json::json!({ "matched": word }))
+    } else {
+        ambit::GuardrailVerdict::pass()
+    })
+}
+
+/// The scenario's `hooks`, `input_guardrails` and `output_guardrails` on `builder`: each entry a plain
+/// closure, or (`"async": true`) one that yields once before it answers.
+fn with_hooks(mut builder: ambit::AgentBuilder, scenario: &Value) -> Result<ambit::AgentBuilder, String> {
+    for h in scenario["hooks"].as_array().into_iter().flatten() {
+        let name = h["name"].as_str().ok_or("hooks[].name")?.to_string();
+        let point = ambit::HookPoint::parse(h["point"].as_str().ok_or("hooks[].point")?).map_err(|e| e.to_string())?;
+        let (behavior, is_async) = (h["behavior"].clone(), h["async"] == Value::Bool(true));
+        builder = builder.hook_fn(name, point, move |ctx, payload| {
+            let behavior = behavior.clone();
+            async move {
+                if is_async {
+                    tokio::task::yield_now().await;
+                }
+                hook_answer(&behavior, &payload, &ctx)
+            }
+        });
+    }
+    for (key, input) in [("input_guardrails", true), ("output_guardrails", false)] {
+        for g in scenario[key].as_array().into_iter().flatten() {
+            let name = g["name"].as_str().ok_or("guardrails[].name")?.to_string();
+            let (behavior, is_async) = (g["behavior"].clone(), g["async"] == Value::Bool(true));
+            let guardrail = ambit::guardrail_fn(name, move |_ctx, payload| {
+                let behavior = behavior.clone();
+                async move {
+                    if is_async {
+                        tokio::task::yield_now().await;
+                    }
+                    guardrail_answer(&behavior, &payload)
+                }
+            });
+            builder = if input { builder.input_guardrail(guardrail) } else { builder.output_guardrail(guardrail) };
+        }
+    }
+    Ok(builder)
+}
+
 /// A host tool that does what a scenario's `behavior` says.
 struct ScenarioTool {
     spec: ToolSpec,
@@ -223,7 +310,7 @@ fn scenario_model(scenario: &Value, base_url: String) -> Result<ModelConfig, Str
 }
 
 /// How a scenario is run: to the result, or as a stream of events.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Mode {
     Run,
     Stream,
@@ -383,6 +470,7 @@ async fn build_agent_with(
     if scenario.get("mcp_servers").is_some() || scenario.get("deferral").is_some() {
         builder = builder.tooling(scenario_tooling(scenario)?);
     }
+    builder = with_hooks(builder, scenario)?;
     builder.build().map_err(|e| e.to_string())
 }
 
@@ -608,6 +696,25 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
             if want.as_str() != Some(got.as_str()) {
                 return Err(format!("error attempt: expected {want}, got {got:?}"));
             }
+        }
+        // `hook`: the hook (or guardrail) a `hook_failed` names; `guardrail` and `verdict`: what a
+        // `guardrail_tripped` carries.
+        match (&e, err.get("hook"), err.get("guardrail")) {
+            (ambit::Error::HookFailed { hook, .. }, Some(want), _) if want.as_str() != Some(hook.as_str()) => {
+                return Err(format!("error hook: expected {want}, got {hook:?}"));
+            }
+            (ambit::Error::GuardrailTripped { guardrail, verdict, .. }, _, Some(want)) => {
+                if want.as_str() != Some(guardrail.as_str()) {
+                    return Err(format!("error guardrail: expected {want}, got {guardrail:?}"));
+                }
+                if let Some(v) = err.get("verdict")
+                    && v != verdict
+                {
+                    return Err(format!("error verdict: expected {v}, got {verdict}"));
+                }
+            }
+            (_, None, None) | (ambit::Error::HookFailed { .. }, Some(_), _) => {}
+            (other, _, _) => return Err(format!("the error carries no hook or guardrail: {other}")),
         }
         if let Some(want) = err.get("tools") {
             let got = match e {
@@ -1421,4 +1528,49 @@ fn bad_profiles_and_named_agents_are_refused_by_field() {
     assert_eq!(spawn.spec().parameters["properties"]["profile"]["enum"], serde_json::json!(["deep", "fast"]));
     let bare = Agent::builder().model(OpenAiChat::new("m")).subagents(Default::default()).build().unwrap();
     assert!(bare.tools().get("agent_spawn").unwrap().spec().parameters["properties"].get("profile").is_none());
+}
+
+const HOOK_FILES: [&str; 6] = [
+    "hooks_edit.json",
+    "hooks_arguments.json",
+    "hooks_refuse.json",
+    "hooks_raises.json",
+    "guardrail_input.json",
+    "guardrail_output.json",
+];
+
+/// The hook and guardrail files alone (every_scenario_file_passes runs them too), both ways.
+#[tokio::test]
+async fn hook_and_guardrail_files_pass() {
+    let mut failures = Vec::new();
+    for f in scenario_files().into_iter().filter(|f| HOOK_FILES.iter().any(|n| f.ends_with(n))) {
+        for mode in [Mode::Run, Mode::Stream] {
+            if let Err(e) = run_scenario(&f, mode).await {
+                failures.push(format!("{} ({mode:?}): {e}", f.display()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Negative controls: each hook and guardrail file without its hooks and guardrails fails: the provider
+/// sees the unedited bytes (or the run goes on where it had to stop).
+#[tokio::test]
+async fn hook_and_guardrail_files_fail_without_their_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in HOOK_FILES {
+        let path = scenario_files().into_iter().find(|f| f.ends_with(name)).unwrap();
+        let mut bare: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for key in ["hooks", "input_guardrails", "output_guardrails"] {
+            bare.as_object_mut().unwrap().remove(key);
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, bare.to_string()).unwrap();
+        let err = run_scenario(&path, Mode::Run).await.expect_err(name);
+        println!("{name} without its hooks: {err}");
+    }
+    // The edit reached the provider: without the hooks it sees the original bytes.
+    let path = dir.path().join("hooks_edit.json");
+    let err = run_scenario(&path, Mode::Run).await.unwrap_err();
+    assert!(err.contains("request 1") && err.contains("Answer in one line"), "{err}");
 }

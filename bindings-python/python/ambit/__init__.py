@@ -47,12 +47,26 @@ from . import routines
 from .routines import Routines, Runner, RunContext
 from . import testmodel
 from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
+from . import hooks
+from .hooks import Guardrail, GuardrailVerdict, Hook, HookContext, HookPoint, HookResult, Refuse, Replace
+from .errors import GuardrailTripped, HookFailed
 from . import messages
 from .messages import (AssistantMessage, AssistantToolCall, Message, ProviderMessage, ToolResultMessage, UserMessage,
                        message_from_dict, message_to_dict)
 
 __all__ = [
     "Agent",
+    "Guardrail",
+    "GuardrailTripped",
+    "GuardrailVerdict",
+    "Hook",
+    "HookContext",
+    "HookFailed",
+    "HookPoint",
+    "HookResult",
+    "Refuse",
+    "Replace",
+    "hooks",
     "AssistantMessage",
     "AssistantToolCall",
     "InvalidMessage",
@@ -506,7 +520,9 @@ class Agent:
                  skills: Skills | None = None, knowledge: Knowledge | None = None,
                  routine: RunContext | None = None, credentials: Credentials | None = None,
                  profiles: Mapping[str, Model] | None = None,
-                 agents: Mapping[str, NamedAgent] | None = None) -> None:
+                 agents: Mapping[str, NamedAgent] | None = None,
+                 hooks: Iterable[Hook] = (), input_guardrails: Iterable[Guardrail] = (),
+                 output_guardrails: Iterable[Guardrail] = ()) -> None:
         """``max_concurrency`` bounds the tool calls of one turn running at once (default 8);
         ``background`` adds an optional ``background`` parameter to every tool: such a call returns a
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
@@ -536,7 +552,11 @@ class Agent:
         ``profile`` may name: a sub-agent spawned on one runs on that model on every follow-up; a
         profile never widens its level, scope, network or tools. ``agents`` (``{name:
         NamedAgent(agent, description=...)}``) adds ``agent_list_named`` and ``agent_delegate``: the
-        named agent runs with its own instructions, tools and model, inside this agent's reach."""
+        named agent runs with its own instructions, tools and model, inside this agent's reach.
+        ``hooks`` (:class:`Hook`) run at their point of every run and may edit a request, a response, a
+        call's arguments or result, or refuse a call; ``input_guardrails`` check the input beside the
+        first model request and ``output_guardrails`` the final answer (:class:`Guardrail`); a tripped
+        one raises :class:`GuardrailTripped`, a hook or guardrail that raises :class:`HookFailed`."""
         if isinstance(model, str):
             model = OpenAIChat(model)
         if not isinstance(model, Model):
@@ -613,6 +633,13 @@ class Agent:
                 raise TypeError(f"credentials must be an ambit.Credentials, got {type(credentials).__name__}")
             options["credentials"] = credentials._config()
             callbacks = list(credentials._callbacks)
+        hook_list = items("hooks", hooks, lambda h: isinstance(h, Hook), _instance(Hook),
+                          "a list of ambit.Hook (or one)", "an ambit.Hook")
+        guardrails = [g._native_entry(kind)
+                      for kind, given in (("input", input_guardrails), ("output", output_guardrails))
+                      for g in items(f"{kind}_guardrails", given, lambda g: isinstance(g, Guardrail),
+                                     _instance(Guardrail), "a list of ambit.Guardrail (or one)",
+                                     "an ambit.Guardrail")]
         profile_entries: list[tuple[str, str, tuple[Callable[[str, int], Any], bool] | None]] = []
         for name, m in mapping("profiles", profiles or {}, lambda m: isinstance(m, Model),
                                "a model (OpenAIChat, Anthropic, OpenAIResponses, TestModel or FunctionModel)").items():
@@ -634,7 +661,8 @@ class Agent:
             builtins=builtin_names, ledger_tools=_ledger_tools(ledger, routine),
             model_function=model._native_function(), credential_callbacks=callbacks,
             mcp_hooks=mcp_hooks,
-            profiles=profile_entries, named_agents=named_entries)
+            profiles=profile_entries, named_agents=named_entries,
+            hooks=[h._native_entry() for h in hook_list], guardrails=guardrails)
 
     def with_policy(self, policy: Policy) -> Agent:
         """The same agent under another policy, keeping its sub-agents (and its model, instructions,

@@ -32,6 +32,8 @@ class NativeAgent:
         mcp_hooks: list[tuple[str, str, Callable[[str], str]]] = ...,
         profiles: list[tuple[str, str, tuple[Callable[[str, int], Any], bool] | None]] = ...,
         named_agents: list[tuple[str, str, NativeAgent]] = ...,
+        hooks: list[tuple[str, str, Callable[[str, int], Any], bool]] = ...,
+        guardrails: list[tuple[str, str, Callable[[str, int], Any], bool]] = ...,
     ) -> NativeAgent: ...
     def with_policy(
         self, policy: str, approvals: tuple[Callable[[str], Any], bool] | None = None

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 __all__ = ["AmbitError", "BudgetExceeded", "ConfigError", "InternalError", "ModelError", "MaxTurnsExceeded",
-           "InvalidMessage", "OutputTruncated", "OutputInvalid", "RunCancelled", "SessionBusy", "SessionNotParked"]
+           "InvalidMessage", "OutputTruncated", "OutputInvalid", "RunCancelled", "SessionBusy", "SessionNotParked",
+           "HookFailed", "GuardrailTripped"]
 
 
 class AmbitError(Exception):
@@ -84,6 +85,28 @@ class InvalidMessage(AmbitError, ValueError):
     field: str = ""
 
 
+class HookFailed(AmbitError):
+    """A hook or guardrail raised (or answered what its point does not take): ``hook`` is its name,
+    ``point`` where it ran (``before_tool_call``, …, ``input_guardrail``, ``output_guardrail``). The run
+    ended there; a session stores nothing of it."""
+
+    code = "hook_failed"
+    hook: str = ""
+    point: str = ""
+
+
+class GuardrailTripped(AmbitError):
+    """A guardrail tripped: ``guardrail`` is its name, ``kind`` ``"input"`` or ``"output"``, ``verdict``
+    the ``info`` its :class:`ambit.GuardrailVerdict` gave (any JSON value). No tool ran after a tripped
+    input guardrail, and no answer was returned. ``usage`` is what the run used."""
+
+    code = "guardrail_tripped"
+    guardrail: str = ""
+    kind: str = ""
+    verdict: Any = None
+    usage: dict[str, int]
+
+
 class RunCancelled(AmbitError):
     """The run was cancelled."""
 
@@ -133,6 +156,8 @@ _BY_CODE: dict[str, type[AmbitError]] = {
     "output_truncated": OutputTruncated,
     "output_invalid": OutputInvalid,
     "invalid_message": InvalidMessage,
+    "hook_failed": HookFailed,
+    "guardrail_tripped": GuardrailTripped,
     "cancelled": RunCancelled,
     "internal": InternalError,
 }
@@ -156,6 +181,11 @@ def _from_core(code: str, message: str, details: dict[str, Any]) -> AmbitError:
     for key in ("attempt", "retries"):
         if key in details:
             setattr(exc, key, details[key])
+    for key in ("hook", "point", "guardrail", "kind"):
+        if key in details:
+            setattr(exc, key, details[key])
+    if "verdict" in details:
+        exc.verdict = json.loads(details["verdict"])  # type: ignore[attr-defined]
     if "usage" in details:
         exc.usage = json.loads(details["usage"])  # type: ignore[attr-defined]
     if "session_id" in details:

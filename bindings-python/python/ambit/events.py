@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from .policy import ApprovalRequest
 
 __all__ = [
-    "AgentEvent", "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
+    "AgentEvent", "ApprovalRequested", "BackgroundTaskProgress", "BackgroundTaskReported", "BackgroundTaskStarted", "ChecklistNudge", "Event", "GuardrailChecked", "ModelRequest", "ModelResponse", "RunFinished", "RunStarted", "TextDelta",
     "ToolCallRequested", "ToolFinished", "ToolRefused", "ToolStarted",
 ]
 
@@ -142,6 +142,18 @@ class ChecklistNudge:
 
 
 @dataclass(frozen=True)
+class GuardrailChecked:
+    """A guardrail gave its verdict (``kind``: ``input`` or ``output``); a tripped one ends the run with
+    :class:`ambit.GuardrailTripped`."""
+
+    type: ClassVar[str] = "guardrail_checked"
+    guardrail: str
+    kind: str
+    tripped: bool
+    info: Any
+
+
+@dataclass(frozen=True)
 class RunFinished:
     """The last event of a run that did not fail."""
 
@@ -153,7 +165,7 @@ class RunFinished:
 AgentEvent = Union[
     RunStarted, ModelRequest, TextDelta, ModelResponse, ToolCallRequested, ToolStarted, ToolFinished,
     ToolRefused, ApprovalRequested, BackgroundTaskStarted, BackgroundTaskProgress, BackgroundTaskReported,
-    ChecklistNudge, RunFinished, Event,
+    ChecklistNudge, GuardrailChecked, RunFinished, Event,
 ]
 """Every event ``agent.stream(...)`` yields: narrow it with ``isinstance`` or ``match``. A type this version
 does not know arrives as the plain :class:`Event`."""

@@ -60,6 +60,9 @@ pub enum Event {
     BackgroundTaskReported { task_id: String, name: String, result: String, is_error: bool },
     /// The loop told the model its checklist still has open items (`nudge` counts from 1).
     ChecklistNudge { nudge: u32, open_items: Vec<String> },
+    /// A guardrail gave its verdict (`kind`: `input` or `output`); a tripped one ends the run with
+    /// `guardrail_tripped`.
+    GuardrailChecked { guardrail: String, kind: String, tripped: bool, info: Value },
     /// The run ended with this result.
     RunFinished { usage: Usage, result: RunResult },
 }

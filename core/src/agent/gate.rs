@@ -31,6 +31,21 @@ impl Session {
         Ok(Session { policy, scope: Arc::new(scope), credentials: None })
     }
 
+    /// What a hook or guardrail named `name` knows of the session: a call's context with no credentials
+    /// declared (crate::agent::hooks).
+    pub(crate) fn hook_context(&self, name: &str) -> ToolContext {
+        ToolContext {
+            call_id: name.to_string(),
+            level: self.policy.level,
+            scope: self.scope.clone(),
+            network: self.policy.network,
+            allow_local_addresses: self.policy.allow_local_addresses.clone(),
+            credentials: None,
+            declared: Vec::new().into(),
+            context: super::context::current(),
+        }
+    }
+
     /// What a call of `tool` knows of the session: one place builds it, for a call decided now and for
     /// one answered later.
     fn context(&self, call_id: &str, tool: &dyn Tool) -> ToolContext {

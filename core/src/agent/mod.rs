@@ -10,6 +10,7 @@ pub mod events;
 mod gate;
 #[cfg(test)]
 mod gate_props;
+pub mod hooks;
 pub mod input;
 pub mod named;
 pub mod options;
@@ -136,6 +137,8 @@ struct Inner {
     skills: Option<Arc<crate::skills::SkillsAccess>>,
     /// The profiles sub-agents may be spawned on (agent/named.rs), by name.
     profiles: Arc<std::collections::BTreeMap<String, Arc<dyn Model>>>,
+    /// Hooks and guardrails (agent/hooks.rs).
+    hooks: hooks::HookSet,
 }
 
 impl std::fmt::Debug for Agent {
@@ -177,9 +180,40 @@ pub struct AgentBuilder {
     /// Profiles and named agents (agent/named.rs).
     profiles: Vec<(String, Arc<dyn Model>)>,
     named_agents: Vec<(String, named::NamedAgent)>,
+    hooks: hooks::HookSet,
 }
 
 impl AgentBuilder {
+    /// A hook (agent/hooks.rs): host code run at its point of every run, which may edit what passes
+    /// there (a request, a response, a call's arguments or result) or refuse a tool call. Hooks of one
+    /// point run in the order given. [`hooks::hook_fn`] makes one of a closure.
+    pub fn hook(mut self, hook: Arc<dyn hooks::Hook>) -> Self {
+        self.hooks.hooks.push(hook);
+        self
+    }
+
+    /// A hook of a closure: `.hook_fn("upper", HookPoint::AfterToolCall, |ctx, payload| async move { … })`.
+    pub fn hook_fn<F, Fut>(self, name: impl Into<String>, point: hooks::HookPoint, f: F) -> Self
+    where
+        F: Fn(hooks::HookContext, Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<hooks::HookAction, String>> + Send + 'static,
+    {
+        self.hook(hooks::hook_fn(name, point, f))
+    }
+
+    /// An input guardrail: checks the run's input beside the first model request (which is not held
+    /// for it); a tripped one ends the run with [`Error::GuardrailTripped`] before any tool runs.
+    pub fn input_guardrail(mut self, guardrail: Arc<dyn hooks::Guardrail>) -> Self {
+        self.hooks.input_guardrails.push(guardrail);
+        self
+    }
+
+    /// An output guardrail: checks the final answer before the run returns it.
+    pub fn output_guardrail(mut self, guardrail: Arc<dyn hooks::Guardrail>) -> Self {
+        self.hooks.output_guardrails.push(guardrail);
+        self
+    }
+
     /// The host callback of a `callback` credential given as data ([`AgentOptions::credentials`]).
     pub fn credential_callback(
         mut self,
@@ -401,6 +435,7 @@ impl AgentBuilder {
         if heartbeat.is_some_and(|h| h.is_zero()) {
             return Err(Error::Config("heartbeat must be longer than zero".into()));
         }
+        self.hooks.validate()?;
         let mut session = gate::Session::new(self.policy.unwrap_or_default()).map_err(Error::Config)?;
         if let Some(config) = self.credentials_config {
             if self.credentials.is_some() {
@@ -467,6 +502,7 @@ impl AgentBuilder {
                 output: self.output,
                 skills,
                 profiles: Arc::new(wired),
+                hooks: self.hooks,
             }),
         };
         subagent::bind(frame, &agent);
@@ -595,7 +631,89 @@ impl Agent {
         outcome
     }
 
+    /// The run's turns, then its output guardrails and `run_end` hooks (agent/hooks.rs).
     async fn run_loop(
+        &self,
+        input: Input,
+        events: Emitter,
+        state: Arc<RunState>,
+        rounds: Option<Arc<dyn run_state::Rounds>>,
+    ) -> Result<RunResult, Error> {
+        let result = self.run_turns(input, events.clone(), state, rounds).await?;
+        let hooks = &self.inner.hooks;
+        if !hooks.output_guardrails.is_empty() {
+            let payload = serde_json::json!({"output": result.output, "structured_output": result.structured_output});
+            self.check_guardrails(hooks::GuardrailKind::Output, result.turns, payload, &events, result.usage).await?;
+        }
+        if hooks.has(hooks::HookPoint::RunEnd) {
+            let payload = serde_json::to_value(&result).unwrap_or_default();
+            self.run_hooks(hooks::HookPoint::RunEnd, result.turns, payload, |_, _| Ok(())).await?;
+        }
+        Ok(result)
+    }
+
+    /// Runs the hooks of `point` (agent/hooks.rs) with this agent's session as their context.
+    async fn run_hooks(
+        &self,
+        point: hooks::HookPoint,
+        turn: u32,
+        payload: Value,
+        merge: impl Fn(&mut Value, Value) -> Result<(), String>,
+    ) -> Result<hooks::HookOutcome, Error> {
+        let session = &self.inner.session;
+        self.inner.hooks.run(point, turn, &|name| session.hook_context(name), payload, merge).await
+    }
+
+    /// Runs the guardrails of `kind` together, each verdict an event; the first (in the order given)
+    /// that tripped or failed ends the run.
+    async fn check_guardrails(
+        &self,
+        kind: hooks::GuardrailKind,
+        turn: u32,
+        payload: Value,
+        events: &Emitter,
+        usage: Usage,
+    ) -> Result<(), Error> {
+        let list = match kind {
+            hooks::GuardrailKind::Input => &self.inner.hooks.input_guardrails,
+            hooks::GuardrailKind::Output => &self.inner.hooks.output_guardrails,
+        };
+        let session = &self.inner.session;
+        let checks = list.iter().map(|g| {
+            let ctx =
+                hooks::HookContext { name: g.name().to_string(), turn, tool_context: session.hook_context(g.name()) };
+            let payload = payload.clone();
+            async move { (g.name().to_string(), g.check(ctx, payload).await) }
+        });
+        let mut first = None;
+        for (name, outcome) in futures::future::join_all(checks).await {
+            let error = match outcome {
+                Err(message) => {
+                    Some(Error::HookFailed { hook: name, point: format!("{}_guardrail", kind.as_str()), message })
+                }
+                Ok(verdict) => {
+                    events.emit(Event::GuardrailChecked {
+                        guardrail: name.clone(),
+                        kind: kind.as_str().to_string(),
+                        tripped: verdict.tripped,
+                        info: verdict.info.clone(),
+                    });
+                    verdict.tripped.then(|| Error::GuardrailTripped {
+                        guardrail: name,
+                        kind: kind.as_str().to_string(),
+                        verdict: verdict.info,
+                        usage,
+                    })
+                }
+            };
+            if first.is_none() {
+                first = error;
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    async fn run_turns(
         &self,
         input: Input,
         events: Emitter,
@@ -619,6 +737,10 @@ impl Agent {
             tools: self.offered_specs(),
             output: output.filter(|_| !via_tool).map(output::OutputType::structured),
         };
+        if inner.hooks.has(hooks::HookPoint::RunStart) {
+            let payload = serde_json::json!({"input": serde_json::to_value(&request.messages).unwrap_or_default()});
+            self.run_hooks(hooks::HookPoint::RunStart, 0, payload, |_, _| Ok(())).await?;
+        }
         let mut usage = Usage::default();
         let mut records = Vec::new();
         let model_name = inner.model.name().to_string();
@@ -643,13 +765,57 @@ impl Agent {
             if let Some(o) = output.filter(|_| via_tool) {
                 request.tools.push(o.final_answer_tool());
             }
+            state.turn.store(turn, std::sync::atomic::Ordering::Relaxed);
+            if let Some(e) = state.take_hook_failure() {
+                // A hook of a background call failed.
+                return Err(e);
+            }
+            if inner.hooks.has(hooks::HookPoint::BeforeModelRequest) {
+                let payload = serde_json::json!({
+                    "turn": turn,
+                    "instructions": request.instructions,
+                    "messages": serde_json::to_value(&request.messages).unwrap_or_default(),
+                    "tools": request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                });
+                let point = hooks::HookPoint::BeforeModelRequest;
+                if let hooks::HookOutcome::Replaced(p) = self.run_hooks(point, turn, payload, merge_request).await? {
+                    // Checked by `merge_request` already.
+                    request.instructions = p["instructions"].as_str().map(str::to_string);
+                    request.messages = serde_json::from_value(p["messages"].clone()).unwrap_or_default();
+                }
+            }
             events.emit(Event::ModelRequest { turn });
             let sent = request.messages.len();
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
             let sink: Option<&crate::model::TextSink<'_>> = if events.is_on() { Some(&sink) } else { None };
+            let guarded = (turn == first && !inner.hooks.input_guardrails.is_empty())
+                .then(|| hooks::input_payload(&request.messages));
             // In a sub-agent, raced against an interrupting steer (agent/subagent.rs).
-            let reply = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn)).await?;
-            let response = reply.response;
+            let asked = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn));
+            let reply = match guarded {
+                // The input guardrails run beside the first request: it is not held for them, but the run
+                // goes no further (no tool, no answer) until they all passed.
+                Some(payload) => {
+                    // Both run to their end (the request's answer is the run's usage either way, and a
+                    // provider sees the same requests whatever the guardrails take).
+                    let checks = self.check_guardrails(hooks::GuardrailKind::Input, turn, payload, &events, usage);
+                    let (checked, reply) = futures::join!(checks, asked);
+                    let reply = reply?;
+                    if let Err(e) = checked {
+                        let mut usage = usage;
+                        usage.add(&reply.response.usage);
+                        return Err(match e {
+                            Error::GuardrailTripped { guardrail, kind, verdict, .. } => {
+                                Error::GuardrailTripped { guardrail, kind, verdict, usage }
+                            }
+                            other => other,
+                        });
+                    }
+                    reply
+                }
+                None => asked.await?,
+            };
+            let mut response = reply.response;
             subagent::round_progress(turn);
             subagent::account(&state, &mut usage, &response.usage);
             let request_cost = budget::cost_of(&inner.prices, &model_name, &response.usage);
@@ -661,6 +827,19 @@ impl Agent {
             });
             let cost = budget::cost_of(&inner.prices, &model_name, &usage);
             inner.budget.check(&usage, cost)?;
+            if inner.hooks.has(hooks::HookPoint::AfterModelResponse) {
+                let payload = serde_json::json!({
+                    "turn": turn,
+                    "text": response.text,
+                    "tool_calls": hooks::calls_json(&response.tool_calls),
+                });
+                let point = hooks::HookPoint::AfterModelResponse;
+                if let hooks::HookOutcome::Replaced(p) = self.run_hooks(point, turn, payload, merge_response).await? {
+                    // Checked by `merge_response` already.
+                    response.text = p["text"].as_str().map(str::to_string);
+                    response.tool_calls = hooks::calls_from(&p["tool_calls"]).unwrap_or_default();
+                }
+            }
             let calls = response.tool_calls;
             if response.stop == StopReason::Length && !calls.is_empty() {
                 // Calls cut by the output token limit have incomplete arguments: none of them runs, and
@@ -839,6 +1018,10 @@ impl Agent {
                 .collect();
             let outcomes: Vec<_> = futures::stream::iter(pending).buffered(inner.max_concurrency).collect().await;
             drop(shared);
+            if let Some(e) = state.take_hook_failure() {
+                // A tool call's hook failed: the run ends here, before the turn's results are kept.
+                return Err(e);
+            }
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
                 request.messages.push(Message::Tool {
                     call_id: call.id.clone(),
@@ -933,9 +1116,67 @@ impl Agent {
         outcome
     }
 
+    /// Runs one call with its hooks around it (agent/hooks.rs): `before_tool_call` may edit its
+    /// arguments or refuse it, `after_tool_call` edit its result (which the redactor has seen). A hook
+    /// that fails leaves its error in the run's state, which the loop ends the run with.
+    async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
+        let hooks = &self.inner.hooks;
+        let (before, after) = (hooks.has(hooks::HookPoint::BeforeToolCall), hooks.has(hooks::HookPoint::AfterToolCall));
+        if !before && !after {
+            return self.dispatch_gated(call, events).await;
+        }
+        let state = RunState::current();
+        let turn = state.as_ref().map_or(0, |s| s.turn.load(std::sync::atomic::Ordering::Relaxed));
+        let failed = |e: Error, arguments: Value| {
+            let text = format!("Error: not run: {e}");
+            if let Some(s) = &state {
+                s.hook_failed(e);
+            }
+            (arguments, text, true)
+        };
+        let mut call = call.clone();
+        let parsed =
+            serde_json::from_str::<Value>(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
+        if before
+            && let Ok(arguments) = parsed
+            && self.lookup_tool(&call.name).is_some()
+        {
+            let payload = serde_json::json!({"id": call.id, "name": call.name, "arguments": arguments});
+            match self.run_hooks(hooks::HookPoint::BeforeToolCall, turn, payload, merge_arguments).await {
+                Err(e) => return failed(e, arguments),
+                Ok(hooks::HookOutcome::Refused { hook, reason }) => {
+                    let reason = format!("the call to tool '{}' was refused by hook '{hook}': {reason}", call.name);
+                    events.emit(Event::ToolRefused {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        reason: reason.clone(),
+                    });
+                    return (arguments, format!("Error: {reason}"), true);
+                }
+                Ok(hooks::HookOutcome::Replaced(p)) => call.arguments = p["arguments"].to_string(),
+                Ok(hooks::HookOutcome::Unchanged) => {}
+            }
+        }
+        let (arguments, mut result, mut is_error) = self.dispatch_gated(&call, events).await;
+        if after {
+            let payload = serde_json::json!({
+                "id": call.id, "name": call.name, "arguments": arguments, "result": result, "is_error": is_error,
+            });
+            match self.run_hooks(hooks::HookPoint::AfterToolCall, turn, payload, merge_result).await {
+                Err(e) => return failed(e, arguments),
+                Ok(hooks::HookOutcome::Replaced(p)) => {
+                    result = p["result"].as_str().unwrap_or_default().to_string();
+                    is_error = p["is_error"].as_bool().unwrap_or(is_error);
+                }
+                Ok(_) => {}
+            }
+        }
+        (arguments, result, is_error)
+    }
+
     /// Runs one call through the gate; every failure becomes an error result the model sees.
     /// A tool's result and error text pass the credential redactor in the gate (`gate::Session::run`).
-    async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
+    async fn dispatch_gated(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
         let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let refused = |reason: String| {
@@ -990,4 +1231,50 @@ fn deliver(request: &mut ModelRequest, events: &Emitter, r: background::Report) 
         is_error: r.is_error,
     });
     request.messages.push(Message::User { content: r.message() });
+}
+
+/// A `before_model_request` hook's replacement: `instructions` (a string or null) and/or `messages` (a
+/// message list in the core's form, checked as a run's history is).
+fn merge_request(payload: &mut Value, value: Value) -> Result<(), String> {
+    hooks::merge_keys(&["instructions", "messages"])(payload, value)?;
+    if !(payload["instructions"].is_null() || payload["instructions"].is_string()) {
+        return Err("instructions must be a string or null".into());
+    }
+    let messages: Vec<Message> = serde_json::from_value(payload["messages"].clone())
+        .map_err(|e| format!("messages are not the core's message list: {e}"))?;
+    input::validate(&messages).map_err(|e| e.to_string())
+}
+
+/// An `after_model_response` hook's replacement: `text` (a string or null) and/or `tool_calls`.
+fn merge_response(payload: &mut Value, value: Value) -> Result<(), String> {
+    hooks::merge_keys(&["text", "tool_calls"])(payload, value)?;
+    if !(payload["text"].is_null() || payload["text"].is_string()) {
+        return Err("text must be a string or null".into());
+    }
+    hooks::calls_from(&payload["tool_calls"]).map(|_| ())
+}
+
+/// A `before_tool_call` hook's replacement: the call's new arguments (an object).
+fn merge_arguments(payload: &mut Value, value: Value) -> Result<(), String> {
+    if !value.is_object() {
+        return Err(format!("a before_tool_call hook replaces the arguments with an object, got {value}"));
+    }
+    payload["arguments"] = value;
+    Ok(())
+}
+
+/// An `after_tool_call` hook's replacement: the new result text, or an object with `result` (a string)
+/// and/or `is_error` (a boolean).
+fn merge_result(payload: &mut Value, value: Value) -> Result<(), String> {
+    match value {
+        Value::String(_) => payload["result"] = value,
+        Value::Object(_) => {
+            hooks::merge_keys(&["result", "is_error"])(payload, value)?;
+            if !payload["result"].is_string() || !payload["is_error"].is_boolean() {
+                return Err("result must be a string and is_error a boolean".into());
+            }
+        }
+        other => return Err(format!("an after_tool_call hook replaces the result with a string, got {other}")),
+    }
+    Ok(())
 }

@@ -107,6 +107,10 @@ pub(crate) struct RunState {
     pub deferral: Mutex<crate::deferral::RunLoads>,
     /// The tokens of the sub-agent runs this run started (SPEC §7).
     pub subagents: super::subagent::Spend,
+    /// The first hook failure of a tool call (crate::agent::hooks): the loop ends the run with it.
+    pub hook_failure: Mutex<Option<Error>>,
+    /// The model request under way (for the hooks' context).
+    pub turn: std::sync::atomic::AtomicU32,
 }
 
 impl RunState {
@@ -148,6 +152,16 @@ impl RunState {
         loads.noted = s.noted_tools.clone();
         *self.subagents.spent.lock().unwrap_or_else(|p| p.into_inner()) = s.usage;
         self.tasks.keep_elsewhere(s.tasks.iter().map(|t| (t.task_id.clone(), t.name.clone())));
+    }
+
+    /// Keeps a tool hook's failure (the first one) for the loop.
+    pub fn hook_failed(&self, e: Error) {
+        self.hook_failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+    }
+
+    /// The hook failure a tool call left, if any.
+    pub fn take_hook_failure(&self) -> Option<Error> {
+        self.hook_failure.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Whether a checklist item may wait on the background task `id`.

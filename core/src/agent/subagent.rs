@@ -746,6 +746,8 @@ fn child_agent(parent: &Agent, grant: &Grant, frame: &Arc<Frame>, profile: Optio
             budget: remaining_budget(p),
             // A sub-agent reports to its parent in text; the parent's answer is the typed one.
             output: None,
+            // Hooks hold for every call in the tree; guardrails check the root run's input and answer.
+            hooks: p.hooks.for_subagent(),
             ..(**p).clone()
         }),
     };

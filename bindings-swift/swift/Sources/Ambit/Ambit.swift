@@ -322,13 +322,19 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
     /// A message history given as a run's input breaks a rule: `index` is the message's place in the
     /// list, `field` the field that is wrong (`role`, `call_id`, `tool_calls[0].id`). Nothing was sent.
     case invalidMessage(index: Int, field: String, message: String)
+    /// A hook or guardrail threw (or answered what its point does not take): `hook` is its name, `point`
+    /// where it ran (`before_tool_call`, …, `input_guardrail`, `output_guardrail`).
+    case hookFailed(hook: String, point: String, message: String)
+    /// A guardrail tripped: its name, `kind` ("input" or "output") and its verdict's JSON text.
+    case guardrailTripped(guardrail: String, kind: String, verdictJSON: String, message: String)
     /// The run was cancelled.
     case cancelled(message: String)
     /// A bug in ambit: a panic was caught at the boundary instead of taking the process down.
     case `internal`(message: String)
 
     /// `config`, `model_http`, `model_transport`, `model_response`, `max_turns`, `budget_exceeded`,
-    /// `output_truncated`, `output_invalid`, `invalid_message`, `cancelled` or `internal`.
+    /// `output_truncated`, `output_invalid`, `invalid_message`, `hook_failed`, `guardrail_tripped`,
+    /// `cancelled` or `internal`.
     public var code: String {
         switch self {
         case .config: return "config"
@@ -340,6 +346,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
         case .outputTruncated: return "output_truncated"
         case .outputInvalid: return "output_invalid"
         case .invalidMessage: return "invalid_message"
+        case .hookFailed: return "hook_failed"
+        case .guardrailTripped: return "guardrail_tripped"
         case .cancelled: return "cancelled"
         case .internal: return "internal"
         }
@@ -352,7 +360,8 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
              let .modelResponse(message), let .maxTurns(_, _, message), let .cancelled(message),
              let .internal(message), let .budgetExceeded(_, _, _, _, _, message),
              let .outputTruncated(_, _, message), let .outputInvalid(_, _, _, message),
-             let .invalidMessage(_, _, message):
+             let .invalidMessage(_, _, message), let .hookFailed(_, _, message),
+             let .guardrailTripped(_, _, _, message):
             return message
         }
     }
@@ -386,6 +395,9 @@ public enum AmbitError: Error, Equatable, LocalizedError, CustomStringConvertibl
             self = .outputInvalid(attempt: attempt, retries: Int(retries), usage: usage, message: message)
         case let .InvalidMessage(index, field, message):
             self = .invalidMessage(index: Int(index), field: field, message: message)
+        case let .HookFailed(hook, point, message): self = .hookFailed(hook: hook, point: point, message: message)
+        case let .GuardrailTripped(guardrail, kind, verdictJson, message):
+            self = .guardrailTripped(guardrail: guardrail, kind: kind, verdictJSON: verdictJson, message: message)
         case let .Cancelled(message): self = .cancelled(message: message)
         case let .Internal(message): self = .internal(message: message)
         }
