@@ -498,12 +498,14 @@ impl Agent {
     /// A run given no context of its own runs with the one it runs inside, if any: a sub-agent's run
     /// (or an agent run from a tool) hands its tools the context of the run that started it.
     async fn run_with(&self, input: Input, context: Option<RunContextValue>) -> Result<RunResult, Error> {
-        let span = tracing::info_span!("run", model = self.inner.model.name());
+        let span = crate::telemetry::run_span(self.inner.model.name());
         if let Input::Messages(m) = &input {
             input::validate(m)?;
         }
         let context = context.or_else(context::current);
-        context::scope(context, self.run_inner(input, Emitter::default())).instrument(span).await
+        let outcome = context::scope(context, self.run_inner(input, Emitter::default())).instrument(span.clone()).await;
+        crate::telemetry::run_ended(&span, &outcome);
+        outcome
     }
 
     /// Runs the loop like [`Agent::run`], as a stream of [`Event`]s ending with
@@ -521,14 +523,17 @@ impl Agent {
     fn stream_with(&self, input: Input, context: Option<RunContextValue>) -> RunStream {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let agent = self.clone();
-        let span = tracing::info_span!("run", model = self.inner.model.name());
+        let span = crate::telemetry::run_span(self.inner.model.name());
         RunStream::new(
             Box::pin(async move {
                 if let Input::Messages(m) = &input {
                     input::validate(m)?;
                 }
                 let context = context.or_else(context::current);
-                context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span).await
+                let outcome =
+                    context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span.clone()).await;
+                crate::telemetry::run_ended(&span, &outcome);
+                outcome
             }),
             rx,
         )
@@ -617,7 +622,14 @@ impl Agent {
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
             let sink: Option<&crate::model::TextSink<'_>> = if events.is_on() { Some(&sink) } else { None };
             // In a sub-agent, raced against an interrupting steer (agent/subagent.rs).
-            let reply = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn)).await?;
+            // The turn's span: its model request and the tool calls it asks for are its children.
+            let turn_span = crate::telemetry::turn_span(turn);
+            let redact = crate::telemetry::Redact(inner.session.credentials.as_ref());
+            let chat_span = crate::telemetry::chat_span(&turn_span, &model_name, &request, redact);
+            let reply = self.model_request(&mut request, sink).instrument(chat_span.clone()).await;
+            crate::telemetry::chat_ended(&chat_span, reply.as_ref().map(|r| &r.response), redact);
+            drop(chat_span);
+            let reply = reply?;
             let response = reply.response;
             subagent::round_progress(turn);
             subagent::account(&state, &mut usage, &response.usage);
@@ -806,7 +818,8 @@ impl Agent {
                     }
                 })
                 .collect();
-            let outcomes: Vec<_> = futures::stream::iter(pending).buffered(inner.max_concurrency).collect().await;
+            let outcomes: Vec<_> =
+                futures::stream::iter(pending).buffered(inner.max_concurrency).collect().instrument(turn_span).await;
             drop(shared);
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
                 request.messages.push(Message::Tool {
@@ -905,7 +918,14 @@ impl Agent {
     /// Runs one call through the gate; every failure becomes an error result the model sees.
     /// A tool's result and error text pass the credential redactor in the gate (`gate::Session::run`).
     async fn dispatch(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
+        let span = crate::telemetry::tool_span(&call.name, &call.id);
+        let outcome = self.dispatch_in(call, events, &span).await;
+        let redact = crate::telemetry::Redact(self.inner.session.credentials.as_ref());
+        crate::telemetry::tool_ended(&span, &outcome.0, &outcome.1, outcome.2, redact);
+        outcome
+    }
+
+    async fn dispatch_in(&self, call: &ToolCall, events: &Emitter, span: &tracing::Span) -> (Value, String, bool) {
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
@@ -928,7 +948,7 @@ impl Agent {
         let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome =
             gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
-                .instrument(span)
+                .instrument(span.clone())
                 .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),
