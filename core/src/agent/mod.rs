@@ -921,7 +921,7 @@ impl Agent {
         let span = crate::telemetry::tool_span(&call.name, &call.id);
         let outcome = self.dispatch_in(call, events, &span).await;
         let redact = crate::telemetry::Redact(self.inner.session.credentials.as_ref());
-        crate::telemetry::tool_ended(&span, &outcome.0, &outcome.1, outcome.2, redact);
+        crate::telemetry::tool_ended(&span, &call.name, &outcome.0, &outcome.1, outcome.2, redact);
         outcome
     }
 

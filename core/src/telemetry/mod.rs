@@ -82,6 +82,17 @@ pub(crate) fn run_span(model: &str) -> Span {
 
 /// Records how a run ended on its span: its usage and turns, or its error's kind.
 pub(crate) fn run_ended(span: &Span, outcome: &Result<crate::agent::RunResult, crate::Error>) {
+    match outcome {
+        Ok(r) => tracing::info!(
+            target: "ambit::agent",
+            turns = r.turns,
+            input_tokens = r.usage.input_tokens,
+            output_tokens = r.usage.output_tokens,
+            tool_calls = r.tool_calls.len(),
+            "run finished"
+        ),
+        Err(e) => tracing::info!(target: "ambit::agent", error = e.code(), "run failed"),
+    }
     if span.is_disabled() {
         return;
     }
@@ -221,7 +232,15 @@ pub(crate) fn tool_span(name: &str, call_id: &str) -> Span {
 
 /// Records a tool call's outcome on its span: the arguments and result (contents, when recorded) and
 /// whether it failed.
-pub(crate) fn tool_ended(span: &Span, arguments: &serde_json::Value, result: &str, is_error: bool, redact: Redact<'_>) {
+pub(crate) fn tool_ended(
+    span: &Span,
+    name: &str,
+    arguments: &serde_json::Value,
+    result: &str,
+    is_error: bool,
+    redact: Redact<'_>,
+) {
+    tracing::debug!(target: "ambit::tools", parent: span, tool = name, is_error, "tool call finished");
     if span.is_disabled() {
         return;
     }

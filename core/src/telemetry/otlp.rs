@@ -69,8 +69,8 @@ impl Telemetry {
 
 /// Turns export on: the first call installs the process's global `tracing` subscriber carrying the
 /// loop's spans to `config.endpoint` over OTLP/HTTP with protobuf bodies, batched on a thread of its
-/// own; `tracing` events are also passed on to the `log` crate (the Python binding's `logging` bridge
-/// goes on working). A later call (after [`shutdown`]) turns export on again and sets
+/// own (spans and events at `INFO` and above); `tracing` events at `DEBUG` and above are also passed on
+/// to the `log` crate (the Python binding's `logging` bridge goes on working). A later call (after [`shutdown`]) turns export on again and sets
 /// `record_content`; the process exports to one endpoint, with the first call's headers and service
 /// name. Fails when the endpoint is not an http(s) URL, is not the first call's, or when another global
 /// `tracing` subscriber is installed already.
@@ -86,10 +86,10 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
                 .with_threads(false)
                 .with_target(false)
                 .with_tracked_inactivity(false)
-                .with_filter(filter::filter_fn(|_| ON.load(Ordering::Relaxed)));
+                .with_filter(filter::filter_fn(|m| ON.load(Ordering::Relaxed) && *m.level() <= tracing::Level::INFO));
             // Events only: without export on, no span is made at all.
             let log = LogForward.with_filter(filter::filter_fn(|m| m.is_event()));
-            let subscriber = Registry::default().with(layer).with(log).with(LevelFilter::INFO);
+            let subscriber = Registry::default().with(layer).with(log).with(LevelFilter::DEBUG);
             tracing::subscriber::set_global_default(subscriber)
                 .map_err(|e| format!("another tracing subscriber is installed ({e})"))?;
             Ok(Global { provider, endpoint: endpoint.clone() })
