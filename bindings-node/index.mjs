@@ -62,4 +62,5 @@ export const {
   InvalidRoutineError,
   RoutineNotFoundError,
   RoutineStoreError,
+  telemetry,
 } = ambit;
