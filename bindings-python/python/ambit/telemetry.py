@@ -48,7 +48,9 @@ def enable(
 
 
 def flush() -> None:
-    """Exports every finished span not yet sent, waiting for the collector's answer."""
+    """Exports every finished span not yet sent, waiting for the collector's answer. A collector that
+    cannot be reached is logged (``ambit.telemetry``, WARNING), never raised: telemetry does not fail
+    the host."""
     _native.telemetry_flush()
 
 

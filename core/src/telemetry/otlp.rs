@@ -108,10 +108,15 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
 }
 
 /// Exports every finished span not yet sent ([`Telemetry::flush`]); nothing when export was never on.
+/// Telemetry never fails the host: a collector that cannot be reached or refuses the spans is logged
+/// (a `WARN` event of target `ambit::telemetry`), and the spans are dropped.
 pub fn flush() -> Result<(), Error> {
     let Some(Ok(global)) = GLOBAL.get() else { return Ok(()) };
     let provider = global.provider.clone();
-    off_thread(move || provider.force_flush().map_err(|e| e.to_string()))
+    if let Err(e) = off_thread(move || provider.force_flush().map_err(|e| e.to_string())) {
+        tracing::warn!(target: "ambit::telemetry", endpoint = %global.endpoint, "span export failed: {e}");
+    }
+    Ok(())
 }
 
 /// Exports what is pending and turns export off: spans are no longer made, contents no longer
