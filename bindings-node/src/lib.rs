@@ -423,7 +423,12 @@ pub fn knowledge_publish(dir: String, name: String, content: String, overwrite: 
 /// Turns OTLP export on (`telemetry.enable`): `headers` as `[name, value]` pairs. The JSON envelope of
 /// nothing, or of the core's error (code `config`).
 #[napi]
-pub fn telemetry_enable(endpoint: String, headers: Vec<Vec<String>>, record_content: bool, service_name: String) -> String {
+pub fn telemetry_enable(
+    endpoint: String,
+    headers: Vec<Vec<String>>,
+    record_content: bool,
+    service_name: String,
+) -> String {
     let headers = headers.into_iter().filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone()))).collect();
     let config = ambit::telemetry::OtlpConfig { endpoint, headers, record_content, service_name };
     telemetry_envelope(ambit::telemetry::init(config).map(|_| ()))
