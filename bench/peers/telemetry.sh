@@ -5,6 +5,7 @@
 # thread, the exporter's included) and the ratios to off.
 #
 #   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up)
+#   BENCH_NO_BUILD=1 bash bench/peers/telemetry.sh …   (the wheel and provider of the last run)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/scripts/env.sh"
@@ -12,16 +13,23 @@ source "$repo/scripts/llama-env.sh"  # the venv with opentelemetry-proto (the re
 rounds="${1:-5}" runs="${2:-300}" warmup=30
 work="$AMBIT_CACHE/bench-otel"
 mkdir -p "$work"
-(cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)
-rm -rf "$work/wheels"
-(cd "$repo/bindings-python" && "$AMBIT_PY" -m maturin build -q --release --out "$work/wheels" 2>&1 \
-  | grep -vE '^(🍹|📦|🔗|🐍|💻|✏️|🛠|📖|Built)' || true)
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+  (cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)
+  rm -rf "$work/wheels"
+  (cd "$repo/bindings-python" && "$AMBIT_PY" -m maturin build -q --release --out "$work/wheels" 2>&1 \
+    | grep -vE '^(🍹|📦|🔗|🐍|💻|✏️|🛠|📖|Built)' || true)
+fi
 [ -x "$work/venv/bin/python" ] || python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$work"/wheels/*.whl
 
 provider_log="$(mktemp)" receiver_log="$(mktemp)"
-"$CARGO_TARGET_DIR/release/ambit-bench-provider" >"$provider_log" &
+# The provider serves until its standard input closes: a FIFO this script holds open.
+fifo="$(mktemp -u)"
+mkfifo "$fifo"
+exec 3<>"$fifo"
+"$CARGO_TARGET_DIR/release/ambit-bench-provider" <"$fifo" >"$provider_log" &
 provider=$!
+rm -f "$fifo"
 "$AMBIT_PY" "$repo/tests/otel/receiver.py" >"$receiver_log" &
 receiver=$!
 trap 'kill $provider $receiver 2>/dev/null; rm -f "$provider_log" "$receiver_log"' EXIT
