@@ -1419,3 +1419,28 @@ export declare class Runner {
   runForever(options?: { signal?: AbortSignal }): Promise<void>;
   stop(): void;
 }
+
+/** Options of `telemetry.enable`. */
+export interface TelemetryOptions {
+  /** The collector's OTLP/HTTP endpoint: a base URL (`http://localhost:4318`, `/v1/traces` added) or the traces URL. */
+  endpoint: string;
+  /** Headers sent with every export (a hosted collector's API key). */
+  headers?: Record<string, string>;
+  /** Record message contents (after the credential redactor). Default false. */
+  recordContent?: boolean;
+  /** The exported resource's `service.name`. Default "ambit". */
+  serviceName?: string;
+}
+
+/**
+ * OTLP export of the core's spans (OpenTelemetry GenAI conventions: `invoke_agent` > `turn` >
+ * `chat {model}` + `execute_tool {name}`). Off by default. Errors are `ConfigError`.
+ */
+export declare const telemetry: {
+  /** Turns export on; again after `disable()`, on again (one endpoint per process). */
+  enable(options: TelemetryOptions): void;
+  /** Exports every finished span not yet sent. */
+  flush(): void;
+  /** Exports what is pending and turns export off. */
+  disable(): void;
+};

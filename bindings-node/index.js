@@ -942,3 +942,5 @@ Object.defineProperty(module.exports, '_toError', { value: toError });
 Object.assign(module.exports, require('./sessions.js'));
 // Routines (after Sessions and the ledger, which its Runner takes).
 Object.assign(module.exports, require('./routines.js'));
+// Telemetry (OTLP export of the core's spans).
+Object.assign(module.exports, require('./telemetry.js'));

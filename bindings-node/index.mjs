@@ -65,4 +65,5 @@ export const {
   InvalidRoutineError,
   RoutineNotFoundError,
   RoutineStoreError,
+  telemetry,
 } = ambit;

@@ -603,6 +603,40 @@ pub fn knowledge_publish(dir: String, name: String, content: String, overwrite: 
     out.to_string()
 }
 
+/// Turns OTLP export on (`telemetry.enable`): `headers` as `[name, value]` pairs. The JSON envelope of
+/// nothing, or of the core's error (code `config`).
+#[napi]
+pub fn telemetry_enable(
+    endpoint: String,
+    headers: Vec<Vec<String>>,
+    record_content: bool,
+    service_name: String,
+) -> String {
+    let headers = headers.into_iter().filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone()))).collect();
+    let config = ambit::telemetry::OtlpConfig { endpoint, headers, record_content, service_name };
+    telemetry_envelope(ambit::telemetry::init(config).map(|_| ()))
+}
+
+/// Exports every finished span not yet sent (`telemetry.flush`).
+#[napi]
+pub fn telemetry_flush() -> String {
+    telemetry_envelope(ambit::telemetry::flush())
+}
+
+/// Exports what is pending and turns export off (`telemetry.disable`).
+#[napi]
+pub fn telemetry_disable() -> String {
+    telemetry_envelope(ambit::telemetry::shutdown())
+}
+
+fn telemetry_envelope(outcome: Result<(), ambit::Error>) -> String {
+    match outcome {
+        Ok(()) => json!({"ok": true, "value": null}),
+        Err(e) => json!({"ok": false, "error": {"code": e.code(), "message": e.to_string(), "details": {}}}),
+    }
+    .to_string()
+}
+
 #[napi]
 pub fn task_progress(token: i64, note: String) -> napi::Result<bool> {
     guard(|| u64::try_from(token).is_ok_and(|t| ambit::agent::background::host_task_progress(t, &note)))

@@ -1150,3 +1150,62 @@ describe('binding', () => {
     await assert.rejects(agent.run('hi'), (e) => e instanceof ModelError && e.code === 'model_transport');
   });
 });
+
+// Files with `telemetry`: run with OTLP export on, to a real OTLP/HTTP receiver (tests/otel/receiver.py,
+// the official `opentelemetry-proto` decoding the exporter's protobuf), contents off then on; the checker
+// every suite shares (tests/otel/check.py) asserts the span tree. Last in this file: export stays
+// installed in the process once on.
+describe('telemetry', () => {
+  const { telemetry } = require('..');
+  const files = fs
+    .readdirSync(SCENARIOS_DIR)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => path.join(SCENARIOS_DIR, f))
+    .filter((file) => 'telemetry' in JSON.parse(fs.readFileSync(file, 'utf8')));
+  const cache = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
+  const python = process.env.AMBIT_PY || path.join(cache, 'venv', 'bin', 'python');
+
+  function check(url, file, content) {
+    try {
+      execFileSync(python, [path.join(REPO, 'tests/otel/check.py'), url, file, '--content', content ? 'on' : 'off'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      return null;
+    } catch (e) {
+      return String(e.stderr);
+    }
+  }
+
+  test('enable refuses unknown options and bad endpoints with ConfigError', () => {
+    assert.throws(() => telemetry.enable({ endpoint: 'http://localhost:4318', recordContents: true }), (e) => e instanceof ConfigError && /unknown option 'recordContents'/.test(e.message));
+    assert.throws(() => telemetry.enable({ endpoint: 'localhost 4318' }), (e) => e instanceof ConfigError && /not a URL/.test(e.message));
+    assert.throws(() => telemetry.enable({ endpoint: 'http://localhost:4318', recordContent: 'yes' }), ConfigError);
+  });
+
+  for (const file of files) {
+    test(`${path.basename(file, '.json')}: the exported span tree`, async () => {
+      const receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+      try {
+        const url = await new Promise((resolve, reject) => {
+          readline.createInterface({ input: receiver.stdout }).once('line', resolve);
+          receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
+        });
+        for (const content of [false, true]) {
+          telemetry.enable({ endpoint: url, headers: { 'x-ambit-suite': 'node' }, recordContent: content, serviceName: 'ambit-node' });
+          await runScenario(file);
+          telemetry.flush();
+          assert.equal(check(url, file, content), null);
+        }
+        // Negative control: the run with contents recorded them, so the checker's `off` fails on it.
+        assert.match(check(url, file, false) ?? '', /record_content is off and span/);
+        // Off: a run makes no span (the latest trace is still the one with contents).
+        telemetry.disable();
+        await runScenario(file);
+        assert.equal(check(url, file, true), null);
+      } finally {
+        receiver.kill();
+      }
+    });
+  }
+});

@@ -7,6 +7,7 @@ mod ledger;
 mod memory;
 mod routine;
 mod session;
+mod telemetry;
 
 use std::sync::Arc;
 
@@ -751,6 +752,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(knowledge_publish, m)?)?;
     m.add_class::<routine::NativeRoutines>()?;
     m.add_class::<routine::NativeRunner>()?;
+    m.add_function(wrap_pyfunction!(telemetry::telemetry_enable, m)?)?;
+    m.add_function(wrap_pyfunction!(telemetry::telemetry_flush, m)?)?;
+    m.add_function(wrap_pyfunction!(telemetry::telemetry_disable, m)?)?;
+    m.add_function(wrap_pyfunction!(telemetry::telemetry_reset_logging, m)?)?;
+    telemetry::install_logging();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

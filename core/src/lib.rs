@@ -44,6 +44,7 @@ pub mod routine;
 pub mod runtime;
 pub mod session;
 pub mod skills;
+pub mod telemetry;
 pub mod test_model;
 #[doc(hidden)]
 pub mod testing;

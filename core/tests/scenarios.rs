@@ -1574,3 +1574,83 @@ async fn hook_and_guardrail_files_fail_without_their_hooks() {
     let err = run_scenario(&path, Mode::Run).await.unwrap_err();
     assert!(err.contains("request 1") && err.contains("Answer in one line"), "{err}");
 }
+
+/// The venv python the telemetry receiver runs in (tests/otel/, `opentelemetry-proto`): `AMBIT_PY`, else
+/// the cached venv scripts/llama-env.sh makes.
+#[cfg(feature = "otel")]
+fn otel_python() -> PathBuf {
+    if let Ok(p) = std::env::var("AMBIT_PY") {
+        return PathBuf::from(p);
+    }
+    let cache = std::env::var("AMBIT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/ambit"));
+    let python = cache.join("venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/llama-env.sh (it installs opentelemetry-proto)",
+        python.display()
+    );
+    python
+}
+
+/// The receiver's checker (tests/otel/check.py, the same in every suite) on the latest run of `file`.
+#[cfg(feature = "otel")]
+fn otel_check(python: &Path, receiver: &str, file: &Path, content: bool) -> Result<(), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(python)
+        .arg(root.join("tests/otel/check.py"))
+        .arg(receiver)
+        .arg(file)
+        .args(["--content", if content { "on" } else { "off" }])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+}
+
+/// Files with `telemetry`: run with OTLP export on, to a real OTLP/HTTP receiver (tests/otel/receiver.py,
+/// the official `opentelemetry-proto` decoding the exporter's protobuf), contents off and then on; the
+/// shared checker asserts the span tree, the attributes, the token counts, contents only when asked and
+/// never a credential value. Negative control: with contents on, the checker run as if they were off
+/// fails (contents are there); and after `shutdown`, a run exports nothing.
+#[cfg(feature = "otel")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_files_export_their_span_tree() {
+    use tokio::io::AsyncBufReadExt;
+    let python = otel_python();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut receiver = tokio::process::Command::new(&python)
+        .arg(root.join("tests/otel/receiver.py"))
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the receiver starts");
+    let mut lines = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let url = lines.next_line().await.unwrap().expect("the receiver prints its URL");
+    let mut config = ambit::telemetry::OtlpConfig::new(url.clone());
+    config.service_name = "ambit-rust-scenarios".into();
+    config.headers = vec![("x-ambit-suite".into(), "rust".into())];
+    let telemetry = ambit::telemetry::init(config).expect("export turns on");
+    let files: Vec<PathBuf> = scenario_files()
+        .into_iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap_or_default().contains("\"telemetry\""))
+        .collect();
+    assert!(!files.is_empty(), "no scenario file has a telemetry section");
+    for f in &files {
+        for content in [false, true] {
+            ambit::telemetry::set_record_content(content);
+            run_scenario(f, Mode::Run).await.unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            telemetry.flush().expect("the spans are exported");
+            otel_check(&python, &url, f, content)
+                .unwrap_or_else(|e| panic!("{} (content {content}): {e}", f.display()));
+        }
+        // Negative control: the spans of the run with contents do hold contents.
+        let e = otel_check(&python, &url, f, false).expect_err("contents were recorded, so `off` must fail");
+        assert!(e.contains("record_content is off and span"), "{e}");
+    }
+    // Off again: a run makes no span, so the checker still finds the last run with contents.
+    telemetry.shutdown().expect("export turns off");
+    assert!(!ambit::telemetry::record_content());
+    run_scenario(&files[0], Mode::Run).await.unwrap();
+    otel_check(&python, &url, &files[0], true).expect("the run after shutdown exported nothing");
+}

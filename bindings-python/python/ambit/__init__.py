@@ -38,6 +38,7 @@ from .session import SESSION_TOOLS, Deliveries, Delivery, Sessions, TaskSnapshot
 from . import ledger
 from .ledger import Ledger, LedgerError, RoutineLedger
 from . import memory
+from . import telemetry
 from .memory import Memory
 from . import skills
 from .skills import Skills
@@ -99,6 +100,7 @@ __all__ = [
     "ledger",
     "Memory",
     "memory",
+    "telemetry",
     "Skills",
     "skills",
     "Knowledge",

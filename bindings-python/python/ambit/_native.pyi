@@ -9,7 +9,8 @@ __all__ = [
     "NativeAgent", "task_progress", "task_cancelled", "wire_name", "_drain", "_testing_force_panic",
     "_testing_panicking_tools", "_testing_open_ledger", "_testing_open_sessions", "_testing_open_routines",
     "_TestingClock", "NativeRunStream", "NativeLedger", "NativeLedgerTools", "NativeSessions", "NativeDeliveries",
-    "NativeMemory", "knowledge_publish", "NativeRoutines", "NativeRunner", "__version__",
+    "NativeMemory", "knowledge_publish", "NativeRoutines", "NativeRunner", "telemetry_enable", "telemetry_flush",
+    "telemetry_disable", "telemetry_reset_logging", "__version__",
 ]
 
 __version__: str
@@ -104,6 +105,10 @@ class NativeMemory:
     def export(self, agent: str | None = None) -> Awaitable[str]: ...
 
 def knowledge_publish(dir: str, name: str, content: str, overwrite: bool) -> str: ...
+def telemetry_enable(endpoint: str, headers: list[tuple[str, str]], record_content: bool, service_name: str) -> None: ...
+def telemetry_flush() -> None: ...
+def telemetry_disable() -> None: ...
+def telemetry_reset_logging() -> None: ...
 
 @final
 class NativeSessions:

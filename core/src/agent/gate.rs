@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::error::ToolError;
 use crate::permission::decision::{SessionFacts, ToolFacts, decide, status};
@@ -172,10 +173,27 @@ pub(crate) async fn run_call(
         reason,
     };
     on_approval(&request);
+    let span = tracing::info_span!(
+        target: "ambit::permission",
+        "approval",
+        gen_ai.tool.name = %spec.name,
+        gen_ai.tool.call.id = call_id,
+        ambit.approval.decision = tracing::field::Empty,
+    );
     let answer = handler
         .decide(&request)
+        .instrument(span.clone())
         .await
         .unwrap_or_else(|e| ApprovalDecision::Deny { reason: format!("the approval handler failed: {e}") });
+    span.record(
+        "ambit.approval.decision",
+        match answer {
+            ApprovalDecision::Approve => "approve",
+            ApprovalDecision::Deny { .. } => "deny",
+            ApprovalDecision::Revise { .. } => "revise",
+            ApprovalDecision::Later => "later",
+        },
+    );
     if answer == ApprovalDecision::Later {
         return GateOutcome::Parked { request };
     }

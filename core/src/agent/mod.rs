@@ -565,12 +565,14 @@ impl Agent {
     /// A run given no context of its own runs with the one it runs inside, if any: a sub-agent's run
     /// (or an agent run from a tool) hands its tools the context of the run that started it.
     async fn run_with(&self, input: Input, context: Option<RunContextValue>) -> Result<RunResult, Error> {
-        let span = tracing::info_span!("run", model = self.inner.model.name());
+        let span = crate::telemetry::run_span(self.inner.model.name());
         if let Input::Messages(m) = &input {
             input::validate(m)?;
         }
         let context = context.or_else(context::current);
-        context::scope(context, self.run_inner(input, Emitter::default())).instrument(span).await
+        let outcome = context::scope(context, self.run_inner(input, Emitter::default())).instrument(span.clone()).await;
+        crate::telemetry::run_ended(&span, &outcome);
+        outcome
     }
 
     /// Runs the loop like [`Agent::run`], as a stream of [`Event`]s ending with
@@ -588,14 +590,17 @@ impl Agent {
     fn stream_with(&self, input: Input, context: Option<RunContextValue>) -> RunStream {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let agent = self.clone();
-        let span = tracing::info_span!("run", model = self.inner.model.name());
+        let span = crate::telemetry::run_span(self.inner.model.name());
         RunStream::new(
             Box::pin(async move {
                 if let Input::Messages(m) = &input {
                     input::validate(m)?;
                 }
                 let context = context.or_else(context::current);
-                context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span).await
+                let outcome =
+                    context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span.clone()).await;
+                crate::telemetry::run_ended(&span, &outcome);
+                outcome
             }),
             rx,
         )
@@ -791,7 +796,18 @@ impl Agent {
             let guarded = (turn == first && !inner.hooks.input_guardrails.is_empty())
                 .then(|| hooks::input_payload(&request.messages));
             // In a sub-agent, raced against an interrupting steer (agent/subagent.rs).
-            let asked = self.model_request(&mut request, sink).instrument(tracing::info_span!("turn", turn));
+            // The turn's span: its model request and the tool calls it asks for are its children.
+            let turn_span = crate::telemetry::turn_span(turn);
+            let redact = crate::telemetry::Redact(inner.session.credentials.as_ref());
+            let chat_span = crate::telemetry::chat_span(&turn_span, &model_name, &request, redact);
+            let asked = {
+                let (chat_span, request) = (chat_span.clone(), &mut request);
+                async move {
+                    let reply = self.model_request(request, sink).instrument(chat_span.clone()).await;
+                    crate::telemetry::chat_ended(&chat_span, reply.as_ref().map(|r| &r.response), redact);
+                    reply
+                }
+            };
             let reply = match guarded {
                 // The input guardrails run beside the first request: it is not held for them, but the run
                 // goes no further (no tool, no answer) until they all passed.
@@ -815,6 +831,7 @@ impl Agent {
                 }
                 None => asked.await?,
             };
+            drop(chat_span);
             let mut response = reply.response;
             subagent::round_progress(turn);
             subagent::account(&state, &mut usage, &response.usage);
@@ -1016,7 +1033,8 @@ impl Agent {
                     }
                 })
                 .collect();
-            let outcomes: Vec<_> = futures::stream::iter(pending).buffered(inner.max_concurrency).collect().await;
+            let outcomes: Vec<_> =
+                futures::stream::iter(pending).buffered(inner.max_concurrency).collect().instrument(turn_span).await;
             drop(shared);
             if let Some(e) = state.take_hook_failure() {
                 // A tool call's hook failed: the run ends here, before the turn's results are kept.
@@ -1177,7 +1195,14 @@ impl Agent {
     /// Runs one call through the gate; every failure becomes an error result the model sees.
     /// A tool's result and error text pass the credential redactor in the gate (`gate::Session::run`).
     async fn dispatch_gated(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
-        let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id);
+        let span = crate::telemetry::tool_span(&call.name, &call.id);
+        let outcome = self.dispatch_in(call, events, &span).await;
+        let redact = crate::telemetry::Redact(self.inner.session.credentials.as_ref());
+        crate::telemetry::tool_ended(&span, &call.name, &outcome.0, &outcome.1, outcome.2, redact);
+        outcome
+    }
+
+    async fn dispatch_in(&self, call: &ToolCall, events: &Emitter, span: &tracing::Span) -> (Value, String, bool) {
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let refused = |reason: String| {
             events.emit(Event::ToolRefused { id: call.id.clone(), name: call.name.clone(), reason: reason.clone() });
@@ -1200,7 +1225,7 @@ impl Agent {
         let on_run = || events.emit(Event::ToolStarted { id: call.id.clone(), name: call.name.clone() });
         let outcome =
             gate::run_call(&self.inner.session, tool.as_ref(), &call.id, arguments.clone(), on_approval, on_run)
-                .instrument(span)
+                .instrument(span.clone())
                 .await;
         match outcome {
             gate::GateOutcome::Refused { message } => (arguments, format!("Error: {}", refused(message)), true),

@@ -200,12 +200,14 @@ impl Ledger {
     }
 
     /// Labels every candidate granted or skipped, granting at most `limit`, in one atomic step.
+    #[tracing::instrument(target = "ambit::ledger", name = "ledger.claim", skip_all, fields(ambit.ledger.scope = %req.scope))]
     pub async fn claim(&self, req: ClaimRequest) -> Result<ClaimResult, LedgerError> {
         rules::validate_claim(&req)?;
         self.store.claim(&req, self.clock.now_ms()).await
     }
 
     /// Records the outcomes of a run's claims, atomically: the whole batch or nothing.
+    #[tracing::instrument(target = "ambit::ledger", name = "ledger.record", skip_all, fields(ambit.ledger.scope = scope, ambit.ledger.records = crate::telemetry::int(records.len())))]
     pub async fn record(
         &self,
         scope: &str,
@@ -235,6 +237,7 @@ impl Ledger {
     }
 
     /// Ledger rows, soonest eligible first.
+    #[tracing::instrument(target = "ambit::ledger", name = "ledger.list", skip_all)]
     pub async fn list(&self, query: &ListQuery) -> Result<Vec<LedgerEntry>, LedgerError> {
         rules::check_keys(&[("scope", query.scope.as_deref()), ("routine_id", query.routine_id.as_deref())])?;
         let now = self.clock.now_ms();

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::agent::background::TaskHandle;
 use crate::error::ToolError;
@@ -197,9 +198,18 @@ impl Tool for McpTool {
         if let Value::Object(map) = arguments {
             params.arguments = Some(map);
         }
+        let span = tracing::info_span!(
+            target: "ambit::mcp",
+            "mcp_call",
+            otel.name = "tools/call",
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            mcp.server = %self.server,
+            gen_ai.tool.name = %self.tool,
+        );
         let result = match TaskHandle::current() {
-            Some(task) => self.call_in_background(params, task).await,
-            None => self.peer.call_tool(params).await,
+            Some(task) => self.call_in_background(params, task).instrument(span).await,
+            None => self.peer.call_tool(params).instrument(span).await,
         };
         // A call may change the server's tool list (a tool that adds a tool), and the server's
         // list_changed for it need not arrive before the answer: over streamable HTTP it rides another

@@ -586,12 +586,12 @@ impl Model for Anthropic {
         self.respond_with_items(request, Some(sink)).await.map(|r| r.response)
     }
 
-    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "anthropic", model = %self.endpoint.model))]
     async fn respond_with_items(
         &self,
         request: &ModelRequest,
         sink: Option<&TextSink<'_>>,
     ) -> Result<ModelReply, ModelError> {
+        crate::telemetry::provider("anthropic");
         let noop = |_: &str| {};
         let sink: &TextSink<'_> = sink.unwrap_or(&noop);
         let ep = &self.endpoint;

@@ -382,12 +382,12 @@ impl Model for OpenAiChat {
         self.respond_streaming(request, &|_| {}).await
     }
 
-    #[tracing::instrument(name = "model_request", skip_all, fields(wire = "openai_chat", model = %self.endpoint.model))]
     async fn respond_streaming(
         &self,
         request: &ModelRequest,
         sink: &TextSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
+        crate::telemetry::provider("openai");
         let ep = &self.endpoint;
         let mut body = self::request(&ep.model, request, ep.stream);
         let limit = self.max_tool_name_bytes();

@@ -286,6 +286,7 @@ impl Sessions {
     }
 
     /// A new, empty session; its id.
+    #[tracing::instrument(target = "ambit::session", name = "session.create", skip_all)]
     pub async fn create(&self) -> Result<String, SessionError> {
         let id = durable::fresh_id();
         self.store.create(&id, None, now_ms()).await?;

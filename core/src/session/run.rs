@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tracing::Instrument;
 
 use serde::{Deserialize, Serialize};
 
@@ -324,6 +325,14 @@ impl Sessions {
     /// Runs `agent` on `input` in the session: it continues the session's live window, and what it adds
     /// is appended to the log when it ends.
     pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
+        let span = session_span("session.run", session_id);
+        // Boxed as a trait object: the future's type is deep enough already for the compiler's Send check.
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            Box::pin(self.run_session(agent, session_id, input));
+        crate::telemetry::in_conversation(session_id, run).instrument(span).await
+    }
+
+    async fn run_session(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
         // One run at a time (SPEC §8b): the lease, or session_busy.
         let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
         // A root session's title: its first input's first line.
@@ -469,6 +478,18 @@ impl Sessions {
         session_id: &str,
         decision: ApprovalDecision,
     ) -> Result<RunResult, SessionError> {
+        let span = session_span("session.resume", session_id);
+        let resumed: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            Box::pin(self.resume_session(agent, session_id, decision));
+        crate::telemetry::in_conversation(session_id, resumed).instrument(span).await
+    }
+
+    async fn resume_session(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<RunResult, SessionError> {
         if decision == ApprovalDecision::Later {
             return Err(SessionError::InvalidArgument("resume needs an answer: approve, deny or revise".into()));
         }
@@ -509,6 +530,7 @@ impl Sessions {
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
     /// deleted. Returns false when there was nothing to summarise.
+    #[tracing::instrument(target = "ambit::session", name = "session.compact", skip_all, fields(gen_ai.conversation.id = session_id))]
     pub async fn compact(&self, agent: &Agent, session_id: &str) -> Result<bool, SessionError> {
         Ok(self.compact_with(agent, session_id, self.config.keep_recent, None, false, None).await?.is_some())
     }
@@ -563,5 +585,15 @@ impl Sessions {
             None => self.store.append(session_id, &items, now_ms()).await?,
         };
         Ok(Some(spent))
+    }
+}
+
+/// The span of a session operation, with the session's id as the conversation's.
+fn session_span(name: &'static str, session_id: &str) -> tracing::Span {
+    match name {
+        "session.resume" => {
+            tracing::info_span!(target: "ambit::session", "session.resume", gen_ai.conversation.id = session_id)
+        }
+        _ => tracing::info_span!(target: "ambit::session", "session.run", gen_ai.conversation.id = session_id),
     }
 }

@@ -35,6 +35,11 @@ deferral = None
 if env.get("BENCH_DEFER") == "1":
     deferral = ambit.Deferral(deferrable_tools=[t["name"] for t in extra])
 
+if env.get("BENCH_OTEL"):
+    # Telemetry on (bench/peers/telemetry.sh): spans exported to this OTLP/HTTP endpoint, contents too
+    # with BENCH_OTEL_CONTENT=1.
+    ambit.telemetry.enable(env["BENCH_OTEL"], record_content=env.get("BENCH_OTEL_CONTENT") == "1")
+
 model_class = {"chat": ambit.OpenAIChat, "responses": ambit.OpenAIResponses, "anthropic": ambit.Anthropic}[wire]
 model_name = "claude-sonnet-4-5" if wire == "anthropic" else "gpt-4.1"
 agent = ambit.Agent(model=model_class(model_name, base_url=base_url, api_key="bench-key", stream=stream),

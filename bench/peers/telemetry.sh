@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Telemetry's cost in the peer benchmark's job (bench/peers/README.md): the ambit Python runner, from
+# the release wheel, with export off, on (spans to a real OTLP/HTTP receiver, tests/otel/receiver.py, in
+# its own process), and on with contents; rounds interleaved; per-run CPU of the runner's process (every
+# thread, the exporter's included) and the ratios to off.
+#
+#   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up)
+#   BENCH_NO_BUILD=1 bash bench/peers/telemetry.sh …   (the wheel and provider of the last run)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$repo/scripts/env.sh"
+source "$repo/scripts/llama-env.sh"  # the venv with opentelemetry-proto (the receiver)
+rounds="${1:-5}" runs="${2:-300}" warmup=30
+work="$AMBIT_CACHE/bench-otel"
+mkdir -p "$work"
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+  (cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)
+  rm -rf "$work/wheels"
+  (cd "$repo/bindings-python" && "$AMBIT_PY" -m maturin build -q --release --out "$work/wheels" 2>&1 \
+    | grep -vE '^(🍹|📦|🔗|🐍|💻|✏️|🛠|📖|Built)' || true)
+fi
+[ -x "$work/venv/bin/python" ] || python3 -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$work"/wheels/*.whl
+
+provider_log="$(mktemp)" receiver_log="$(mktemp)"
+# The provider serves until its standard input closes: a FIFO this script holds open.
+fifo="$(mktemp -u)"
+mkfifo "$fifo"
+exec 3<>"$fifo"
+"$CARGO_TARGET_DIR/release/ambit-bench-provider" <"$fifo" >"$provider_log" &
+provider=$!
+rm -f "$fifo"
+"$AMBIT_PY" "$repo/tests/otel/receiver.py" >"$receiver_log" &
+receiver=$!
+trap 'kill $provider $receiver 2>/dev/null; rm -f "$provider_log" "$receiver_log"' EXIT
+until [ -s "$provider_log" ] && [ -s "$receiver_log" ]; do sleep 0.1; done
+base_url="$(head -1 "$provider_log")" otlp="$(head -1 "$receiver_log")"
+
+one() {  # $1: off | on | content
+  local extra=()
+  case "$1" in
+    on) extra=(BENCH_OTEL="$otlp") ;;
+    content) extra=(BENCH_OTEL="$otlp" BENCH_OTEL_CONTENT=1) ;;
+  esac
+  (cd "$repo/bench/peers/runners/python" && env BENCH_BASE_URL="$base_url" BENCH_WIRE=chat BENCH_STREAM=0 \
+    BENCH_RUNS="$runs" BENCH_WARMUP="$warmup" "${extra[@]}" "$work/venv/bin/python" ambit_py.py | tail -1)
+}
+results="$work/results.jsonl"
+: >"$results"
+for r in $(seq "$rounds"); do
+  for mode in off on content; do
+    echo "{\"round\": $r, \"mode\": \"$mode\", \"result\": $(one "$mode")}" >>"$results"
+  done
+done
+spans="$(curl -s "$otlp/spans" | "$AMBIT_PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+"$AMBIT_PY" - "$results" "$spans" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+per = {m: [r["result"]["cpu_ms"] / r["result"]["runs"] for r in rows if r["mode"] == m] for m in ("off", "on", "content")}
+med = {m: statistics.median(v) for m, v in per.items()}
+print(f"per-run CPU (median of {len(per['off'])} rounds, ms): " + ", ".join(f"{m} {v:.3f}" for m, v in med.items()))
+print(f"on / off = {med['on'] / med['off']:.3f}; on with contents / off = {med['content'] / med['off']:.3f}")
+print(f"spans received by the OTLP receiver: {sys.argv[2]}")
+PY

@@ -1,0 +1,56 @@
+'use strict';
+// Telemetry in Node: the core's spans (OpenTelemetry GenAI conventions: invoke_agent > turn > chat
+// {model} + execute_tool {name}) exported over OTLP/HTTP with protobuf bodies. Off by default; message
+// contents only with `recordContent: true`, and then after the credential redactor. The core does the
+// work; this module only translates.
+
+const native = require('./native.js');
+const { ConfigError, InternalError } = require('./errors.js');
+const { refuseUnknown } = require('./options.js');
+
+function unwrap(text) {
+  const envelope = JSON.parse(text);
+  if (envelope.ok) return undefined;
+  const { code, message } = envelope.error;
+  if (code === 'internal') throw new InternalError(message);
+  throw new ConfigError(message);
+}
+
+const KNOWN = ['endpoint', 'headers', 'recordContent', 'serviceName'];
+
+/**
+ * Turns export on: `enable({ endpoint: 'http://localhost:4318', headers, recordContent, serviceName })`.
+ * A base URL gets `/v1/traces`. Again after `disable()`: on again (one endpoint per process).
+ */
+function enable(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ConfigError('telemetry.enable takes an options object: { endpoint, headers?, recordContent?, serviceName? }');
+  }
+  refuseUnknown('telemetry.enable', options, KNOWN);
+  const { endpoint, headers = {}, recordContent = false, serviceName = 'ambit' } = options;
+  if (typeof endpoint !== 'string') throw new ConfigError(`telemetry.enable: endpoint must be a string, got ${typeof endpoint}`);
+  if (typeof recordContent !== 'boolean') {
+    throw new ConfigError(`telemetry.enable: recordContent must be true or false, got ${typeof recordContent}`);
+  }
+  if (typeof serviceName !== 'string') throw new ConfigError(`telemetry.enable: serviceName must be a string, got ${typeof serviceName}`);
+  if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) {
+    throw new ConfigError('telemetry.enable: headers must be an object of header names to values');
+  }
+  const pairs = Object.entries(headers).map(([k, v]) => {
+    if (typeof v !== 'string') throw new ConfigError(`telemetry.enable: header '${k}' must be a string, got ${typeof v}`);
+    return [k, v];
+  });
+  unwrap(native.telemetryEnable(endpoint, pairs, recordContent, serviceName));
+}
+
+/** Exports every finished span not yet sent, waiting for the collector's answer. */
+function flush() {
+  unwrap(native.telemetryFlush());
+}
+
+/** Exports what is pending and turns export off (content recording too). */
+function disable() {
+  unwrap(native.telemetryDisable());
+}
+
+module.exports = { telemetry: Object.freeze({ enable, flush, disable }) };
