@@ -33,7 +33,7 @@ step clippy cargo clippy -q --workspace --all-targets -- -D warnings
 step rust cargo test -q
 # Telemetry (cargo feature `otel`): the scenario files with `telemetry` exported to the OTLP receiver of
 # tests/otel/ (the venv above has its opentelemetry-proto).
-step rust-otel cargo test -q -p ambit --features otel --test scenarios telemetry
+step rust-otel cargo test -q -p ambit-sdk --features otel --test scenarios telemetry
 rust_example() {
   local out
   out="$(env -u OPENAI_API_KEY -u OPENAI_BASE_URL cargo run -q --example weather)"
