@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::scope::SYSTEM_DIRS;
 use super::{Level, Network, Scope};
 
 /// The default `max_depth`: levels of sub-agents below the root (1: sub-agents cannot spawn; 0: no
@@ -97,25 +96,13 @@ impl Grant {
 
     /// Whether this agent may write under `path` (resolved).
     pub fn can_write(&self, path: &Path) -> bool {
-        match self.level {
-            Level::Unrestricted => true,
-            Level::Workspace => self.scope.workspace_roots().any(|r| path.starts_with(r)),
-            Level::Read | Level::None => false,
-        }
+        super::reach::may_write(self.level, &self.scope, path)
     }
 
     /// Whether this agent may read under `path` (resolved). At `none` it reads nothing; at
     /// `unrestricted` nothing is confined (its shell reads anywhere).
     pub fn can_read(&self, path: &Path) -> bool {
-        match self.level {
-            Level::None => return false,
-            Level::Unrestricted => return true,
-            Level::Read | Level::Workspace => {}
-        }
-        !self.scope.confine_reads
-            || self.scope.workspace_roots().any(|r| path.starts_with(r))
-            || self.scope.readable_dirs.iter().any(|r| path.starts_with(r))
-            || SYSTEM_DIRS.iter().any(|r| path.starts_with(r))
+        super::reach::may_read(self.level, &self.scope, path)
     }
 }
 

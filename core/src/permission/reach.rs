@@ -18,25 +18,37 @@ pub struct Reach {
 impl Reach {
     /// Whether this reach may write under `path` (resolved): the rule of [`super::narrow::Grant`].
     pub fn can_write(&self, path: &Path) -> bool {
-        match self.level {
-            Level::Unrestricted => true,
-            Level::Workspace => self.scope.workspace_roots().any(|r| path.starts_with(r)),
-            Level::Read | Level::None => false,
-        }
+        may_write(self.level, &self.scope, path)
     }
 
     /// Whether this reach may read under `path` (resolved).
     pub fn can_read(&self, path: &Path) -> bool {
-        match self.level {
-            Level::None => return false,
-            Level::Unrestricted => return true,
-            Level::Read | Level::Workspace => {}
-        }
-        !self.scope.confine_reads
-            || self.scope.workspace_roots().any(|r| path.starts_with(r))
-            || self.scope.readable_dirs.iter().any(|r| path.starts_with(r))
-            || SYSTEM_DIRS.iter().any(|r| path.starts_with(r))
+        may_read(self.level, &self.scope, path)
     }
+}
+
+/// Whether an agent at `level` with `scope` may write under `path` (resolved): the one rule a sub-agent's
+/// grant and a delegation's reach both use.
+pub(crate) fn may_write(level: Level, scope: &Scope, path: &Path) -> bool {
+    match level {
+        Level::Unrestricted => true,
+        Level::Workspace => scope.workspace_roots().any(|r| path.starts_with(r)),
+        Level::Read | Level::None => false,
+    }
+}
+
+/// Whether an agent at `level` with `scope` may read under `path` (resolved). At `none` it reads nothing;
+/// at `unrestricted` nothing is confined (its shell reads anywhere).
+pub(crate) fn may_read(level: Level, scope: &Scope, path: &Path) -> bool {
+    match level {
+        Level::None => return false,
+        Level::Unrestricted => return true,
+        Level::Read | Level::Workspace => {}
+    }
+    !scope.confine_reads
+        || scope.workspace_roots().any(|r| path.starts_with(r))
+        || scope.readable_dirs.iter().any(|r| path.starts_with(r))
+        || SYSTEM_DIRS.iter().any(|r| path.starts_with(r))
 }
 
 /// A set of directory trees: everything, or the trees under some roots.
