@@ -300,20 +300,14 @@ fn attach_mcp_hooks(
     for pair in hooks {
         let [server, kind] = <[String; 2]>::try_from(pair)
             .map_err(|_| Error::Config("an MCP callback is named by [server, kind]".into()))?;
-        let s = options
-            .mcp_servers
-            .iter_mut()
-            .flatten()
-            .find(|s| s.name == server)
-            .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
         let hook = Arc::new(JsMcpHook { call: call.clone(), server: server.clone(), kind: kind.clone() });
-        let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
-        match kind.as_str() {
-            "authorize" => s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(ambit::mcp::Hook(hook)),
-            "token_store" => s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(ambit::mcp::Hook(hook)),
-            "elicit" => s.on_elicit = Some(ambit::mcp::Hook(hook)),
+        let callback = match kind.as_str() {
+            "authorize" => ambit::McpCallback::Authorize(hook),
+            "token_store" => ambit::McpCallback::TokenStore(hook),
+            "elicit" => ambit::McpCallback::Elicit(hook),
             other => return Err(Error::Config(format!("unknown MCP callback kind '{other}'"))),
-        }
+        };
+        options.attach_mcp_callback(&server, &kind, callback)?;
     }
     Ok(())
 }

@@ -309,23 +309,13 @@ impl ambit::mcp::TokenStore for PyTokenStore {
 /// `elicit` or `token_store`.
 fn attach_mcp_hooks(options: &mut AgentOptions, hooks: Vec<(String, String, Py<PyAny>)>) -> Result<(), Error> {
     for (server, kind, call) in hooks {
-        let s = options
-            .mcp_servers
-            .iter_mut()
-            .flatten()
-            .find(|s| s.name == server)
-            .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
-        let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
-        match kind.as_str() {
-            "authorize" => {
-                s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(ambit::mcp::Hook(Arc::new(PyAuthorize(call))))
-            }
-            "token_store" => {
-                s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(ambit::mcp::Hook(Arc::new(PyTokenStore(call))))
-            }
-            "elicit" => s.on_elicit = Some(ambit::mcp::Hook(Arc::new(PyElicit(call)))),
+        let callback = match kind.as_str() {
+            "authorize" => ambit::McpCallback::Authorize(Arc::new(PyAuthorize(call))),
+            "token_store" => ambit::McpCallback::TokenStore(Arc::new(PyTokenStore(call))),
+            "elicit" => ambit::McpCallback::Elicit(Arc::new(PyElicit(call))),
             other => return Err(Error::Config(format!("unknown MCP callback kind '{other}'"))),
-        }
+        };
+        options.attach_mcp_callback(&server, &kind, callback)?;
     }
     Ok(())
 }

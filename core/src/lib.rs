@@ -56,8 +56,8 @@ pub use agent::hooks::{
 };
 pub use agent::subagent::SubagentConfig;
 pub use agent::{
-    Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, RunContextValue, RunResult,
-    RunStream, ToolCallRecord,
+    Agent, AgentBuilder, AgentOptions, Budget, ChecklistItem, Event, EventFeed, Input, McpCallback, RunContextValue,
+    RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
 pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};

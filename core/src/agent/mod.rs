@@ -39,7 +39,7 @@ pub use events::{Event, EventFeed, RunStream};
 pub use gate::ToolListing;
 pub use input::Input;
 pub use named::NamedAgent;
-pub use options::AgentOptions;
+pub use options::{AgentOptions, McpCallback};
 use run_state::RunState;
 pub use tooling::ToolingOptions;
 

@@ -62,7 +62,33 @@ pub struct AgentOptions {
     pub credentials: Option<crate::credentials::CredentialsConfig>,
 }
 
+/// A host callback of an MCP server, as a binding hands it over: the OAuth consent step, the OAuth token
+/// store, or the elicitation handler.
+pub enum McpCallback {
+    Authorize(std::sync::Arc<dyn crate::mcp::Authorize>),
+    TokenStore(std::sync::Arc<dyn crate::mcp::TokenStore>),
+    Elicit(std::sync::Arc<dyn crate::mcp::Elicit>),
+}
+
 impl AgentOptions {
+    /// Attaches a host callback to the MCP server named `server` (a binding's callbacks arrive apart from
+    /// the settings' JSON); `kind` (`authorize`, `token_store` or `elicit`) names it in errors.
+    pub fn attach_mcp_callback(&mut self, server: &str, kind: &str, callback: McpCallback) -> Result<(), Error> {
+        let s = self
+            .mcp_servers
+            .iter_mut()
+            .flatten()
+            .find(|s| s.name == server)
+            .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
+        let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
+        match callback {
+            McpCallback::Authorize(f) => s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(crate::mcp::Hook(f)),
+            McpCallback::TokenStore(f) => s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(crate::mcp::Hook(f)),
+            McpCallback::Elicit(f) => s.on_elicit = Some(crate::mcp::Hook(f)),
+        }
+        Ok(())
+    }
+
     /// Reads the JSON form, refusing unknown fields by name.
     pub fn from_json(text: &str) -> Result<Self, Error> {
         let options: AgentOptions =
