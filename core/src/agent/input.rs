@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::model::Message;
+use crate::tools::args::kind as type_name;
 
 /// A run's input: [`Agent::run`](crate::Agent::run) takes a string or a message list.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,17 +94,6 @@ fn invalid(index: usize, field: impl Into<String>, message: impl Into<String>) -
     Error::InvalidMessage { index, field: field.into(), message: message.into() }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// One entry of a JSON history, its fields checked one by one so the error names the one that is wrong.
 fn decode(index: usize, item: Value) -> Result<Message, Error> {
     let Value::Object(map) = &item else {
@@ -112,7 +102,9 @@ fn decode(index: usize, item: Value) -> Result<Message, Error> {
     let role = match map.get("role") {
         Some(Value::String(r)) => r.clone(),
         None => return Err(invalid(index, "role", "missing (user, assistant, tool or provider)")),
-        Some(v) => return Err(invalid(index, "role", format!("must be a string, not {}", type_name(v)))),
+        Some(v) => {
+            return Err(invalid(index, "role", format!("must be a string, not {}", type_name(v))));
+        }
     };
     let string = |field: &str| -> Result<(), Error> {
         match map.get(field) {
@@ -180,7 +172,9 @@ fn decode(index: usize, item: Value) -> Result<Message, Error> {
             }
             match map.get("is_error") {
                 None | Some(Value::Bool(_)) => {}
-                Some(v) => return Err(invalid(index, "is_error", format!("must be a boolean, not {}", type_name(v)))),
+                Some(v) => {
+                    return Err(invalid(index, "is_error", format!("must be a boolean, not {}", type_name(v))));
+                }
             }
         }
         "provider" => {

@@ -88,7 +88,8 @@ fn declared_type(prop: &Value) -> Option<&str> {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// What a JSON value is, as an error names it ("a string", "a list", …).
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -642,23 +642,7 @@ public final class Agent: Sendable {
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: AmbitError(error)) }
         }
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    while let event = try await feed.next() {
-                        continuation.yield(event)
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: AmbitError(error))
-                }
-            }
-            continuation.onTermination = { _ in
-                task.cancel()
-                // Nobody is left to hear a failure to cancel (a bug in ambit); the run then ends on its own.
-                try? feed.cancel()
-            }
-        }
+        return eventStream(feed)
     }
 
     /// Runs the agent from one user message to the final answer. Cancelling the Swift `Task` that awaits
@@ -732,5 +716,28 @@ final class ToolAdapter: HostTool {
             return text
         }
         return String(describing: error)
+    }
+}
+
+/// A run's event feed as a stream: a failed run throws its `AmbitError` after the events before it;
+/// ending the iteration early cancels the run; `ended` runs once the feed is done with.
+func eventStream(_ feed: CoreRunStream, ended: @escaping @Sendable () -> Void = {}) -> AsyncThrowingStream<AgentEvent, any Error> {
+    AsyncThrowingStream { continuation in
+        let task = Task {
+            defer { ended() }
+            do {
+                while let event = try await feed.next() {
+                    continuation.yield(event)
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: AmbitError(error))
+            }
+        }
+        continuation.onTermination = { _ in
+            task.cancel()
+            // Nobody is left to hear a failure to cancel (a bug in ambit); the run then ends on its own.
+            try? feed.cancel()
+        }
     }
 }

@@ -240,23 +240,7 @@ extension Agent {
             RunContexts.shared.leave(id)
             return AsyncThrowingStream { $0.finish(throwing: AmbitError(error)) }
         }
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                defer { RunContexts.shared.leave(id) }
-                do {
-                    while let event = try await feed.next() {
-                        continuation.yield(event)
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: AmbitError(error))
-                }
-            }
-            continuation.onTermination = { _ in
-                task.cancel()
-                try? feed.cancel()
-            }
-        }
+        return eventStream(feed) { RunContexts.shared.leave(id) }
     }
 
     /// A stream's run, to its result (as `run(_:)` does).
