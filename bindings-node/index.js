@@ -241,7 +241,8 @@ function tool(definition) {
   // envelope keeps a thrown error from ever crossing into Rust as an exception.
   // A synchronous `run` is answered at once; a promise is awaited (one more trip to this thread).
   const ok = (value) => JSON.stringify({ ok: true, value: value === undefined ? null : value });
-  const failed = (e) => JSON.stringify({ ok: false, message: errorMessage(e) });
+  // The stack goes to the core's log and trace (redacted), never to the model.
+  const failed = (e) => JSON.stringify({ ok: false, message: errorMessage(e), stack: e instanceof Error ? String(e.stack ?? '') : '' });
   const call = (requestJson) => {
     try {
       const request = JSON.parse(requestJson);

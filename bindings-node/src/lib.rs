@@ -355,7 +355,11 @@ impl JsTool {
             Ok(envelope.get_mut("value").map(Value::take).unwrap_or(Value::Null))
         } else {
             let message = envelope.get("message").and_then(Value::as_str).unwrap_or("unknown error");
-            Err(ToolError::Failed(message.to_string()))
+            // A thrown error's stack: the core logs it (redacted) and keeps it from the model.
+            match envelope.get("stack").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                Some(stack) => Err(ToolError::raised(message, stack)),
+                None => Err(ToolError::Failed(message.to_string())),
+            }
         }
     }
 }

@@ -1183,6 +1183,59 @@ describe('telemetry', () => {
     assert.throws(() => telemetry.enable({ endpoint: 'http://localhost:4318', recordContent: 'yes' }), ConfigError);
   });
 
+  test('a tool that throws: its stack reaches the trace redacted, the model reads only the message', async () => {
+    const { Agent, tool, FunctionModel, Credentials } = require('..');
+    const receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const url = await new Promise((resolve, reject) => {
+        readline.createInterface({ input: receiver.stdout }).once('line', resolve);
+        receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
+      });
+      function failDeep(token) {
+        throw new Error(`vault refused token ${token}`);
+      }
+      const unlock = tool({ name: 'unlock', description: 'Unlocks the vault.', parameters: { type: 'object', properties: {} },
+        credentials: ['vault'], run: async (_args, ctx) => failDeep(await ctx.credential('vault')) });
+      const seen = [];
+      const model = new FunctionModel((request) => {
+        seen.push(JSON.stringify(request.messages));
+        return request.index === 1 ? { toolCalls: [{ name: 'unlock', arguments: {} }] } : 'Done.';
+      });
+      const agent = new Agent({ model, tools: [unlock], credentials: new Credentials().value('vault', 's3cr3t-vault-token') });
+      telemetry.enable({ endpoint: url, serviceName: 'ambit-node' });
+      assert.equal((await agent.run('Unlock it.')).output, 'Done.');
+      telemetry.flush();
+      telemetry.disable();
+      const spans = await (await fetch(`${url}/spans`)).json();
+      const tools = spans.filter((s) => s.name === 'execute_tool unlock');
+      assert.equal(tools.length, 1, JSON.stringify(spans.map((s) => s.name)));
+      const events = tools[0].events.filter((e) => 'exception.stacktrace' in e.attributes);
+      assert.equal(events.length, 1, JSON.stringify(tools[0].events));
+      const trace = events[0].attributes['exception.stacktrace'];
+      assert.match(trace, /failDeep/);
+      assert.match(trace, /vault refused token \[credential:vault\]/);
+      assert.equal(events[0].attributes['exception.message'], 'vault refused token [credential:vault]');
+      assert.ok(!JSON.stringify(spans).includes('s3cr3t-vault-token'));
+      // The model reads the message only: no stack frames.
+      assert.match(seen[1], /vault refused token \[credential:vault\]/);
+      assert.ok(!seen[1].includes('failDeep') && !seen.join('').includes('s3cr3t-vault-token'), seen[1]);
+      // Negative control: the plain run before the tool's stack existed made no such event (a thrown
+      // non-Error has no stack), so the assertion above can fail.
+      const bare = tool({ name: 'unlock', description: 'Unlocks the vault.', parameters: { type: 'object', properties: {} },
+        run: () => { throw 'a string, not an Error'; } });
+      await fetch(`${url}/reset`, { method: 'POST' });
+      telemetry.enable({ endpoint: url, serviceName: 'ambit-node' });
+      await new Agent({ model: new FunctionModel((r) => (r.index === 1 ? { toolCalls: [{ name: 'unlock', arguments: {} }] } : 'Done.')), tools: [bare] }).run('Unlock it.');
+      telemetry.flush();
+      telemetry.disable();
+      const again = (await (await fetch(`${url}/spans`)).json()).filter((s) => s.name === 'execute_tool unlock');
+      assert.equal(again.length, 1);
+      assert.equal(again[0].events.filter((e) => 'exception.stacktrace' in e.attributes).length, 0);
+    } finally {
+      receiver.kill();
+    }
+  });
+
   for (const file of files) {
     test(`${path.basename(file, '.json')}: the exported span tree`, async () => {
       const receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -170,10 +170,10 @@ impl PyTool {
         // The run's context: the id under which the facade keeps the run's Python value (0: none).
         let context = context.unwrap_or(0);
         let arg = serde_json::json!([arguments, credentials, context]).to_string();
-        call_python(&self.call, arg, Some(task.token()), self.is_async)
+        call_python_raising(&self.call, arg, Some(task.token()), self.is_async)
             .await
             .map(Value::String)
-            .map_err(ToolError::Failed)
+            .map_err(|r| ToolError::raised(r.message, r.trace))
     }
 }
 
@@ -192,17 +192,44 @@ impl ambit::CredentialSource for PyCredential {
 
 /// What the model sees of a failed Python call: the exception's text. `KeyboardInterrupt` and
 /// `SystemExit` also go to the run's escape hatch, so the run stops and its awaitable raises them.
-fn failure(py: Python<'_>, err: PyErr) -> String {
-    let text = exception_text(py, &err);
+fn failure(py: Python<'_>, err: PyErr) -> Raised {
+    let message = exception_text(py, &err);
+    let trace = traceback_text(py, &err);
     if awaitable::ends_the_program(py, &err) {
         awaitable::escape(err);
     }
-    text
+    Raised { message, trace }
+}
+
+/// A Python exception as the core takes it: its text for the model, its traceback for the log
+/// (`ToolError::Raised`; the core redacts both and logs the traceback under `ambit.tools`).
+struct Raised {
+    message: String,
+    trace: String,
+}
+
+/// The exception's traceback as `traceback.format_exception` writes it (empty when it cannot be made).
+fn traceback_text(py: Python<'_>, err: &PyErr) -> String {
+    let lines = py
+        .import("traceback")
+        .and_then(|m| m.getattr("format_exception")?.call1((err.value(py),)))
+        .and_then(|l| l.extract::<Vec<String>>());
+    lines.map(|l| l.concat()).unwrap_or_default()
 }
 
 /// Awaits a Python callable's result: the value itself, or the coroutine it returned (run on the event
 /// loop that awaited the run, which the run's future carries as a task local).
 async fn call_python(call: &Py<PyAny>, arg: String, token: Option<u64>, is_async: bool) -> Result<String, String> {
+    call_python_raising(call, arg, token, is_async).await.map_err(|r| r.message)
+}
+
+/// [`call_python`], the failure with its traceback.
+async fn call_python_raising(
+    call: &Py<PyAny>,
+    arg: String,
+    token: Option<u64>,
+    is_async: bool,
+) -> Result<String, Raised> {
     if is_async {
         let fut = Python::attach(|py| {
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
@@ -232,7 +259,9 @@ async fn call_python(call: &Py<PyAny>, arg: String, token: Option<u64>, is_async
     match rx.await {
         Ok(Ok(text)) => Ok(text),
         Ok(Err(e)) => Err(Python::attach(|py| failure(py, e))),
-        Err(_) => Err("the tool's thread ended without an answer".to_string()),
+        Err(_) => {
+            Err(Raised { message: "the tool's thread ended without an answer".to_string(), trace: String::new() })
+        }
     }
 }
 

@@ -95,3 +95,48 @@ def test_core_records_reach_logging_with_levels(path: Path, start_provider: Any,
     ambit.telemetry.reset_logging()
     run_file(path, start_provider)
     assert not [r for r in caplog.records if r.name in ("ambit.agent", "ambit.tools")]
+
+
+def _raising_agent(seen: list[str]) -> ambit.Agent:
+    """An agent whose tool raises quoting its credential; the model records what it is sent."""
+
+    @ambit.tool(credentials=["vault"])
+    def unlock(ctx: ambit.ToolContext) -> str:
+        """Unlocks the vault."""
+        token = ctx.credential("vault")
+        return _fail_deep(token)
+
+    def answer(request: ambit.TestRequest) -> ambit.Reply | str:
+        seen.append(json.dumps(request.messages))
+        return ambit.Reply.tool_call("unlock", {}) if len(seen) == 1 else "Done."
+
+    return ambit.Agent(model=ambit.FunctionModel(answer), tools=[unlock],
+                       credentials=ambit.Credentials().value("vault", "s3cr3t-vault-token"))
+
+
+def _fail_deep(token: str) -> str:
+    raise ValueError(f"vault refused token {token}")
+
+
+@pytest.mark.parametrize("level", [logging.WARNING, logging.ERROR], ids=["warning", "error"])
+def test_a_tool_that_raises_logs_its_traceback_redacted_and_the_model_reads_only_the_message(
+        level: int, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(level, logger="ambit")
+    ambit.telemetry.reset_logging()
+    seen: list[str] = []
+    result = _raising_agent(seen).run_sync("Unlock it.")
+    assert result.output == "Done."
+    raised = [r for r in caplog.records if r.name == "ambit.tools" and "raised" in r.getMessage()]
+    if level == logging.ERROR:
+        # Negative control: the record is a WARNING, so at ERROR nothing reaches `logging`.
+        assert raised == []
+        return
+    assert len(raised) == 1 and raised[0].levelno == logging.WARNING, [r.getMessage() for r in caplog.records]
+    text = raised[0].getMessage()
+    # The traceback names the frames the exception went through, the credential redacted everywhere.
+    assert "Traceback (most recent call last)" in text and "_fail_deep" in text and "unlock" in text, text
+    assert "ValueError: vault refused token [credential:vault]" in text, text
+    assert "s3cr3t-vault-token" not in text
+    # The model reads the message, never the traceback.
+    assert "vault refused token [credential:vault]" in seen[1] and "Traceback" not in seen[1], seen[1]
+    assert all("s3cr3t-vault-token" not in s for s in seen)

@@ -125,14 +125,32 @@ impl ModelError {
 /// What a tool returns when it fails. The model sees the message as an error result; the run goes on.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ToolError {
+    /// The tool failed; the message is what the model reads.
     #[error("{0}")]
     Failed(String),
+    /// Host code raised (a Python exception, a JavaScript error): the model reads `message`; `trace`
+    /// (the host language's traceback or stack) goes to the log (`ambit::tools`, WARN) and never to the
+    /// model. Both pass the credential redactor first.
+    #[error("{message}")]
+    Raised {
+        /// What the model reads: the exception's text.
+        message: String,
+        /// The host language's traceback or stack, for the log only.
+        trace: String,
+    },
+    /// The call was cancelled before it finished.
     #[error("the tool call was cancelled")]
     Cancelled,
 }
 
 impl ToolError {
+    /// A failure the model reads as `message`.
     pub fn failed(message: impl std::fmt::Display) -> Self {
         ToolError::Failed(message.to_string())
+    }
+
+    /// Host code raised: `message` for the model, `trace` for the log only.
+    pub fn raised(message: impl Into<String>, trace: impl Into<String>) -> Self {
+        ToolError::Raised { message: message.into(), trace: trace.into() }
     }
 }

@@ -68,10 +68,23 @@ impl Session {
     /// `[credential:alias]`.
     async fn run(&self, tool: &dyn Tool, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
         let result = tool.call_in(arguments, ctx).await;
-        let Some(c) = &self.credentials else { return result };
+        let redact = |text: String| match &self.credentials {
+            Some(c) => c.redact(&text),
+            None => text,
+        };
         match result {
-            Ok(value) => Ok(redact_value(c, value)),
-            Err(ToolError::Failed(text)) => Err(ToolError::Failed(c.redact(&text))),
+            Ok(value) => Ok(match &self.credentials {
+                Some(c) => redact_value(c, value),
+                None => value,
+            }),
+            Err(ToolError::Failed(text)) => Err(ToolError::Failed(redact(text))),
+            // Host code raised: its traceback is logged here, once, redacted; the loop goes on with the
+            // message alone, so nothing after this point (journal, conversation, store) sees the trace.
+            Err(ToolError::Raised { message, trace }) => {
+                let message = redact(message);
+                crate::telemetry::tool_raised(&tool.spec().name, &message, &redact(trace));
+                Err(ToolError::Failed(message))
+            }
             Err(other) => Err(other),
         }
     }

@@ -1240,7 +1240,9 @@ impl Agent {
             gate::GateOutcome::Ran { arguments, result } => match result {
                 Ok(Value::String(s)) => (arguments, s, false),
                 Ok(v) => (arguments, v.to_string(), false),
-                Err(ToolError::Failed(m)) => (arguments, format!("Error: tool '{}' failed: {m}", call.name), true),
+                Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
+                    (arguments, format!("Error: tool '{}' failed: {m}", call.name), true)
+                }
                 Err(ToolError::Cancelled) => (arguments, format!("Error: tool '{}' was cancelled", call.name), true),
             },
         }

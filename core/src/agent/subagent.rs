@@ -211,7 +211,9 @@ impl Agent {
             super::gate::GateOutcome::Ran { result, .. } => match result {
                 Ok(Value::String(s)) => (s, false),
                 Ok(v) => (v.to_string(), false),
-                Err(ToolError::Failed(m)) => (format!("Error: tool '{name}' failed: {m}"), true),
+                Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
+                    (format!("Error: tool '{name}' failed: {m}"), true)
+                }
                 Err(ToolError::Cancelled) => (format!("Error: tool '{name}' was cancelled"), true),
             },
         }

@@ -378,7 +378,7 @@ fn interrupted(name: &str) -> ToolError {
 fn encode(result: &Result<Value, ToolError>) -> Value {
     match result {
         Ok(v) => json!({"ok": v}),
-        Err(ToolError::Failed(m)) => json!({"failed": m}),
+        Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => json!({"failed": m}),
         Err(ToolError::Cancelled) => json!({"cancelled": true}),
     }
 }

@@ -253,6 +253,18 @@ pub(crate) fn tool_ended(
     }
 }
 
+/// Logs host code that raised inside a tool (a Python traceback, a JavaScript stack), after the redactor:
+/// the one place a tool's traceback goes, since the model reads only the message.
+pub(crate) fn tool_raised(name: &str, message: &str, trace: &str) {
+    tracing::warn!(
+        target: "ambit::tools",
+        tool = name,
+        exception.message = message,
+        exception.stacktrace = trace,
+        "tool '{name}' raised: {message}\n{trace}"
+    );
+}
+
 fn record_usage(span: &Span, usage: &Usage) {
     span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
     span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
