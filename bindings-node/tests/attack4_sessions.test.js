@@ -25,8 +25,9 @@ const BAD = [
 ];
 
 for (const [options, named] of BAD) {
-  test(`a bad setting ${JSON.stringify(Object.keys(options))}=${String(Object.values(options)[0])} is refused naming ${named}`, async () => {
+  test(`a bad setting ${JSON.stringify(Object.keys(options))}=${String(Object.values(options)[0])} is refused naming ${named}`, async (t) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-attack4-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
     const url = `sqlite://${dir}/s.db`;
     await assert.rejects(Sessions.open(url, options), (e) => {
       assert.equal(e.code, 'invalid_argument', String(e));
@@ -36,8 +37,9 @@ for (const [options, named] of BAD) {
   });
 }
 
-test('control: in-range whole numbers (and undefined) open the store', async () => {
+test('control: in-range whole numbers (and undefined) open the store', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-attack4-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   for (const options of [{ leaseMs: 30000, busyWaitMs: 0 }, { leaseMs: 86400000 }, {}]) {
     await Sessions.open(`sqlite://${dir}/s.db`, options);
   }

@@ -22,11 +22,26 @@ use ambit::{Agent, Error};
 use mcp_support::{scripted, text};
 use serde_json::json;
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ambit-attack3-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::canonicalize(d).unwrap()
+/// A scratch directory (canonical path), removed when the test ends.
+struct TempDir(tempfile::TempDir, PathBuf);
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.1
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.1
+    }
+}
+
+fn tempdir(name: &str) -> TempDir {
+    let d = tempfile::Builder::new().prefix(&format!("ambit-attack3-{name}-")).tempdir().unwrap();
+    let path = std::fs::canonicalize(d.path()).unwrap();
+    TempDir(d, path)
 }
 
 fn scope(root: &Path) -> Scope {
