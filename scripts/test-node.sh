@@ -18,4 +18,9 @@ npm run build
 # The virtualenv with llama.cpp's server for tests/llama.test.js (sets AMBIT_PY).
 source "$ROOT/scripts/llama-env.sh"
 export AMBIT_PROVIDER="$CARGO_TARGET_DIR/debug/ambit-provider"
+# The tests' scratch files go to a directory of this run's own, removed when it ends (os.tmpdir(),
+# tempfile and FileManager all read TMPDIR), so no run leaves anything in /tmp.
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/ambit-tests.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR="$scratch"
 node --test tests/

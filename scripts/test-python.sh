@@ -8,4 +8,9 @@ cd "$here/bindings-python"
 # The stub of the native module against the module built above: every name, signature and type the
 # stub declares exists as declared, and nothing public is missing from it.
 "$AMBIT_PY" -m mypy.stubtest ambit._native
+# The tests' scratch files go to a directory of this run's own, removed when it ends (os.tmpdir(),
+# tempfile and FileManager all read TMPDIR), so no run leaves anything in /tmp.
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/ambit-tests.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR="$scratch"
 "$AMBIT_PY" -m pytest -q "$@"
