@@ -38,7 +38,12 @@ pub use rules::{MAX_RECALL, RenderLimits};
 pub enum MemoryError {
     /// An argument out of bounds or malformed; `field` names it, the message gives the limit.
     #[error("invalid memory argument '{field}': {message}")]
-    InvalidArgument { field: String, message: String },
+    InvalidArgument {
+        /// The argument that is wrong (`title`, `tags[2]`, `limit`, …).
+        field: String,
+        /// What is wrong with it, with the limit.
+        message: String,
+    },
     /// No memory with that id or key in the agent's namespace.
     #[error("no memory {0} for this agent")]
     NotFound(String),
@@ -96,9 +101,11 @@ pub enum MemoryKind {
 }
 
 impl MemoryKind {
+    /// Every kind, in order.
     pub const ALL: [MemoryKind; 4] =
         [MemoryKind::Fact, MemoryKind::Preference, MemoryKind::Lesson, MemoryKind::Instruction];
 
+    /// The kind as stored and sent (`fact`, `preference`, `lesson`, `instruction`).
     pub fn as_str(self) -> &'static str {
         match self {
             MemoryKind::Fact => "fact",
@@ -129,18 +136,24 @@ pub struct MemoryRecord {
     /// The caller a preference is about, if any.
     #[serde(default)]
     pub subject: Option<String>,
+    /// What kind of memory it is.
     pub kind: MemoryKind,
+    /// A short title (searched with weight 10).
     pub title: String,
+    /// The memory itself (searched with weight 1).
     pub body: String,
+    /// Tags, lower case (searched with weight 5, and filtered on).
     pub tags: Vec<String>,
     /// 1 (trivia) to 10 (essential).
     pub salience: u8,
+    /// Pinned memories come first in the baseline.
     pub pinned: bool,
     /// The session that last wrote it, if it was written in one.
     #[serde(default)]
     pub source: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
+    /// Milliseconds since the Unix epoch.
     pub updated_at: i64,
 }
 
@@ -151,20 +164,28 @@ pub struct MemoryRecord {
 #[serde(deny_unknown_fields)]
 pub struct Remember {
     #[serde(default)]
+    /// A stable key: a second remember under it updates this memory in place.
     pub key: Option<String>,
     #[serde(default)]
+    /// The caller a preference is about.
     pub subject: Option<String>,
     #[serde(default)]
+    /// The kind (default `fact`).
     pub kind: Option<MemoryKind>,
     #[serde(default)]
+    /// A short title (default: the body's first line, clipped).
     pub title: Option<String>,
     #[serde(default)]
+    /// The memory itself (required to create one).
     pub body: Option<String>,
     #[serde(default)]
+    /// Tags (replacing the stored ones on an update).
     pub tags: Option<Vec<String>>,
     #[serde(default)]
+    /// 1 (trivia) to 10 (essential); default 5.
     pub salience: Option<i64>,
     #[serde(default)]
+    /// Whether it comes first in the baseline.
     pub pinned: Option<bool>,
     /// The session writing it (the tools fill it in).
     #[serde(default)]
@@ -176,34 +197,42 @@ impl Remember {
     pub fn new(body: impl Into<String>) -> Self {
         Remember { body: Some(body.into()), ..Remember::default() }
     }
+    /// Sets the title.
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.title = Some(title.into());
         self
     }
+    /// Sets the stable key (a later remember under it updates in place).
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
     }
+    /// Sets the caller the memory is about.
     pub fn subject(mut self, subject: impl Into<String>) -> Self {
         self.subject = Some(subject.into());
         self
     }
+    /// Sets the kind.
     pub fn kind(mut self, kind: MemoryKind) -> Self {
         self.kind = Some(kind);
         self
     }
+    /// Sets the tags.
     pub fn tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.tags = Some(tags.into_iter().map(Into::into).collect());
         self
     }
+    /// Sets the salience (1 to 10).
     pub fn salience(mut self, salience: i64) -> Self {
         self.salience = Some(salience);
         self
     }
+    /// Pins or unpins it.
     pub fn pinned(mut self, pinned: bool) -> Self {
         self.pinned = Some(pinned);
         self
     }
+    /// Sets the session that writes it.
     pub fn source(mut self, source: impl Into<String>) -> Self {
         self.source = Some(source.into());
         self
@@ -216,11 +245,13 @@ impl Remember {
 #[serde(deny_unknown_fields)]
 pub struct Recall {
     #[serde(default)]
+    /// The text to rank by (none: the baseline order).
     pub query: Option<String>,
     /// Only memories carrying every one of these tags.
     #[serde(default)]
     pub tags: Vec<String>,
     #[serde(default)]
+    /// Only memories of this kind.
     pub kind: Option<MemoryKind>,
     /// Only memories about one of these callers (empty: any memory).
     #[serde(default)]
@@ -249,18 +280,22 @@ impl Recall {
     pub fn query(text: impl Into<String>) -> Self {
         Recall { query: Some(text.into()), ..Recall::default() }
     }
+    /// At most this many (1 to [`MAX_RECALL`]).
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self
     }
+    /// Only memories of this kind.
     pub fn kind(mut self, kind: MemoryKind) -> Self {
         self.kind = Some(kind);
         self
     }
+    /// Only memories carrying every one of these tags.
     pub fn tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.tags = tags.into_iter().map(Into::into).collect();
         self
     }
+    /// Only memories about one of these callers.
     pub fn subjects(mut self, subjects: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.subjects = subjects.into_iter().map(Into::into).collect();
         self
@@ -271,13 +306,16 @@ impl Recall {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
+    /// The memory with this id.
     Id(i64),
+    /// The memory saved under this key.
     Key(String),
 }
 
 /// What a remember did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Saved {
+    /// The memory as stored now.
     pub memory: MemoryRecord,
     /// `false` when a memory under the same key was updated in place.
     pub created: bool,
@@ -288,11 +326,15 @@ pub struct Saved {
 pub struct Search {
     /// Normalised query terms (empty: the baseline order).
     pub terms: Vec<String>,
+    /// Only memories carrying every one of these tags.
     pub tags: Vec<String>,
+    /// Only memories of this kind.
     pub kind: Option<MemoryKind>,
+    /// Only memories about one of these callers (empty: any).
     pub subjects: Vec<String>,
     /// Leave out memories about a caller (the per-turn baseline).
     pub no_subject: bool,
+    /// At most this many.
     pub limit: usize,
 }
 
@@ -349,6 +391,7 @@ impl Memory {
         Self::open_with(url, MemoryOptions::default()).await
     }
 
+    /// Opens the store with `options` (the clock, the pool's size); see [`Memory::open`].
     pub async fn open_with(url: &str, options: MemoryOptions) -> Result<Memory, MemoryError> {
         let now = options.clock.now_ms();
         let store: Arc<dyn MemoryStore> = if let Some(path) = url.strip_prefix("sqlite://") {
@@ -483,7 +526,9 @@ impl std::fmt::Debug for MemoryConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySettings {
+    /// The store's URL (`sqlite://…` or `postgres://…`).
     pub url: String,
+    /// The agent's name: its namespace in the store.
     pub agent: String,
     /// Entries in the per-turn block (default 10, at most 50).
     #[serde(default)]

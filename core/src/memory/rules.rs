@@ -7,12 +7,19 @@ use super::{MemoryError, MemoryKind, MemoryRecord, Recall, Remember, Search};
 pub const MAX_RECALL: usize = 50;
 /// Bounds, in bytes of UTF-8.
 pub const MAX_AGENT_BYTES: usize = 128;
+/// The longest key.
 pub const MAX_KEY_BYTES: usize = 200;
+/// The longest subject (a caller's id).
 pub const MAX_SUBJECT_BYTES: usize = 200;
+/// The longest title.
 pub const MAX_TITLE_BYTES: usize = 200;
+/// The longest body.
 pub const MAX_BODY_BYTES: usize = 8_192;
+/// The longest tag.
 pub const MAX_TAG_BYTES: usize = 64;
+/// The longest source (a session id).
 pub const MAX_SOURCE_BYTES: usize = 128;
+/// The longest query.
 pub const MAX_QUERY_BYTES: usize = 1_000;
 /// At most this many tags on a memory, and in a filter.
 pub const MAX_TAGS: usize = 16;
@@ -20,7 +27,9 @@ pub const MAX_TAGS: usize = 16;
 pub const MAX_SUBJECTS: usize = 16;
 /// Salience runs from 1 (trivia) to 10 (essential); 5 when not given.
 pub const MIN_SALIENCE: i64 = 1;
+/// The highest salience.
 pub const MAX_SALIENCE: i64 = 10;
+/// The salience of a memory given none.
 pub const DEFAULT_SALIENCE: i64 = 5;
 /// A query is searched for at most this many distinct terms.
 pub const MAX_TERMS: usize = 24;

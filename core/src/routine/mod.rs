@@ -43,9 +43,16 @@ pub use store::RoutineStore;
 pub enum RoutineError {
     /// A field of a definition, an update or a call is wrong; `field` names it.
     #[error("invalid {field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The field that is wrong (`cron_expression`, `active_window.start`, …).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No routine has this id.
     #[error("no routine '{0}'")]
     NotFound(String),
+    /// The store (SQLite or PostgreSQL) failed; the text is its error.
     #[error("the routine store failed: {0}")]
     Store(String),
 }
@@ -82,12 +89,16 @@ impl From<sqlx::Error> for RoutineError {
 /// A stored routine: its id, its current definition, and where its schedule stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Routine {
+    /// The routine's id (`rt_…`).
     pub id: String,
     #[serde(flatten)]
+    /// Its current definition.
     pub spec: RoutineSpec,
     /// The number of the current revision (1 at creation).
     pub revision: i64,
+    /// When it was created (ms since the Unix epoch).
     pub created_at: i64,
+    /// When its definition last changed (ms since the Unix epoch).
     pub updated_at: i64,
     /// The earliest slot not yet started or skipped; `None` while paused.
     pub next_slot: Option<i64>,
@@ -96,12 +107,15 @@ pub struct Routine {
 /// One definition change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Revision {
+    /// The revision's number (1 for the creation).
     pub revision: i64,
     /// Who made the change, as the host named them.
     pub actor: String,
+    /// When the change was made (ms since the Unix epoch).
     pub at: i64,
     /// `create`, `update` or `delete`.
     pub change: String,
+    /// The definition as this revision left it (for `delete`, as it was).
     pub definition: RoutineSpec,
 }
 
@@ -109,7 +123,9 @@ pub struct Revision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoutineWithHistory {
     #[serde(flatten)]
+    /// The routine as it stands.
     pub routine: Routine,
+    /// Every change to its definition, oldest first.
     pub revisions: Vec<Revision>,
 }
 
@@ -117,14 +133,20 @@ pub struct RoutineWithHistory {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeStatus {
+    /// The run did what it was for.
     Success,
+    /// There was nothing to do.
     NothingToDo,
+    /// The run tried and failed at its task.
     Failure,
+    /// The run could not work (a tool or the model failed).
     Error,
+    /// The run never reported.
     Unknown,
 }
 
 impl OutcomeStatus {
+    /// The status as stored and sent (`success`, `nothing_to_do`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             OutcomeStatus::Success => "success",
@@ -134,6 +156,7 @@ impl OutcomeStatus {
             OutcomeStatus::Unknown => "unknown",
         }
     }
+    /// The status named by `s`, if any.
     pub fn parse(s: &str) -> Option<OutcomeStatus> {
         [Self::Success, Self::NothingToDo, Self::Failure, Self::Error, Self::Unknown]
             .into_iter()
@@ -144,10 +167,13 @@ impl OutcomeStatus {
 /// What a run's agent reports with `report_outcome`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// How the run ended.
     pub status: OutcomeStatus,
     /// One or two sentences.
     pub summary: String,
+    /// Tool calls the run made, as it counted them.
     pub tool_calls: Option<i64>,
+    /// Of those, the calls that failed.
     pub tool_errors: Option<i64>,
 }
 
@@ -183,13 +209,18 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// Holds its routine's slot, under its runner's lease.
     Running,
+    /// Waits on a person (an escalation or a parked approval); holds no slot.
     Parked,
+    /// Ended (its outcome tells how).
     Finished,
+    /// Its runner died; it is never run again.
     Lost,
 }
 
 impl RunState {
+    /// The state as stored and sent (`running`, `parked`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Running => "running",
@@ -198,6 +229,7 @@ impl RunState {
             RunState::Lost => "lost",
         }
     }
+    /// The state named by `s`, if any.
     pub fn parse(s: &str) -> Option<RunState> {
         [Self::Running, Self::Parked, Self::Finished, Self::Lost].into_iter().find(|r| r.as_str() == s)
     }
@@ -206,7 +238,9 @@ impl RunState {
 /// The record of one run of a routine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The run's id (`run_…`).
     pub id: String,
+    /// The routine it ran for.
     pub routine_id: String,
     /// The revision of the definition the run acted on.
     pub revision: i64,
@@ -214,18 +248,29 @@ pub struct RunRecord {
     pub kind: String,
     /// The slot the run fired for (none for a drain's extra runs).
     pub slot_at: Option<i64>,
+    /// Where it stands.
     pub state: RunState,
     /// The runner that started it.
     pub runner: String,
+    /// The session the run's conversation is kept in.
     pub session_id: String,
+    /// When it started (ms since the Unix epoch).
     pub started_at: i64,
+    /// When it ended (ms since the Unix epoch); `None` while it runs or is parked.
     pub ended_at: Option<i64>,
+    /// How it ended, as its agent reported it.
     pub outcome: Option<OutcomeStatus>,
+    /// The agent's one- or two-sentence summary.
     pub summary: Option<String>,
+    /// Tool calls the run made, as its agent reported them.
     pub tool_calls: Option<i64>,
+    /// Of those, the calls that failed.
     pub tool_errors: Option<i64>,
+    /// Input tokens the run's model requests took.
     pub input_tokens: i64,
+    /// Output tokens the run's model requests produced.
     pub output_tokens: i64,
+    /// What the run cost, when the agent has prices for its model.
     pub cost: Option<f64>,
 }
 
@@ -235,11 +280,17 @@ pub struct RunRecord {
 /// slots that came while the routine was disabled (`disabled`: recorded when it is enabled again).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedSlots {
+    /// The routine whose slots were not run.
     pub routine_id: String,
+    /// The first slot not run (ms since the Unix epoch).
     pub first_slot: i64,
+    /// The last slot not run (ms since the Unix epoch).
     pub last_slot: i64,
+    /// How many slots were not run.
     pub slots: i64,
+    /// Why: `missed`, `daily_cap`, `window` or `disabled`.
     pub reason: String,
+    /// When the skip was recorded (ms since the Unix epoch).
     pub at: i64,
 }
 
@@ -247,29 +298,43 @@ pub struct SkippedSlots {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RoutineEvent {
+    /// A run started (a slot's, or a drain's).
     RunStarted {
+        /// The run as recorded at its start.
         run: RunRecord,
     },
+    /// A run ended.
     RunFinished {
+        /// The run as recorded at its end.
         run: RunRecord,
     },
+    /// A run parked on a person.
     RunParked {
+        /// The run as recorded when it parked.
         run: RunRecord,
     },
+    /// A run's runner died; the run is `lost`.
     RunLost {
+        /// The run as recorded when it was found lost.
         run: RunRecord,
     },
+    /// Slots were skipped.
     SlotSkipped {
+        /// Which, and why.
         skipped: SkippedSlots,
     },
     /// A run's backlog report started extra runs (or a finished drain run started the next).
     DrainStarted {
+        /// The routine.
         routine_id: String,
+        /// How many extra runs were started.
         runs: i64,
     },
     /// A drain stopped: `nothing_workable`, `queue_empty`, `run_did_not_report` or `report_stale`.
     DrainStopped {
+        /// The routine.
         routine_id: String,
+        /// Why the drain stopped.
         reason: String,
     },
 }
@@ -291,6 +356,7 @@ pub(crate) fn rules_drain_allowed(
 /// Options of [`Routines::open_with`].
 #[derive(Clone)]
 pub struct RoutineOptions {
+    /// The clock the store reads (the system's; a test's own to move time by hand).
     pub clock: Arc<dyn Clock>,
     /// Connections in the pool (default 8).
     pub max_connections: u32,
@@ -328,6 +394,7 @@ impl Routines {
         Self::open_with(url, RoutineOptions::default()).await
     }
 
+    /// Opens the store with `options` (the clock, the pool's size); see [`Routines::open`].
     pub async fn open_with(url: &str, options: RoutineOptions) -> Result<Routines, RoutineError> {
         let now = options.clock.now_ms();
         let store: Arc<dyn RoutineStore> = if let Some(path) = url.strip_prefix("sqlite://") {

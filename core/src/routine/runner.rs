@@ -47,7 +47,9 @@ impl Factory {
 /// What an agent factory knows of the run it makes an agent for.
 #[derive(Clone)]
 pub struct RunContext {
+    /// The routine the run is for.
     pub routine: Routine,
+    /// The run, as its claim recorded it.
     pub run: RunRecord,
     tools: Vec<Arc<dyn Tool>>,
 }
@@ -68,8 +70,11 @@ impl RunContext {
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TickReport {
+    /// The runs the tick started.
     pub started: Vec<RunRecord>,
+    /// The runs it found lost (their runner's lease ran out).
     pub lost: Vec<RunRecord>,
+    /// The slots it skipped.
     pub skipped: Vec<SkippedSlots>,
     /// Parked runs whose session a resume ended since: now `finished`.
     #[serde(default)]
@@ -164,6 +169,7 @@ impl RunnerBuilder {
         self
     }
 
+    /// The runner, its settings checked (a refusal names the setting).
     pub fn build(self) -> Result<Runner, RoutineError> {
         if self.lease.as_millis() < 3 {
             return Err(RoutineError::invalid("lease", "must be at least 3 ms"));
@@ -254,6 +260,7 @@ impl Runner {
         }
     }
 
+    /// The runner's id, as its runs record it.
     pub fn id(&self) -> &str {
         &self.inner.id
     }

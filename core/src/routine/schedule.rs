@@ -192,8 +192,11 @@ impl Cron {
 pub struct Window {
     /// Bits 0..=6, Monday 0.
     pub weekdays: u8,
+    /// When the window opens each day.
     pub start: Time,
+    /// When it closes each day.
     pub end: Time,
+    /// The time zone the hours are read in.
     pub tz: TimeZone,
 }
 
@@ -253,13 +256,16 @@ fn slot_instant(tz: &TimeZone, civil: DateTime) -> Option<Timestamp> {
 pub enum Cadence {
     /// Every so many milliseconds.
     Interval(i64),
+    /// A cron expression, read in a time zone.
     Cron(Cron, TimeZone),
 }
 
 /// A routine's timing: its cadence and its window.
 #[derive(Debug, Clone)]
 pub struct Timing {
+    /// How often slots come.
     pub cadence: Cadence,
+    /// When they may run (none: any time).
     pub window: Option<Window>,
 }
 

@@ -15,9 +15,13 @@ pub const MAX_INSTRUCTIONS_BYTES: usize = 64 * 1024;
 /// (`HH:MM`, end after start) in an IANA time zone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActiveWindow {
+    /// The weekdays it is open (`mon` … `sun`).
     pub weekdays: Vec<String>,
+    /// When it opens each of those days (`HH:MM`).
     pub start: String,
+    /// When it closes (`HH:MM`, after `start`).
     pub end: String,
+    /// The IANA time zone the hours are read in.
     pub timezone: String,
 }
 
@@ -26,6 +30,7 @@ pub struct ActiveWindow {
 pub struct RoutineSpec {
     /// The name the host maps to an agent factory. Never changes.
     pub agent: String,
+    /// A short name for people (none: the instructions stand for it).
     pub title: Option<String>,
     /// The input of every run.
     pub instructions: String,
@@ -35,7 +40,9 @@ pub struct RoutineSpec {
     pub cron_expression: Option<String>,
     /// The IANA time zone of the cron expression (default `UTC`).
     pub timezone: Option<String>,
+    /// When slots may run (none: any time).
     pub active_window: Option<ActiveWindow>,
+    /// Whether slots fire (a disabled routine's slots are skipped as `disabled`).
     pub enabled: bool,
     /// Runs of the routine at once in a drain (default 1).
     pub parallel_limit: Option<i64>,
@@ -97,6 +104,7 @@ impl RoutineSpec {
             && self.active_window == other.active_window
     }
 
+    /// Checks every field (a refusal names its field) and returns the timing the schedule makes.
     pub fn validate(&self) -> Result<Timing, RoutineError> {
         check_name("agent", &self.agent)?;
         if let Some(t) = &self.title {
@@ -211,18 +219,27 @@ const SPEC_FIELDS: [&str; 13] = [
 /// the model, the window).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoutinePatch {
+    /// A new title, or `Some(None)` to clear it.
     pub title: Option<Option<String>>,
+    /// New instructions (rewording does not reschedule).
     pub instructions: Option<String>,
     /// A new interval replaces the schedule (a cron expression goes).
     pub interval_seconds: Option<i64>,
     /// A new cron expression replaces the schedule (an interval goes).
     pub cron_expression: Option<String>,
+    /// A new time zone for the cron expression.
     pub timezone: Option<String>,
+    /// A new active window, or `Some(None)` to clear it.
     pub active_window: Option<Option<ActiveWindow>>,
+    /// Pauses (`false`) or resumes (`true`).
     pub enabled: Option<bool>,
+    /// A new parallel limit, or `Some(None)` for the default.
     pub parallel_limit: Option<Option<i64>>,
+    /// A new catch-up count.
     pub catch_up: Option<i64>,
+    /// A new daily cap, or `Some(None)` for none.
     pub daily_cap: Option<Option<i64>>,
+    /// A new model, or `Some(None)` for the agent's own.
     pub model: Option<Option<String>>,
 }
 

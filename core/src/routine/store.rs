@@ -28,8 +28,11 @@ use super::{
 /// What a runner asks of a claim.
 #[derive(Debug, Clone)]
 pub struct ClaimSlots {
+    /// The claim's time (ms since the Unix epoch): the slots due by then are claimed.
     pub now: i64,
+    /// The claiming runner's id.
     pub runner: String,
+    /// Until when the runs it starts are leased to it (ms since the Unix epoch).
     pub lease_until: i64,
     /// The agents this runner can run; routines of other agents are left to other runners.
     pub agents: Vec<String>,
@@ -43,28 +46,41 @@ pub struct ClaimSlots {
 /// What a claim started and skipped.
 #[derive(Debug, Clone, Default)]
 pub struct Claimed {
+    /// The runs started, each with its routine as the claim left it.
     pub runs: Vec<(RunRecord, Routine)>,
+    /// The slots skipped.
     pub skipped: Vec<SkippedSlots>,
 }
 
 /// What a finished run used.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunUsage {
+    /// Tool calls the run made.
     pub tool_calls: i64,
+    /// Of those, the calls that failed.
     pub tool_errors: i64,
+    /// Input tokens the run's model requests took.
     pub input_tokens: i64,
+    /// Output tokens the run's model requests produced.
     pub output_tokens: i64,
+    /// What the run cost, when priced.
     pub cost: Option<f64>,
 }
 
 /// A routine store. Every time it needs comes in as an argument.
 #[async_trait]
 pub trait RoutineStore: Send + Sync {
+    /// Stores a new routine, its first revision credited to `actor`.
     async fn create(&self, routine: &Routine, actor: &str) -> Result<(), RoutineError>;
+    /// The routine with this id, if any.
     async fn get(&self, id: &str) -> Result<Option<Routine>, RoutineError>;
+    /// The routine's revisions, oldest first.
     async fn revisions(&self, id: &str) -> Result<Vec<Revision>, RoutineError>;
+    /// Every routine, or those of `agent`.
     async fn list(&self, agent: Option<&str>) -> Result<Vec<Routine>, RoutineError>;
+    /// Applies `patch` (a new revision credited to `actor`), rescheduling when the timing changed.
     async fn update(&self, id: &str, patch: &RoutinePatch, actor: &str, now: i64) -> Result<Routine, RoutineError>;
+    /// Deletes the routine and its run history (its revisions stay, with a `delete` one by `actor`).
     async fn delete(&self, id: &str, actor: &str, now: i64) -> Result<(), RoutineError>;
     /// Claims the due slots of up to `limit` routines: a run started or slots skipped for each.
     async fn claim(&self, req: &ClaimSlots) -> Result<Claimed, RoutineError>;
@@ -102,16 +118,22 @@ pub trait RoutineStore: Send + Sync {
     /// Ends a parked run as `finished` (an unreported outcome becomes `unknown`): its session's run was
     /// resumed and ended. `None` when it was no longer parked.
     async fn end_parked(&self, run_id: &str, now: i64) -> Result<Option<RunRecord>, RoutineError>;
+    /// The latest `limit` runs, of one routine or of all.
     async fn runs(&self, routine_id: Option<&str>, limit: i64) -> Result<Vec<RunRecord>, RoutineError>;
+    /// The run with this id, if any.
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, RoutineError>;
+    /// The skipped slots, of one routine or of all.
     async fn skipped(&self, routine_id: Option<&str>) -> Result<Vec<SkippedSlots>, RoutineError>;
 }
 
 /// What one routine's claim does: the slots it skips, the slot it runs, where `next_slot` goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimPlan {
+    /// The slots skipped: (first, last, count, reason).
     pub skip: Vec<(i64, i64, i64, &'static str)>,
+    /// The slot a run starts for, if one does.
     pub run: Option<i64>,
+    /// Where the routine's next slot goes (`None`: paused).
     pub next_slot: Option<i64>,
 }
 
@@ -942,6 +964,7 @@ pub struct SqliteRoutines {
 }
 
 impl SqliteRoutines {
+    /// Opens (creating if missing) the SQLite file at `path` and applies the migrations.
     pub async fn open(path: &str, max_connections: u32, now: i64) -> Result<SqliteRoutines, RoutineError> {
         if path.is_empty() {
             return Err(RoutineError::invalid(
@@ -975,6 +998,7 @@ pub struct PgRoutines {
 }
 
 impl PgRoutines {
+    /// Connects to the PostgreSQL server at `url` and applies the migrations.
     pub async fn open(url: &str, max_connections: u32, now: i64) -> Result<PgRoutines, RoutineError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| RoutineError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
