@@ -11,15 +11,30 @@ pub enum LedgerError {
     #[error(
         "record batch rejected, nothing written: the claim on '{subject_key}' is stale (its lease ran out and another run has claimed it since)"
     )]
-    StaleToken { subject_key: String },
+    StaleToken {
+        /// The subject whose claim is stale.
+        subject_key: String,
+    },
     /// A record that names no open claim: the subject was never claimed, the token matches no claim of
     /// it, the run never claimed it, the claim was already recorded, or another run holds it.
     /// `reason` says which.
     #[error("record batch rejected, nothing written: '{subject_key}' has no open claim to record: {reason}")]
-    NotClaimed { subject_key: String, reason: String },
+    NotClaimed {
+        /// The subject recorded.
+        subject_key: String,
+        /// Why its claim is not open.
+        reason: String,
+    },
     /// The routine's runs all claim in one scope, pinned by its first claim.
     #[error("routine '{routine_id}' claims in scope '{pinned_scope}', not '{scope}'")]
-    ScopePinned { routine_id: String, pinned_scope: String, scope: String },
+    ScopePinned {
+        /// The routine claiming.
+        routine_id: String,
+        /// The scope its first claim pinned.
+        pinned_scope: String,
+        /// The scope this claim named.
+        scope: String,
+    },
     /// A call with arguments the ledger cannot use (an empty scope, a zero batch size, a bad URL).
     #[error("invalid ledger argument: {0}")]
     InvalidArgument(String),

@@ -54,12 +54,15 @@ impl Clock for SystemClock {
 pub struct ManualClock(Arc<AtomicI64>);
 
 impl ManualClock {
+    /// A clock reading `now_ms`.
     pub fn new(now_ms: i64) -> Self {
         ManualClock(Arc::new(AtomicI64::new(now_ms)))
     }
+    /// Sets the time.
     pub fn set(&self, now_ms: i64) {
         self.0.store(now_ms, Ordering::SeqCst);
     }
+    /// Moves the time on by `by`.
     pub fn advance(&self, by: std::time::Duration) {
         self.0.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
     }
@@ -86,7 +89,9 @@ pub enum Durability {
 /// Options of [`Ledger::open_with`].
 #[derive(Clone)]
 pub struct LedgerOptions {
+    /// How durable each commit is (SQLite's `synchronous`; PostgreSQL's `synchronous_commit`).
     pub durability: Durability,
+    /// The clock every time the ledger records comes from.
     pub clock: Arc<dyn Clock>,
     /// Connections in the pool (default 8).
     pub max_connections: u32,
@@ -110,18 +115,26 @@ impl std::fmt::Debug for LedgerOptions {
 /// One stored ledger row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRow {
+    /// The scope.
     pub scope: String,
+    /// The subject's key.
     pub subject_key: String,
+    /// The routine that last claimed it.
     pub routine_id: Option<String>,
+    /// What the store knows of the subject.
     pub state: ItemState,
+    /// Why it was last granted.
     pub last_grant_reason: Option<GrantReason>,
+    /// When it was last attempted.
     pub last_attempt_at: Option<i64>,
 }
 
 /// What a run of a routine did, for the drain decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RunActivity {
+    /// Whether the run was granted anything.
     pub claimed: bool,
+    /// Whether the run reported its backlog.
     pub reported: bool,
 }
 
@@ -142,8 +155,11 @@ pub trait LedgerStore: Send + Sync {
     async fn rows(&self, scope: Option<&str>, routine_id: Option<&str>) -> Result<Vec<StoredRow>, LedgerError>;
     /// The states of some subjects of a scope (absent when the ledger has no row).
     async fn states(&self, scope: &str, keys: &[String]) -> Result<Vec<(String, ItemState)>, LedgerError>;
+    /// Per reason, how many of the scope's rows were last granted for it.
     async fn grant_reason_counts(&self, scope: &str) -> Result<GrantReasonCounts, LedgerError>;
+    /// The scope a routine's first claim pinned, if it claimed.
     async fn pinned_scope(&self, routine_id: &str) -> Result<Option<String>, LedgerError>;
+    /// Keeps a routine's backlog report.
     async fn save_report(
         &self,
         report: &BacklogReport,
@@ -154,6 +170,7 @@ pub trait LedgerStore: Send + Sync {
     ) -> Result<(), LedgerError>;
     /// The routine's latest report (time, workable count).
     async fn latest_report(&self, routine_id: &str) -> Result<Option<(i64, u64)>, LedgerError>;
+    /// Whether a run of the routine claimed and reported.
     async fn run_activity(&self, routine_id: &str, run_id: &str) -> Result<RunActivity, LedgerError>;
 }
 
@@ -177,6 +194,7 @@ impl Ledger {
         Self::open_with(url, LedgerOptions::default()).await
     }
 
+    /// Opens the ledger with `options` (durability, clock, pool size); see [`Ledger::open`].
     pub async fn open_with(url: &str, options: LedgerOptions) -> Result<Ledger, LedgerError> {
         let store: Arc<dyn LedgerStore> = if let Some(path) = url.strip_prefix("sqlite://") {
             Arc::new(sqlite::SqliteStore::open(path, &options).await?)
@@ -195,6 +213,7 @@ impl Ledger {
         Ledger { store, clock }
     }
 
+    /// The ledger clock's time (ms since the Unix epoch).
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }

@@ -7,12 +7,15 @@ use serde::{Deserialize, Serialize};
 use super::error::LedgerError;
 use super::types::{AttemptOutcome, EntryState, GrantReason, Outcome, SkipReason, Verdict};
 
+/// An hour, in milliseconds.
 pub const HOUR_MS: i64 = 3_600_000;
+/// A day, in milliseconds.
 pub const DAY_MS: i64 = 24 * HOUR_MS;
 /// The default lease of a claim: 1 h.
 pub const DEFAULT_LEASE_MS: i64 = HOUR_MS;
 /// The cooldown ladder: 6 h, 12 h, 24 h, 48 h, 96 h, then capped at 7 days.
 pub const COOLDOWN_LADDER_MS: [i64; 5] = [6 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS, 48 * HOUR_MS, 96 * HOUR_MS];
+/// The longest cooldown: a week.
 pub const COOLDOWN_CAP_MS: i64 = 7 * DAY_MS;
 /// After this many consecutive misses the ledger suggests escalating to a human.
 pub const ESCALATE_AFTER_MISSES: i64 = 5;
@@ -39,14 +42,21 @@ pub fn should_escalate(misses: i64) -> bool {
 /// What a store knows about one subject in a scope.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemState {
+    /// Attempts recorded.
     pub attempts: i64,
+    /// Consecutive unproductive attempts.
     pub misses: i64,
+    /// The number of the subject's latest grant.
     pub claim_token: i64,
     /// Set while a grant is open (claimed, not yet recorded), live or expired.
     pub lease_until: Option<i64>,
+    /// The run holding the open grant, if it named one.
     pub lease_run_id: Option<String>,
+    /// When it becomes eligible again (its cooldown's end).
     pub eligible_at: Option<i64>,
+    /// The fingerprint last recorded.
     pub fingerprint: Option<String>,
+    /// How its last attempt ended.
     pub last_outcome: Option<AttemptOutcome>,
 }
 
@@ -55,13 +65,19 @@ pub struct ItemState {
 pub enum Eligibility {
     /// Eligible; `abandons` is the token of an expired open grant that this grant supersedes.
     Eligible {
+        /// Why it may be granted.
         reason: GrantReason,
+        /// The token of the expired open grant this grant supersedes.
         abandons: Option<i64>,
     },
+    /// Claimed by a run whose lease is live.
     InFlight {
+        /// When the lease ends.
         until: i64,
     },
+    /// Cooling down.
     CoolingDown {
+        /// When the cooldown ends.
         until: i64,
     },
 }
@@ -388,6 +404,7 @@ pub enum DrainStop {
 /// What the ledger knows when a run of a draining routine finishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainFacts {
+    /// The time of the decision.
     pub now: i64,
     /// Whether the finished run was granted anything.
     pub run_claimed: bool,
@@ -401,11 +418,13 @@ pub struct DrainFacts {
 /// next run, if the daily cap allows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainDecision {
+    /// Why the drain stops (`None`: it goes on).
     pub stop: Option<DrainStop>,
     /// Runs for the host to start now.
     pub start_runs: u32,
 }
 
+/// Decides, after a run of a draining routine finishes, whether the drain stops or starts more runs.
 pub fn drain_decision(facts: &DrainFacts, limits: &RoutineLimits) -> DrainDecision {
     let stop = if !facts.run_claimed {
         Some(DrainStop::QueueEmpty)

@@ -15,17 +15,22 @@ use crate::tools::{Tool, ToolSpec};
 /// One run of a routine, as the ledger tools see it.
 #[derive(Debug, Clone)]
 pub struct RoutineRun {
+    /// The scope its claims and records are in.
     pub scope: String,
+    /// The routine, for `report_backlog` (none: a run of no routine).
     pub routine_id: Option<String>,
+    /// The run's id: its claims name it, and a record without a token must come from it.
     pub run_id: String,
     /// The most a single `claim_work` grants (default 5).
     pub limit: usize,
+    /// The lease of each grant, in milliseconds.
     pub lease_ms: i64,
     /// The routine's limits, for `report_backlog`.
     pub limits: RoutineLimits,
 }
 
 impl RoutineRun {
+    /// A run in `scope` with the default limit (5), lease and routine limits.
     pub fn new(scope: impl Into<String>, run_id: impl Into<String>) -> Self {
         RoutineRun {
             scope: scope.into(),
@@ -36,14 +41,17 @@ impl RoutineRun {
             limits: RoutineLimits::default(),
         }
     }
+    /// Sets the routine's id.
     pub fn routine_id(mut self, routine_id: impl Into<String>) -> Self {
         self.routine_id = Some(routine_id.into());
         self
     }
+    /// Sets the most a single `claim_work` grants.
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self
     }
+    /// Sets the routine's limits.
     pub fn limits(mut self, limits: RoutineLimits) -> Self {
         self.limits = limits;
         self
