@@ -21,10 +21,15 @@ pub const DEFAULT_NUDGE_CAP: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Not started.
     Pending,
+    /// Being worked on (one at a time).
     InProgress,
+    /// Put off, with a reason.
     Deferred,
+    /// Done.
     Completed,
+    /// Dropped.
     Canceled,
 }
 
@@ -40,6 +45,7 @@ impl Status {
         })
     }
 
+    /// The status as the tools show it (`pending`, `in_progress`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
@@ -59,8 +65,11 @@ impl Status {
 /// One item on the list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChecklistItem {
+    /// The item's number on the list (1-based).
     pub id: u32,
+    /// What is to be done.
     pub text: String,
+    /// Where it stands.
     pub status: Status,
     /// Why it was deferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,13 +108,18 @@ fn one_line(s: &str) -> String {
 /// What `checklist_edit` asks for; absent fields are left as they are.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Edit {
+    /// The new status.
     pub status: Option<String>,
+    /// Why (required when deferring).
     pub reason: Option<String>,
+    /// The sub-agent or background task working on it.
     pub task: Option<String>,
+    /// New words for the item.
     pub text: Option<String>,
 }
 
 impl Checklist {
+    /// The items, in order.
     pub fn items(&self) -> &[ChecklistItem] {
         &self.items
     }

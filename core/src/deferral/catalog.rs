@@ -16,8 +16,11 @@ pub const DEFAULT_SUMMARY_CHARS: usize = 250;
 /// The bounds of the section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CatalogLimits {
+    /// The most bytes the section takes.
     pub max_bytes: usize,
+    /// The most tools it names.
     pub max_names: usize,
+    /// The most characters of each tool's description it shows.
     pub summary_chars: usize,
 }
 
@@ -34,6 +37,7 @@ impl Default for CatalogLimits {
 /// One deferred tool as the catalog shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogEntry {
+    /// The tool's name.
     pub name: String,
     /// The heading it is listed under: the MCP server's name, or `host` for host functions.
     pub group: String,
@@ -80,13 +84,18 @@ fn count_line(tools: usize, groups: usize) -> String {
 /// One deferred tool as [`render_items`] reads it: [`CatalogEntry`], borrowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CatalogItem<'a> {
+    /// The tool's name.
     pub name: &'a str,
+    /// Its heading.
     pub group: &'a str,
+    /// The level a call requires.
     pub level: Level,
+    /// Its description.
     pub description: &'a str,
 }
 
 impl CatalogEntry {
+    /// The entry, borrowed.
     pub fn item(&self) -> CatalogItem<'_> {
         CatalogItem { name: &self.name, group: &self.group, level: self.level, description: &self.description }
     }

@@ -88,6 +88,7 @@ pub struct DeferralConfig {
     #[serde(default)]
     pub setting: Deferral,
     #[serde(default)]
+    /// How deferred tools are loaded: natively by the provider, or by ambit's `tool_search`/`tool_load`.
     pub strategy: LoadStrategy,
     /// Host functions and built-ins that may be deferred (all others are eager).
     #[serde(default)]
@@ -106,6 +107,7 @@ pub fn resolve(setting: Deferral, eager_listed: bool) -> Option<bool> {
 /// One tool of the run-time set.
 #[derive(Clone)]
 pub struct Entry {
+    /// The tool.
     pub tool: Arc<dyn Tool>,
     /// The catalog heading: the MCP server's name, or `host`.
     pub group: String,
@@ -116,6 +118,7 @@ pub struct Entry {
 /// Tools a source (an MCP server) contributes, and those it cannot.
 #[derive(Clone, Default)]
 pub struct SourceListing {
+    /// The tools it offers.
     pub entries: Vec<Entry>,
     /// Tools the deferral setting hides: not registered, only reported by the listing API.
     pub hidden: Vec<Entry>,
@@ -127,8 +130,11 @@ pub struct SourceListing {
 /// A source that does not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
+    /// The source (an MCP server's name).
     pub group: String,
+    /// Why it is unavailable.
     pub reason: String,
+    /// The tools it exposed when it last answered.
     pub names: Vec<String>,
 }
 
@@ -189,10 +195,12 @@ impl Toolbox {
         Toolbox { entries: kept, hidden, catalog: Default::default(), by_name, index, unavailable, strategy }
     }
 
+    /// Every tool of the set, in order.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
+    /// The tool named `name`, if the set has it.
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.by_name.get(name).map(|&i| &self.entries[i])
     }
@@ -202,10 +210,12 @@ impl Toolbox {
         &self.hidden
     }
 
+    /// The sources that do not answer.
     pub fn unavailable(&self) -> &[Unavailable] {
         &self.unavailable
     }
 
+    /// How deferred tools are loaded.
     pub fn strategy(&self) -> LoadStrategy {
         self.strategy
     }
@@ -214,9 +224,13 @@ impl Toolbox {
 /// The session's side, owned, as the deferral rules need it.
 #[derive(Debug, Clone)]
 pub struct Facts {
+    /// The session's level.
     pub level: Level,
+    /// Whether an approval handler answers calls.
     pub approvals: bool,
+    /// The blocks and level overrides.
     pub filters: Arc<Filters>,
+    /// The session's network setting.
     pub network: Network,
 }
 
@@ -263,10 +277,12 @@ impl Facts {
         status(self.tool(tool), self.session()) == ToolStatus::Offered
     }
 
+    /// Whether the policy blocks the tool.
     pub fn blocked(&self, tool: &dyn Tool) -> bool {
         self.filters.is_blocked(&tool.spec().name)
     }
 
+    /// The tool's level after the policy's overrides.
     pub fn level_of(&self, tool: &dyn Tool) -> Level {
         self.filters.effective_level(&tool.spec().name, tool.level())
     }
@@ -296,10 +312,12 @@ pub struct RunLoads {
 }
 
 impl RunLoads {
+    /// Whether `name` was loaded in this run.
     pub fn is_loaded(&self, name: &str) -> bool {
         self.loaded.iter().any(|n| n == name)
     }
 
+    /// Marks `name` loaded in this run.
     pub fn load(&mut self, name: &str) {
         if !self.is_loaded(name) {
             self.loaded.push(name.to_string());
@@ -332,6 +350,7 @@ impl std::fmt::Debug for Tooling {
 }
 
 impl Tooling {
+    /// The run-time tool set of an agent: its registry, its deferral settings and its MCP sources.
     pub fn new(
         registry: ToolRegistry,
         config: DeferralConfig,

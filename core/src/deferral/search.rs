@@ -90,7 +90,9 @@ pub fn near_allowance(len: usize) -> usize {
 /// A tool as the index sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Document<'a> {
+    /// The tool's name.
     pub name: &'a str,
+    /// Its description.
     pub description: &'a str,
 }
 
@@ -104,6 +106,7 @@ pub struct SearchIndex {
 }
 
 impl SearchIndex {
+    /// The index over `docs`.
     pub fn new<'a>(docs: impl IntoIterator<Item = Document<'a>>) -> SearchIndex {
         let mut ix = SearchIndex::default();
         for (i, doc) in docs.into_iter().enumerate() {
@@ -126,10 +129,12 @@ impl SearchIndex {
         ix
     }
 
+    /// How many tools it holds.
     pub fn len(&self) -> usize {
         self.names.len()
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }

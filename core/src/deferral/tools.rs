@@ -13,7 +13,9 @@ use crate::error::ToolError;
 use crate::permission::Level;
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
+/// The name of the tool that searches the deferred tools.
 pub const TOOL_SEARCH: &str = "tool_search";
+/// The name of the tool that loads deferred tools' schemas.
 pub const TOOL_LOAD: &str = "tool_load";
 /// The most names one `tool_load` takes.
 pub const MAX_LOAD: usize = 10;

@@ -20,8 +20,10 @@ pub enum Level {
 }
 
 impl Level {
+    /// Every level, narrowest first.
     pub const ALL: [Level; 4] = [Level::None, Level::Read, Level::Workspace, Level::Unrestricted];
 
+    /// The level as configured and sent (`none`, `read`, `workspace`, `unrestricted`).
     pub fn as_str(self) -> &'static str {
         match self {
             Level::None => "none",
@@ -65,6 +67,7 @@ pub enum Network {
 }
 
 impl Network {
+    /// The setting as configured and sent (`none`, `remote`, `unrestricted`).
     pub fn as_str(self) -> &'static str {
         match self {
             Network::None => "none",

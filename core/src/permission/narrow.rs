@@ -26,7 +26,9 @@ pub const AGENT_TOOLS: [&str; 5] = ["agent_spawn", "agent_list", "agent_followup
 #[serde(rename_all = "snake_case")]
 pub enum MemoryGrant {
     #[default]
+    /// No access.
     None,
+    /// Read-only recall of the parent's memories.
     Read,
 }
 
@@ -35,7 +37,9 @@ pub enum MemoryGrant {
 #[serde(rename_all = "snake_case")]
 pub enum InstructionsGrant {
     #[default]
+    /// The sub-agent gets no instructions of its parent's.
     None,
+    /// The sub-agent runs with its parent's instructions, verbatim.
     Inherit,
 }
 
@@ -44,9 +48,11 @@ pub enum InstructionsGrant {
 pub struct ToolLists {
     /// When set, only these tools (whole names).
     pub allow_tools: Option<BTreeSet<String>>,
+    /// These tools are refused (whole names).
     pub deny_tools: BTreeSet<String>,
     /// When set, only the MCP servers named (built-ins are untouched).
     pub allow_servers: Option<BTreeSet<String>>,
+    /// These MCP servers' tools are refused.
     pub deny_servers: BTreeSet<String>,
 }
 
@@ -72,14 +78,19 @@ impl ToolLists {
 /// What one agent holds: the root from its policy, a sub-agent from its spawn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grant {
+    /// The permission level.
     pub level: Level,
+    /// The directories it reaches.
     pub scope: Scope,
+    /// Its network access.
     pub network: Network,
+    /// The tools it holds.
     pub tools: ToolLists,
     /// How many more levels of sub-agents may exist below this agent (0: it cannot spawn).
     pub depth_left: u32,
     /// How far below the root this agent is (the root: 0).
     pub depth: u32,
+    /// Access to its parent's memory.
     pub memory: MemoryGrant,
     /// The instructions this agent runs with, which it may hand down verbatim.
     pub instructions: Option<String>,
@@ -112,28 +123,40 @@ impl Grant {
 #[serde(deny_unknown_fields)]
 pub struct SpawnTerms {
     #[serde(default)]
+    /// A level at most the parent's.
     pub permission: Option<Level>,
     #[serde(default)]
+    /// The sub-agent's working directory, inside the parent's reach.
     pub working_directory: Option<String>,
     #[serde(default)]
+    /// More directories it may write, inside the parent's workspace.
     pub additional_workspace_directories: Option<Vec<String>>,
     #[serde(default)]
+    /// More directories it may read, inside the parent's reach.
     pub additional_readable_directories: Option<Vec<String>>,
     #[serde(default)]
+    /// Network access at most the parent's.
     pub network: Option<Network>,
     #[serde(default)]
+    /// Only these tools (of those the parent holds).
     pub allow_tools: Option<Vec<String>>,
     #[serde(default)]
+    /// These tools refused.
     pub deny_tools: Option<Vec<String>>,
     #[serde(default)]
+    /// Only these MCP servers' tools.
     pub allow_servers: Option<Vec<String>>,
     #[serde(default)]
+    /// These MCP servers' tools refused.
     pub deny_servers: Option<Vec<String>>,
     #[serde(default)]
+    /// How many levels of sub-agents may exist below it (less than the parent's).
     pub max_depth: Option<u32>,
     #[serde(default)]
+    /// Read access to the parent's memory (only if the parent has it).
     pub memory: Option<MemoryGrant>,
     #[serde(default)]
+    /// Whether it runs with the parent's instructions.
     pub instructions: Option<InstructionsGrant>,
     /// The configured profile it runs on (another model and its settings), kept on every follow-up. A
     /// profile changes the model only: the rules here never read it, so it never widens anything.
@@ -144,7 +167,9 @@ pub struct SpawnTerms {
 /// The names a spawn's lists may mention: the tools of the registry and the configured MCP servers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownNames {
+    /// The tools of the registry.
     pub tools: BTreeSet<String>,
+    /// The configured MCP servers.
     pub servers: BTreeSet<String>,
 }
 
@@ -172,6 +197,7 @@ impl Dirs for RealDirs {
 /// A spawn the rules admitted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admitted {
+    /// What the sub-agent holds.
     pub grant: Grant,
     /// Names that match nothing, and names the parent does not hold; they restrict or grant nothing.
     pub warnings: Vec<String>,

@@ -39,17 +39,20 @@ pub struct Scope {
 /// Why a path was refused. The message never says whether a path outside reach exists.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeError {
+    /// The path is outside this session's reach (or does not exist there; the words do not say).
     #[error("path '{0}' is outside this session's reach")]
     OutsideReach(String),
     /// A FIFO, a device, a socket or a directory where a file is read or written. Refused before any
     /// open that could block; the words do not depend on which kind it is.
     #[error("path '{0}' is not a regular file; the file tools open regular files only")]
     NotRegular(String),
+    /// The path itself is malformed (empty, a NUL byte, …); the second field says how.
     #[error("path '{0}' is not valid: {1}")]
     Invalid(String, &'static str),
     /// A create that must not replace found the name taken.
     #[error("path '{0}' already exists")]
     Exists(String),
+    /// The file system failed (the text is its error).
     #[error("{0}")]
     Io(String),
 }
@@ -57,7 +60,9 @@ pub enum ScopeError {
 /// Reading or writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
+    /// Reading.
     Read,
+    /// Writing.
     Write,
 }
 
@@ -65,8 +70,11 @@ pub enum Access {
 /// past the workspace roots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteReach {
+    /// No writes (`none`, `read`).
     Nowhere,
+    /// Under the workspace directories (`workspace`).
     WorkspaceRoots,
+    /// Anywhere the process may write (`unrestricted`).
     Anywhere,
 }
 

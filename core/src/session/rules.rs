@@ -21,8 +21,10 @@ const SHOWN_CHARS: usize = 2000;
 /// One entry of a session's log. `index` is the `#N` the conversation tools show (1-based).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The entry's number in the log (1-based), as the conversation tools show it (`#N`).
     pub index: i64,
     #[serde(flatten)]
+    /// What it holds.
     pub item: Item,
 }
 
@@ -30,21 +32,26 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Item {
+    /// A message of the conversation.
     Message {
+        /// The message.
         message: Message,
     },
     /// A compaction: the live window restarts with the summary that follows, then the messages from
     /// `keep_from` on.
     Boundary {
+        /// The first entry kept verbatim after the summary.
         keep_from: i64,
     },
     /// The model-written summary of what the boundary before it took out of the window.
     Summary {
+        /// The summary.
         text: String,
     },
 }
 
 impl Item {
+    /// The entry's kind as stored (`message`, `boundary`, `summary`).
     pub fn kind(&self) -> &'static str {
         match self {
             Item::Message { .. } => "message",
@@ -105,7 +112,9 @@ fn messages_of(entries: &[Entry]) -> Vec<(i64, Message)> {
 /// rest verbatim. `None` when there is nothing to summarise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The entries to summarise, with their numbers.
     pub summarise: Vec<(i64, Message)>,
+    /// The first entry kept verbatim.
     pub keep_from: i64,
 }
 
@@ -272,6 +281,7 @@ pub fn estimate_tokens(text: &str) -> u64 {
 /// MCP tools and the discovery tools are).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Overhead {
+    /// Instructions and tool schemas, estimated in tokens.
     pub tokens: u64,
     /// The tool schemas counted.
     pub tools: usize,
@@ -293,6 +303,7 @@ impl Overhead {
 /// The window's use as `context_check` reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gauge {
+    /// The model's context window, in tokens.
     pub window: u64,
     /// Instructions and tool schemas, estimated.
     pub overhead: u64,
@@ -300,7 +311,9 @@ pub struct Gauge {
     pub tool_schemas: usize,
     /// The conversation, estimated.
     pub conversation: u64,
+    /// The share of the window at which auto-compaction fires.
     pub compact_at: f64,
+    /// Compactions so far.
     pub compactions: usize,
     /// What the provider counted for the last request's whole prompt (input, cache read and cache
     /// write tokens), when it reported a count; the use is then that plus `since`.
@@ -310,6 +323,7 @@ pub struct Gauge {
 }
 
 impl Gauge {
+    /// Tokens in use: the provider's count plus what came since, else the estimates.
     pub fn used(&self) -> u64 {
         match self.reported {
             Some(reported) => reported.saturating_add(self.since),
@@ -332,6 +346,7 @@ impl Gauge {
         (self.overhead as f64) < self.ceiling()
     }
 
+    /// The gauge as `context_check` tells it to the model.
     pub fn report(&self) -> String {
         let used = self.used();
         let pct = |n: u64| (n * 100).checked_div(self.window).unwrap_or(0);
