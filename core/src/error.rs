@@ -14,11 +14,27 @@ pub enum Error {
     Model(#[from] ModelError),
     /// The run used its turn budget without the model giving a final answer.
     #[error("the run reached its limit of {max_turns} turns without a final answer")]
-    MaxTurns { max_turns: u32, usage: Usage },
+    MaxTurns {
+        /// The limit.
+        max_turns: u32,
+        /// What the run used.
+        usage: Usage,
+    },
     /// The run went past a hard budget (`budget` is `tokens` or `cost`); `usage` and `cost` are what it
     /// used up to then.
     #[error("the run went past its {budget} budget of {limit} (spent {spent})")]
-    Budget { budget: String, limit: f64, spent: f64, usage: Usage, cost: Option<f64> },
+    Budget {
+        /// `tokens` or `cost`.
+        budget: String,
+        /// The budget.
+        limit: f64,
+        /// What the run spent of it.
+        spent: f64,
+        /// What the run used.
+        usage: Usage,
+        /// What the run cost, when priced.
+        cost: Option<f64>,
+    },
     /// The model's answer was cut by its output token limit in the middle of tool calls (`tools`, by
     /// name). Their arguments are incomplete, so none of them ran; `usage` is what the run used, the cut
     /// answer included. Raise the model's output token limit, or ask for less at once.
@@ -26,27 +42,64 @@ pub enum Error {
         "the model's answer was cut by its output token limit in the middle of a call of {}: the call did not run",
         tools.join(", ")
     )]
-    OutputTruncated { tools: Vec<String>, usage: Usage },
+    OutputTruncated {
+        /// The tools whose calls were cut.
+        tools: Vec<String>,
+        /// What the run used.
+        usage: Usage,
+    },
     /// The model's final answer did not match the agent's output type, after the answers that did not
     /// went back to it `retries` times: `message` says what is wrong with the last one, `attempt` is
     /// that answer's text as the model gave it, `usage` what the run used.
     #[error("the model's final answer did not match the output type after {retries} retries: {message}")]
-    OutputInvalid { message: String, attempt: String, retries: u32, usage: Usage },
+    OutputInvalid {
+        /// What is wrong with the last answer.
+        message: String,
+        /// The last answer's text.
+        attempt: String,
+        /// How many times answers went back to the model.
+        retries: u32,
+        /// What the run used.
+        usage: Usage,
+    },
     /// A message history given as a run's input breaks a rule (crate::agent::input): `index` is the
     /// message's place in the list, `field` the field that is wrong (`role`, `call_id`,
     /// `tool_calls[0].id`; empty for the whole entry). Nothing was sent or stored.
     #[error("invalid message history: messages[{index}]{}: {message}", if field.is_empty() { String::new() } else { format!(".{field}") })]
-    InvalidMessage { index: usize, field: String, message: String },
+    InvalidMessage {
+        /// The message's place in the list.
+        index: usize,
+        /// The field that is wrong (empty: the whole entry).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A hook or a guardrail (crate::agent::hooks) failed: it raised, or answered something its point
     /// does not take. `hook` is its name, `point` where it ran (`before_tool_call`, …, or
     /// `input_guardrail` / `output_guardrail`). The run ended there; a session stores nothing of it.
     #[error("hook '{hook}' ({point}) failed: {message}")]
-    HookFailed { hook: String, point: String, message: String },
+    HookFailed {
+        /// The hook's name.
+        hook: String,
+        /// Where it ran.
+        point: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A guardrail tripped: `guardrail` is its name, `kind` `input` or `output`, `verdict` the
     /// information it gave (any JSON), `usage` what the run used. No tool ran after an input guardrail
     /// tripped, and no answer was returned.
     #[error("guardrail '{guardrail}' ({kind}) tripped: {verdict}")]
-    GuardrailTripped { guardrail: String, kind: String, verdict: serde_json::Value, usage: Usage },
+    GuardrailTripped {
+        /// The guardrail's name.
+        guardrail: String,
+        /// `input` or `output`.
+        kind: String,
+        /// What the guardrail said.
+        verdict: serde_json::Value,
+        /// What the run used.
+        usage: Usage,
+    },
     /// The run was cancelled. A signal, not a failure.
     #[error("the run was cancelled")]
     Cancelled,
@@ -102,7 +155,12 @@ impl Error {
 pub enum ModelError {
     /// The provider answered with an error status.
     #[error("the model provider answered HTTP {status}: {message}")]
-    Http { status: u16, message: String },
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's error message.
+        message: String,
+    },
     /// The request never got an answer (connection refused, reset, timed out).
     #[error("could not reach the model provider: {0}")]
     Transport(String),

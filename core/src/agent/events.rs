@@ -20,51 +20,132 @@ use crate::model::{StopReason, Usage};
 #[non_exhaustive]
 pub enum Event {
     /// The run began with this user message.
-    RunStarted { input: String },
+    RunStarted {
+        /// The user message.
+        input: String,
+    },
     /// A model request is about to be sent (`turn` counts from 1).
-    ModelRequest { turn: u32 },
+    ModelRequest {
+        /// The turn, from 1.
+        turn: u32,
+    },
     /// A piece of the model's text, as it streams (the whole text at once on an unstreamed wire).
-    TextDelta { text: String },
+    TextDelta {
+        /// The piece of text.
+        text: String,
+    },
     /// The model answered; `usage` is this request's, `cost` its cost when the price table has the model,
     /// `stop_reason` why the model stopped (`length`: cut by the output token limit).
     ModelResponse {
+        /// The turn, from 1.
         turn: u32,
+        /// This request's token counts.
         usage: Usage,
+        /// This request's cost, when the price table has the model.
         cost: Option<f64>,
+        /// Why the model stopped.
         #[serde(default)]
         stop_reason: StopReason,
     },
     /// The model asked for a tool call. `from_text`: the call was read from the answer's text (the
     /// `text_tool_calls` setting), not sent as a call by the server.
     ToolCallRequested {
+        /// The call's id.
         id: String,
+        /// The tool's name.
         name: String,
+        /// The arguments the model sent.
         arguments: Value,
+        /// Whether the call was read from the answer's text.
         #[serde(default)]
         from_text: bool,
     },
     /// The tool call is about to run.
-    ToolStarted { id: String, name: String },
+    ToolStarted {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
     /// The tool call ended; `result` is what the model sees.
-    ToolFinished { id: String, name: String, result: String, is_error: bool },
+    ToolFinished {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// What the model sees.
+        result: String,
+        /// Whether the call failed.
+        is_error: bool,
+    },
     /// The call was refused before the tool ran; `reason` is what the model sees.
-    ToolRefused { id: String, name: String, reason: String },
+    ToolRefused {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// Why, as the model sees it.
+        reason: String,
+    },
     /// A call was put to the approval handler.
-    ApprovalRequested { request: crate::permission::ApprovalRequest },
+    ApprovalRequested {
+        /// What the handler was asked.
+        request: crate::permission::ApprovalRequest,
+    },
     /// A call went to the background as task `task_id`.
-    BackgroundTaskStarted { task_id: String, call_id: String, name: String },
+    BackgroundTaskStarted {
+        /// The task's id.
+        task_id: String,
+        /// The id of the call that started it.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+    },
     /// A background task reported progress.
-    BackgroundTaskProgress { task_id: String, note: String },
+    BackgroundTaskProgress {
+        /// The task's id.
+        task_id: String,
+        /// What the task said.
+        note: String,
+    },
     /// A background task's result reached the model as its own turn (finished, failed, cancelled, or
     /// failed as dead).
-    BackgroundTaskReported { task_id: String, name: String, result: String, is_error: bool },
+    BackgroundTaskReported {
+        /// The task's id.
+        task_id: String,
+        /// The tool's name.
+        name: String,
+        /// What the model sees.
+        result: String,
+        /// Whether the task failed.
+        is_error: bool,
+    },
     /// The loop told the model its checklist still has open items (`nudge` counts from 1).
-    ChecklistNudge { nudge: u32, open_items: Vec<String> },
+    ChecklistNudge {
+        /// The nudge, from 1.
+        nudge: u32,
+        /// The open items' texts.
+        open_items: Vec<String>,
+    },
     /// A guardrail gave its verdict (`kind`: `input` or `output`); a tripped one ends the run with
     /// `guardrail_tripped`.
-    GuardrailChecked { guardrail: String, kind: String, tripped: bool, info: Value },
+    GuardrailChecked {
+        /// The guardrail's name.
+        guardrail: String,
+        /// `input` or `output`.
+        kind: String,
+        /// Whether it tripped.
+        tripped: bool,
+        /// What the guardrail said with its verdict.
+        info: Value,
+    },
     /// The run ended with this result.
-    RunFinished { usage: Usage, result: RunResult },
+    RunFinished {
+        /// The run's token counts.
+        usage: Usage,
+        /// The run's result.
+        result: RunResult,
+    },
 }
 
 /// Where the loop sends events; a run without a listener sends nowhere.

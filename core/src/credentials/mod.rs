@@ -32,6 +32,7 @@ pub const MIN_VALUE_LEN: usize = 8;
 /// functions. An `Err` fails the call that needed it, with the text as the reason.
 #[async_trait]
 pub trait CredentialSource: Send + Sync {
+    /// The value of `alias`, produced now.
     async fn fetch(&self, alias: &str) -> Result<String, String>;
 }
 
@@ -72,7 +73,9 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebCredential {
+    /// The host the header goes to.
     pub host: String,
+    /// The credential whose value it carries.
     pub alias: String,
     /// Default `authorization`.
     #[serde(default = "default_header")]
@@ -102,9 +105,11 @@ impl WebCredential {
 /// available now (a value: yes; an environment variable: set; a callback: registered). Never a value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CredentialListing {
+    /// The alias.
     pub alias: String,
     /// `value`, `env` or `callback`.
     pub source: String,
+    /// Whether a value is available now.
     pub present: bool,
 }
 
@@ -156,6 +161,7 @@ fn check_value(alias: &str, value: &str) -> Result<(), String> {
 }
 
 impl Credentials {
+    /// An empty broker.
     pub fn new() -> Credentials {
         Credentials::default()
     }
@@ -198,6 +204,7 @@ impl Credentials {
         self.add(alias, Source::Callback(Arc::new(source)))
     }
 
+    /// [`Credentials::callback`] with a shared source.
     pub fn callback_arc(self, alias: &str, source: Arc<dyn CredentialSource>) -> Self {
         self.add(alias, Source::Callback(source))
     }
@@ -345,10 +352,13 @@ impl Credentials {
 #[serde(deny_unknown_fields)]
 pub struct CredentialsConfig {
     #[serde(default)]
+    /// Each alias and where its value comes from.
     pub credentials: BTreeMap<String, SourceConfig>,
     #[serde(default)]
+    /// Environment variables of `shell_execute`, each the value of an alias.
     pub shell_env: BTreeMap<String, String>,
     #[serde(default)]
+    /// Headers `web_fetch` adds per host.
     pub web_fetch: Vec<WebCredential>,
 }
 
@@ -356,7 +366,9 @@ pub struct CredentialsConfig {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum SourceConfig {
+    /// A fixed value.
     Value(String),
+    /// The environment variable the value is read from, when needed.
     Env(String),
     /// Always `true`: the binding gives the callable.
     Callback(bool),

@@ -58,12 +58,16 @@ pub fn builtin(name: &str) -> Option<Arc<dyn crate::tools::Tool>> {
 /// A session's failure: the store, a missing session, a bad argument, or the run itself.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
+    /// An argument the store cannot use (the text names it).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// No session has this id.
     #[error("no session '{0}' in this store")]
     NotFound(String),
+    /// The store (SQLite or PostgreSQL) failed; the text is its error.
     #[error("the session store failed: {0}")]
     Store(String),
+    /// The run failed (the agent's own error).
     #[error(transparent)]
     Run(#[from] crate::Error),
     /// Another run holds the session (SPEC §8b: one run at a time per session, across processes); or
@@ -77,7 +81,12 @@ pub enum SessionError {
     /// The run parked: a call waits on an answer given later (`Sessions::resume`). A signal, not a
     /// failure.
     #[error("session '{session_id}' is awaiting an approval for tool '{}'", request.tool)]
-    AwaitingApproval { session_id: String, request: Box<crate::permission::ApprovalRequest> },
+    AwaitingApproval {
+        /// The parked session.
+        session_id: String,
+        /// What the call waits on.
+        request: Box<crate::permission::ApprovalRequest>,
+    },
 }
 
 impl SessionError {
@@ -99,7 +108,9 @@ impl SessionError {
 /// waits on).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
+    /// `idle`, `running` or `awaiting_approval`.
     pub state: String,
+    /// What a parked run waits on, and what its resume needs.
     #[serde(default)]
     pub parked: Option<Value>,
 }
@@ -277,10 +288,12 @@ impl Sessions {
         Ok(self)
     }
 
+    /// The store the sessions are kept in.
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.store
     }
 
+    /// The sessions' settings (leases, compaction).
     pub fn config(&self) -> &SessionConfig {
         &self.config
     }

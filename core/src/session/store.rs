@@ -24,7 +24,9 @@ pub trait SessionStore: Send + Sync {
     async fn append(&self, session_id: &str, items: &[Item], now: i64) -> Result<Vec<i64>, SessionError>;
     /// The whole log, in order.
     async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError>;
+    /// The session's state row.
     async fn state(&self, session_id: &str) -> Result<SessionState, SessionError>;
+    /// Writes the session's state row.
     async fn set_state(&self, session_id: &str, state: &SessionState, now: i64) -> Result<(), SessionError>;
     /// Takes the session for a run, in one transaction. Leases are written by the store's clock
     /// (PostgreSQL's server clock; the local clock for SQLite, one host): a client whose clock is off
@@ -129,11 +131,13 @@ pub trait SessionStore: Send + Sync {
 /// A sub-agent's session as its parent keeps it (SPEC §8b: sub-agents are child sessions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildSession {
+    /// The child's session id.
     pub session_id: String,
     /// The session (root or sub-agent) that spawned it.
     pub parent_id: String,
     /// Its id among its siblings, as the agent tools take it.
     pub agent_id: String,
+    /// Its title (the spawn's prompt, clipped).
     pub title: String,
     /// What a follow-up replays: its spawn terms, holdings and counts (JSON).
     pub spawn: Value,
@@ -144,15 +148,20 @@ pub struct ChildSession {
 /// A root session as `session_list` shows it at `unrestricted`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRow {
+    /// The session's id.
     pub session_id: String,
+    /// Its title, once it has one.
     pub title: Option<String>,
+    /// When it was last written, ms since the epoch.
     pub updated_at: i64,
 }
 
 /// A session's background task as the store has it (`task_result`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskSnapshot {
+    /// The session the task belongs to.
     pub session_id: String,
+    /// The task's id.
     pub task_id: String,
     /// The tool the task runs.
     pub name: String,
@@ -181,7 +190,9 @@ pub struct Taken {
 /// A call recorded as started.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartedCall {
+    /// The call's key in the session's journal.
     pub key: String,
+    /// The tool's name.
     pub name: String,
     /// The arguments as the tool got them (JSON text).
     pub arguments: String,
@@ -927,6 +938,7 @@ pub struct SqliteSessions {
 }
 
 impl SqliteSessions {
+    /// Opens (creating if missing) the SQLite file at `path` and applies the migrations.
     pub async fn open(path: &str, now: i64) -> Result<SqliteSessions, SessionError> {
         if path.is_empty() {
             return Err(SessionError::InvalidArgument("sqlite:// needs a file path".into()));
@@ -964,6 +976,7 @@ pub struct PgSessions {
 }
 
 impl PgSessions {
+    /// Connects to the PostgreSQL server at `url` and applies the migrations.
     pub async fn open(url: &str, now: i64) -> Result<PgSessions, SessionError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| SessionError::InvalidArgument(format!("bad PostgreSQL URL: {e}")))?;

@@ -20,7 +20,9 @@ pub mod wire_name;
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
+    /// The tool's name as the model calls it (wire-safe: letters, digits, `_`, `-`; at most 64).
     pub name: String,
+    /// What the tool does, for the model.
     pub description: String,
     /// JSON Schema of the arguments; always an object schema. Shared: cloning a spec, as every model
     /// request does, does not copy it.
@@ -65,6 +67,7 @@ pub struct ToolSpec {
 pub struct Schema(Arc<Value>);
 
 impl Schema {
+    /// A schema holding `value`.
     pub fn new(value: Value) -> Self {
         Schema(Arc::new(value))
     }
@@ -108,6 +111,8 @@ impl<'de> Deserialize<'de> for Schema {
 }
 
 impl ToolSpec {
+    /// A spec of `name`, `description` and the `parameters` schema, every other setting at its default
+    /// (no level of its own, no approval required, no credentials, not idempotent).
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
         ToolSpec {
             name: name.into(),
@@ -185,6 +190,7 @@ impl ToolSpec {
 /// functions.
 #[async_trait]
 pub trait Tool: Send + Sync {
+    /// What the model is told about the tool.
     fn spec(&self) -> &ToolSpec;
     /// Runs the tool. `arguments` is the JSON object the model sent, already read by the argument rule
     /// ([`args::read_arguments`]). The returned value reaches the model as text: a string as it is,
@@ -218,7 +224,9 @@ pub struct ToolContext {
     pub call_id: String,
     /// The session's level. An approved call still runs at this level: approval never widens reach.
     pub level: Level,
+    /// The directories the session reaches.
     pub scope: std::sync::Arc<Scope>,
+    /// The session's network setting.
     pub network: Network,
     /// Local and link-local addresses the policy lets through under network `remote`.
     pub allow_local_addresses: std::sync::Arc<[crate::permission::network::AddrRange]>,
@@ -286,6 +294,7 @@ impl std::fmt::Debug for ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -302,6 +311,7 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// The tool named `name`, if registered.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name.get(name).map(|&i| &self.tools[i])
     }
@@ -311,14 +321,17 @@ impl ToolRegistry {
         self.tools.iter()
     }
 
+    /// Every tool's spec, in registration order.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|t| t.spec().clone()).collect()
     }
 
+    /// How many tools are registered.
     pub fn len(&self) -> usize {
         self.tools.len()
     }
 
+    /// Whether none are.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
