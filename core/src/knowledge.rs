@@ -63,7 +63,12 @@ const BINARY_EXTENSIONS: [&str; 14] =
 pub enum KnowledgeError {
     /// An argument out of bounds or malformed; `field` names it.
     #[error("invalid knowledge argument '{field}': {message}")]
-    InvalidArgument { field: String, message: String },
+    InvalidArgument {
+        /// The argument that is wrong.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A document of that name exists and `overwrite` was off.
     #[error("a knowledge document named '{0}' already exists; pass overwrite to replace it")]
     Exists(String),
@@ -108,6 +113,7 @@ pub struct KnowledgeConfig {
 }
 
 impl KnowledgeConfig {
+    /// Knowledge in `dir`, every other setting at its default.
     pub fn new(dir: impl Into<String>) -> KnowledgeConfig {
         KnowledgeConfig { dir: dir.into(), inline_max_bytes: None }
     }
@@ -135,6 +141,7 @@ pub struct Published {
     pub name: String,
     /// Its path, as resolved.
     pub path: String,
+    /// The document's size in bytes.
     pub bytes: usize,
     /// Whether an existing document was replaced.
     pub replaced: bool,

@@ -59,6 +59,7 @@ impl TaskHandle {
         CURRENT.try_with(Clone::clone).ok()
     }
 
+    /// The task's id.
     pub fn id(&self) -> &str {
         &self.shared.id
     }
@@ -92,6 +93,7 @@ impl TaskHandle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
+    /// Still running.
     Running,
     /// It returned its result.
     Finished,
@@ -711,6 +713,7 @@ impl HostTask {
         }
     }
 
+    /// The token the host's task context carries (0: not in a background task).
     pub fn token(&self) -> u64 {
         self.token
     }

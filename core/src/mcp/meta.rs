@@ -16,12 +16,19 @@ use crate::error::ToolError;
 use crate::permission::Level;
 use crate::tools::{Tool, ToolSpec};
 
+/// The tool listing a server's resources.
 pub const RESOURCE_LIST: &str = "mcp_resource_list";
+/// The tool listing a server's resource templates.
 pub const RESOURCE_TEMPLATE_LIST: &str = "mcp_resource_template_list";
+/// The tool reading one of a server's resources.
 pub const RESOURCE_READ: &str = "mcp_resource_read";
+/// The tool listing a server's prompts.
 pub const PROMPT_LIST: &str = "mcp_prompt_list";
+/// The tool getting one of a server's prompts.
 pub const PROMPT_GET: &str = "mcp_prompt_get";
+/// The tool listing the resources and prompts of every server.
 pub const LIST_ALL: &str = "mcp_list_all";
+/// The tool reading a resource from whichever server has it.
 pub const READ_ANY: &str = "mcp_resource_read_any";
 
 /// The names of the seven, in the order they are registered.

@@ -21,14 +21,18 @@ pub enum ToolShape {
 /// One entry of `tools`: a declared function, or a fixed object (a provider's own tool).
 #[derive(Debug)]
 pub enum WireTool<'a> {
+    /// A function declared by its spec, in the wire's shape.
     Function(ToolShape, &'a ToolSpec),
+    /// A provider's own tool, as given.
     Fixed(Value),
 }
 
 /// A request body: `fields` in order, then `tools` when there are any.
 #[derive(Debug)]
 pub struct RequestBody<'a> {
+    /// The body's fields, in order.
     pub fields: Map<String, Value>,
+    /// The tools, in order.
     pub tools: Vec<WireTool<'a>>,
     /// The last tool carries this `cache_control` (Anthropic prompt caching: the tools are the start of
     /// the cached prefix).

@@ -16,12 +16,16 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Wire {
+    /// OpenAI Chat Completions (`/chat/completions`), and the servers that speak it.
     OpenaiChat,
+    /// Anthropic Messages (`/messages`).
     Anthropic,
+    /// OpenAI Responses (`/responses`).
     OpenaiResponses,
 }
 
 impl Wire {
+    /// The wire as configured (`openai_chat`, `anthropic`, `openai_responses`).
     pub fn as_str(self) -> &'static str {
         match self {
             Wire::OpenaiChat => "openai_chat",
@@ -36,11 +40,15 @@ impl Wire {
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The wire the provider speaks.
     pub wire: Wire,
+    /// The model's name as the provider knows it.
     pub model: String,
     #[serde(default)]
+    /// The provider's base URL (default: the wire's hosted API).
     pub base_url: Option<String>,
     #[serde(default)]
+    /// The API key (default: the wire's environment variable).
     pub api_key: Option<String>,
     /// Stream answers (SSE).
     #[serde(default)]
@@ -147,6 +155,7 @@ impl std::fmt::Debug for ModelConfig {
 }
 
 impl ModelConfig {
+    /// A model on `wire` named `model`, every setting at its default.
     pub fn new(wire: Wire, model: impl Into<String>) -> Self {
         ModelConfig {
             wire,

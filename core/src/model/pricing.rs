@@ -11,16 +11,21 @@ use super::Usage;
 #[serde(deny_unknown_fields)]
 pub struct Price {
     #[serde(default)]
+    /// Price per million input tokens (not cached).
     pub input_per_mtok: f64,
     #[serde(default)]
+    /// Price per million output tokens.
     pub output_per_mtok: f64,
     #[serde(default)]
+    /// Price per million tokens read from the prompt cache.
     pub cache_read_per_mtok: f64,
     #[serde(default)]
+    /// Price per million tokens written to the prompt cache.
     pub cache_write_per_mtok: f64,
 }
 
 impl Price {
+    /// What `u` costs at these prices.
     pub fn cost(&self, u: &Usage) -> f64 {
         (u.input_tokens as f64 * self.input_per_mtok
             + u.output_tokens as f64 * self.output_per_mtok
@@ -29,6 +34,7 @@ impl Price {
             / 1_000_000.0
     }
 
+    /// Checks every price is finite and not negative (a refusal names the model and the field).
     pub fn validate(&self, model: &str) -> Result<(), String> {
         for (k, v) in [
             ("input_per_mtok", self.input_per_mtok),

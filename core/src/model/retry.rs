@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct RetryPolicy {
     /// Attempts after the first.
     pub max_retries: u32,
+    /// The wait before the first retry (doubled each time, with jitter).
     pub initial_backoff: Duration,
+    /// The longest wait between retries.
     pub max_backoff: Duration,
 }
 

@@ -8,7 +8,9 @@ use crate::error::ModelError;
 /// One event: its name (absent on Chat Completions) and its data lines joined by `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
+    /// The `event:` name.
     pub event: Option<String>,
+    /// The data lines, joined by `\n`.
     pub data: String,
 }
 

@@ -79,8 +79,10 @@ fn empty_object() -> Value {
 #[serde(deny_unknown_fields)]
 pub struct ReplyUsage {
     #[serde(default)]
+    /// Input tokens the reply reports.
     pub input_tokens: u64,
     #[serde(default)]
+    /// Output tokens the reply reports.
     pub output_tokens: u64,
 }
 
@@ -509,10 +511,13 @@ model_impl!(FunctionModel);
 #[serde(deny_unknown_fields)]
 pub struct TestModelConfig {
     #[serde(default = "default_wire")]
+    /// The wire the model speaks (default `openai_chat`).
     pub wire: Wire,
     #[serde(default = "default_name")]
+    /// The name it reports (default `test-model`).
     pub model: String,
     #[serde(default)]
+    /// Whether it streams its answers.
     pub stream: bool,
     /// The script; absent for a [`FunctionModel`].
     #[serde(default)]

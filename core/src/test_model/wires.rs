@@ -19,7 +19,9 @@ pub const CREATED: u64 = 1_764_633_600;
 /// One server-sent event: the `event:` name (absent on Chat Completions) and its JSON data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sse {
+    /// The `event:` name.
     pub event: Option<String>,
+    /// The event's data.
     pub data: Value,
 }
 
@@ -40,9 +42,13 @@ impl Sse {
 /// Token counts of a scripted answer, wire-neutral. `input` excludes cached tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tokens {
+    /// Input tokens, cached ones excluded.
     pub input: u64,
+    /// Output tokens.
     pub output: u64,
+    /// Tokens read from the prompt cache.
     pub cache_read: u64,
+    /// Tokens written to the prompt cache.
     pub cache_write: u64,
 }
 
@@ -64,7 +70,9 @@ impl Tokens {
 /// A scripted tool call.
 #[derive(Debug, Clone)]
 pub struct Call {
+    /// The call's id.
     pub id: String,
+    /// The tool's name.
     pub name: String,
     /// The arguments' JSON text.
     pub arguments: String,

@@ -74,10 +74,12 @@ impl WireNames {
         Ok(m)
     }
 
+    /// The name the wire carries for the tool named `whole` (itself when it is wire-safe).
     pub fn wire<'a>(&'a self, whole: &'a str) -> &'a str {
         self.to_wire.get(whole).map(String::as_str).unwrap_or(whole)
     }
 
+    /// The tool's whole name for the `wire` name a model sent (itself when none maps to it).
     pub fn whole<'a>(&'a self, wire: &'a str) -> &'a str {
         self.to_whole.get(wire).map(String::as_str).unwrap_or(wire)
     }

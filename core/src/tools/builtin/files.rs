@@ -76,6 +76,7 @@ macro_rules! builtin {
         }
 
         impl $ty {
+            /// The tool.
             pub fn new() -> Self {
                 #[allow(unused_mut)]
                 let mut spec = ToolSpec::new($name, $desc, $params).with_level($level);
