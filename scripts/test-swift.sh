@@ -94,19 +94,28 @@ for _ in $(seq 200); do [ -s "$gen/quoting.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/quoting.url" || { echo "test-swift: quoting_server.py did not start: $(cat "$gen/quoting.log")" >&2; exit 1; }
 head -n 1 "$gen/quoting.url" >"$art/mcp/quoting.url"
 
+# The OTLP/HTTP receiver for TelemetryTests (tests/otel/receiver.py; it also runs the checker every suite
+# shares, `POST /check`, since Python does not run in the Swift root): its URL in .artifacts/otel.url.
+# Started before llama.cpp's FIFO is opened below, so it holds no copy of it (the server stops on its EOF).
+source "$repo/scripts/llama-env.sh"
+"$AMBIT_PY" "$repo/tests/otel/receiver.py" >"$gen/otel.url" 2>"$gen/otel.log" &
+otel_pid=$!
+
 # llama.cpp's real server with the suite's tiny model (tests/llama/serve.py --tiny, the helper every
 # language's real-server tests start) for LlamaServerTests: its URL in .artifacts/llama.url; it stops when
 # its standard input (a FIFO held open here) closes at exit.
-source "$repo/scripts/llama-env.sh"
 llama_in="$gen/llama.in"
 mkfifo "$llama_in"
 "$AMBIT_PY" "$repo/tests/llama/serve.py" --tiny <"$llama_in" >"$gen/llama.url" 2>"$gen/llama.log" &
 llama_pid=$!
 exec {llama_fd}>"$llama_in"
-trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
 for _ in $(seq 600); do [ -s "$gen/llama.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/llama.url" || { echo "test-swift: llama.cpp's server did not start: $(tail -5 "$gen/llama.log")" >&2; exit 1; }
 head -n 1 "$gen/llama.url" >"$art/llama.url"
+for _ in $(seq 600); do [ -s "$gen/otel.url" ] && break; sleep 0.05; done
+grep -q '^http://127.0.0.1:' "$gen/otel.url" || { echo "test-swift: the OTLP receiver did not start: $(tail -5 "$gen/otel.log")" >&2; exit 1; }
+head -n 1 "$gen/otel.url" >"$art/otel.url"
 
 # The PostgreSQL server scripts/test.sh started, for the session scenarios (`swift test` runs under `env -i`,
 # so its URL goes in a file; the root shares the host's network). No server: no file, and they run on SQLite.
@@ -136,7 +145,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'exec {llama_fd}>&-; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

@@ -22,6 +22,7 @@ mod routine;
 mod run;
 mod session;
 mod subagent;
+mod telemetry;
 pub use run::{AgentEvent, ChecklistItem, CoreRunStream, LoopSettings, ModelSettings, Price, Wire};
 pub use subagent::SubagentSettings;
 

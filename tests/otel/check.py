@@ -13,7 +13,8 @@ Usage: python check.py RECEIVER_URL SCENARIO_FILE --content on|off [--usage INPU
 - contents (`content`: attributes per span id): there with `--content on`, in no span with `off`;
   `content_contains`: with `on`, those attributes contain these texts (the redacted marker);
 - `secrets`: no attribute of any span of the trace holds one of these values, either way.
-Exits 1 naming the first difference.
+Exits 1 naming the first difference. The receiver runs the same check for a suite that cannot run Python
+(`POST /check`, receiver.py).
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from typing import Any
 KINDS = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
 
+class CheckFailed(Exception):
+    """The first difference between the spans and the scenario's `telemetry` section."""
+
+
 def fail(message: str) -> None:
-    print(f"telemetry check failed: {message}", file=sys.stderr)
-    sys.exit(1)
+    raise CheckFailed(f"telemetry check failed: {message}")
 
 
 def check(spans: list[dict[str, Any]], telemetry: dict[str, Any], content: bool, usage: tuple[int, int] | None) -> int:
@@ -124,7 +128,11 @@ def main() -> None:
     if args.usage:
         i, o = args.usage.split(",")
         usage = (int(i), int(o))
-    n = check(spans, telemetry, args.content == "on", usage)
+    try:
+        n = check(spans, telemetry, args.content == "on", usage)
+    except CheckFailed as e:
+        print(e, file=sys.stderr)
+        sys.exit(1)
     print(f"telemetry check passed: {n} spans")
 
 

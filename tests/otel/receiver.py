@@ -1,7 +1,7 @@
 """A real OTLP/HTTP trace receiver for the telemetry tests (the OpenTelemetry Collector is not reachable
 here): `POST /v1/traces` takes an `ExportTraceServiceRequest` in protobuf (as the core's exporter sends it,
 `application/x-protobuf`), decodes it with the official `opentelemetry-proto` package and keeps its spans;
-`GET /spans` returns them as JSON; `POST /reset` forgets them.
+`GET /spans` returns them as JSON; `POST /reset` forgets them; `POST /check` runs check.py's check on them.
 
 Usage: python receiver.py  -- prints `http://127.0.0.1:PORT` on its first line, then serves until killed.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +20,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check  # noqa: E402 - the checker beside this file
 
 SPANS: list[dict[str, Any]] = []
 LOCK = threading.Lock()
@@ -81,6 +85,22 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 SPANS.clear()
             self.reply(200, b"{}", "application/json")
+            return
+        if self.path == "/check":
+            # check.py's check of the spans held here, for a suite that cannot run Python itself (Swift's
+            # root): {"scenario": <the file's JSON>, "content": true|false} -> 200, or 422 naming the difference.
+            request = json.loads(body)
+            scenario = request["scenario"]
+            want = scenario.get("expect", {}).get("usage")
+            usage = (want["input_tokens"], want["output_tokens"]) if want else None
+            with LOCK:
+                spans = json.loads(json.dumps(SPANS))
+            try:
+                n = check.check(spans, scenario["telemetry"], bool(request["content"]), usage)
+            except check.CheckFailed as e:
+                self.reply(422, str(e).encode(), "text/plain")
+                return
+            self.reply(200, f"telemetry check passed: {n} spans".encode(), "text/plain")
             return
         if self.path != "/v1/traces":
             self.reply(404, b"not found", "text/plain")
