@@ -10,7 +10,7 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
 Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
 Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations",
-"secrets_received"}; `POST /expire` makes every access token invalid (refresh tokens stay), so the next
+"secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /expire` makes every access token invalid (refresh tokens stay), so the next
 request must refresh. The Rust, Python, Node and Swift suites run it.
 
 Hostile modes (the attack tests), as arguments:
@@ -37,7 +37,7 @@ import time
 import uvicorn
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -206,6 +206,11 @@ def build(port: int, host: str = "127.0.0.1", authorization_server: str | None =
     @server.custom_route("/stats", methods=["GET"])
     async def stats(request: Request) -> JSONResponse:
         return JSONResponse(provider.stats)
+
+    @server.custom_route("/callback", methods=["GET"])
+    async def callback(request: Request) -> PlainTextResponse:
+        """A redirect URI a test's browser can follow: answers the URL it was reached at (code, state)."""
+        return PlainTextResponse(str(request.url))
 
     @server.custom_route("/expire", methods=["POST"])
     async def expire(request: Request) -> JSONResponse:
