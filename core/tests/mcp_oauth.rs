@@ -256,7 +256,8 @@ async fn attack_a_client_secret_goes_only_to_the_pinned_authorization_server() {
     let creds = || Some(Credentials::new().value("pre", PRE_SECRET));
     let urls = Arc::new(Mutex::new(Vec::new()));
     for oauth in [pre_registered(urls.clone()).issuer(server.base()), pre_registered(urls.clone())] {
-        let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, creds());
+        let hub =
+            McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, creds());
         let reason = reason_of(&hub).await;
         assert!(reason.contains("oauth.issuer") && reason.contains(&evil.base()), "{reason}");
     }
@@ -347,7 +348,11 @@ async fn attack_a_huge_registration_error_is_cut_in_the_reason() {
     let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
     let reason = reason_of(&hub).await;
     assert!(reason.contains("EEEEEEEE"), "{reason}");
-    assert!(reason.contains("[cut: 100000 bytes in all, the first 2048 shown]"), "{}", &reason[reason.len().saturating_sub(300)..]);
+    assert!(
+        reason.contains("[cut: 100000 bytes in all, the first 2048 shown]"),
+        "{}",
+        &reason[reason.len().saturating_sub(300)..]
+    );
     assert!(reason.len() < 4096, "{}", reason.len());
 }
 

@@ -609,7 +609,8 @@ impl PolicedHttp {
                 let again = request.try_clone();
                 let mut response = client.execute(request).await.map_err(boxed)?;
                 let location = response.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok());
-                if follow && response.status().is_redirection()
+                if follow
+                    && response.status().is_redirection()
                     && let Some(location) = location
                 {
                     let next = url.join(location).map_err(boxed)?;
@@ -620,7 +621,8 @@ impl PolicedHttp {
                     if hops > MAX_REDIRECTS {
                         return Err(refused(format!("more than {MAX_REDIRECTS} redirects from {url}")));
                     }
-                    let mut next_request = again.ok_or_else(|| refused("a redirected request could not be repeated"))?;
+                    let mut next_request =
+                        again.ok_or_else(|| refused("a redirected request could not be repeated"))?;
                     *next_request.url_mut() = next;
                     request = next_request;
                     continue;
@@ -758,7 +760,12 @@ impl Flow {
         let mut m = manager(self).await.map_err(|e| self.describe(e))?;
         // With stored tokens the metadata is discovered now (refreshes go to its token endpoint): it must
         // name the trusted authorization server too.
-        if self.store.load(&self.url).await.map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))?.is_some()
+        if self
+            .store
+            .load(&self.url)
+            .await
+            .map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))?
+            .is_some()
             && let Ok(resolution) = m.resolve_metadata().await
         {
             self.check_issuer(&resolution.metadata)?;
@@ -828,9 +835,8 @@ impl Flow {
 
     async fn authorize_manager(&self, m: &mut AuthorizationManager, challenge: &str) -> Result<(), String> {
         let resolution = m.resolve_metadata_from_challenge(Some(challenge)).await.map_err(|e| e.to_string())?;
-        self.check_issuer(&resolution.metadata).map_err(|e| {
-            e.trim_start_matches(&format!("OAuth for MCP server '{}': ", self.server)).to_string()
-        })?;
+        self.check_issuer(&resolution.metadata)
+            .map_err(|e| e.trim_start_matches(&format!("OAuth for MCP server '{}': ", self.server)).to_string())?;
         m.set_metadata(resolution.metadata);
         match self.oauth.grant {
             OAuthGrant::ClientCredentials => {
