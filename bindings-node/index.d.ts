@@ -719,6 +719,11 @@ export interface OAuthOptions {
   clientSecret?: string;
   /** An HTTPS URL of this client's metadata document, used as its client ID where supported. */
   clientMetadataUrl?: string;
+  /**
+   * The trusted authorization server (its issuer URL): one the MCP server's metadata names differently
+   * is refused. Without it, a `clientSecret` goes only to an authorization server on the MCP server's host.
+   */
+  issuer?: string;
   /** A path (a JSON file, mode 0600) or a TokenStore; absent: in memory. */
   tokenStore?: string | TokenStore;
 }

@@ -39,6 +39,7 @@ const OAUTH_KEYS = {
   clientId: 'client_id',
   clientSecret: 'client_secret',
   clientMetadataUrl: 'client_metadata_url',
+  issuer: 'issuer',
 };
 
 /** A server's `oauth` as the core's McpOAuth (the callbacks go beside it). */

@@ -94,6 +94,15 @@ for _ in $(seq 200); do [ -s "$gen/quoting.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/quoting.url" || { echo "test-swift: quoting_server.py did not start: $(cat "$gen/quoting.log")" >&2; exit 1; }
 head -n 1 "$gen/quoting.url" >"$art/mcp/quoting.url"
 
+# tests/mcp/oauth_server.py (an OAuth-protected MCP server and its authorization server) for the Swift
+# OAuth test: its URL in .artifacts/mcp/oauth.url; stopped at exit.
+"$mcp_dir/venv/bin/python" "$repo/tests/mcp/oauth_server.py" --forever >"$gen/oauth.url" 2>"$gen/oauth.log" </dev/null &
+oauth_pid=$!
+trap 'kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 400); do [ -s "$gen/oauth.url" ] && break; sleep 0.05; done
+grep -q '^http://127.0.0.1:' "$gen/oauth.url" || { echo "test-swift: oauth_server.py did not start: $(cat "$gen/oauth.log")" >&2; exit 1; }
+head -n 1 "$gen/oauth.url" >"$art/mcp/oauth.url"
+
 # The OTLP/HTTP receiver for TelemetryTests (tests/otel/receiver.py; it also runs the checker every suite
 # shares, `POST /check`, since Python does not run in the Swift root): its URL in .artifacts/otel.url.
 # Started before llama.cpp's FIFO is opened below, so it holds no copy of it (the server stops on its EOF).
@@ -109,7 +118,7 @@ mkfifo "$llama_in"
 "$AMBIT_PY" "$repo/tests/llama/serve.py" --tiny <"$llama_in" >"$gen/llama.url" 2>"$gen/llama.log" &
 llama_pid=$!
 exec {llama_fd}>"$llama_in"
-trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
 for _ in $(seq 600); do [ -s "$gen/llama.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/llama.url" || { echo "test-swift: llama.cpp's server did not start: $(tail -5 "$gen/llama.log")" >&2; exit 1; }
 head -n 1 "$gen/llama.url" >"$art/llama.url"
@@ -145,7 +154,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

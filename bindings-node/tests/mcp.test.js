@@ -194,4 +194,7 @@ test('OAuth settings are checked by name', () => {
   assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', tokenStore: {} } })] }), (e) => e instanceof TypeError && /oauth\.tokenStore must be a path or have load, save and clear/.test(e.message));
   assert.throws(() => new Agent({ model: model(), mcpServers: [http({ onElicit: 5 })] }), (e) => e instanceof TypeError && /onElicit must be a function/.test(e.message));
   assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { grant: 'client_credentials' } })] }), (e) => e instanceof ConfigError && /oauth\.client_id is required/.test(e.message));
+  // The authorization-server pin: https (or loopback http) only, named by the core.
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', onAuthorize: async (u) => u, issuer: 'http://as.example' } })] }), (e) => e instanceof ConfigError && /oauth\.issuer: refused http:\/\/as\.example\/: plain http/.test(e.message));
+  new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', onAuthorize: async (u) => u, issuer: 'https://as.example' } })] });
 });

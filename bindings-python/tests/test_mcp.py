@@ -283,6 +283,13 @@ def test_oauth_settings_are_checked_by_name(tmp_path: Path) -> None:
     stdio = ambit.McpServer("s", {"type": "stdio", "command": "x"}, oauth=ambit.OAuth(redirect_uri="http://x/cb"))
     with pytest.raises(ambit.ConfigError, match="oauth is for an HTTP server"):
         ambit.Agent(model="gpt-4.1", mcp=[stdio])
+    # The authorization-server pin: https (or loopback http) only, named; it reaches the core.
+    pinned = ambit.OAuth(redirect_uri="http://x/cb", on_authorize=lambda u: u, issuer="http://as.example")
+    with pytest.raises(ambit.ConfigError, match="oauth.issuer: refused http://as.example/: plain http"):
+        ambit.Agent(model="gpt-4.1", mcp=[ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", oauth=pinned)])
+    good = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp", oauth=ambit.OAuth(redirect_uri="http://x/cb",
+                                                                                 issuer="https://as.example"))
+    assert good._config()["oauth"]["issuer"] == "https://as.example"
     # A path is a file store.
     filed = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp",
                                  oauth=ambit.OAuth(redirect_uri="http://x/cb", token_store=tmp_path / "t.json"))

@@ -361,6 +361,9 @@ pub struct AgentConfig {
     /// `Deferral`.
     #[uniffi(default = None)]
     pub tooling_json: Option<String>,
+    /// The MCP servers' host callbacks (OAuth consent and token store, elicitation).
+    #[uniffi(default = [])]
+    pub mcp_hooks: Vec<mcp::McpHook>,
     /// The agent tools; absent: none.
     #[uniffi(default = None)]
     pub subagents: Option<SubagentSettings>,
@@ -710,7 +713,9 @@ impl CoreAgent {
             builder = builder.tool_arc(tool.clone());
         }
         if let Some(tooling) = config.tooling_json {
-            builder = builder.tooling(ambit::ToolingOptions::from_json(&tooling)?);
+            let mut tooling = ambit::ToolingOptions::from_json(&tooling)?;
+            mcp::attach(&mut tooling, config.mcp_hooks)?;
+            builder = builder.tooling(tooling);
         }
         if let Some(s) = config.subagents {
             builder = builder.subagents(s.into_core()?);

@@ -3,6 +3,10 @@
 //! tokens). The consent step here plays the browser: it follows the authorization URL (the server
 //! consents at once) and hands back the redirect. Negative controls: a wrong bearer token, a forged
 //! code, no consent callback, and an elicitation with no handler (declined).
+//!
+//! The attack tests run the server in its hostile modes (a second, untrusted authorization server; a
+//! server refusing every token; a registration that issues a secret or answers a huge error) and each
+//! has a control: the same setup where the attack is let through, showing it is live.
 
 mod mcp_support;
 
@@ -28,10 +32,16 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(&[]).await
+    }
+
+    /// The server in a hostile mode (its arguments: see tests/mcp/oauth_server.py).
+    async fn start_with(args: &[&str]) -> Server {
         let dir = servers_dir();
         let python = installed(&dir, "venv/bin/python");
         let mut child = tokio::process::Command::new(python)
             .arg(repo_root().join("tests/mcp/oauth_server.py"))
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -221,4 +231,258 @@ fn settings_are_checked_naming_the_field() {
         .client_metadata_url("http://insecure.example/client.json");
     let err = McpServer::http("s", "http://127.0.0.1:1/mcp").oauth(cimd).validate().unwrap_err();
     assert!(err.contains("oauth.client_metadata_url"), "{err}");
+}
+
+const PRE_CLIENT: &str = "pre-client";
+const PRE_SECRET: &str = "pre-secret-0123456789";
+
+fn pre_registered(urls: Arc<Mutex<Vec<String>>>) -> McpOAuth {
+    McpOAuth::authorization_code(REDIRECT, browser(urls)).client_id(PRE_CLIENT, Some("pre".to_string()))
+}
+
+async fn reason_of(hub: &McpHub) -> String {
+    hub.refresh().await;
+    hub.listing().unavailable.first().map(|u| u.reason.clone()).unwrap_or_default()
+}
+
+/// Finding 1: a pre-registered client's secret goes only to the trusted authorization server. The MCP
+/// server's metadata names another one (`evil`, at `localhost`): refused, naming `oauth.issuer`, with a
+/// pin and without one (then the MCP server's own host is the trusted one); the control pins `evil`,
+/// and the secret reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_client_secret_goes_only_to_the_pinned_authorization_server() {
+    let evil = Server::start_with(&["--host", "localhost"]).await;
+    let server = Server::start_with(&["--authorization-server", &evil.base()]).await;
+    let creds = || Some(Credentials::new().value("pre", PRE_SECRET));
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    for oauth in [pre_registered(urls.clone()).issuer(server.base()), pre_registered(urls.clone())] {
+        let hub =
+            McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, creds());
+        let reason = reason_of(&hub).await;
+        assert!(reason.contains("oauth.issuer") && reason.contains(&evil.base()), "{reason}");
+    }
+    assert!(urls.lock().unwrap().is_empty(), "no consent for a refused authorization server");
+    let stats = evil.stats().await;
+    assert_eq!((stats["secrets_received"].as_u64(), stats["authorizations"].as_u64()), (Some(0), Some(0)), "{stats}");
+    // Control: the same setup trusting `evil` hands it the secret at its token endpoint.
+    let trusting = pre_registered(urls.clone()).issuer(evil.base());
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(trusting)], Deferral::Eager, creds());
+    let _ = reason_of(&hub).await;
+    let stats = evil.stats().await;
+    assert!(stats["secrets_received"].as_u64() >= Some(1), "{stats}");
+}
+
+/// Finding 1: plain-http metadata or endpoints off loopback are refused before any request; a loopback
+/// one (the control) is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_plain_http_authorization_server_off_loopback_is_refused() {
+    let server = Server::start_with(&["--authorization-server", "http://auth.example.invalid"]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let reason = reason_of(&hub).await;
+    assert!(reason.contains("plain http is allowed only to a loopback address"), "{reason}");
+    // The pin itself must be https (or loopback http), naming the field.
+    let pinned = McpOAuth::authorization_code(REDIRECT, browser(urls.clone())).issuer("http://auth.example.com");
+    let err = McpServer::http("s", "https://mcp.example.com/mcp").oauth(pinned).validate().unwrap_err();
+    assert!(err.contains("oauth.issuer") && err.contains("plain http"), "{err}");
+    // Control: a loopback authorization server over http is reached (one consent).
+    let local = Server::start_with(&["--host", "localhost"]).await;
+    let server = Server::start_with(&["--authorization-server", &local.base()]).await;
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let _ = reason_of(&hub).await;
+    assert_eq!(local.stats().await["registrations"].as_u64(), Some(1));
+}
+
+/// Finding 4: a server that answers 401 to every token gets MAX consents in a row, then a typed auth
+/// error without asking the user. Control: the first refreshes do consent (the attack drives them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_server_refusing_every_token_gets_bounded_consents() {
+    let server = Server::start_with(&["--always-401"]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let mut reasons = Vec::new();
+    for _ in 0..6 {
+        reasons.push(reason_of(&hub).await);
+    }
+    // Control: each of the first three reconnects asked for consent.
+    assert_eq!(urls.lock().unwrap().len(), 3, "{reasons:?}");
+    assert_eq!(server.stats().await["codes_exchanged"].as_u64(), Some(3));
+    let last = reasons.last().unwrap();
+    assert!(last.contains("refused the token of 3 authorizations in a row"), "{last}");
+}
+
+/// Finding 6: a client secret the authorization server issues at registration is redacted like a
+/// token: a server that quotes it gets the placeholder to the model. Control: the secret was issued and
+/// used (the token endpoint saw it) and the tool did quote something in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_registered_client_secret_never_reaches_the_model() {
+    let server = Server::start_with(&["--register-secret"]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let mcp = McpServer::http("notes", server.url.clone()).oauth(oauth);
+    let hub = McpHub::new(vec![mcp.clone()], Deferral::Eager, None);
+    hub.refresh().await;
+    assert!(hub.listing().unavailable.is_empty(), "{:?}", hub.listing().unavailable);
+    let (model, seen) = scripted(vec![call("c1", "mcp__notes__leak_client_secret", json!({})), text("done")]);
+    let agent = Agent::builder().model(model).mcp(mcp).build().unwrap();
+    let result = agent.run("leak").await.unwrap();
+    let out = &result.tool_calls[0].result;
+    assert!(out.contains("your client secret is [credential:oauth.notes]"), "{out}");
+    assert!(server.stats().await["secrets_received"].as_u64() >= Some(1));
+    let requests = format!("{:?}", seen.lock().unwrap());
+    // A 64-hex-digit secret nowhere in what the model was sent.
+    let hex64 = regex::Regex::new("[0-9a-f]{64}").unwrap();
+    assert!(!hex64.is_match(&requests) && !hex64.is_match(out), "{out}");
+}
+
+/// Finding 6: a failed registration quotes at most 2 KiB of the server's body, saying it was cut.
+/// Control: it is the body that is quoted (its bytes appear).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_huge_registration_error_is_cut_in_the_reason() {
+    let server = Server::start_with(&["--register-error-bytes", "100000"]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls));
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let reason = reason_of(&hub).await;
+    assert!(reason.contains("EEEEEEEE"), "{reason}");
+    assert!(
+        reason.contains("[cut: 100000 bytes in all, the first 2048 shown]"),
+        "{}",
+        &reason[reason.len().saturating_sub(300)..]
+    );
+    assert!(reason.len() < 4096, "{}", reason.len());
+}
+
+/// Finding 5: discovery, registration and token requests follow the agent's network setting: under
+/// `remote` with only 127.0.0.1 allowed, an authorization server at 127.0.0.2 is refused; under `none`
+/// nothing is reached. Control: allowing 127.0.0.0/8 reaches it (it registers the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_discovery_follows_the_agent_network_setting() {
+    use ambit::permission::Network;
+    let auth = Server::start_with(&["--host", "127.0.0.2"]).await;
+    let server = Server::start_with(&["--authorization-server", &auth.base()]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let hub_under = |network: Network, allowed: &[&str]| {
+        let ranges: Vec<ambit::permission::network::AddrRange> = allowed.iter().map(|a| a.parse().unwrap()).collect();
+        let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+        McpHub::with_network(
+            vec![McpServer::http("notes", server.url.clone()).oauth(oauth)],
+            Deferral::Eager,
+            None,
+            network,
+            &ranges,
+        )
+    };
+    let reason = reason_of(&hub_under(Network::Remote, &["127.0.0.1"])).await;
+    assert!(reason.contains("127.0.0.2") && reason.contains("not reachable under network: remote"), "{reason}");
+    let reason = reason_of(&hub_under(Network::None, &[])).await;
+    assert!(reason.contains("network: none"), "{reason}");
+    assert_eq!(auth.stats().await["registrations"].as_u64(), Some(0));
+    // Control: the same authorization server, allowed, is reached.
+    let _ = reason_of(&hub_under(Network::Remote, &["127.0.0.0/8"])).await;
+    assert_eq!(auth.stats().await["registrations"].as_u64(), Some(1));
+}
+
+/// Finding 7: a URL-mode elicitation reaches the host only with an https URL (or http to loopback);
+/// others are declined and the handler never sees them. Control: https and loopback http reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_url_elicitation_with_a_hostile_scheme_never_reaches_the_host() {
+    let server = Server::start().await;
+    let seen_urls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = seen_urls.clone();
+    let handler = ElicitFn(move |request: ElicitationRequest| {
+        let record = record.clone();
+        async move {
+            record.lock().unwrap().push(request.url.clone().unwrap_or_default());
+            Ok::<_, String>(ElicitationResponse::Accept { content: None })
+        }
+    });
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let mcp = McpServer::http("notes", server.url.clone())
+        .oauth(McpOAuth::authorization_code(REDIRECT, browser(urls)))
+        .on_elicit(handler);
+    let hub = McpHub::new(vec![mcp], Deferral::Eager, None);
+    hub.refresh().await;
+    let listing = hub.listing();
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    let visit = listing.entries.iter().find(|e| e.tool.spec().name == "mcp__notes__visit").unwrap().tool.clone();
+    for hostile in ["javascript:alert(1)", "file:///etc/passwd", "http://evil.example/phish", "data:text/html,hi"] {
+        let out = visit.call(json!({"url": hostile})).await.unwrap().to_string();
+        assert!(out.contains("visit: decline"), "{hostile}: {out}");
+    }
+    assert!(seen_urls.lock().unwrap().is_empty(), "{:?}", seen_urls.lock().unwrap());
+    for fine in ["https://example.com/consent", "http://127.0.0.1:9/local"] {
+        let out = visit.call(json!({"url": fine})).await.unwrap().to_string();
+        assert!(out.contains("visit: accept"), "{fine}: {out}");
+    }
+    assert_eq!(seen_urls.lock().unwrap().len(), 2);
+}
+
+/// Finding 2: the token file is written through a fresh temp file created exclusively, never through a
+/// link: a link planted at the old fixed `<file>.tmp` name is not followed (the victim is untouched),
+/// and a token file that is itself a link is refused, saying so.
+#[tokio::test]
+async fn attack_a_planted_symlink_never_redirects_the_token_file() {
+    use ambit::mcp::TokenStore;
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let tokens = dir.path().join("tokens.json");
+    std::os::unix::fs::symlink(&victim, dir.path().join("tokens.tmp")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join("tokens.json.tmp")).unwrap();
+    let store = FileTokenStore::new(&tokens);
+    store.save("k", "v").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(!std::fs::symlink_metadata(&tokens).unwrap().file_type().is_symlink());
+    assert_eq!(store.load("k").await.unwrap().as_deref(), Some("v"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&tokens).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // The token file itself a link: refused both ways, the victim untouched.
+    std::fs::remove_file(&tokens).unwrap();
+    std::os::unix::fs::symlink(&victim, &tokens).unwrap();
+    let err = store.save("k", "v2").await.unwrap_err();
+    assert!(err.contains("symbolic link"), "{err}");
+    let err = store.load("k").await.unwrap_err();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // Control: a plain file at the same path is used.
+    std::fs::remove_file(&tokens).unwrap();
+    store.save("k", "v3").await.unwrap();
+    assert_eq!(store.load("k").await.unwrap().as_deref(), Some("v3"));
+}
+
+/// Finding 3: stores sharing one token file (separate instances, as separate servers or processes
+/// have) do read-modify-write under a lock: 8 writers x 25 keys, concurrently, lose no entry.
+#[test]
+fn attack_concurrent_writers_sharing_a_token_file_lose_no_entry() {
+    use ambit::mcp::TokenStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.json");
+    let start = Arc::new(std::sync::Barrier::new(8));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (path, start) = (path.clone(), start.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let store = FileTokenStore::new(&path);
+                start.wait();
+                rt.block_on(async {
+                    for k in 0..25 {
+                        store.save(&format!("w{w}-k{k}"), "tokens").await.unwrap();
+                    }
+                });
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let all: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(all.len(), 200, "lost entries: {}", 200 - all.len());
 }

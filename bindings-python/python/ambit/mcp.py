@@ -75,7 +75,11 @@ class OAuth:
     needs ``client_id`` and ``client_secret`` (a credential alias) and no user.
 
     ``token_store`` keeps the tokens: ``None`` in memory, a path (a JSON file, mode 0600), or a
-    :class:`TokenStore`. Tokens never reach the model, events or the session store."""
+    :class:`TokenStore`. Tokens never reach the model, events or the session store.
+
+    ``issuer`` pins the authorization server (its issuer URL): one the MCP server's metadata names
+    differently is refused. Without it, a ``client_secret`` goes only to an authorization server on the
+    MCP server's own host."""
 
     redirect_uri: str | None = None
     on_authorize: Callable[[str], Any] | None = None
@@ -86,10 +90,11 @@ class OAuth:
     client_metadata_url: str | None = None
     grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
     token_store: TokenStore | str | PathLike[str] | None = None
+    issuer: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scopes", tuple(strings("oauth.scopes", self.scopes)))
-        for what in ("redirect_uri", "client_name", "client_id", "client_secret", "client_metadata_url"):
+        for what in ("redirect_uri", "client_name", "client_id", "client_secret", "client_metadata_url", "issuer"):
             value = getattr(self, what)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"oauth.{what} must be a string, got {type(value).__name__}")
@@ -106,7 +111,7 @@ class OAuth:
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"grant": self.grant}
-        for what in ("redirect_uri", "client_name", "client_id", "client_secret", "client_metadata_url"):
+        for what in ("redirect_uri", "client_name", "client_id", "client_secret", "client_metadata_url", "issuer"):
             if getattr(self, what) is not None:
                 config[what] = getattr(self, what)
         if self.scopes:

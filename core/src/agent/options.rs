@@ -70,23 +70,32 @@ pub enum McpCallback {
     Elicit(std::sync::Arc<dyn crate::mcp::Elicit>),
 }
 
-impl AgentOptions {
-    /// Attaches a host callback to the MCP server named `server` (a binding's callbacks arrive apart from
-    /// the settings' JSON); `kind` (`authorize`, `token_store` or `elicit`) names it in errors.
-    pub fn attach_mcp_callback(&mut self, server: &str, kind: &str, callback: McpCallback) -> Result<(), Error> {
-        let s = self
-            .mcp_servers
-            .iter_mut()
-            .flatten()
+impl McpCallback {
+    /// Attaches the callback to the server named `server` among `servers`; `kind` names it in errors.
+    pub fn attach<'a>(
+        self,
+        mut servers: impl Iterator<Item = &'a mut crate::mcp::McpServer>,
+        server: &str,
+        kind: &str,
+    ) -> Result<(), Error> {
+        let s = servers
             .find(|s| s.name == server)
             .ok_or_else(|| Error::Config(format!("no MCP server named '{server}' for its {kind} callback")))?;
         let oauth = || Error::Config(format!("MCP server '{server}': a {kind} callback without oauth"));
-        match callback {
+        match self {
             McpCallback::Authorize(f) => s.oauth.as_mut().ok_or_else(oauth)?.on_authorize = Some(crate::mcp::Hook(f)),
             McpCallback::TokenStore(f) => s.oauth.as_mut().ok_or_else(oauth)?.token_store = Some(crate::mcp::Hook(f)),
             McpCallback::Elicit(f) => s.on_elicit = Some(crate::mcp::Hook(f)),
         }
         Ok(())
+    }
+}
+
+impl AgentOptions {
+    /// Attaches a host callback to the MCP server named `server` (a binding's callbacks arrive apart from
+    /// the settings' JSON); `kind` (`authorize`, `token_store` or `elicit`) names it in errors.
+    pub fn attach_mcp_callback(&mut self, server: &str, kind: &str, callback: McpCallback) -> Result<(), Error> {
+        callback.attach(self.mcp_servers.iter_mut().flatten(), server, kind)
     }
 
     /// Reads the JSON form, refusing unknown fields by name.

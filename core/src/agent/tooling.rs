@@ -70,8 +70,15 @@ pub(super) fn build(
     model: Arc<dyn Model>,
 ) -> (Arc<Tooling>, Arc<dyn Model>) {
     let facts = Facts::of(&session.policy);
-    let source: Option<Arc<dyn ToolSource>> = (!servers.is_empty())
-        .then(|| Arc::new(McpHub::new(servers, deferral.setting, session.credentials.clone())) as Arc<dyn ToolSource>);
+    let source: Option<Arc<dyn ToolSource>> = (!servers.is_empty()).then(|| {
+        Arc::new(McpHub::with_network(
+            servers,
+            deferral.setting,
+            session.credentials.clone(),
+            session.policy.network,
+            &session.policy.allow_local_addresses,
+        )) as Arc<dyn ToolSource>
+    });
     let dynamic = source.is_some();
     let native = model.native_tool_search();
     let tooling = Arc::new(Tooling::new(tools.clone(), deferral, source, facts).with_native_search(native));

@@ -47,7 +47,12 @@ impl rmcp::ClientHandler for Handler {
         let Some(handler) = &self.elicit else {
             return Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline));
         };
-        match handler.elicit(super::elicit::request(&self.server, request)).await {
+        let request = super::elicit::request(&self.server, request);
+        if let Some(why) = super::elicit::refusal(&request) {
+            tracing::warn!(server = %self.server, "elicitation declined: {why}");
+            return Ok(super::elicit::declined(why));
+        }
+        match handler.elicit(request).await {
             Ok(response) => Ok(super::elicit::result(response)),
             Err(e) => Err(rmcp::ErrorData::internal_error(format!("the host's elicitation handler failed: {e}"), None)),
         }
@@ -107,6 +112,8 @@ pub(super) struct ServerConn {
     flow: tokio::sync::OnceCell<Arc<super::oauth::Flow>>,
     /// Where OAuth token values go for redaction: the agent's broker, or one of this server's own.
     oauth_redaction: crate::credentials::Credentials,
+    /// The agent's network setting, for the OAuth flow's discovery, registration and token requests.
+    net: super::oauth::NetPolicy,
     state: tokio::sync::Mutex<State>,
     snapshot: std::sync::Mutex<Snapshot>,
 }
@@ -116,9 +123,11 @@ impl ServerConn {
         config: McpServer,
         install: Deferral,
         credentials: Option<crate::credentials::Credentials>,
+        net: super::oauth::NetPolicy,
     ) -> ServerConn {
         let setting = config.deferral.unwrap_or(install);
         ServerConn {
+            net,
             config,
             oauth_redaction: credentials.clone().unwrap_or_default(),
             flow: Default::default(),
@@ -311,6 +320,7 @@ impl ServerConn {
                                 oauth,
                                 secret,
                                 secrets,
+                                self.net.clone(),
                             )))
                         })
                         .await?;

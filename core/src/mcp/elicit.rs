@@ -87,6 +87,39 @@ pub(super) fn request(server: &str, params: rmcp::model::ElicitRequestParams) ->
     }
 }
 
+/// Why a request must not reach the host, or `None`: a URL-mode request's URL must be https (http only
+/// to a loopback address), so a server cannot hand the host a `javascript:`, `file:` or plain-http link
+/// to open.
+pub(super) fn refusal(request: &ElicitationRequest) -> Option<String> {
+    if request.mode != "url" {
+        return None;
+    }
+    let Some(text) = &request.url else { return Some("a URL-mode elicitation without a URL".to_string()) };
+    let Ok(url) = url::Url::parse(text) else { return Some(format!("'{text}' is not a URL")) };
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" if url.host().is_some() => None,
+        "http" if loopback => None,
+        scheme => Some(format!(
+            "the elicitation URL's scheme '{scheme}' is refused: only https (or http to a loopback address) reaches the host"
+        )),
+    }
+}
+
+/// A decline that says why (in the result's `_meta`, key `ambit/reason`).
+pub(super) fn declined(why: String) -> rmcp::model::ElicitResult {
+    let mut r = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline);
+    let mut meta = serde_json::Map::new();
+    meta.insert("ambit/reason".to_string(), Value::String(why));
+    r.meta = Some(rmcp::model::MetaObject(meta));
+    r
+}
+
 /// Our answer as rmcp's.
 pub(super) fn result(response: ElicitationResponse) -> rmcp::model::ElicitResult {
     use rmcp::model::{ElicitResult, ElicitationAction};

@@ -45,8 +45,24 @@ impl McpHub {
         install: Deferral,
         credentials: Option<crate::credentials::Credentials>,
     ) -> McpHub {
+        McpHub::with_network(servers, install, credentials, crate::permission::Network::Unrestricted, &[])
+    }
+
+    /// [`McpHub::new`] under a network setting: an OAuth flow's discovery, registration and token
+    /// requests reach only the addresses `network` (and `allow_local_addresses`) let web_fetch reach.
+    pub fn with_network(
+        servers: Vec<McpServer>,
+        install: Deferral,
+        credentials: Option<crate::credentials::Credentials>,
+        network: crate::permission::Network,
+        allow_local_addresses: &[crate::permission::network::AddrRange],
+    ) -> McpHub {
+        let net = oauth::NetPolicy { network, allowed: Arc::from(allow_local_addresses) };
         let servers: Arc<Vec<_>> = Arc::new(
-            servers.into_iter().map(|c| Arc::new(client::ServerConn::new(c, install, credentials.clone()))).collect(),
+            servers
+                .into_iter()
+                .map(|c| Arc::new(client::ServerConn::new(c, install, credentials.clone(), net.clone())))
+                .collect(),
         );
         let shipping = resolve(install, false);
         let meta = meta::tools(servers.clone())

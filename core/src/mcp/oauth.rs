@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// How the client obtains its tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,64 +91,154 @@ impl TokenStore for MemoryTokenStore {
     }
 }
 
-/// Tokens in a JSON file (an object by key), written atomically with mode 0600: they survive a restart.
+/// Tokens in a JSON file (an object by key), mode 0600: they survive a restart. Every change is a
+/// read-modify-write under an exclusive `flock` on the sibling `<file>.lock`, so stores in several
+/// servers, agents or processes sharing the file lose no entry; the new content goes to a fresh temp
+/// file in the same directory (created exclusively, never through a link) that is then renamed over
+/// the file. A token file that is a symbolic link is refused: a link planted where the tokens go (the
+/// file inside a workspace the model's shell can write) must not redirect them.
 #[derive(Debug, Clone)]
 pub struct FileTokenStore {
     path: std::path::PathBuf,
-    lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl FileTokenStore {
     pub fn new(path: impl Into<std::path::PathBuf>) -> FileTokenStore {
-        FileTokenStore { path: path.into(), lock: Default::default() }
+        FileTokenStore { path: path.into() }
+    }
+
+    fn fail(&self, e: impl std::fmt::Display) -> String {
+        format!("token store {}: {e}", self.path.display())
+    }
+
+    fn refuse_link(&self, path: &std::path::Path) -> Result<(), String> {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                Err(self.fail(format!("{} is a symbolic link; a token file must be a plain file", path.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn options(write: bool) -> std::fs::OpenOptions {
+        let mut options = std::fs::OpenOptions::new();
+        if write {
+            options.write(true);
+        } else {
+            options.read(true);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW).mode(0o600);
+        }
+        options
     }
 
     fn read(&self) -> Result<BTreeMap<String, String>, String> {
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("token store {}: not a token file: {e}", self.path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(e) => Err(format!("token store {}: {e}", self.path.display())),
-        }
+        use std::io::Read;
+        self.refuse_link(&self.path)?;
+        let mut text = String::new();
+        match Self::options(false).open(&self.path) {
+            Ok(mut f) => f.read_to_string(&mut text).map_err(|e| self.fail(e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(e) => return Err(self.fail(e)),
+        };
+        serde_json::from_str(&text).map_err(|e| self.fail(format!("not a token file: {e}")))
     }
 
     fn write(&self, entries: &BTreeMap<String, String>) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("token store {}: {e}", self.path.display());
+        use std::io::Write;
+        self.refuse_link(&self.path)?;
         let text = serde_json::to_string_pretty(entries).map_err(|e| e.to_string())?;
-        let tmp = self.path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut f = options.open(&tmp).map_err(fail)?;
-            f.write_all(text.as_bytes()).map_err(fail)?;
-            f.sync_all().map_err(fail)?;
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut created = None;
+        for _ in 0..16 {
+            let mut nonce = [0u8; 8];
+            getrandom::fill(&mut nonce).map_err(|e| self.fail(e))?;
+            let tmp = dir.join(format!(".{name}.{}.{:016x}.tmp", std::process::id(), u64::from_le_bytes(nonce)));
+            let mut options = Self::options(true);
+            options.create_new(true);
+            match options.open(&tmp) {
+                Ok(f) => {
+                    created = Some((tmp, f));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(self.fail(e)),
+            }
         }
-        std::fs::rename(&tmp, &self.path).map_err(fail)
+        let (tmp, mut f) = created.ok_or_else(|| self.fail("no unused temporary file name"))?;
+        let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+        drop(f);
+        let renamed = written.and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = renamed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(self.fail(e));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` holding the exclusive lock on `<file>.lock` (on a blocking thread).
+    async fn locked<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&FileTokenStore) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut lock_path = store.path.clone().into_os_string();
+            lock_path.push(".lock");
+            let lock_path = std::path::PathBuf::from(lock_path);
+            store.refuse_link(&lock_path)?;
+            let mut options = Self::options(true);
+            options.create(true);
+            let lock = options.open(&lock_path).map_err(|e| store.fail(e))?;
+            #[cfg(unix)]
+            {
+                use std::os::fd::AsRawFd;
+                // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
+                if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                    return Err(store.fail(std::io::Error::last_os_error()));
+                }
+            }
+            let out = f(&store);
+            drop(lock);
+            out
+        })
+        .await
+        .map_err(|e| self.fail(e))?
     }
 }
 
 #[async_trait]
 impl TokenStore for FileTokenStore {
     async fn load(&self, key: &str) -> Result<Option<String>, String> {
-        let _g = self.lock.lock().await;
-        Ok(self.read()?.remove(key))
+        let key = key.to_string();
+        self.locked(move |s| Ok(s.read()?.remove(&key))).await
     }
     async fn save(&self, key: &str, value: &str) -> Result<(), String> {
-        let _g = self.lock.lock().await;
-        let mut entries = self.read()?;
-        entries.insert(key.to_string(), value.to_string());
-        self.write(&entries)
+        let (key, value) = (key.to_string(), value.to_string());
+        self.locked(move |s| {
+            let mut entries = s.read()?;
+            entries.insert(key, value);
+            s.write(&entries)
+        })
+        .await
     }
     async fn clear(&self, key: &str) -> Result<(), String> {
-        let _g = self.lock.lock().await;
-        let mut entries = self.read()?;
-        if entries.remove(key).is_some() {
-            self.write(&entries)?;
-        }
-        Ok(())
+        let key = key.to_string();
+        self.locked(move |s| {
+            let mut entries = s.read()?;
+            if entries.remove(&key).is_some() {
+                s.write(&entries)?;
+            }
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -200,6 +291,11 @@ pub struct McpOAuth {
     /// Tokens kept in this JSON file ([`FileTokenStore`]) when no `token_store` is given.
     #[serde(default)]
     pub token_file: Option<String>,
+    /// The authorization server (its issuer URL) this client trusts: one that the MCP server's metadata
+    /// names differently is refused. Without it, a configured `client_secret` goes only to an
+    /// authorization server on the MCP server's own host.
+    #[serde(default, alias = "authorization_server")]
+    pub issuer: Option<String>,
     /// The consent step (authorization code): without it, a server that needs the user is unavailable.
     #[serde(skip)]
     pub on_authorize: Option<Hook<dyn Authorize>>,
@@ -219,6 +315,7 @@ impl Default for McpOAuth {
             client_secret: None,
             client_metadata_url: None,
             token_file: None,
+            issuer: None,
             on_authorize: None,
             token_store: None,
         }
@@ -259,6 +356,12 @@ impl McpOAuth {
     pub fn client_id(mut self, id: impl Into<String>, secret_alias: Option<String>) -> Self {
         self.client_id = Some(id.into());
         self.client_secret = secret_alias;
+        self
+    }
+
+    /// Pins the authorization server: its issuer URL, as its metadata gives it.
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
         self
     }
 
@@ -314,6 +417,11 @@ impl McpOAuth {
         {
             return Err(format!("MCP server '{server}': oauth.client_metadata_url '{u}' must be an HTTPS URL"));
         }
+        if let Some(issuer) = &self.issuer {
+            let url = url::Url::parse(issuer)
+                .map_err(|_| format!("MCP server '{server}': oauth.issuer '{issuer}' is not a URL"))?;
+            check_scheme(&url).map_err(|why| format!("MCP server '{server}': oauth.issuer: {why}"))?;
+        }
         Ok(())
     }
 }
@@ -336,6 +444,214 @@ impl Secrets {
             self.credentials.remember_value(&self.alias, t.access_token().secret());
             if let Some(r) = t.refresh_token() {
                 self.credentials.remember_value(&self.alias, r.secret());
+            }
+        }
+    }
+}
+
+/// The network setting the agent applies (crate::permission::network), for the flow's own requests.
+#[derive(Debug, Clone)]
+pub(crate) struct NetPolicy {
+    pub network: crate::permission::Network,
+    pub allowed: Arc<[crate::permission::network::AddrRange]>,
+}
+
+impl Default for NetPolicy {
+    fn default() -> Self {
+        NetPolicy { network: crate::permission::Network::Unrestricted, allowed: Arc::from([]) }
+    }
+}
+
+/// Whether `url` names this machine by a loopback name or address.
+fn loopback_host(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    }
+}
+
+/// OAuth's metadata and endpoints are reached over https only; plain http only on loopback.
+pub(super) fn check_scheme(url: &url::Url) -> Result<(), String> {
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback_host(url) => Ok(()),
+        "http" => Err(format!("refused {url}: plain http is allowed only to a loopback address (use https)")),
+        other => Err(format!("refused {url}: '{other}' is not http or https")),
+    }
+}
+
+/// At most this much of a response body is read; at most [`QUOTED_BODY`] of an error body is kept
+/// (errors quote it).
+const MAX_BODY: usize = 1 << 20;
+const QUOTED_BODY: usize = 2048;
+const MAX_REDIRECTS: usize = 5;
+
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Refused {}
+
+fn refused(why: impl Into<String>) -> rmcp::transport::auth::OAuthHttpClientError {
+    Box::new(Refused(why.into()))
+}
+
+fn boxed(e: impl std::error::Error + Send + Sync + 'static) -> rmcp::transport::auth::OAuthHttpClientError {
+    Box::new(e)
+}
+
+/// An error body cut to [`QUOTED_BODY`] bytes, saying so.
+fn cut_body(body: Vec<u8>, total: usize, more: bool) -> Vec<u8> {
+    if body.len() <= QUOTED_BODY && !more {
+        return body;
+    }
+    let mut text = String::from_utf8_lossy(&body[..body.len().min(QUOTED_BODY)]).into_owned();
+    let total = if more { format!("more than {total}") } else { total.to_string() };
+    text.push_str(&format!("… [cut: {total} bytes in all, the first {QUOTED_BODY} shown]"));
+    text.into_bytes()
+}
+
+/// Every request the OAuth flow makes (discovery, registration, token, refresh): https (http only to
+/// loopback), each address checked by the agent's network setting as web_fetch checks it, redirects
+/// followed only within the origin and checked again, bodies bounded, error bodies cut to what an error
+/// may quote, and any client secret or token in an answer fed to the redactor.
+struct PolicedHttp {
+    net: NetPolicy,
+    secrets: Secrets,
+    /// The last request refused and why (rmcp's errors name only the URL that failed).
+    refusal: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl PolicedHttp {
+    async fn addrs(&self, url: &url::Url) -> Result<Vec<std::net::SocketAddr>, String> {
+        use crate::permission::Network;
+        if self.net.network == Network::None {
+            return Err(format!("refused {url}: the network is off for this session (network: none)"));
+        }
+        let host = url.host_str().ok_or_else(|| format!("refused {url}: no host"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addrs: Vec<_> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| format!("could not resolve {host}: {e}"))?
+            .collect();
+        for a in &addrs {
+            if let Some(why) = crate::permission::network::refusal(self.net.network, a.ip(), &self.net.allowed) {
+                return Err(format!("refused {url}: {why}"));
+            }
+        }
+        if addrs.is_empty() {
+            return Err(format!("{host} resolved to no address"));
+        }
+        Ok(addrs)
+    }
+
+    fn remember(&self, body: &[u8]) {
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else { return };
+        for key in ["client_secret", "access_token", "refresh_token", "id_token"] {
+            if let Some(v) = map.get(key).and_then(Value::as_str) {
+                self.secrets.credentials.remember_value(&self.secrets.alias, v);
+            }
+        }
+    }
+}
+
+impl rmcp::transport::auth::OAuthHttpClient for PolicedHttp {
+    fn execute(
+        &self,
+        request: rmcp::transport::auth::OAuthHttpRequest,
+    ) -> rmcp::transport::auth::OAuthHttpClientFuture<'_> {
+        Box::pin(async move {
+            let rmcp::transport::auth::OAuthHttpRequest { request, redirect_policy, timeout, .. } = request;
+            let follow = matches!(redirect_policy, rmcp::transport::auth::OAuthHttpRedirectPolicy::Follow);
+            let request = reqwest::Request::try_from(request).map_err(boxed)?;
+            let out = self.send(request, follow, timeout).await;
+            if let Err(e) = &out
+                && e.is::<Refused>()
+            {
+                *self.refusal.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            }
+            out
+        })
+    }
+}
+
+impl PolicedHttp {
+    async fn send(
+        &self,
+        mut request: reqwest::Request,
+        follow: bool,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<oauth2::HttpResponse, rmcp::transport::auth::OAuthHttpClientError> {
+        {
+            let mut hops = 0;
+            loop {
+                let url = request.url().clone();
+                check_scheme(&url).map_err(refused)?;
+                let addrs = self.addrs(&url).await.map_err(refused)?;
+                let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
+                let mut builder = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .resolve_to_addrs(&host, &addrs);
+                if let Some(t) = timeout {
+                    builder = builder.timeout(t);
+                }
+                let client = builder.build().map_err(boxed)?;
+                let again = request.try_clone();
+                let mut response = client.execute(request).await.map_err(boxed)?;
+                let location = response.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok());
+                if follow
+                    && response.status().is_redirection()
+                    && let Some(location) = location
+                {
+                    let next = url.join(location).map_err(boxed)?;
+                    if next.origin() != url.origin() {
+                        return Err(refused(format!("refused a redirect from {url} to another origin: {next}")));
+                    }
+                    hops += 1;
+                    if hops > MAX_REDIRECTS {
+                        return Err(refused(format!("more than {MAX_REDIRECTS} redirects from {url}")));
+                    }
+                    let mut next_request =
+                        again.ok_or_else(|| refused("a redirected request could not be repeated"))?;
+                    *next_request.url_mut() = next;
+                    request = next_request;
+                    continue;
+                }
+                let status = response.status();
+                let mut builder = http::Response::builder().status(status).version(response.version());
+                for (name, value) in response.headers() {
+                    builder = builder.header(name, value);
+                }
+                let mut body = Vec::new();
+                let mut more = false;
+                while let Some(chunk) = response.chunk().await.map_err(boxed)? {
+                    if body.len() + chunk.len() > MAX_BODY {
+                        if status.is_success() {
+                            return Err(refused(format!("the answer from {url} is over {MAX_BODY} bytes")));
+                        }
+                        more = true;
+                        break;
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                let body = if status.is_success() {
+                    self.remember(&body);
+                    body
+                } else {
+                    let total = body.len();
+                    cut_body(body, total, more)
+                };
+                return builder.body(body).map_err(boxed);
             }
         }
     }
@@ -385,13 +701,23 @@ pub(super) struct Flow {
     secrets: Secrets,
     /// Serializes authorizations: two requests that hit a 401 together consent once.
     authorizing: tokio::sync::Mutex<()>,
+    /// The network setting for the flow's own requests.
+    net: NetPolicy,
+    /// Why the flow's last refused request was refused, to say so in the error.
+    refusal: Arc<std::sync::Mutex<Option<String>>>,
+    /// Authorizations in a row whose token the server refused again; at [`MAX_REFUSED`] no more.
+    refused: std::sync::atomic::AtomicU32,
 }
 
-/// A fresh manager for the server, its credentials in the host's store.
+/// A server that refuses every token it is given gets this many authorizations (consents) in a row,
+/// then a typed auth error on every request until one succeeds.
+pub(super) const MAX_REFUSED: u32 = 3;
+
+/// A fresh manager for the server, its credentials in the host's store, every request it makes through
+/// [`PolicedHttp`] (the agent's network setting decides which addresses it reaches).
 async fn manager(flow: &Flow) -> Result<AuthorizationManager, AuthError> {
-    // Local servers are legitimate (a development server, a sidecar): metadata on a private address is
-    // allowed; loopback still only for a loopback server.
-    let mut m = AuthorizationManager::new_allowing_private_addresses(flow.url.as_str()).await?;
+    let http = PolicedHttp { net: flow.net.clone(), secrets: flow.secrets.clone(), refusal: flow.refusal.clone() };
+    let mut m = AuthorizationManager::new_with_oauth_http_client(flow.url.as_str(), Arc::new(http)).await?;
     m.set_credential_store(StoreAdapter {
         store: flow.store.clone(),
         key: flow.url.clone(),
@@ -407,6 +733,7 @@ impl Flow {
         oauth: &McpOAuth,
         client_secret: Option<String>,
         secrets: Secrets,
+        net: NetPolicy,
     ) -> Flow {
         let store: Arc<dyn TokenStore> = match (&oauth.token_store, &oauth.token_file) {
             (Some(h), _) => h.0.clone(),
@@ -421,6 +748,9 @@ impl Flow {
             store,
             secrets,
             authorizing: Default::default(),
+            net,
+            refusal: Default::default(),
+            refused: Default::default(),
         }
     }
 
@@ -428,6 +758,19 @@ impl Flow {
     /// server's 401 starts the flow).
     pub(super) async fn client(self: &Arc<Flow>, http: reqwest::Client) -> Result<OAuthHttp, String> {
         let mut m = manager(self).await.map_err(|e| self.describe(e))?;
+        // With stored tokens the metadata is discovered now (refreshes go to its token endpoint): it must
+        // name the trusted authorization server too.
+        if self
+            .store
+            .load(&self.url)
+            .await
+            .map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))?
+            .is_some()
+            && let Ok(resolution) = m.resolve_metadata().await
+        {
+            self.check_issuer(&resolution.metadata)?;
+            m.set_metadata(resolution.metadata);
+        }
         // Stored tokens are used as they are; a failure to read them is reported, not papered over.
         if let Err(e) = m.initialize_from_store().await {
             match e {
@@ -439,7 +782,44 @@ impl Flow {
     }
 
     fn describe(&self, e: AuthError) -> String {
-        format!("OAuth for MCP server '{}': {e}", self.server)
+        self.say(e.to_string())
+    }
+
+    /// The error for this server, with why the request that failed was refused, if it was.
+    fn say(&self, e: String) -> String {
+        match self.refusal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(why) => format!("OAuth for MCP server '{}': {e} ({why})", self.server),
+            None => format!("OAuth for MCP server '{}': {e}", self.server),
+        }
+    }
+
+    /// The authorization server the metadata names must be the pinned one (`oauth.issuer`); without a
+    /// pin, a client secret goes only to one on the MCP server's own host.
+    fn check_issuer(&self, metadata: &rmcp::transport::auth::AuthorizationMetadata) -> Result<(), String> {
+        let named = metadata.issuer.clone().unwrap_or_else(|| {
+            url::Url::parse(&metadata.authorization_endpoint)
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_else(|_| metadata.authorization_endpoint.clone())
+        });
+        let norm = |s: &str| s.trim_end_matches('/').to_ascii_lowercase();
+        let server = &self.server;
+        if let Some(pin) = &self.oauth.issuer {
+            if norm(pin) != norm(&named) {
+                return Err(format!(
+                    "OAuth for MCP server '{server}': oauth.issuer: the server's metadata names the authorization server '{named}', not '{pin}'; refused"
+                ));
+            }
+            return Ok(());
+        }
+        if self.client_secret.is_some() {
+            let host = |s: &str| url::Url::parse(s).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+            if host(&named).is_none() || host(&named) != host(&self.url) {
+                return Err(format!(
+                    "OAuth for MCP server '{server}': oauth.issuer: the server's metadata names the authorization server '{named}', on another host than the MCP server; the client secret goes only to the server's own host or to the authorization server oauth.issuer names"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Authorizes from scratch after a 401 (`challenge` is its `WWW-Authenticate`), replacing the
@@ -450,11 +830,13 @@ impl Flow {
         let mut m = std::mem::replace(&mut *guard, placeholder);
         let result = self.authorize_manager(&mut m, challenge).await;
         *guard = m;
-        result.map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))
+        result.map_err(|e| self.say(e))
     }
 
     async fn authorize_manager(&self, m: &mut AuthorizationManager, challenge: &str) -> Result<(), String> {
         let resolution = m.resolve_metadata_from_challenge(Some(challenge)).await.map_err(|e| e.to_string())?;
+        self.check_issuer(&resolution.metadata)
+            .map_err(|e| e.trim_start_matches(&format!("OAuth for MCP server '{}': ", self.server)).to_string())?;
         m.set_metadata(resolution.metadata);
         match self.oauth.grant {
             OAuthGrant::ClientCredentials => {
@@ -570,12 +952,26 @@ impl OAuthHttp {
     {
         match call().await {
             Err(StreamableHttpError::AuthRequired(e)) => {
+                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
+                let refused = self.flow.refused.load(Ordering::SeqCst);
+                if refused >= MAX_REFUSED {
+                    return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(format!(
+                        "OAuth for MCP server '{}': the server refused the token of {refused} authorizations in a row; not authorizing (or asking for consent) again",
+                        self.flow.server
+                    ))));
+                }
                 self.flow
                     .authorize(&self.inner, &e.www_authenticate_header)
                     .await
                     .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
-                call().await
+                let out = call().await;
+                if matches!(out, Err(StreamableHttpError::AuthRequired(_))) {
+                    self.flow.refused.fetch_add(1, Ordering::SeqCst);
+                } else if out.is_ok() {
+                    self.flow.refused.store(0, Ordering::SeqCst);
+                }
+                out
             }
             Err(StreamableHttpError::InsufficientScope(e)) => {
                 let params = rmcp::transport::auth::WWWAuthenticateParams::parse(
@@ -590,7 +986,12 @@ impl OAuthHttp {
                     .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
                 call().await
             }
-            other => other,
+            other => {
+                if other.is_ok() {
+                    self.flow.refused.store(0, std::sync::atomic::Ordering::SeqCst);
+                }
+                other
+            }
         }
     }
 }

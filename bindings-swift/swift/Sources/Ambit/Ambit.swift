@@ -560,6 +560,7 @@ public final class Agent: Sendable {
             policy: policy?.settings,
             builtins: builtins,
             toolingJson: try toolingJSON(mcpServers, deferral),
+            mcpHooks: mcpServers.flatMap(\.hooks),
             subagents: subagents,
             credentialsJson: try credentials?.json(),
             credentialCallbacks: credentials?.callbackAliases ?? [],

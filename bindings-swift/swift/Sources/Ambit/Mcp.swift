@@ -43,6 +43,138 @@ public enum McpTransport: Sendable, Equatable {
     case http(url: String)
 }
 
+/// How an MCP OAuth client obtains its tokens.
+public enum OAuthGrant: String, Sendable, Equatable {
+    /// PKCE authorization code: the user consents through `onAuthorize`.
+    case authorizationCode = "authorization_code"
+    /// Client credentials (machine to machine): `clientId` and the credential alias `clientSecret`.
+    case clientCredentials = "client_credentials"
+}
+
+/// Where an MCP server's OAuth tokens are kept (a keychain, a database); by key, the server's URL.
+public protocol McpTokenStore: Sendable {
+    func load(_ key: String) async throws -> String?
+    func save(_ key: String, _ value: String) async throws
+    func clear(_ key: String) async throws
+}
+
+/// OAuth 2.1 for an HTTP MCP server (the MCP authorization spec), run by the core: discovery, client
+/// registration, PKCE, refresh, step-up. Tokens never reach the model (they are redacted like
+/// credentials).
+public struct McpOAuth: Sendable {
+    public var grant: OAuthGrant
+    /// Where the authorization server sends the user back (authorization code).
+    public var redirectUri: String?
+    /// The name registered through dynamic client registration.
+    public var clientName: String?
+    /// Scopes to ask for; empty: the server's.
+    public var scopes: [String]
+    /// A pre-registered client ID (no registration).
+    public var clientId: String?
+    /// The credential alias (`Agent(credentials:)`) of a pre-registered client's secret.
+    public var clientSecret: String?
+    /// An HTTPS URL of this client's metadata document, used as its client ID where supported.
+    public var clientMetadataUrl: String?
+    /// Tokens kept in this JSON file when no `tokenStore` is given (else: in memory).
+    public var tokenFile: String?
+    /// The trusted authorization server (its issuer URL): one the MCP server's metadata names
+    /// differently is refused. Without it, a `clientSecret` goes only to the MCP server's own host.
+    public var issuer: String?
+    /// The consent step: gets the authorization URL (open it in a browser) and answers the URL the
+    /// authorization server redirected to (or its query string).
+    public var onAuthorize: (@Sendable (String) async throws -> String)?
+    /// Where tokens are kept.
+    public var tokenStore: (any McpTokenStore)?
+
+    public init(
+        grant: OAuthGrant = .authorizationCode, redirectUri: String? = nil, clientName: String? = nil,
+        scopes: [String] = [], clientId: String? = nil, clientSecret: String? = nil, clientMetadataUrl: String? = nil,
+        tokenFile: String? = nil, issuer: String? = nil, tokenStore: (any McpTokenStore)? = nil,
+        onAuthorize: (@Sendable (String) async throws -> String)? = nil
+    ) {
+        self.grant = grant
+        self.redirectUri = redirectUri
+        self.clientName = clientName
+        self.scopes = scopes
+        self.clientId = clientId
+        self.clientSecret = clientSecret
+        self.clientMetadataUrl = clientMetadataUrl
+        self.tokenFile = tokenFile
+        self.issuer = issuer
+        self.tokenStore = tokenStore
+        self.onAuthorize = onAuthorize
+    }
+
+    /// The authorization-code grant: where the user is sent back, and the consent step.
+    public static func authorizationCode(
+        redirectUri: String, clientName: String? = nil, scopes: [String] = [], clientId: String? = nil,
+        clientSecret: String? = nil, issuer: String? = nil, tokenFile: String? = nil,
+        tokenStore: (any McpTokenStore)? = nil, onAuthorize: @escaping @Sendable (String) async throws -> String
+    ) -> McpOAuth {
+        McpOAuth(
+            redirectUri: redirectUri, clientName: clientName, scopes: scopes, clientId: clientId,
+            clientSecret: clientSecret, tokenFile: tokenFile, issuer: issuer, tokenStore: tokenStore,
+            onAuthorize: onAuthorize)
+    }
+
+    /// The client-credentials grant: a pre-registered client and the credential alias of its secret.
+    public static func clientCredentials(
+        clientId: String, clientSecret: String, scopes: [String] = [], issuer: String? = nil,
+        tokenFile: String? = nil, tokenStore: (any McpTokenStore)? = nil
+    ) -> McpOAuth {
+        McpOAuth(
+            grant: .clientCredentials, scopes: scopes, clientId: clientId, clientSecret: clientSecret,
+            tokenFile: tokenFile, issuer: issuer, tokenStore: tokenStore)
+    }
+
+    var json: [String: Any] {
+        var out: [String: Any] = ["grant": grant.rawValue, "scopes": scopes]
+        let optional: [(String, String?)] = [
+            ("redirect_uri", redirectUri), ("client_name", clientName), ("client_id", clientId),
+            ("client_secret", clientSecret), ("client_metadata_url", clientMetadataUrl), ("token_file", tokenFile),
+            ("issuer", issuer),
+        ]
+        for (key, value) in optional { if let value { out[key] = value } }
+        return out
+    }
+}
+
+/// What an MCP server asks the user (elicitation).
+public struct ElicitationRequest: Sendable {
+    /// The server's configured name.
+    public var server: String
+    /// The text to show the user.
+    public var message: String
+    /// `form` (answer with an object matching `schemaJSON`) or `url` (the user visits `url`; only https,
+    /// or http to loopback, reaches the handler).
+    public var mode: String
+    /// Form: the JSON schema of the answer, as JSON text.
+    public var schemaJSON: String?
+    /// URL mode: where the user goes.
+    public var url: String?
+}
+
+/// The user's answer to an elicitation.
+public enum ElicitationResponse: @unchecked Sendable {
+    /// Accepted, with the content (form mode: an object matching the schema).
+    case accept([String: Any]?)
+    /// The user said no.
+    case decline
+    /// The user dismissed the request.
+    case cancel
+
+    var json: [String: Any] {
+        switch self {
+        case let .accept(content):
+            var out: [String: Any] = ["action": "accept"]
+            if let content { out["content"] = content }
+            return out
+        case .decline: return ["action": "decline"]
+        case .cancel: return ["action": "cancel"]
+        }
+    }
+}
+
 /// One MCP server; its tools are named `mcp__<name>__<tool>`.
 public struct McpServer: Sendable, Equatable {
     public var name: String
@@ -64,12 +196,22 @@ public struct McpServer: Sendable, Equatable {
     public var bearer: String?
     /// Stdio only: environment variables whose value is the agent's credential of that alias.
     public var credentialEnv: [String: String]
+    /// HTTP only: OAuth 2.1 for a server that answers 401.
+    public var oauth: McpOAuth?
+    /// The handler for the server's elicitation requests (declined when unset).
+    public var onElicit: (@Sendable (ElicitationRequest) async throws -> ElicitationResponse)?
+
+    /// Equal settings (the callbacks are not compared).
+    public static func == (a: McpServer, b: McpServer) -> Bool {
+        NSDictionary(dictionary: a.json).isEqual(to: b.json)
+    }
 
     public init(
         name: String, transport: McpTransport, protocol: McpProtocol = .initialize, trusted: Bool = false,
         levels: [String: Level] = [:], deferral: DeferralSetting? = nil, eagerLoadTools: [String] = [],
         headers: [String: String] = [:], credentialHeaders: [String: String] = [:], bearer: String? = nil,
-        credentialEnv: [String: String] = [:]
+        credentialEnv: [String: String] = [:], oauth: McpOAuth? = nil,
+        onElicit: (@Sendable (ElicitationRequest) async throws -> ElicitationResponse)? = nil
     ) {
         self.name = name
         self.transport = transport
@@ -82,6 +224,8 @@ public struct McpServer: Sendable, Equatable {
         self.credentialHeaders = credentialHeaders
         self.bearer = bearer
         self.credentialEnv = credentialEnv
+        self.oauth = oauth
+        self.onElicit = onElicit
     }
 
     /// A server run as a child process; `credentialEnv` maps environment variables to credential aliases.
@@ -100,11 +244,13 @@ public struct McpServer: Sendable, Equatable {
     public static func http(
         _ name: String, url: String, trusted: Bool = false, levels: [String: Level] = [:],
         deferral: DeferralSetting? = nil, eagerLoadTools: [String] = [], headers: [String: String] = [:],
-        credentialHeaders: [String: String] = [:], bearer: String? = nil
+        credentialHeaders: [String: String] = [:], bearer: String? = nil, oauth: McpOAuth? = nil,
+        onElicit: (@Sendable (ElicitationRequest) async throws -> ElicitationResponse)? = nil
     ) -> McpServer {
         McpServer(
             name: name, transport: .http(url: url), trusted: trusted, levels: levels, deferral: deferral,
-            eagerLoadTools: eagerLoadTools, headers: headers, credentialHeaders: credentialHeaders, bearer: bearer)
+            eagerLoadTools: eagerLoadTools, headers: headers, credentialHeaders: credentialHeaders, bearer: bearer,
+            oauth: oauth, onElicit: onElicit)
     }
 
     var json: [String: Any] {
@@ -125,7 +271,59 @@ public struct McpServer: Sendable, Equatable {
         if !credentialHeaders.isEmpty { out["credential_headers"] = credentialHeaders }
         if let bearer { out["bearer"] = bearer }
         if !credentialEnv.isEmpty { out["credential_env"] = credentialEnv }
+        if let oauth { out["oauth"] = oauth.json }
         return out
+    }
+
+    /// The server's host callbacks for the core, each a function of JSON text.
+    var hooks: [McpHook] {
+        var out: [McpHook] = []
+        if let f = oauth?.onAuthorize {
+            out.append(McpHook(server: name, kind: "authorize", function: McpHookAdapter { url in try await f(url) }))
+        }
+        if let store = oauth?.tokenStore {
+            out.append(McpHook(server: name, kind: "token_store", function: McpHookAdapter { text in
+                let op = (try JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+                let key = op["key"] as? String ?? ""
+                var answer: Any = NSNull()
+                switch op["op"] as? String {
+                case "load": answer = try await store.load(key) ?? NSNull()
+                case "save": try await store.save(key, op["value"] as? String ?? "")
+                default: try await store.clear(key)
+                }
+                return String(decoding: try JSONSerialization.data(withJSONObject: answer, options: [.fragmentsAllowed]), as: UTF8.self)
+            }))
+        }
+        if let f = onElicit {
+            out.append(McpHook(server: name, kind: "elicit", function: McpHookAdapter { text in
+                let r = (try JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+                let schema = r["schema"].flatMap { $0 is NSNull ? nil : $0 }.flatMap {
+                    try? JSONSerialization.data(withJSONObject: $0)
+                }.map { String(decoding: $0, as: UTF8.self) }
+                let request = ElicitationRequest(
+                    server: r["server"] as? String ?? name, message: r["message"] as? String ?? "",
+                    mode: r["mode"] as? String ?? "", schemaJSON: schema, url: r["url"] as? String)
+                let response = try await f(request)
+                return String(decoding: try JSONSerialization.data(withJSONObject: response.json), as: UTF8.self)
+            }))
+        }
+        return out
+    }
+}
+
+/// A host callback as the generated `HostTool` the core calls: JSON text in, JSON text out; an error
+/// thrown reaches the core as the callback's failure.
+final class McpHookAdapter: HostTool, @unchecked Sendable {
+    private let function: @Sendable (String) async throws -> String
+
+    init(_ function: @escaping @Sendable (String) async throws -> String) { self.function = function }
+
+    func call(argumentsJson: String, task: UInt64, credentialsJson: String, context: UInt64) async throws -> String {
+        do {
+            return try await function(argumentsJson)
+        } catch {
+            throw HostToolError.Failed(message: ToolAdapter.message(of: error))
+        }
     }
 }
 

@@ -123,3 +123,88 @@ import Testing
     }
 }
 
+
+/// OAuth and elicitation from Swift against the real OAuth-protected server (tests/mcp/oauth_server.py,
+/// started by scripts/test-swift.sh): the consent callback plays the browser (it follows the
+/// authorization URL to the server's /callback, which answers the URL it was sent to), the tokens go to
+/// a Swift token store and never reach the model (a tool quoting its token gets the placeholder), and
+/// the elicitation reaches the Swift handler. Negative control: without the consent callback the server
+/// is unavailable and none of its tools appear.
+@Suite struct McpOAuthTests {
+    actor Store: McpTokenStore {
+        var entries: [String: String] = [:]
+        func load(_ key: String) -> String? { entries[key] }
+        func save(_ key: String, _ value: String) { entries[key] = value }
+        func clear(_ key: String) { entries[key] = nil }
+        func all() -> [String: String] { entries }
+    }
+
+    actor Consents {
+        var urls: [String] = []
+        func add(_ url: String) { urls.append(url) }
+    }
+
+    /// The browser: GET the URL, following redirects; the body of the server's /callback is the redirect.
+    static func browse(_ text: String) async throws -> String {
+        guard let url = URL(string: text) else { throw ScenarioError("not a URL: \(text)") }
+        return try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.dataTask(with: url) { data, _, error in
+                if let data { continuation.resume(returning: String(decoding: data, as: UTF8.self)) } else {
+                    continuation.resume(throwing: error ?? ScenarioError("no answer from \(url)"))
+                }
+            }.resume()
+        }
+    }
+
+    @Test func consentTokensInASwiftStoreElicitationAndNoTokenToTheModel() async throws {
+        let url = try Paths.mcpURL("oauth")
+        let base = String(url.dropLast("/mcp".count))
+        let store = Store()
+        let consents = Consents()
+        let oauth = McpOAuth.authorizationCode(
+            redirectUri: base + "/callback", clientName: "ambit-swift", tokenStore: store
+        ) { authorization in
+            await consents.add(authorization)
+            return try await Self.browse(authorization)
+        }
+        let agent = try Agent(
+            model: .testModel([
+                .toolCall("mcp__notes__whoami", id: "c1"), .toolCall("mcp__notes__ask_name", id: "c2"),
+                .toolCall("mcp__notes__leak_token", id: "c3"), .text("done"),
+            ]),
+            mcpServers: [
+                .http("notes", url: url, oauth: oauth, onElicit: { request in
+                    request.mode == "form" && (request.schemaJSON ?? "").contains("name") ? .accept(["name": "Ada"]) : .decline
+                })
+            ],
+            deferral: Deferral(setting: .eager))
+        let result = try await agent.run("who am I?")
+        let outputs = result.toolCalls.map(\.result)
+        #expect(outputs.count == 3, "\(outputs)")
+        #expect(outputs.first?.contains("notes:read") == true, "\(outputs)")
+        #expect(outputs.dropFirst().first?.hasPrefix("hello Ada") == true, "\(outputs)")
+        #expect(outputs.last?.contains("your token is [credential:oauth.notes]") == true, "\(outputs)")
+        let urls = await consents.urls
+        #expect(urls.count == 1 && urls[0].contains("code_challenge_method=S256"), "\(urls)")
+        let entry = try #require(await store.all()[url])
+        let stored = try #require(try JSONSerialization.jsonObject(with: Data(entry.utf8)) as? [String: Any])
+        let tokens = try #require(stored["token_response"] as? [String: Any])
+        let access = try #require(tokens["access_token"] as? String)
+        #expect(access.hasPrefix("at-"))
+        #expect(!outputs.joined().contains(access))
+    }
+
+    @Test func withoutAConsentCallbackTheServerIsUnavailable() async throws {
+        let url = try Paths.mcpURL("oauth")
+        var oauth = McpOAuth.authorizationCode(redirectUri: "http://127.0.0.1:1/callback") { _ in "" }
+        oauth.onAuthorize = nil
+        let agent = try Agent(
+            model: .testModel([.text("done")]), mcpServers: [.http("notes", url: url, oauth: oauth)],
+            deferral: Deferral(setting: .eager))
+        try await agent.refreshTools()
+        #expect(try !agent.listTools().contains { $0.name.hasPrefix("mcp__notes__") })
+        // The settings reach the core named as the core names them.
+        let text = try #require(try toolingJSON([.http("n", url: url, oauth: McpOAuth(issuer: "https://as.example"))], nil))
+        #expect(text.contains("\"issuer\":\"https:\\/\\/as.example\"") || text.contains("\"issuer\":\"https://as.example\""), "\(text)")
+    }
+}
