@@ -22,26 +22,29 @@ use ambit::{Agent, Error};
 use mcp_support::{scripted, text};
 use serde_json::json;
 
-/// A scratch directory (canonical path), removed when the test ends.
-struct TempDir(tempfile::TempDir, PathBuf);
+/// A scratch directory (canonical path), removed when the test ends (when `_dir` drops).
+struct TempDir {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
 
 impl AsRef<Path> for TempDir {
     fn as_ref(&self) -> &Path {
-        &self.1
+        &self.path
     }
 }
 
 impl std::ops::Deref for TempDir {
     type Target = Path;
     fn deref(&self) -> &Path {
-        &self.1
+        &self.path
     }
 }
 
 fn tempdir(name: &str) -> TempDir {
     let d = tempfile::Builder::new().prefix(&format!("ambit-attack3-{name}-")).tempdir().unwrap();
     let path = std::fs::canonicalize(d.path()).unwrap();
-    TempDir(d, path)
+    TempDir { _dir: d, path }
 }
 
 fn scope(root: &Path) -> Scope {
