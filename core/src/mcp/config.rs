@@ -13,16 +13,23 @@ use crate::permission::Level;
 pub enum McpTransport {
     /// A child process speaking on its stdin and stdout.
     Stdio {
+        /// The program to run.
         command: String,
         #[serde(default)]
+        /// Its arguments.
         args: Vec<String>,
         #[serde(default)]
+        /// Extra environment variables (the server's credentials are added to them).
         env: BTreeMap<String, String>,
         #[serde(default)]
+        /// The working directory (default: the agent's).
         cwd: Option<String>,
     },
     /// Streamable HTTP at this URL.
-    Http { url: String },
+    Http {
+        /// The server's URL.
+        url: String,
+    },
 }
 
 /// Which protocol revision to speak.
@@ -44,8 +51,10 @@ pub enum McpProtocol {
 pub struct McpServer {
     /// The `<server>` of `mcp__<server>__<tool>`.
     pub name: String,
+    /// How to reach it.
     pub transport: McpTransport,
     #[serde(default)]
+    /// The MCP protocol revision to speak (default: the newest both sides know).
     pub protocol: McpProtocol,
     /// Whether the server's annotations are believed (`readOnlyHint: true` gives `read`).
     #[serde(default)]
@@ -92,6 +101,7 @@ impl McpServer {
         McpServer::new(name, McpTransport::Http { url: url.into() })
     }
 
+    /// A server named `name` reached by `transport`, every setting at its default.
     pub fn new(name: impl Into<String>, transport: McpTransport) -> McpServer {
         McpServer {
             name: name.into(),
@@ -122,6 +132,7 @@ impl McpServer {
         self
     }
 
+    /// [`McpServer::on_elicit`] with a shared handler.
     pub fn on_elicit_arc(mut self, handler: std::sync::Arc<dyn super::Elicit>) -> Self {
         self.on_elicit = Some(super::oauth::Hook(handler));
         self
@@ -162,11 +173,13 @@ impl McpServer {
             .collect()
     }
 
+    /// Sets the protocol revision.
     pub fn protocol(mut self, protocol: McpProtocol) -> Self {
         self.protocol = protocol;
         self
     }
 
+    /// Whether the server's annotations are believed (`readOnlyHint: true` gives level `read`).
     pub fn trusted(mut self, yes: bool) -> Self {
         self.trusted = yes;
         self
@@ -178,11 +191,13 @@ impl McpServer {
         self
     }
 
+    /// Sets the server's deferral setting (overriding the install-wide one).
     pub fn deferral(mut self, setting: Deferral) -> Self {
         self.deferral = Some(setting);
         self
     }
 
+    /// Tools of the server always shipped with their schemas, never deferred.
     pub fn eager_load_tools(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.eager_load_tools.extend(tools.into_iter().map(Into::into));
         self

@@ -30,6 +30,7 @@ pub enum ElicitationResponse {
     /// Accepted, with the content (form mode: an object matching the schema).
     Accept {
         #[serde(default)]
+        /// What the user entered.
         content: Option<Value>,
     },
     /// The user said no.
@@ -41,6 +42,7 @@ pub enum ElicitationResponse {
 /// The host's handler. An `Err` is sent to the server as an error response.
 #[async_trait]
 pub trait Elicit: Send + Sync {
+    /// Asks the user; the answer goes back to the server.
     async fn elicit(&self, request: ElicitationRequest) -> Result<ElicitationResponse, String>;
 }
 

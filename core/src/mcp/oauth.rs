@@ -38,6 +38,7 @@ pub enum OAuthGrant {
 /// the authorization server redirected to (`<redirect_uri>?code=..&state=..`), or its query string.
 #[async_trait]
 pub trait Authorize: Send + Sync {
+    /// Shows the user `url` and returns the redirect (or its query string) once they consented.
     async fn authorize(&self, url: String) -> Result<String, String>;
 }
 
@@ -59,8 +60,11 @@ where
 /// implements decides how it is protected (a keychain, a database).
 #[async_trait]
 pub trait TokenStore: Send + Sync {
+    /// The text kept under `key`, if any.
     async fn load(&self, key: &str) -> Result<Option<String>, String>;
+    /// Keeps `value` under `key`.
     async fn save(&self, key: &str, value: &str) -> Result<(), String>;
+    /// Forgets what is kept under `key`.
     async fn clear(&self, key: &str) -> Result<(), String>;
 }
 
@@ -71,6 +75,7 @@ pub struct MemoryTokenStore {
 }
 
 impl MemoryTokenStore {
+    /// An empty store.
     pub fn new() -> MemoryTokenStore {
         MemoryTokenStore::default()
     }
@@ -103,6 +108,7 @@ pub struct FileTokenStore {
 }
 
 impl FileTokenStore {
+    /// A store in the file at `path` (created on first save, mode 0600).
     pub fn new(path: impl Into<std::path::PathBuf>) -> FileTokenStore {
         FileTokenStore { path: path.into() }
     }
@@ -268,6 +274,7 @@ impl<T: ?Sized> std::fmt::Debug for Hook<T> {
 #[serde(deny_unknown_fields)]
 pub struct McpOAuth {
     #[serde(default)]
+    /// How the client gets tokens: authorization code with the user's consent, or client credentials.
     pub grant: OAuthGrant,
     /// The name registered through dynamic client registration.
     #[serde(default)]
@@ -342,11 +349,13 @@ impl McpOAuth {
         }
     }
 
+    /// Sets the name registered through dynamic client registration.
     pub fn client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = Some(name.into());
         self
     }
 
+    /// Sets the scopes asked for.
     pub fn scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.scopes = scopes.into_iter().map(Into::into).collect();
         self
@@ -365,21 +374,25 @@ impl McpOAuth {
         self
     }
 
+    /// Sets the URL of a client ID metadata document (the client's id, where the server takes them).
     pub fn client_metadata_url(mut self, url: impl Into<String>) -> Self {
         self.client_metadata_url = Some(url.into());
         self
     }
 
+    /// Sets where tokens are kept (default: in memory).
     pub fn token_store(mut self, store: impl TokenStore + 'static) -> Self {
         self.token_store = Some(Hook(Arc::new(store)));
         self
     }
 
+    /// [`McpOAuth::token_store`] with a shared store.
     pub fn token_store_arc(mut self, store: Arc<dyn TokenStore>) -> Self {
         self.token_store = Some(Hook(store));
         self
     }
 
+    /// Sets the consent callback (see [`McpOAuth::authorization_code`]), shared.
     pub fn on_authorize_arc(mut self, callback: Arc<dyn Authorize>) -> Self {
         self.on_authorize = Some(Hook(callback));
         self

@@ -11,13 +11,17 @@ use super::{ApprovalReason, Level};
 /// What the handler is asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
+    /// The call's id.
     pub call_id: String,
     /// The tool's whole name.
     pub tool: String,
+    /// The arguments the model sent.
     pub arguments: Value,
     /// The level the tool requires (after overrides).
     pub tool_level: Level,
+    /// The session's level.
     pub session_level: Level,
+    /// Why the call needs approval.
     pub reason: ApprovalReason,
 }
 
@@ -25,11 +29,16 @@ pub struct ApprovalRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum ApprovalDecision {
+    /// Run the call as asked.
     Approve,
+    /// Refuse the call.
     Deny {
+        /// Why, as the model sees it.
         reason: String,
     },
+    /// Run the call with other arguments.
     Revise {
+        /// The arguments to run it with.
         arguments: Value,
     },
     /// Not now: in a session run, the run parks in state `awaiting_approval` until
@@ -41,6 +50,7 @@ pub enum ApprovalDecision {
 /// and async functions. An `Err` is taken as a denial whose reason names the failure.
 #[async_trait]
 pub trait ApprovalHandler: Send + Sync {
+    /// Decides on `request`.
     async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalDecision, String>;
 }
 

@@ -19,10 +19,12 @@ pub struct Filters {
 }
 
 impl Filters {
+    /// Whether the lists refuse the tool `name`.
     pub fn is_blocked(&self, name: &str) -> bool {
         self.block.contains(name) || self.allow.as_ref().is_some_and(|a| !a.contains(name))
     }
 
+    /// The level a call of `name` requires: its override, else `declared`.
     pub fn effective_level(&self, name: &str, declared: Level) -> Level {
         self.overrides.get(name).copied().unwrap_or(declared)
     }
@@ -60,16 +62,22 @@ pub enum ApprovalReason {
 /// What happens to one call, before the tool runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallDecision {
+    /// The call runs.
     Run,
+    /// The call waits on an approval, for this reason.
     Ask(ApprovalReason),
+    /// The call is refused; the text is what the model sees.
     Refuse(String),
 }
 
 /// A tool's facts as the decision needs them.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolFacts<'a> {
+    /// The tool's whole name.
     pub name: &'a str,
+    /// The level the tool declares.
     pub declared_level: Level,
+    /// Whether the tool asks for approval on every call.
     pub requires_approval: bool,
     /// The tool reaches the network itself ([`crate::ToolSpec::needs_network`]).
     pub needs_network: bool,
@@ -91,9 +99,13 @@ impl<'a> ToolFacts<'a> {
 /// The session's side of a decision.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionFacts<'a> {
+    /// The session's level.
     pub level: Level,
+    /// Whether an approval handler answers calls.
     pub approvals: bool,
+    /// The tool lists and overrides.
     pub filters: &'a Filters,
+    /// The session's network setting.
     pub network: Network,
 }
 

@@ -9,11 +9,15 @@ use super::{ApprovalHandler, Filters, Level, Network, Scope};
 /// agent behaves as in any other SDK; setting a level is what turns the checks on.
 #[derive(Clone)]
 pub struct Policy {
+    /// The session's level (`none`, `read`, `workspace`, `unrestricted`).
     pub level: Level,
+    /// Who answers calls that need approval (none: such calls are refused).
     pub approvals: Option<Arc<dyn ApprovalHandler>>,
+    /// Tool allow and block lists and per-tool level overrides.
     pub filters: Filters,
     /// `None`: the process's current directory when the agent is built, reads not confined.
     pub scope: Option<Scope>,
+    /// The network setting for the shell and `web_fetch`.
     pub network: Network,
     /// Local and link-local addresses (or ranges) reachable under network `remote` all the same.
     pub allow_local_addresses: Arc<[AddrRange]>,
@@ -57,6 +61,7 @@ impl Policy {
         self
     }
 
+    /// [`Policy::approvals`] with a shared handler.
     pub fn approvals_arc(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
         self.approvals = Some(handler);
         self
@@ -80,11 +85,13 @@ impl Policy {
         self
     }
 
+    /// Sets the directories the session reaches.
     pub fn scope(mut self, scope: Scope) -> Self {
         self.scope = Some(scope);
         self
     }
 
+    /// Sets the network setting.
     pub fn network(mut self, network: Network) -> Self {
         self.network = network;
         self
@@ -112,21 +119,28 @@ pub struct PolicyConfig {
     #[serde(default)]
     pub level: Option<Level>,
     #[serde(default)]
+    /// Only these tools (none: every tool).
     pub allow_tools: Option<Vec<String>>,
     #[serde(default)]
+    /// These tools refused.
     pub block_tools: Vec<String>,
     #[serde(default)]
+    /// Per tool, the level a call requires instead of the tool's own.
     pub level_overrides: std::collections::BTreeMap<String, Level>,
     /// Default: the process's current directory.
     #[serde(default)]
     pub working_directory: Option<std::path::PathBuf>,
     #[serde(default)]
+    /// Directories writable at `workspace` (the working directory is one).
     pub workspace_directories: Vec<std::path::PathBuf>,
     #[serde(default)]
+    /// Directories readable besides the workspace.
     pub readable_directories: Vec<std::path::PathBuf>,
     #[serde(default)]
+    /// Whether reads are confined to the workspace and readable directories (at `read` and `workspace`).
     pub confine_reads: bool,
     #[serde(default)]
+    /// The network setting.
     pub network: Network,
     /// Local or link-local addresses (or CIDR ranges) reachable under network `remote` all the same.
     #[serde(default)]

@@ -10,8 +10,11 @@ use super::{Level, Network, Scope};
 /// What one agent reaches: its level, its directories and its network.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reach {
+    /// The permission level.
     pub level: Level,
+    /// The directories.
     pub scope: Scope,
+    /// The network setting.
     pub network: Network,
 }
 
