@@ -91,7 +91,7 @@ impl Session {
 }
 
 /// Every string of a tool's JSON result (keys too) redacted.
-fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {
+pub(crate) fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {
     match value {
         Value::String(s) => Value::String(c.redact(&s)),
         Value::Array(a) => Value::Array(a.into_iter().map(|v| redact_value(c, v)).collect()),

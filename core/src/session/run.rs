@@ -57,6 +57,9 @@ pub(crate) struct Current {
     lease: Arc<Lease>,
     /// What a compaction before the run used: the run's own spend.
     carried: Usage,
+    /// The conversation through a turn whose calls ran when a tool call's hook then failed: kept in the
+    /// log as the run fails, so no later run repeats a call that ran.
+    kept_on_failure: Mutex<Option<Vec<Message>>>,
 }
 
 /// The window's use as the last model response left it.
@@ -223,6 +226,10 @@ impl Rounds for Current {
 
     fn carried(&self) -> Usage {
         self.carried
+    }
+
+    fn failed_with(&self, messages: Vec<Message>) {
+        *lock(&self.kept_on_failure) = Some(messages);
     }
 
     fn restored(&self) -> Option<RunSnapshot> {
@@ -401,6 +408,7 @@ impl Sessions {
             carried,
             parked_run: Mutex::new(None),
             restored: Mutex::new(restored),
+            kept_on_failure: Mutex::new(None),
         });
         // Boxed: a run's future is large, and the stack of the thread polling it (a binding's worker)
         // is not.
@@ -435,7 +443,17 @@ impl Sessions {
         }
         let mut result = match outcome {
             Ok(result) => result,
-            Err(e) => return Err(idle_after(&lease, e.into()).await),
+            Err(e) => {
+                let kept = lock(&current.kept_on_failure).take();
+                if let Some(messages) = kept {
+                    // The turn whose calls ran is kept with the session let go, in one transaction.
+                    let added: Vec<Item> =
+                        messages.into_iter().skip(skip).map(|message| Item::Message { message }).collect();
+                    lease.settle(&added, idle()).await?;
+                    return Err(e.into());
+                }
+                return Err(idle_after(&lease, e.into()).await);
+            }
         };
         let added: Vec<Item> =
             result.messages.iter().skip(skip).map(|m| Item::Message { message: m.clone() }).collect();
