@@ -67,7 +67,12 @@ impl Session {
     /// session store and the run's result all come after it, so none holds a value, only
     /// `[credential:alias]`.
     async fn run(&self, tool: &dyn Tool, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let result = tool.call_in(arguments, ctx).await;
+        let result = if tool.spec().name == super::named::DELEGATE_TOOL {
+            // A delegation reads the caller's approval path and level overrides (agent/named.rs).
+            super::named::as_caller(&self.policy, tool.call_in(arguments, ctx)).await
+        } else {
+            tool.call_in(arguments, ctx).await
+        };
         let Some(c) = &self.credentials else { return result };
         match result {
             Ok(value) => Ok(redact_value(c, value)),
