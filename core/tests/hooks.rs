@@ -258,7 +258,9 @@ async fn a_hook_quoting_a_credential_value_reaches_nobody_unredacted() {
     let e = Agent::builder()
         .model(script())
         .credentials(Credentials::new().value("github", SECRET))
-        .input_guardrail(ambit::guardrail_fn("leaky", |_, _| async { Err::<GuardrailVerdict, _>(format!("bad {SECRET}")) }))
+        .input_guardrail(ambit::guardrail_fn("leaky", |_, _| async {
+            Err::<GuardrailVerdict, _>(format!("bad {SECRET}"))
+        }))
         .build()
         .unwrap()
         .run("Deploy.")

@@ -28,7 +28,10 @@ fn launch(count: Arc<AtomicUsize>) -> impl ambit::Tool {
 }
 
 /// An approval handler that answers `answer` and keeps the tools it was asked about.
-fn handler(answer: ApprovalDecision, asked: Arc<Mutex<Vec<String>>>) -> ambit::permission::approval::FnApproval<
+fn handler(
+    answer: ApprovalDecision,
+    asked: Arc<Mutex<Vec<String>>>,
+) -> ambit::permission::approval::FnApproval<
     impl Fn(ApprovalRequest) -> std::future::Ready<ApprovalDecision> + Send + Sync,
 > {
     ambit::permission::approval::FnApproval(move |r: ApprovalRequest| {
@@ -113,4 +116,79 @@ async fn a_callees_level_override_never_lowers_a_tool_below_what_the_caller_requ
     // Control: on its own, the callee's override lets the tool run at read.
     callee(lowered(), &count).run("Go.").await.unwrap();
     assert_eq!(count.load(Ordering::SeqCst), 2);
+}
+
+/// The last message's text, when it is a tool result or a user message.
+fn last_text(r: &ambit::test_model::TestRequest) -> (&'static str, String) {
+    match r.messages.last() {
+        Some(ambit::Message::Tool { content, .. }) => ("tool", content.clone()),
+        Some(ambit::Message::User { content }) => ("user", content.clone()),
+        _ => ("", String::new()),
+    }
+}
+
+/// Issue 21: a delegated run cannot steer a still-running sub-agent that an earlier, wider run of the
+/// same agent spawned (it would act on its original grant: here, `launch` at `workspace` for a caller at
+/// `read`). The callee's own run spawns a child that holds in a tool; while it holds, a caller at `read`
+/// delegates to the callee, whose model steers the child to launch. Without the fix the steer was
+/// accepted and the child launched once released (the count below was 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegated_run_cannot_steer_a_child_of_an_earlier_wider_run() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let (e, rel) = (entered.clone(), release.clone());
+    let hold = tool_fn("hold", "Waits.", json!({"type": "object", "properties": {}}), move |_: NoArgs| {
+        let (e, rel) = (e.clone(), rel.clone());
+        async move {
+            e.notify_one();
+            rel.notified().await;
+            Ok::<_, String>("released")
+        }
+    })
+    .level(Level::Read);
+    // One model for the callee's own run, its child and the delegated run, answering by the conversation.
+    let model = ambit::FunctionModel::new(|r| {
+        let first = match r.messages.first() {
+            Some(ambit::Message::User { content }) => content.clone(),
+            _ => String::new(),
+        };
+        let (kind, text) = last_text(r);
+        let steered =
+            r.messages.iter().any(|m| matches!(m, ambit::Message::User { content } if content.contains("Also launch")));
+        Ok(match (first.as_str(), kind) {
+            ("Spawn.", "user") => {
+                Reply::tool_call("agent_spawn", json!({"prompt": "Work.", "allow_tools": ["hold", "launch"]}))
+            }
+            ("Spawn.", _) => Reply::text("spawned one"),
+            ("Work.", "user") if steered => Reply::tool_call("launch", json!({})),
+            ("Work.", "user") => Reply::tool_call("hold", json!({})),
+            ("Work.", _) => Reply::text("worked"),
+            ("Launch.", "user") => Reply::tool_call("agent_list", json!({}))
+                .with_tool_call("agent_steer", json!({"id": "4cf40c4e8395", "message": "Also launch."})),
+            // The delegated run reports what its steer got.
+            ("Launch.", _) => Reply::text(text),
+            _ => Reply::text("?"),
+        })
+    });
+    let scope = ambit::Scope::new(std::env::temp_dir(), Vec::<&str>::new(), Vec::<&str>::new(), false).unwrap();
+    let ops = Agent::builder()
+        .model(model)
+        .tool(hold)
+        .tool(launch(count.clone()))
+        .subagents(ambit::SubagentConfig::default())
+        .policy(Policy::level(Level::Workspace).scope(scope.clone()))
+        .build()
+        .unwrap();
+    let own_run = tokio::spawn({
+        let ops = ops.clone();
+        async move { ops.run("Spawn.").await }
+    });
+    entered.notified().await;
+    let r = caller(Policy::level(Level::Read).scope(scope), ops).run("Go.").await.unwrap();
+    let report = &r.tool_calls[0].result;
+    release.notify_one();
+    let own = own_run.await.unwrap().unwrap();
+    assert_eq!(own.output, "spawned one");
+    assert_eq!(count.load(Ordering::SeqCst), 0, "the earlier run's child launched for the delegated run: {report}");
+    assert!(report.contains("'4cf40c4e8395' is not a sub-agent of this session"), "{report}");
 }

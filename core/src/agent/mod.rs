@@ -675,7 +675,9 @@ impl Agent {
     fn redacted(&self, e: Error) -> Error {
         let Some(c) = &self.inner.session.credentials else { return e };
         match e {
-            Error::HookFailed { hook, point, message } => Error::HookFailed { hook, point, message: c.redact(&message) },
+            Error::HookFailed { hook, point, message } => {
+                Error::HookFailed { hook, point, message: c.redact(&message) }
+            }
             Error::GuardrailTripped { guardrail, kind, verdict, usage } => {
                 Error::GuardrailTripped { guardrail, kind, verdict: gate::redact_value(c, verdict), usage }
             }

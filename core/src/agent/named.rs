@@ -290,9 +290,9 @@ pub(crate) fn for_caller(
     let effective = reach::intersect(caller, &own_reach(callee));
     let own = &callee.inner.session.policy;
     let gate = CALLER.try_with(Clone::clone).unwrap_or(CallerGate { approvals: None, filters: Filters::default() });
-    let approvals = gate.approvals.map(|caller| {
-        Arc::new(ThroughCaller { own: own.approvals.clone(), caller }) as Arc<dyn ApprovalHandler>
-    });
+    let approvals = gate
+        .approvals
+        .map(|caller| Arc::new(ThroughCaller { own: own.approvals.clone(), caller }) as Arc<dyn ApprovalHandler>);
     let filters = Filters {
         allow: own.filters.allow.clone(),
         block: own.filters.block.clone(),
@@ -306,7 +306,9 @@ pub(crate) fn for_caller(
         network: effective.network,
         allow_local_addresses: own.allow_local_addresses.iter().filter(|a| caller_local.contains(a)).cloned().collect(),
     };
-    Ok((callee.with_policy(policy)?, effective))
+    // Its sub-agents are those this delegation spawns: a child of an earlier, wider run of the callee
+    // is neither listed, followed up nor steered from here.
+    Ok((callee.with_policy_in(policy, true)?, effective))
 }
 
 #[async_trait]
