@@ -339,6 +339,31 @@ impl Sessions {
         crate::telemetry::in_conversation(session_id, run).instrument(span).await
     }
 
+    /// [`Sessions::run`] with a run context ([`crate::Agent::run_with_context`]): every host tool, hook
+    /// and guardrail of the run (its sub-agents' and background calls' too) is handed `context`; it is
+    /// never stored nor sent to the model.
+    pub async fn run_with_context(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: &str,
+        context: crate::agent::RunContextValue,
+    ) -> Result<RunResult, SessionError> {
+        crate::agent::context::scope(Some(context), self.run(agent, session_id, input)).await
+    }
+
+    /// [`Sessions::resume`] with a run context: the answered call and the run it continues are handed
+    /// `context` (a parked run's context is not stored: the host gives it again).
+    pub async fn resume_with_context(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        decision: ApprovalDecision,
+        context: crate::agent::RunContextValue,
+    ) -> Result<RunResult, SessionError> {
+        crate::agent::context::scope(Some(context), self.resume(agent, session_id, decision)).await
+    }
+
     async fn run_session(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
         // One run at a time (SPEC §8b): the lease, or session_busy.
         let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
@@ -412,6 +437,7 @@ impl Sessions {
         });
         // Boxed: a run's future is large, and the stack of the thread polling it (a binding's worker)
         // is not.
+        // A run context a `*_with_context` call set around it is the run's (`Agent::run` inherits it).
         let run =
             Box::pin(crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or(""))));
         let run = run_state::with_rounds(current.clone(), run);
