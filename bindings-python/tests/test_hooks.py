@@ -56,14 +56,14 @@ def test_hooks_see_the_context_and_credentials_only_redacted() -> None:
     assert SECRET not in everything
 
 
-def test_a_raising_hook_is_hook_failed_and_the_session_keeps_nothing(tmp_path: Path) -> None:
+def test_a_hook_raising_before_any_tool_ran_is_hook_failed_and_the_session_keeps_nothing(tmp_path: Path) -> None:
     def explode(ctx: ambit.HookContext[Any], payload: dict[str, Any]) -> ambit.HookResult:
         raise ValueError("boom")
 
     def agent(raising: bool) -> ambit.Agent:
         return ambit.Agent(model=deploy_model(), tools=[deploy],
                            credentials=ambit.Credentials().value("github", SECRET),
-                           hooks=[ambit.Hook("after_tool_call", explode)] if raising else [])
+                           hooks=[ambit.Hook("before_tool_call", explode)] if raising else [])
 
     async def main() -> None:
         sessions = await ambit.Sessions.open(f"sqlite://{tmp_path}/s.db")
@@ -73,8 +73,8 @@ def test_a_raising_hook_is_hook_failed_and_the_session_keeps_nothing(tmp_path: P
         with pytest.raises(ambit.HookFailed) as info:
             await sessions.run(agent(True), sid, "Deploy.")
         assert info.value.code == "hook_failed" and info.value.hook == "explode"
-        assert info.value.point == "after_tool_call"
-        assert "hook 'explode' (after_tool_call) failed: boom" in str(info.value)
+        assert info.value.point == "before_tool_call"
+        assert "hook 'explode' (before_tool_call) failed: boom" in str(info.value)
         assert await sessions.entries(sid) == before
         # Negative control: without the hook the run's turn is stored.
         await sessions.run(agent(False), sid, "Deploy.")

@@ -408,6 +408,30 @@ pub struct AgentConfig {
     /// The named agents `agent_delegate` hands work to.
     #[uniffi(default = [])]
     pub named_agents: Vec<NamedAgentSettings>,
+    /// Hooks (`ambit::agent::hooks`), run in the order given at their point.
+    #[uniffi(default = [])]
+    pub hooks: Vec<HookSettings>,
+    /// Input and output guardrails.
+    #[uniffi(default = [])]
+    pub guardrails: Vec<GuardrailSettings>,
+}
+
+/// A hook: its name, its point (`before_tool_call`, ...) and the Swift function, called as a tool is
+/// with the payload's JSON; it answers the JSON of a `HookAction` (`null`, `{"action": ...}`).
+#[derive(uniffi::Record)]
+pub struct HookSettings {
+    pub name: String,
+    pub point: String,
+    pub implementation: Arc<dyn HostTool>,
+}
+
+/// A guardrail: its name, `kind` (`input` or `output`) and the Swift function, answering the JSON of a
+/// `GuardrailVerdict` (`{"tripped", "info"}`).
+#[derive(uniffi::Record)]
+pub struct GuardrailSettings {
+    pub name: String,
+    pub kind: String,
+    pub implementation: Arc<dyn HostTool>,
 }
 
 /// A profile: its name and its model (settings, or a test model as the agent's own is given).
@@ -685,6 +709,26 @@ impl CoreAgent {
         }
         for n in config.named_agents {
             builder = builder.named_agent(n.name, ambit::NamedAgent::new(n.agent.inner.clone(), n.description));
+        }
+        let function = |name: &str, implementation: Arc<dyn HostTool>| {
+            let spec = ambit::ToolSpec::new(name, "A hook.", json!({}));
+            Arc::new(SwiftTool { spec, implementation }) as Arc<dyn ambit::Tool>
+        };
+        for h in config.hooks {
+            let point = ambit::HookPoint::parse(&h.point)?;
+            let function = function(&h.name, h.implementation);
+            builder = builder.hook(Arc::new(ambit::agent::hooks::HostHook { name: h.name, point, function }));
+        }
+        for g in config.guardrails {
+            let function = function(&g.name, g.implementation);
+            let guardrail = Arc::new(ambit::agent::hooks::HostGuardrail { name: g.name, function });
+            builder = match g.kind.as_str() {
+                "input" => builder.input_guardrail(guardrail),
+                "output" => builder.output_guardrail(guardrail),
+                other => {
+                    return Err(ambit::Error::Config(format!("a guardrail is input or output, not '{other}'")).into());
+                }
+            };
         }
         if let Some(settings) = config.settings {
             builder = settings.apply(builder);

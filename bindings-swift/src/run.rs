@@ -324,6 +324,14 @@ pub enum AgentEvent {
         result: String,
         is_error: bool,
     },
+    /// A guardrail answered: its name, `kind` (`input` or `output`), whether it tripped, and its verdict's
+    /// `info` as JSON text.
+    GuardrailChecked {
+        guardrail: String,
+        kind: String,
+        tripped: bool,
+        info_json: String,
+    },
     RunFinished {
         usage: Usage,
         result: RunResult,
@@ -363,6 +371,9 @@ impl From<ambit::Event> for AgentEvent {
             E::BackgroundTaskProgress { task_id, note } => AgentEvent::BackgroundTaskProgress { task_id, note },
             E::BackgroundTaskReported { task_id, name, result, is_error } => {
                 AgentEvent::BackgroundTaskReported { task_id, name, result, is_error }
+            }
+            E::GuardrailChecked { guardrail, kind, tripped, info } => {
+                AgentEvent::GuardrailChecked { guardrail, kind, tripped, info_json: info.to_string() }
             }
             E::RunFinished { usage, result } => AgentEvent::RunFinished { usage: usage.into(), result: result.into() },
             other => {

@@ -150,10 +150,11 @@ async fn hooks_are_checked_when_built_and_answer_what_their_point_takes() {
     assert!(e.to_string().contains("hook 'bad' (before_model_request) failed: messages"), "{e}");
 }
 
-/// A hook that raises ends the run and the session stores nothing of it: the log is what it was before
-/// the run. Negative control: the same run without the raising hook adds its turn to the log.
+/// A hook that raises before any tool ran ends the run and the session stores nothing of it: the log is
+/// what it was before the run. Negative control: the same run without the raising hook adds its turn to
+/// the log.
 #[tokio::test]
-async fn a_raising_hook_leaves_the_session_store_unchanged() {
+async fn a_hook_raising_before_any_tool_ran_leaves_the_session_store_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = Sessions::open(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
     let ran = Arc::new(Mutex::new(Vec::new()));
@@ -163,7 +164,7 @@ async fn a_raising_hook_leaves_the_session_store_unchanged() {
             .tool(deploy_tool(ran.clone()))
             .credentials(Credentials::new().value("github", SECRET));
         if raising {
-            b = b.hook_fn("exploding", HookPoint::AfterToolCall, |_, _| async { Err("boom".to_string()) });
+            b = b.hook_fn("exploding", HookPoint::BeforeToolCall, |_, _| async { Err("boom".to_string()) });
         }
         b.build().unwrap()
     };
@@ -173,10 +174,97 @@ async fn a_raising_hook_leaves_the_session_store_unchanged() {
     let before = sessions.entries(&id).await.unwrap();
     let e = sessions.run(&build(true), &id, "Deploy.").await.unwrap_err();
     assert_eq!(e.code(), "hook_failed", "{e}");
-    assert!(e.to_string().contains("hook 'exploding' (after_tool_call) failed: boom"), "{e}");
+    assert!(e.to_string().contains("hook 'exploding' (before_tool_call) failed: boom"), "{e}");
     assert_eq!(format!("{:?}", sessions.entries(&id).await.unwrap()), format!("{before:?}"));
+    assert!(ran.lock().unwrap().is_empty(), "the tool never ran");
     // Negative control.
     sessions.run(&build(false), &id, "Deploy.").await.unwrap();
     let after = sessions.entries(&id).await.unwrap();
     assert_eq!(after.len(), before.len() + 4, "user, call, result, answer");
+}
+
+/// A model that calls `deploy` until the conversation holds a result of it, then answers: what a sound
+/// model does with a session's log.
+fn deploy_until_done() -> ambit::FunctionModel {
+    ambit::FunctionModel::new(|r| {
+        let done = r.messages.iter().any(|m| matches!(m, ambit::Message::Tool { name, .. } if name == "deploy"));
+        Ok(if done { Reply::text("Done.") } else { Reply::tool_call("deploy", json!({})) })
+    })
+}
+
+/// Issue 21: an `after_tool_call` hook that fails ends the run, but the tool ran. The session (durable,
+/// with its call journal) keeps the turn with the tool's result as run and the hook's error, so the
+/// next run of the session does not deploy again. Without the fix the log held nothing of the failed
+/// run and the next run deployed a second time (the count below was 2).
+#[tokio::test]
+async fn a_failing_after_tool_call_hook_keeps_the_call_as_run_so_the_next_run_does_not_repeat_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Sessions::open(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let model = deploy_until_done();
+    let build = |raising: bool| {
+        let mut b = Agent::builder()
+            .model(model.clone())
+            .tool(deploy_tool(ran.clone()))
+            .credentials(Credentials::new().value("github", SECRET));
+        if raising {
+            b = b.hook_fn("audit", HookPoint::AfterToolCall, |_, _| async {
+                Err(format!("the audit log refused token {SECRET}"))
+            });
+        }
+        b.build().unwrap()
+    };
+    let id = sessions.create().await.unwrap();
+    let e = sessions.run(&build(true), &id, "Deploy.").await.unwrap_err();
+    assert_eq!(e.code(), "hook_failed", "{e}");
+    assert_eq!(ran.lock().unwrap().len(), 1, "the tool ran once before the hook failed");
+    // The next run of the session, the hook fixed: the model sees the deploy ran and does not repeat it.
+    let r = sessions.run(&build(false), &id, "Go on.").await.unwrap();
+    assert_eq!(r.output, "Done.");
+    assert_eq!(ran.lock().unwrap().len(), 1, "the deploy was repeated");
+    let kept = format!("{:?}", sessions.entries(&id).await.unwrap());
+    assert!(kept.contains("deployed with [credential:github]"), "the result is kept as run: {kept}");
+    assert!(kept.contains("the tool ran; then hook 'audit' (after_tool_call) failed"), "{kept}");
+    let sent: String = model.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(!sent.contains(SECRET), "a credential value reached the model");
+    // Negative control: a fresh session without the kept turn deploys (the model is not lazy).
+    let other = sessions.create().await.unwrap();
+    sessions.run(&build(false), &other, "Deploy.").await.unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 2);
+}
+
+/// Issue 21: a hook's error text passes the credential redactor before it reaches the host's error (and
+/// through it a parent's model or a session's log). Without the fix each assertion below saw the value.
+#[tokio::test]
+async fn a_hook_quoting_a_credential_value_reaches_nobody_unredacted() {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let build = |credentials: Credentials, point: HookPoint| {
+        Agent::builder()
+            .model(script())
+            .tool(deploy_tool(ran.clone()))
+            .credentials(credentials)
+            .hook_fn("leaky", point, |_, _| async { Err(format!("rejected token {SECRET}")) })
+            .build()
+            .unwrap()
+    };
+    for point in [HookPoint::AfterToolCall, HookPoint::AfterModelResponse, HookPoint::RunEnd] {
+        let e = build(Credentials::new().value("github", SECRET), point).run("Deploy.").await.unwrap_err();
+        assert_eq!(e.code(), "hook_failed", "{e}");
+        let text = e.to_string();
+        assert!(!text.contains(SECRET), "{point:?}: {text}");
+        assert!(text.contains("rejected token [credential:github]"), "{point:?}: {text}");
+    }
+    // A guardrail's failure too.
+    let e = Agent::builder()
+        .model(script())
+        .credentials(Credentials::new().value("github", SECRET))
+        .input_guardrail(ambit::guardrail_fn("leaky", |_, _| async {
+            Err::<GuardrailVerdict, _>(format!("bad {SECRET}"))
+        }))
+        .build()
+        .unwrap()
+        .run("Deploy.")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("bad [credential:github]") && !e.to_string().contains(SECRET), "{e}");
 }

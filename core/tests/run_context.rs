@@ -174,3 +174,25 @@ async fn a_nested_run_inherits_the_context_of_the_run_it_runs_in() {
     let run = outer.run("go").await.unwrap();
     assert!(run.output.contains("no context"), "{}", run.output);
 }
+
+/// Issue 21: a session run takes a run context too, and hands it to the run's tools; a session run
+/// given none hands them none (the negative control: the check sees the difference). The context is
+/// never stored: the session's log holds only what the tool answered.
+#[tokio::test]
+async fn a_session_run_hands_its_context_to_the_runs_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions =
+        ambit::session::Sessions::open(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
+    let whoami =
+        tool_fn_in("whoami", "The current user.", json!({"type": "object"}), |_: Value, ctx: ToolContext| async move {
+            Ok::<_, String>(ctx.context::<User>().map_or("nobody".to_string(), |u| u.0.clone()))
+        });
+    let agent = agent(whoami, Arc::new(Mutex::new(Vec::new())));
+    let id = sessions.create().await.unwrap();
+    let r =
+        sessions.run_with_context(&agent, &id, "who am I?", RunContextValue::new(User("ada".into()))).await.unwrap();
+    assert_eq!(r.output, "you are ada");
+    // Negative control: the same session run without a context.
+    let other = sessions.create().await.unwrap();
+    assert_eq!(sessions.run(&agent, &other, "who am I?").await.unwrap().output, "you are nobody");
+}

@@ -67,7 +67,12 @@ impl Session {
     /// session store and the run's result all come after it, so none holds a value, only
     /// `[credential:alias]`.
     async fn run(&self, tool: &dyn Tool, arguments: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let result = tool.call_in(arguments, ctx).await;
+        let result = if tool.spec().name == super::named::DELEGATE_TOOL {
+            // A delegation reads the caller's approval path and level overrides (agent/named.rs).
+            super::named::as_caller(&self.policy, tool.call_in(arguments, ctx)).await
+        } else {
+            tool.call_in(arguments, ctx).await
+        };
         let redact = |text: String| match &self.credentials {
             Some(c) => c.redact(&text),
             None => text,
@@ -104,7 +109,7 @@ impl Session {
 }
 
 /// Every string of a tool's JSON result (keys too) redacted.
-fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {
+pub(crate) fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {
     match value {
         Value::String(s) => Value::String(c.redact(&s)),
         Value::Array(a) => Value::Array(a.into_iter().map(|v| redact_value(c, v)).collect()),

@@ -666,7 +666,23 @@ impl Agent {
         merge: impl Fn(&mut Value, Value) -> Result<(), String>,
     ) -> Result<hooks::HookOutcome, Error> {
         let session = &self.inner.session;
-        self.inner.hooks.run(point, turn, &|name| session.hook_context(name), payload, merge).await
+        let outcome = self.inner.hooks.run(point, turn, &|name| session.hook_context(name), payload, merge).await;
+        outcome.map_err(|e| self.redacted(e))
+    }
+
+    /// A hook's or guardrail's failure with its text passed through the credential redactor: a hook
+    /// that quotes a credential value in its error reaches neither the host's error nor the model.
+    fn redacted(&self, e: Error) -> Error {
+        let Some(c) = &self.inner.session.credentials else { return e };
+        match e {
+            Error::HookFailed { hook, point, message } => {
+                Error::HookFailed { hook, point, message: c.redact(&message) }
+            }
+            Error::GuardrailTripped { guardrail, kind, verdict, usage } => {
+                Error::GuardrailTripped { guardrail, kind, verdict: gate::redact_value(c, verdict), usage }
+            }
+            other => other,
+        }
     }
 
     /// Runs the guardrails of `kind` together, each verdict an event; the first (in the order given)
@@ -715,7 +731,7 @@ impl Agent {
                 first = error;
             }
         }
-        first.map_or(Ok(()), Err)
+        first.map_or(Ok(()), |e| Err(self.redacted(e)))
     }
 
     async fn run_turns(
@@ -1037,7 +1053,21 @@ impl Agent {
                 futures::stream::iter(pending).buffered(inner.max_concurrency).collect().instrument(turn_span).await;
             drop(shared);
             if let Some(e) = state.take_hook_failure() {
-                // A tool call's hook failed: the run ends here, before the turn's results are kept.
+                // A tool call's hook failed: the run ends here. In a session run the turn is kept first,
+                // each call's result as it came (a call that ran, as run, with the hook's error): a later
+                // run of the session sees it ran and has no reason to run it again.
+                if let Some(r) = rounds.as_ref().filter(|_| state.gated.load(std::sync::atomic::Ordering::SeqCst)) {
+                    let mut kept = request.messages.clone();
+                    for (call, (_, result, is_error)) in calls.iter().zip(&outcomes) {
+                        kept.push(Message::Tool {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: result.clone(),
+                            is_error: *is_error,
+                        });
+                    }
+                    r.failed_with(kept);
+                }
                 return Err(e);
             }
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
@@ -1145,8 +1175,13 @@ impl Agent {
         }
         let state = RunState::current();
         let turn = state.as_ref().map_or(0, |s| s.turn.load(std::sync::atomic::Ordering::Relaxed));
-        let failed = |e: Error, arguments: Value| {
-            let text = format!("Error: not run: {e}");
+        let failed = |e: Error, arguments: Value, ran: Option<&str>| {
+            let text = match ran {
+                None => format!("Error: not run: {e}"),
+                // The tool ran: its result is kept with the hook's error, so the call is never taken as
+                // one that did not run (and repeated).
+                Some(result) => format!("{result}\n[the tool ran; then {e}]"),
+            };
             if let Some(s) = &state {
                 s.hook_failed(e);
             }
@@ -1161,7 +1196,7 @@ impl Agent {
         {
             let payload = serde_json::json!({"id": call.id, "name": call.name, "arguments": arguments});
             match self.run_hooks(hooks::HookPoint::BeforeToolCall, turn, payload, merge_arguments).await {
-                Err(e) => return failed(e, arguments),
+                Err(e) => return failed(e, arguments, None),
                 Ok(hooks::HookOutcome::Refused { hook, reason }) => {
                     let reason = format!("the call to tool '{}' was refused by hook '{hook}': {reason}", call.name);
                     events.emit(Event::ToolRefused {
@@ -1176,12 +1211,15 @@ impl Agent {
             }
         }
         let (arguments, mut result, mut is_error) = self.dispatch_gated(&call, events).await;
+        if let Some(s) = &state {
+            s.gated.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if after {
             let payload = serde_json::json!({
                 "id": call.id, "name": call.name, "arguments": arguments, "result": result, "is_error": is_error,
             });
             match self.run_hooks(hooks::HookPoint::AfterToolCall, turn, payload, merge_result).await {
-                Err(e) => return failed(e, arguments),
+                Err(e) => return failed(e, arguments, Some(&result)),
                 Ok(hooks::HookOutcome::Replaced(p)) => {
                     result = p["result"].as_str().unwrap_or_default().to_string();
                     is_error = p["is_error"].as_bool().unwrap_or(is_error);

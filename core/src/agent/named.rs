@@ -29,7 +29,7 @@ use super::{Agent, AgentBuilder, Inner};
 use crate::error::{Error, ToolError};
 use crate::model::Model;
 use crate::permission::reach::{self, Reach};
-use crate::permission::{Level, Policy};
+use crate::permission::{ApprovalDecision, ApprovalHandler, ApprovalRequest, Filters, Level, Policy};
 use crate::tools::{Tool, ToolContext, ToolSpec};
 
 /// The tool that lists the named agents.
@@ -195,6 +195,81 @@ fn string_arg(args: &Value, key: &str) -> Result<String, ToolError> {
     }
 }
 
+/// The caller's side of a delegation beyond its reach: its approval handler and its level overrides,
+/// set around the delegate tool's call by the gate (agent/gate.rs).
+#[derive(Clone)]
+pub(crate) struct CallerGate {
+    approvals: Option<Arc<dyn ApprovalHandler>>,
+    filters: Filters,
+}
+
+tokio::task_local! {
+    static CALLER: CallerGate;
+}
+
+/// Runs `fut` (a delegate tool's call) with the caller's approval handler and overrides at hand.
+pub(crate) async fn as_caller<F: std::future::Future>(policy: &Policy, fut: F) -> F::Output {
+    let gate = CallerGate { approvals: policy.approvals.clone(), filters: policy.filters.clone() };
+    CALLER.scope(gate, fut).await
+}
+
+/// While delegated, every approval the callee needs is the caller's to give: the callee's own handler
+/// (when it has one) is asked first and may only narrow (a denial stands; a revision is what the
+/// caller is then asked about); the caller's answer decides.
+struct ThroughCaller {
+    own: Option<Arc<dyn ApprovalHandler>>,
+    caller: Arc<dyn ApprovalHandler>,
+}
+
+#[async_trait]
+impl ApprovalHandler for ThroughCaller {
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalDecision, String> {
+        let mut request = request.clone();
+        let mut revised = None;
+        if let Some(own) = &self.own {
+            match own.decide(&request).await? {
+                ApprovalDecision::Approve => {}
+                ApprovalDecision::Revise { arguments } => {
+                    request.arguments = arguments.clone();
+                    revised = Some(arguments);
+                }
+                other => return Ok(other),
+            }
+        }
+        Ok(match (self.caller.decide(&request).await?, revised) {
+            (ApprovalDecision::Approve, Some(arguments)) => ApprovalDecision::Revise { arguments },
+            (answer, _) => answer,
+        })
+    }
+}
+
+/// The level overrides a callee runs with for a caller: for every tool either overrides, the higher of
+/// the two effective levels, so a callee's override never lets a tool run (or run unasked) below what
+/// the caller requires of it. A tool whose declared level the callee does not know (an MCP tool not
+/// listed yet) is taken as declared `unrestricted`.
+fn met_overrides(callee: &Agent, own: &Filters, caller: &Filters) -> BTreeMap<String, Level> {
+    let declared = |name: &str| -> Level {
+        if let Some(t) = callee.inner.tools.get(name) {
+            return t.level();
+        }
+        let toolbox = callee.inner.tooling.toolbox();
+        toolbox
+            .entries()
+            .iter()
+            .chain(toolbox.hidden())
+            .find(|e| e.tool.spec().name == name)
+            .map_or(Level::Unrestricted, |e| e.tool.level())
+    };
+    own.overrides
+        .keys()
+        .chain(caller.overrides.keys())
+        .map(|name| {
+            let d = declared(name);
+            (name.clone(), own.effective_level(name, d).max(caller.effective_level(name, d)))
+        })
+        .collect()
+}
+
 /// The reach an agent's own policy gives it.
 pub(crate) fn own_reach(agent: &Agent) -> Reach {
     let session = &agent.inner.session;
@@ -202,8 +277,11 @@ pub(crate) fn own_reach(agent: &Agent) -> Reach {
 }
 
 /// The callee as it runs for a caller of reach `caller`: its own configuration under a policy whose
-/// level, scope and network are the intersection of both reaches, and whose local addresses are those
-/// both allow.
+/// level, scope and network are the intersection of both reaches, whose local addresses are those both
+/// allow, whose approvals go through the caller's handler (none when the caller has none: a call that
+/// needs one is refused, as the caller's would be), and whose level overrides are met with the
+/// caller's ([`met_overrides`]). Its tools, MCP servers and credentials stay its own: the caller's
+/// credentials never reach it, and it uses only those the host registered on it.
 pub(crate) fn for_caller(
     callee: &Agent,
     caller: &Reach,
@@ -211,15 +289,26 @@ pub(crate) fn for_caller(
 ) -> Result<(Agent, Reach), Error> {
     let effective = reach::intersect(caller, &own_reach(callee));
     let own = &callee.inner.session.policy;
+    let gate = CALLER.try_with(Clone::clone).unwrap_or(CallerGate { approvals: None, filters: Filters::default() });
+    let approvals = gate
+        .approvals
+        .map(|caller| Arc::new(ThroughCaller { own: own.approvals.clone(), caller }) as Arc<dyn ApprovalHandler>);
+    let filters = Filters {
+        allow: own.filters.allow.clone(),
+        block: own.filters.block.clone(),
+        overrides: met_overrides(callee, &own.filters, &gate.filters),
+    };
     let policy = Policy {
         level: effective.level,
-        approvals: own.approvals.clone(),
-        filters: own.filters.clone(),
+        approvals,
+        filters,
         scope: Some(effective.scope.clone()),
         network: effective.network,
         allow_local_addresses: own.allow_local_addresses.iter().filter(|a| caller_local.contains(a)).cloned().collect(),
     };
-    Ok((callee.with_policy(policy)?, effective))
+    // Its sub-agents are those this delegation spawns: a child of an earlier, wider run of the callee
+    // is neither listed, followed up nor steered from here.
+    Ok((callee.with_policy_in(policy, true)?, effective))
 }
 
 #[async_trait]

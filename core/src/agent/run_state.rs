@@ -35,6 +35,9 @@ pub(crate) trait Rounds: Send + Sync {
     /// At a round boundary, before the next model request; what its own requests used. An error stops
     /// the run with it.
     async fn boundary(&self, messages: &mut Vec<Message>) -> Result<Usage, Error>;
+    /// The run is about to fail after a turn whose calls ran (a tool call's hook failed): `messages` is
+    /// the conversation through that turn's results, to keep before the run ends.
+    fn failed_with(&self, _messages: Vec<Message>) {}
     /// Where the run's background tasks are kept: with one, the run may end while tasks are still
     /// running, and their results land in the session when they come (SPEC §8b).
     fn tasks(&self) -> Option<Arc<dyn super::background::TaskSink>> {
@@ -109,6 +112,9 @@ pub(crate) struct RunState {
     pub subagents: super::subagent::Spend,
     /// The first hook failure of a tool call (crate::agent::hooks): the loop ends the run with it.
     pub hook_failure: Mutex<Option<Error>>,
+    /// A call of a run with tool hooks went through the gate (it may have run): when a hook then
+    /// fails, the turn is kept rather than dropped (crate::session), so no later run repeats the call.
+    pub gated: std::sync::atomic::AtomicBool,
     /// The model request under way (for the hooks' context).
     pub turn: std::sync::atomic::AtomicU32,
 }

@@ -628,6 +628,13 @@ impl Agent {
     /// held refuses it). Its MCP servers are this agent's, through the same connections, judged by the
     /// new policy.
     pub fn with_policy(&self, policy: Policy) -> Result<Agent, Error> {
+        self.with_policy_in(policy, false)
+    }
+
+    /// [`Agent::with_policy`], for a delegation (agent/named.rs) when `fresh`: its agent tools see only
+    /// the sub-agents spawned under this policy, never one an earlier, wider run of the agent spawned
+    /// (which would still act on its own grant). Ids stay unique across both.
+    pub(crate) fn with_policy_in(&self, policy: Policy, fresh: bool) -> Result<Agent, Error> {
         let mut session = super::gate::Session::new(policy).map_err(Error::Config)?;
         session.credentials = self.inner.session.credentials.clone();
         let old = self.frame();
@@ -638,7 +645,7 @@ impl Agent {
                 grant: Mutex::new(None),
                 memory: f.memory,
                 max_depth: f.max_depth,
-                children: f.children.clone(),
+                children: if fresh { Arc::default() } else { f.children.clone() },
                 spawned: f.spawned.clone(),
                 profiles: f.profiles.clone(),
             })

@@ -57,6 +57,9 @@ pub(crate) struct Current {
     lease: Arc<Lease>,
     /// What a compaction before the run used: the run's own spend.
     carried: Usage,
+    /// The conversation through a turn whose calls ran when a tool call's hook then failed: kept in the
+    /// log as the run fails, so no later run repeats a call that ran.
+    kept_on_failure: Mutex<Option<Vec<Message>>>,
 }
 
 /// The window's use as the last model response left it.
@@ -225,6 +228,10 @@ impl Rounds for Current {
         self.carried
     }
 
+    fn failed_with(&self, messages: Vec<Message>) {
+        *lock(&self.kept_on_failure) = Some(messages);
+    }
+
     fn restored(&self) -> Option<RunSnapshot> {
         lock(&self.restored).take()
     }
@@ -332,6 +339,31 @@ impl Sessions {
         crate::telemetry::in_conversation(session_id, run).instrument(span).await
     }
 
+    /// [`Sessions::run`] with a run context ([`crate::Agent::run_with_context`]): every host tool, hook
+    /// and guardrail of the run (its sub-agents' and background calls' too) is handed `context`; it is
+    /// never stored nor sent to the model.
+    pub async fn run_with_context(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: &str,
+        context: crate::agent::RunContextValue,
+    ) -> Result<RunResult, SessionError> {
+        crate::agent::context::scope(Some(context), self.run(agent, session_id, input)).await
+    }
+
+    /// [`Sessions::resume`] with a run context: the answered call and the run it continues are handed
+    /// `context` (a parked run's context is not stored: the host gives it again).
+    pub async fn resume_with_context(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        decision: ApprovalDecision,
+        context: crate::agent::RunContextValue,
+    ) -> Result<RunResult, SessionError> {
+        crate::agent::context::scope(Some(context), self.resume(agent, session_id, decision)).await
+    }
+
     async fn run_session(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
         // One run at a time (SPEC §8b): the lease, or session_busy.
         let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
@@ -401,9 +433,11 @@ impl Sessions {
             carried,
             parked_run: Mutex::new(None),
             restored: Mutex::new(restored),
+            kept_on_failure: Mutex::new(None),
         });
         // Boxed: a run's future is large, and the stack of the thread polling it (a binding's worker)
         // is not.
+        // A run context a `*_with_context` call set around it is the run's (`Agent::run` inherits it).
         let run =
             Box::pin(crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or(""))));
         let run = run_state::with_rounds(current.clone(), run);
@@ -435,7 +469,17 @@ impl Sessions {
         }
         let mut result = match outcome {
             Ok(result) => result,
-            Err(e) => return Err(idle_after(&lease, e.into()).await),
+            Err(e) => {
+                let kept = lock(&current.kept_on_failure).take();
+                if let Some(messages) = kept {
+                    // The turn whose calls ran is kept with the session let go, in one transaction.
+                    let added: Vec<Item> =
+                        messages.into_iter().skip(skip).map(|message| Item::Message { message }).collect();
+                    lease.settle(&added, idle()).await?;
+                    return Err(e.into());
+                }
+                return Err(idle_after(&lease, e.into()).await);
+            }
         };
         let added: Vec<Item> =
             result.messages.iter().skip(skip).map(|m| Item::Message { message: m.clone() }).collect();

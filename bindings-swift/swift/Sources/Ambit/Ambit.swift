@@ -512,6 +512,9 @@ public final class Agent: Sendable {
     /// `result.decode(YourCodable.self)` decodes it. `profiles` (`["fast": Model(...)]`): the models
     /// `agent_spawn`'s `profile` may name, kept on every follow-up, never widening a sub-agent.
     /// `agents` (`["name": NamedAgent(agent, description:)]`): `agent_list_named` and `agent_delegate`.
+    /// `hooks` (`[Hook(.beforeToolCall, name: "audit") { ctx, payload in .proceed }]`): your code at each
+    /// point of a run (Hooks.swift); `inputGuardrails`, `outputGuardrails` (`Guardrail(name:) { ... }`):
+    /// checks that stop the run with `AmbitError.guardrailTripped`.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
@@ -520,7 +523,8 @@ public final class Agent: Sendable {
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
         outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil,
-        credentials: Credentials? = nil, profiles: [String: Model] = [:], agents: [String: NamedAgent] = [:]
+        credentials: Credentials? = nil, profiles: [String: Model] = [:], agents: [String: NamedAgent] = [:],
+        hooks: [Hook] = [], inputGuardrails: [Guardrail] = [], outputGuardrails: [Guardrail] = []
     ) throws {
         var turns: UInt32? = nil
         if let maxTurns {
@@ -579,7 +583,10 @@ public final class Agent: Sendable {
             },
             namedAgents: agents.sorted { $0.key < $1.key }.map { name, n in
                 NamedAgentSettings(name: name, description: n.description, agent: n.agent.core)
-            }
+            },
+            hooks: hooks.map(\.settings),
+            guardrails: inputGuardrails.map { $0.settings(kind: "input") }
+                + outputGuardrails.map { $0.settings(kind: "output") }
         )
         do {
             core = try CoreAgent(config: config)

@@ -45,11 +45,10 @@ enum Paths {
     }
 }
 
-/// The scenario files, by name: discovered, so a new file is a new test case. The hook and guardrail
-/// files (`hooks_*`, `guardrail_*`) are left out until the Swift API for hooks lands (issue 21).
+/// The scenario files, by name: discovered, so a new file is a new test case.
 func scenarioFiles() -> [String] {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: Paths.scenarios.path)) ?? []
-    return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix("hooks_") && !$0.hasPrefix("guardrail_") }.sorted()
+    return names.filter { $0.hasSuffix(".json") }.sorted()
 }
 
 /// A scenario's `context`, as the Swift value this suite passes to each run.
@@ -371,6 +370,57 @@ struct ScenarioTool: AmbitTool {
 
 /// The scenario's `mcp_servers` and `deferral`; `server` names a real server, reached here over
 /// streamable HTTP on 127.0.0.1.
+/// A scenario's `hooks`, each behaving as tests/scenarios/README.md says (an `async` one yields once
+/// before it answers).
+func scenarioHooks(_ scenario: [String: Any]) throws -> [Hook] {
+    try (scenario["hooks"] as? [[String: Any]] ?? []).map { h in
+        let point = try #require(HookPoint(rawValue: h["point"] as? String ?? ""), "a hook point: \(h)")
+        let behavior = try jsonText(h["behavior"] ?? [String: Any]())
+        let yields = h["async"] as? Bool ?? false
+        return Hook(point, name: h["name"] as? String ?? "") { ctx, payload in
+            if yields { await Task.yield() }
+            let b = (try? JSONSerialization.jsonObject(with: Data(behavior.utf8))) as? [String: Any] ?? [:]
+            let result = payload["result"] as? String ?? ""
+            if let message = b["raises"] as? String { throw ToolError(message) }
+            if b["uppercase_result"] as? Bool == true { return .replace(result.uppercased()) }
+            if let key = b["append_context"] as? String {
+                guard let run = ctx.context as? ScenarioContext else { throw ToolError("the run has no context") }
+                return .replace(result + " [" + (run.data[key] ?? "") + "]")
+            }
+            if let reason = b["refuse"] as? String { return .refuse(reason) }
+            if let arguments = b["set_arguments"] { return .replace(arguments) }
+            if let text = b["append_instructions"] as? String {
+                return .replace(["instructions": (payload["instructions"] as? String ?? "") + text])
+            }
+            if let text = b["set_preamble"] as? String {
+                let calls = payload["tool_calls"] as? [Any] ?? []
+                return calls.isEmpty ? .proceed : .replace(["text": text])
+            }
+            return .proceed
+        }
+    }
+}
+
+/// A scenario's `input_guardrails` or `output_guardrails` (`key`): `trips_on` a word of the payload's
+/// `input` or `output`, case-insensitively, or `raises`.
+func scenarioGuardrails(_ scenario: [String: Any], _ key: String, reads field: String) throws -> [Guardrail] {
+    try (scenario[key] as? [[String: Any]] ?? []).map { g in
+        let behavior = try jsonText(g["behavior"] ?? [String: Any]())
+        let yields = g["async"] as? Bool ?? false
+        return Guardrail(name: g["name"] as? String ?? "") { _, payload in
+            if yields { await Task.yield() }
+            let b = (try? JSONSerialization.jsonObject(with: Data(behavior.utf8))) as? [String: Any] ?? [:]
+            if let message = b["raises"] as? String { throw ToolError(message) }
+            if let word = b["trips_on"] as? String,
+                (payload[field] as? String ?? "").lowercased().contains(word.lowercased())
+            {
+                return GuardrailVerdict(tripped: true, info: ["matched": word])
+            }
+            return .pass
+        }
+    }
+}
+
 func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral?) {
     var servers: [McpServer] = []
     for s in scenario["mcp_servers"] as? [[String: Any]] ?? [] {
@@ -601,6 +651,7 @@ func int(_ value: Any?) -> Int? {
             case .backgroundTaskStarted: kinds.append("background_task_started")
             case .backgroundTaskProgress: kinds.append("background_task_progress")
             case .backgroundTaskReported: kinds.append("background_task_reported")
+            case .guardrailChecked: kinds.append("guardrail_checked")
             case let .runFinished(usage, result):
                 #expect(usage == result.usage, "\(file)")
                 finished = result
@@ -783,7 +834,10 @@ func int(_ value: Any?) -> Int? {
             },
             credentials: scenarioCredentials(scenario),
             profiles: profiles,
-            agents: named
+            agents: named,
+            hooks: try scenarioHooks(scenario),
+            inputGuardrails: try scenarioGuardrails(scenario, "input_guardrails", reads: "input"),
+            outputGuardrails: try scenarioGuardrails(scenario, "output_guardrails", reads: "output")
         )
     }
 
@@ -865,6 +919,25 @@ func int(_ value: Any?) -> Int? {
                 }
                 if let part = expectedError["message_contains"] as? String {
                     #expect(ambit.message.contains(part), "\(file): \(ambit.message)")
+                }
+                if let hook = expectedError["hook"] as? String {
+                    if case let .hookFailed(got, _, _) = ambit {
+                        #expect(got == hook, "\(file): hook \(got)")
+                    } else {
+                        Issue.record("\(file): not hook_failed: \(ambit)")
+                    }
+                }
+                if let guardrail = expectedError["guardrail"] as? String {
+                    if case let .guardrailTripped(got, _, verdictJSON, _) = ambit {
+                        #expect(got == guardrail, "\(file): guardrail \(got)")
+                        if let verdict = expectedError["verdict"] {
+                            let parsed = try JSONSerialization.jsonObject(
+                                with: Data(verdictJSON.utf8), options: [.fragmentsAllowed])
+                            #expect(jsonEqual(parsed, verdict), "\(file): verdict \(verdictJSON)")
+                        }
+                    } else {
+                        Issue.record("\(file): not guardrail_tripped: \(ambit)")
+                    }
                 }
                 if let attempt = expectedError["attempt"] as? String {
                     if case let .outputInvalid(got, _, _, _) = ambit {
