@@ -28,6 +28,7 @@
 //! ```
 
 pub mod agent;
+pub mod content;
 pub mod credentials;
 pub mod deferral;
 #[cfg(feature = "schemars")]
@@ -68,6 +69,7 @@ pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
 pub use model::text_calls::TextToolCalls;
+pub use content::Part;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{

@@ -30,7 +30,7 @@ fn step_input(
     let input = step["input"].as_str().ok_or_else(|| format!("{at} has no input"))?.to_string();
     if step.get("history") == Some(&Value::Bool(true)) {
         let mut messages = previous.ok_or_else(|| format!("{at}: history without an earlier run"))?.messages.clone();
-        messages.push(ambit::Message::User { content: input });
+        messages.push(ambit::Message::user(input));
         return Ok(Ok(ambit::Input::Messages(messages)));
     }
     Ok(Ok(ambit::Input::Text(input)))

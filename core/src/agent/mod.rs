@@ -891,7 +891,7 @@ impl Agent {
                             output::FINAL_ANSWER_TOOL
                         );
                         let (call_id, name) = (c.id.clone(), c.name.clone());
-                        request.messages.push(Message::Tool { call_id, name, content, is_error: true });
+                        request.messages.push(Message::Tool { call_id, name, content, is_error: true, parts: Vec::new() });
                     }
                     request.messages.push(nudge);
                     continue;
@@ -910,7 +910,7 @@ impl Agent {
                                 (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
                             };
                             let (call_id, name) = (c.id.clone(), c.name.clone());
-                            request.messages.push(Message::Tool { call_id, name, content, is_error });
+                            request.messages.push(Message::Tool { call_id, name, content, is_error, parts: Vec::new() });
                         }
                         return Ok(RunResult {
                             output: text,
@@ -944,6 +944,7 @@ impl Agent {
                                 name: c.name.clone(),
                                 content,
                                 is_error: true,
+                                parts: Vec::new(),
                             });
                         }
                         continue;
@@ -987,7 +988,7 @@ impl Agent {
                                 let retries = o.retries;
                                 return Err(Error::OutputInvalid { message: problem, attempt: text, retries, usage });
                             }
-                            request.messages.push(Message::User { content: o.retry_message(&problem, via_tool) });
+                            request.messages.push(Message::user(o.retry_message(&problem, via_tool)));
                             continue;
                         }
                     },
@@ -1046,6 +1047,7 @@ impl Agent {
                     name: call.name.clone(),
                     content: result.clone(),
                     is_error,
+                    parts: Vec::new(),
                 });
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
             }
@@ -1090,7 +1092,7 @@ impl Agent {
         let open_items = open.iter().map(ChecklistItem::line).collect();
         events.emit(Event::ChecklistNudge { nudge: *nudges, open_items });
         let refs: Vec<&ChecklistItem> = open.iter().collect();
-        Err(Message::User { content: checklist::nudge_message(&refs, *nudges, cap) })
+        Err(Message::user(checklist::nudge_message(&refs, *nudges, cap)))
     }
 
     /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):
@@ -1255,7 +1257,7 @@ fn deliver(request: &mut ModelRequest, events: &Emitter, r: background::Report) 
         result: r.result.clone(),
         is_error: r.is_error,
     });
-    request.messages.push(Message::User { content: r.message() });
+    request.messages.push(Message::user(r.message()));
 }
 
 /// A `before_model_request` hook's replacement: `instructions` (a string or null) and/or `messages` (a
