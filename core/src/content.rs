@@ -165,6 +165,15 @@ pub fn text_view(parts: &[Part]) -> String {
     parts.iter().map(Part::describe).collect::<Vec<_>>().join("\n")
 }
 
+/// A tool result's parts after the loop's hooks saw its text: as they were when `text` is still their
+/// text view, else `text` followed by the parts that are not text.
+pub fn with_text(parts: Vec<Part>, text: &str) -> Vec<Part> {
+    if text_view(&parts) == text {
+        return parts;
+    }
+    std::iter::once(Part::text(text)).chain(parts.into_iter().filter(|p| !matches!(p, Part::Text { .. }))).collect()
+}
+
 /// Whether any part is not text (the message needs content blocks).
 pub fn has_media(parts: &[Part]) -> bool {
     parts.iter().any(|p| !matches!(p, Part::Text { .. }))

@@ -1042,12 +1042,13 @@ impl Agent {
                 return Err(e);
             }
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
+                let media = state.media.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
                 request.messages.push(Message::Tool {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     content: result.clone(),
                     is_error,
-                    parts: Vec::new(),
+                    parts: media.map(|parts| crate::content::with_text(parts, &result)).unwrap_or_default(),
                 });
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
             }
@@ -1241,6 +1242,22 @@ impl Agent {
             }
             gate::GateOutcome::Ran { arguments, result } => match result {
                 Ok(Value::String(s)) => (arguments, s, false),
+                Ok(v) if crate::content::read_tool_content(&v).is_some() => {
+                    match crate::content::read_tool_content(&v).unwrap_or_else(|| Ok(Vec::new())) {
+                        Ok(parts) => {
+                            // The images go to the model in the wire's blocks; the result's text (events,
+                            // hooks, the record) describes them.
+                            let text = crate::content::text_view(&parts);
+                            if let Some(state) = run_state::RunState::current() {
+                                state.media.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), parts);
+                            }
+                            (arguments, text, false)
+                        }
+                        Err(why) => {
+                            (arguments, format!("Error: tool '{}' returned content that was refused: {why}", call.name), true)
+                        }
+                    }
+                }
                 Ok(v) => (arguments, v.to_string(), false),
                 Err(ToolError::Failed(m)) => (arguments, format!("Error: tool '{}' failed: {m}", call.name), true),
                 Err(ToolError::Cancelled) => (arguments, format!("Error: tool '{}' was cancelled", call.name), true),
