@@ -172,7 +172,7 @@ impl PyTool {
         let arg = serde_json::json!([arguments, credentials, context]).to_string();
         call_python(&self.call, arg, Some(task.token()), self.is_async)
             .await
-            .map(Value::String)
+            .map(ambit::content::from_host_text)
             .map_err(ToolError::Failed)
     }
 }

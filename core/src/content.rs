@@ -32,6 +32,8 @@ pub enum Part {
     /// An image's bytes, base64-encoded, with their media type (`image/png`, `image/jpeg`, `image/gif`,
     /// `image/webp`).
     Image {
+        /// Absent in a binding's JSON: read from the bytes ([`Part::resolved`]).
+        #[serde(default)]
         media_type: String,
         data: String,
     },
@@ -94,6 +96,23 @@ impl Part {
             Part::ImageUrl { .. } => "image_url",
             Part::File { .. } => "file",
         }
+    }
+
+    /// The part with an image's missing media type (`""`) read from its bytes, then checked
+    /// ([`Part::check`]): how the bindings hand over an image whose type the host did not give.
+    pub fn resolved(self) -> Result<Part, PartError> {
+        let part = match self {
+            Part::Image { media_type, data } if media_type.is_empty() => {
+                let bytes = decode(&data)?;
+                let media_type = sniff(&bytes)
+                    .filter(|t| t.starts_with("image/"))
+                    .ok_or_else(|| PartError("the bytes are not a PNG, JPEG, GIF or WebP image".into()))?;
+                Part::Image { media_type: media_type.into(), data }
+            }
+            other => other,
+        };
+        part.check()?;
+        Ok(part)
     }
 
     /// Checks the part: base64 that decodes, within its byte cap, bytes of the media type it names, and
@@ -212,12 +231,25 @@ pub fn read_tool_content(value: &Value) -> Option<Result<Vec<Part>, String>> {
             Ok(p) => p,
             Err(e) => return Some(Err(format!("parts[{i}]: {e}"))),
         };
-        if let Err(e) = part.check() {
-            return Some(Err(format!("parts[{i}]: {e}")));
+        match part.resolved() {
+            Ok(part) => parts.push(part),
+            Err(e) => return Some(Err(format!("parts[{i}]: {e}"))),
         }
-        parts.push(part);
     }
     Some(Ok(parts))
+}
+
+/// A host-language tool's answer as the bindings hand it over (text): the content value when the text
+/// is a [`tool_content`] value's JSON (the binding's `Image` / parts return), else the text itself.
+pub fn from_host_text(text: String) -> Value {
+    if text.starts_with(&format!("{{\"{TOOL_CONTENT_KEY}\"")) {
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            if read_tool_content(&v).is_some() {
+                return v;
+            }
+        }
+    }
+    Value::String(text)
 }
 
 /// The media type `bytes` start like: PNG, JPEG, GIF, WebP or PDF; `None` for anything else.

@@ -229,11 +229,9 @@ fn decode_parts(index: usize, map: &serde_json::Map<String, Value>) -> Result<Me
     for (n, item) in items.iter().enumerate() {
         let part: crate::content::Part =
             serde_json::from_value(item.clone()).map_err(|e| invalid(index, format!("parts[{n}]"), e.to_string()))?;
-        parts.push(part);
+        parts.push(part.resolved().map_err(|e| invalid(index, format!("parts[{n}]"), e.0))?);
     }
-    let message = Message::user_parts(parts);
-    check_parts(index, &message)?;
-    Ok(message)
+    Ok(Message::user_parts(parts))
 }
 
 /// Every part of a message checked, the error naming it (`parts[n]`).
