@@ -11,6 +11,7 @@ mod gate;
 #[cfg(test)]
 mod gate_props;
 pub mod hooks;
+pub mod image_render;
 pub mod input;
 pub mod named;
 pub mod options;
@@ -167,6 +168,8 @@ pub struct AgentBuilder {
     background: bool,
     heartbeat: Option<std::time::Duration>,
     scratchpad: bool,
+    /// The model takes images: `image_render` is offered.
+    vision: bool,
     deferral: crate::deferral::DeferralConfig,
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
@@ -351,6 +354,14 @@ impl AgentBuilder {
         self
     }
 
+    /// The model takes images as input: adds the `image_render` tool ([`image_render`]), which shows the
+    /// model an image held as base64 or in a scratchpad entry. Off by default: a text-only model is never
+    /// offered it.
+    pub fn vision(mut self, on: bool) -> Self {
+        self.vision = on;
+        self
+    }
+
     /// Prices per model name, for [`RunResult::cost`] and the cost budget.
     pub fn prices(mut self, prices: PriceTable) -> Self {
         self.prices = prices;
@@ -387,6 +398,9 @@ impl AgentBuilder {
             for t in scratchpad::tools() {
                 tools.register(t)?;
             }
+        }
+        if self.vision {
+            tools.register(image_render::tool())?;
         }
         let profiles = named::profiles(std::mem::take(&mut self.profiles))?;
         let frame = subagent::install(
