@@ -465,6 +465,8 @@ export interface AgentOptions<Ctx = unknown> {
    * instead of returning it, and the scratchpad tools. Default false.
    */
   scratchpad?: boolean;
+  /** The model takes images: adds `image_render`, which shows it an image held as base64 or in a scratchpad entry. Default false. */
+  vision?: boolean;
   /** The system instructions sent with every request. */
   instructions?: string;
   tools?: Tool<any, Ctx>[];

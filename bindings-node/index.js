@@ -342,7 +342,7 @@ function fromZod(schema) {
 /** Every option `new Agent({...})` reads; any other key is refused by name. */
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
-  'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
+  'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'vision', 'mcpServers', 'deferral',
   'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge', 'credentials',
   'profiles', 'agents',
   'hooks', 'inputGuardrails', 'outputGuardrails',
@@ -553,6 +553,7 @@ class Agent {
       background,
       heartbeat,
       scratchpad,
+      vision,
       mcpServers,
       deferral,
       subagents,
@@ -613,6 +614,7 @@ class Agent {
           background,
           heartbeat,
           scratchpad,
+          vision,
         }, {
           ...toNativeTooling(mcpServers, deferral),
           ...toNativeSubagents(subagents),
@@ -777,12 +779,14 @@ function loopOptions({
   background,
   heartbeat,
   scratchpad,
+  vision,
 }, tooling = {}) {
   // `tooling`: the MCP servers and deferral settings, already in the core's form (mcp.js).
   const options = { ...tooling };
   for (const [key, value] of [
     ['background', background],
     ['scratchpad', scratchpad],
+    ['vision', vision],
   ]) {
     if (value == null) continue;
     if (typeof value !== 'boolean') throw new TypeError(`Agent: ${key} must be a boolean, got ${describe(value)}`);

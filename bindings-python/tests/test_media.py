@@ -111,3 +111,25 @@ def test_the_wire_validation_fails_on_a_malformed_block(wire: str, name: str, br
     break_it(broken)
     with pytest.raises(Exception):
         validate_request(name, broken)
+
+
+def test_image_render_is_offered_only_with_vision_and_shows_the_image(start_provider: Any, tmp_path: Path) -> None:
+    png = base64.b64encode(PNG).decode()
+    scenario = {"name": "image_render", "wire": "anthropic", "exchanges": [
+        {"expect": {"tool_names": ["image_render"]},
+         "respond": {"tool_calls": [{"id": "toolu_r", "name": "image_render", "arguments": {"base64": png}}]}},
+        {"expect": {"messages_tail": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r",
+            "content": [{"type": "text", "text": "Rendered the image from the base64 (image/png, 69 bytes)."},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}]}]}]},
+         "respond": {"content": "One green pixel."}}]}
+    path = tmp_path / "image_render.json"
+    path.write_text(json.dumps(scenario))
+    provider = start_provider(path)
+    model = ambit.Anthropic("claude-sonnet-4-5", base_url=provider.base_url, api_key="k")
+    assert "image_render" not in [t.name for t in ambit.Agent(model=model).list_tools()]
+    agent = ambit.Agent(model=model, vision=True)
+    result = asyncio.run(agent.run("Show me the frame."))
+    assert result.output == "One green pixel."
+    state = provider.state()
+    assert state["mismatches"] == [], state["mismatches"]
+    validate_exchanges({**state, "scenario": "image_render", "wire": "anthropic"})

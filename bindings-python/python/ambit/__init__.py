@@ -526,7 +526,8 @@ class Agent:
                  builtins: Iterable[str] = (), max_concurrency: int | None = None, max_tokens: int | None = None,
                  max_cost: float | None = None, prices: Mapping[str, Price] | None = None,
                  checklist: bool = False, checklist_nudge_cap: int | None = None, background: bool = False,
-                 heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
+                 heartbeat: float | None = None, scratchpad: bool = False, vision: bool = False,
+                 mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
@@ -541,7 +542,8 @@ class Agent:
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
         silent for ``heartbeat`` seconds (default 300) is failed as dead. ``scratchpad`` adds an optional
         ``scratchpad`` parameter that saves a call's output under a name instead of returning it, and
-        the scratchpad tools. ``checklist`` gives the agent the checklist tools and holds a turn open while an item is pending
+        the scratchpad tools. ``vision`` says the model takes images: it adds ``image_render``, which shows
+        the model an image held as base64 or in a scratchpad entry. ``checklist`` gives the agent the checklist tools and holds a turn open while an item is pending
         or in_progress, nudging the model up to ``checklist_nudge_cap`` times (default 3);
         ``max_tokens`` and ``max_cost`` are hard budgets on a run (input, output and cache tokens
         together; cost by ``prices``, per model name), past which it raises :class:`BudgetExceeded`.
@@ -603,6 +605,9 @@ class Agent:
             options["heartbeat_secs"] = heartbeat
         if scratchpad:
             options["scratchpad"] = True
+        if vision:
+            # The model takes images: the image_render tool.
+            options["vision"] = True
         servers = items("mcp", mcp, lambda s: isinstance(s, McpServer), _instance(McpServer),
                         "a list of ambit.McpServer (or one)", "an ambit.McpServer")
         mcp_hooks: list[tuple[str, str, Callable[[str], str]]] = []
