@@ -83,7 +83,8 @@ impl Part {
 
     /// A file from its bytes: `media_type` `application/pdf` or `text/plain`, checked against them.
     pub fn file(bytes: &[u8], media_type: impl Into<String>, filename: impl Into<String>) -> Result<Part, PartError> {
-        let part = Part::File { media_type: media_type.into(), filename: filename.into(), data: STANDARD.encode(bytes) };
+        let part =
+            Part::File { media_type: media_type.into(), filename: filename.into(), data: STANDARD.encode(bytes) };
         part.check()?;
         Ok(part)
     }
@@ -124,7 +125,10 @@ impl Part {
                 if ["https://", "http://", "data:image/"].iter().any(|p| url.starts_with(p)) {
                     Ok(())
                 } else {
-                    Err(PartError(format!("the image URL must start with https://, http:// or data:image/, got '{}'", cut(url))))
+                    Err(PartError(format!(
+                        "the image URL must start with https://, http:// or data:image/, got '{}'",
+                        cut(url)
+                    )))
                 }
             }
             Part::Image { media_type, data } => {
@@ -242,12 +246,11 @@ pub fn read_tool_content(value: &Value) -> Option<Result<Vec<Part>, String>> {
 /// A host-language tool's answer as the bindings hand it over (text): the content value when the text
 /// is a [`tool_content`] value's JSON (the binding's `Image` / parts return), else the text itself.
 pub fn from_host_text(text: String) -> Value {
-    if text.starts_with(&format!("{{\"{TOOL_CONTENT_KEY}\"")) {
-        if let Ok(v) = serde_json::from_str::<Value>(&text) {
-            if read_tool_content(&v).is_some() {
-                return v;
-            }
-        }
+    if text.starts_with(&format!("{{\"{TOOL_CONTENT_KEY}\""))
+        && let Ok(v) = serde_json::from_str::<Value>(&text)
+        && read_tool_content(&v).is_some()
+    {
+        return v;
     }
     Value::String(text)
 }
@@ -293,11 +296,7 @@ fn decoded_len(data: &str) -> usize {
 }
 
 fn bounded(what: &str, len: usize, cap: usize) -> Result<(), PartError> {
-    if len > cap {
-        Err(PartError(format!("{what} is {len} bytes, over the {cap}-byte cap")))
-    } else {
-        Ok(())
-    }
+    if len > cap { Err(PartError(format!("{what} is {len} bytes, over the {cap}-byte cap"))) } else { Ok(()) }
 }
 
 fn cut(s: &str) -> String {

@@ -61,6 +61,7 @@ pub use agent::{
     RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
+pub use content::Part;
 pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};
@@ -69,7 +70,6 @@ pub use model::anthropic::Anthropic;
 pub use model::openai_chat::OpenAiChat;
 pub use model::openai_responses::OpenAiResponses;
 pub use model::text_calls::TextToolCalls;
-pub use content::Part;
 pub use model::{Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 pub use model::{ModelConfig, ModelSettings, Price, PriceTable, ToolChoice, Wire};
 pub use permission::{

@@ -44,7 +44,9 @@ fn lost_turns(entries: &[ambit::session::Entry]) -> usize {
     entries
         .iter()
         .filter(|e| match &e.item {
-            Item::Message { message: ambit::Message::User { content, .. } } => content.contains("task_1 (hold) was lost"),
+            Item::Message { message: ambit::Message::User { content, .. } } => {
+                content.contains("task_1 (hold) was lost")
+            }
             _ => false,
         })
         .count()

@@ -136,7 +136,13 @@ async fn a_history_round_trips_through_result_messages() {
     // A result that answers no call is refused before any request, naming the message and field.
     let orphan = vec![
         Message::user("hi"),
-        Message::Tool { call_id: "nope".into(), name: "whoami".into(), content: "x".into(), is_error: false, parts: Vec::new() },
+        Message::Tool {
+            call_id: "nope".into(),
+            name: "whoami".into(),
+            content: "x".into(),
+            is_error: false,
+            parts: Vec::new(),
+        },
     ];
     let err = agent.run(orphan).await.unwrap_err();
     assert!(matches!(&err, ambit::Error::InvalidMessage { index: 1, field, .. } if field == "call_id"), "{err}");

@@ -213,7 +213,8 @@ impl ScenarioTool {
         if let Some(i) = self.behavior.get("returns_image") {
             // The text, then the image: a result of content parts.
             let text = fill(i["text"].as_str().unwrap_or_default(), &arguments);
-            let (media_type, data) = (i["media_type"].as_str().unwrap_or_default(), i["data"].as_str().unwrap_or_default());
+            let (media_type, data) =
+                (i["media_type"].as_str().unwrap_or_default(), i["data"].as_str().unwrap_or_default());
             let image = ambit::Part::Image { media_type: media_type.into(), data: data.into() };
             return Ok(ambit::content::tool_content(vec![ambit::Part::text(text), image]));
         }

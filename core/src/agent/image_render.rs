@@ -56,7 +56,8 @@ impl Tool for ImageRender {
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let (text, source) = match (arguments.get("from_scratchpad"), arguments.get("base64")) {
             (Some(Value::String(name)), None) => {
-                let state = RunState::current().ok_or_else(|| ToolError::failed("image_render runs inside a run only"))?;
+                let state =
+                    RunState::current().ok_or_else(|| ToolError::failed("image_render runs inside a run only"))?;
                 let entries = state.scratchpad.lock().unwrap_or_else(|p| p.into_inner());
                 let entry = entries
                     .get(name.trim())
@@ -110,7 +111,9 @@ fn convert(bytes: &[u8]) -> Result<Vec<u8>, String> {
         other => other,
     };
     let mut out = std::io::Cursor::new(Vec::new());
-    decoded.write_to(&mut out, image::ImageFormat::Png).map_err(|e| format!("the image could not be written as PNG: {e}"))?;
+    decoded
+        .write_to(&mut out, image::ImageFormat::Png)
+        .map_err(|e| format!("the image could not be written as PNG: {e}"))?;
     Ok(out.into_inner())
 }
 
@@ -130,10 +133,7 @@ mod tests {
         let v = tool().call(json!({"base64": PNG})).await.unwrap();
         let parts = crate::content::read_tool_content(&v).unwrap().unwrap();
         assert_eq!(parts[1], Part::Image { media_type: "image/png".into(), data: PNG.into() });
-        assert_eq!(
-            parts[0],
-            Part::text("Rendered the image from the base64 (image/png, 69 bytes).")
-        );
+        assert_eq!(parts[0], Part::text("Rendered the image from the base64 (image/png, 69 bytes)."));
     }
 
     #[cfg(feature = "image-convert")]
@@ -164,6 +164,9 @@ mod tests {
         let mut big = STANDARD.decode(PNG).unwrap();
         big.resize(MAX_BYTES + 1, 0);
         let e = tool().call(json!({"base64": STANDARD.encode(&big)})).await.unwrap_err().to_string();
-        assert!(e.contains(&format!("the image is {} bytes (image/png), over the {MAX_BYTES}-byte cap", MAX_BYTES + 1)), "{e}");
+        assert!(
+            e.contains(&format!("the image is {} bytes (image/png), over the {MAX_BYTES}-byte cap", MAX_BYTES + 1)),
+            "{e}"
+        );
     }
 }

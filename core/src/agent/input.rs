@@ -325,7 +325,13 @@ mod tests {
                     from_text: false,
                 }],
             },
-            Message::Tool { call_id: "c1".into(), name: "t".into(), content: "ok".into(), is_error: false, parts: Vec::new() },
+            Message::Tool {
+                call_id: "c1".into(),
+                name: "t".into(),
+                content: "ok".into(),
+                is_error: false,
+                parts: Vec::new(),
+            },
             Message::Assistant { content: Some("done".into()), tool_calls: vec![] },
             Message::user("again"),
         ];

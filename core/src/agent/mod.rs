@@ -905,7 +905,13 @@ impl Agent {
                             output::FINAL_ANSWER_TOOL
                         );
                         let (call_id, name) = (c.id.clone(), c.name.clone());
-                        request.messages.push(Message::Tool { call_id, name, content, is_error: true, parts: Vec::new() });
+                        request.messages.push(Message::Tool {
+                            call_id,
+                            name,
+                            content,
+                            is_error: true,
+                            parts: Vec::new(),
+                        });
                     }
                     request.messages.push(nudge);
                     continue;
@@ -924,7 +930,13 @@ impl Agent {
                                 (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
                             };
                             let (call_id, name) = (c.id.clone(), c.name.clone());
-                            request.messages.push(Message::Tool { call_id, name, content, is_error, parts: Vec::new() });
+                            request.messages.push(Message::Tool {
+                                call_id,
+                                name,
+                                content,
+                                is_error,
+                                parts: Vec::new(),
+                            });
                         }
                         return Ok(RunResult {
                             output: text,
@@ -1267,9 +1279,11 @@ impl Agent {
                             }
                             (arguments, text, false)
                         }
-                        Err(why) => {
-                            (arguments, format!("Error: tool '{}' returned content that was refused: {why}", call.name), true)
-                        }
+                        Err(why) => (
+                            arguments,
+                            format!("Error: tool '{}' returned content that was refused: {why}", call.name),
+                            true,
+                        ),
                     }
                 }
                 Ok(v) => (arguments, v.to_string(), false),

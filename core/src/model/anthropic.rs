@@ -239,7 +239,9 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
     };
     for m in &req.messages {
         match m {
-            Message::User { parts, .. } if !parts.is_empty() => push("user", parts.iter().map(anthropic_part).collect()),
+            Message::User { parts, .. } if !parts.is_empty() => {
+                push("user", parts.iter().map(anthropic_part).collect())
+            }
             Message::User { content, .. } => push("user", vec![json!({"type": "text", "text": content})]),
             Message::Assistant { content, tool_calls } => {
                 let mut blocks = Vec::new();
@@ -721,8 +723,20 @@ mod tests {
                         ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into(), from_text: false },
                     ],
                 },
-                Message::Tool { call_id: "t1".into(), name: "f".into(), content: "ok".into(), is_error: false, parts: Vec::new() },
-                Message::Tool { call_id: "t2".into(), name: "f".into(), content: "bad".into(), is_error: true, parts: Vec::new() },
+                Message::Tool {
+                    call_id: "t1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
+                Message::Tool {
+                    call_id: "t2".into(),
+                    name: "f".into(),
+                    content: "bad".into(),
+                    is_error: true,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
             ..Default::default()

@@ -84,7 +84,10 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         parts: Vec<crate::content::Part>,
     },
-    Assistant { content: Option<String>, tool_calls: Vec<ToolCall> },
+    Assistant {
+        content: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
     /// `parts`, when there are any, are the result's content (a tool that returned images,
     /// [`crate::content::tool_content`]) and `content` their text view.
     Tool {
@@ -95,7 +98,10 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         parts: Vec<crate::content::Part>,
     },
-    Provider { wire: String, items: Vec<serde_json::Value> },
+    Provider {
+        wire: String,
+        items: Vec<serde_json::Value>,
+    },
 }
 
 impl Message {
@@ -110,8 +116,19 @@ impl Message {
     }
 
     /// A tool's result of text.
-    pub fn tool(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>, is_error: bool) -> Message {
-        Message::Tool { call_id: call_id.into(), name: name.into(), content: content.into(), is_error, parts: Vec::new() }
+    pub fn tool(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Message {
+        Message::Tool {
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            parts: Vec::new(),
+        }
     }
 }
 

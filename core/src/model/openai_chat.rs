@@ -549,7 +549,13 @@ mod tests {
                         from_text: false,
                     }],
                 },
-                Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false, parts: Vec::new() },
+                Message::Tool {
+                    call_id: "c1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object", "properties": {}}))],
             ..Default::default()

@@ -142,7 +142,9 @@ fn responses_part(part: &Part) -> Value {
         Part::Text { text } => json!({"type": "input_text", "text": text}),
         Part::ImageUrl { url } => json!({"type": "input_image", "image_url": url, "detail": "auto"}),
         Part::Image { .. } => json!({"type": "input_image", "image_url": part.data_url(), "detail": "auto"}),
-        Part::File { filename, .. } => json!({"type": "input_file", "filename": filename, "file_data": part.data_url()}),
+        Part::File { filename, .. } => {
+            json!({"type": "input_file", "filename": filename, "file_data": part.data_url()})
+        }
     }
 }
 
@@ -450,7 +452,13 @@ mod tests {
                         from_text: false,
                     }],
                 },
-                Message::Tool { call_id: "call_1".into(), name: "f".into(), content: "ok".into(), is_error: false, parts: Vec::new() },
+                Message::Tool {
+                    call_id: "call_1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
             ..Default::default()

@@ -539,7 +539,16 @@ mod tests {
         (i, Message::Assistant { content: None, tool_calls })
     }
     fn result(i: i64, id: &str) -> (i64, Message) {
-        (i, Message::Tool { call_id: id.into(), name: "t".into(), content: "r".into(), is_error: false, parts: Vec::new() })
+        (
+            i,
+            Message::Tool {
+                call_id: id.into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+                parts: Vec::new(),
+            },
+        )
     }
     fn said(i: i64, t: &str) -> (i64, Message) {
         (i, Message::user(t))
