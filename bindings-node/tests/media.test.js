@@ -6,6 +6,8 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { startLineServer, providerPath } = require('./support.js');
 const { Agent, Anthropic, OpenAIChat, Text, Image, File, InvalidMessageError, tool } = require('..');
@@ -16,6 +18,15 @@ const PNG = Buffer.from(
   'base64',
 );
 const PDF = new Uint8Array(Buffer.from('%PDF-1.4\n%%EOF\n'));
+
+/** The provider serving exchanges written to a file of their own, on `wire`. */
+async function scripted(name, wire, exchanges) {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-media-')), `${name}.json`);
+  fs.writeFileSync(file, JSON.stringify({ name, wire, exchanges }));
+  const { url, stop } = await startLineServer(providerPath(), ['--exit-on-eof', file]);
+  const state = async () => (await fetch(url.replace(/\/v1$/, '/__ambit/state'))).json();
+  return { baseUrl: url, stop, state };
+}
 
 async function provider(file) {
   const { url, stop } = await startLineServer(providerPath(), ['--exit-on-eof', path.join(SCENARIOS, file)]);
@@ -80,6 +91,41 @@ test('a tool returning an Image reaches the model in a tool_result block', async
     const result = await agent.run('Show me the weather chart for Paris.');
     assert.equal(result.output, 'The chart shows one green pixel.');
     assert.equal(result.toolCalls[0].result, 'chart of Paris\n[image image/png, 69 bytes]');
+    assert.deepEqual((await p.state()).mismatches, []);
+  } finally {
+    p.stop();
+  }
+});
+
+test('image_render is offered only with vision: true, and shows the model the image', async () => {
+  const png = PNG.toString('base64');
+  const p = await scripted('image_render', 'anthropic', [
+    {
+      expect: { tool_names: ['image_render'] },
+      respond: { tool_calls: [{ id: 'toolu_r', name: 'image_render', arguments: { base64: png } }] },
+    },
+    {
+      expect: {
+        messages_tail: [{
+          role: 'user',
+          content: [{
+            type: 'tool_result',
+            tool_use_id: 'toolu_r',
+            content: [
+              { type: 'text', text: 'Rendered the image from the base64 (image/png, 69 bytes).' },
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+            ],
+          }],
+        }],
+      },
+      respond: { content: 'One green pixel.' },
+    },
+  ]);
+  try {
+    const model = new Anthropic('claude-sonnet-4-5', { baseUrl: p.baseUrl, apiKey: 'k' });
+    assert.ok(!new Agent({ model }).listTools().some((t) => t.name === 'image_render'));
+    const result = await new Agent({ model, vision: true }).run('Show me the frame.');
+    assert.equal(result.output, 'One green pixel.');
     assert.deepEqual((await p.state()).mismatches, []);
   } finally {
     p.stop();
