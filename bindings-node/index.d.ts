@@ -465,6 +465,8 @@ export interface AgentOptions<Ctx = unknown> {
    * instead of returning it, and the scratchpad tools. Default false.
    */
   scratchpad?: boolean;
+  /** The model takes images: adds `image_render`, which shows it an image held as base64 or in a scratchpad entry. Default false. */
+  vision?: boolean;
   /** The system instructions sent with every request. */
   instructions?: string;
   tools?: Tool<any, Ctx>[];
@@ -817,15 +819,56 @@ export interface Usage {
  * keep a history yourself by passing an earlier `result.messages` and a new user message. Each call of an
  * assistant message gets its `tool` message (`callId`) before the next user or assistant message.
  */
+/** A part of a message in the core's JSON form (`result.messages` keeps them in `parts`). */
+export type PartJson =
+  | { type: 'text'; text: string }
+  | { type: 'image'; media_type: string; data: string }
+  | { type: 'image_url'; url: string }
+  | { type: 'file'; media_type: string; filename: string; data: string };
+
+/** Text in an array of parts. */
+export class Text {
+  constructor(text: string);
+  readonly text: string;
+}
+
+/**
+ * An image: its bytes (PNG, JPEG, GIF or WebP; `mediaType` omitted reads the type from them), or a URL
+ * the provider fetches. A run's input (`agent.run([new Text('...'), Image.fromPath(p)])`) or a tool's
+ * result (a tool returns an `Image`, or an array of parts).
+ */
+export class Image {
+  constructor(options: { data?: Uint8Array; mediaType?: string; url?: string });
+  static fromBytes(data: Uint8Array, mediaType?: string): Image;
+  static fromPath(path: string, mediaType?: string): Image;
+  static fromUrl(url: string): Image;
+  readonly data: Uint8Array | null;
+  readonly mediaType: string | null;
+  readonly url: string | null;
+}
+
+/** A document: a PDF (`application/pdf`) or text (`text/plain`), with its filename. */
+export class File {
+  constructor(data: Uint8Array, mediaType: string, filename?: string);
+  static fromBytes(data: Uint8Array, mediaType: string, filename?: string): File;
+  static fromPath(path: string, mediaType: string): File;
+  readonly data: Uint8Array;
+  readonly mediaType: string;
+  readonly filename: string;
+}
+
+/** One piece of a run's input: text (a string or `Text`), an `Image` or a `File`. */
+export type Part = Text | Image | File | string;
+
 export type Message =
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string; parts?: PartJson[] }
   | {
       role: 'assistant';
       content: string | null;
       /** `arguments` is the raw JSON text the model wrote. */
       toolCalls: { id: string; name: string; arguments: string; fromText?: boolean }[];
     }
-  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean }
+  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean; parts?: PartJson[] }
   /** Items the provider answered itself (its own tool search), kept verbatim for its wire. */
   | { role: 'provider'; wire: string; items: JsonValue[] };
 
@@ -869,13 +912,13 @@ export declare class Agent<Ctx = unknown> {
    * MaxTurnsError or CancelledError (all AmbitError); aborting `options.signal` cancels the run, its
    * HTTP request and its tools (CancelledError).
    */
-  run(input: string | Message[], options?: RunOptions<Ctx>): Promise<RunResult>;
+  run(input: string | Message[] | Part[], options?: RunOptions<Ctx>): Promise<RunResult>;
   /**
    * Runs the agent, yielding its events as they happen; the last is `run_finished`. A failed run throws
    * its error after the events before it; leaving the loop early cancels the run, and so does aborting
    * `options.signal`, even while no event comes (the iteration throws a CancelledError).
    */
-  stream(input: string | Message[], options?: RunOptions<Ctx>): AsyncGenerator<AgentEvent, void, undefined>;
+  stream(input: string | Message[] | Part[], options?: RunOptions<Ctx>): AsyncGenerator<AgentEvent, void, undefined>;
   /** Every tool (host tools, then built-ins) with its effective level and status. */
   listTools(): ToolListing[];
   /** Connects and lists the MCP servers now (a run does it before its first request); then `listTools()` shows their tools. */

@@ -3,6 +3,7 @@
 // core's results to camelCase objects, and the core's error codes to error classes. Every rule (the
 // agent loop, tool validation, error formatting) lives in the Rust core.
 
+const content = require('./content.js');
 const native = require('./native.js');
 const { Model, OpenAIChat, OpenAIResponses, Anthropic } = require('./models.js');
 const { toNativePolicy, toNativeBuiltins, toolDeclarations, toToolListing, toApprovalRequest } = require('./policy.js');
@@ -190,8 +191,12 @@ function enterContext(options) {
 /** A run's input for the native layer: `[text, messagesJson]`. */
 function runInput(where, input) {
   if (typeof input === 'string') return [input, undefined];
+  if (Array.isArray(input) && input.some(content.isPart)) {
+    // An array of parts (strings among them are text): one user message made of them.
+    return ['', JSON.stringify([{ role: 'user', content: input.map(content.partJson) }])];
+  }
   if (Array.isArray(input)) return ['', JSON.stringify(input.map(fromMessage))];
-  throw new TypeError(`${where}: input must be a string or an array of messages, got ${describe(input)}`);
+  throw new TypeError(`${where}: input must be a string, an array of parts or an array of messages, got ${describe(input)}`);
 }
 
 /** Every key a tool definition may have. */
@@ -240,7 +245,10 @@ function tool(definition) {
   // The native side calls this with the arguments' JSON text and reads back an envelope; the
   // envelope keeps a thrown error from ever crossing into Rust as an exception.
   // A synchronous `run` is answered at once; a promise is awaited (one more trip to this thread).
-  const ok = (value) => JSON.stringify({ ok: true, value: value === undefined ? null : value });
+  // An Image (or an array of parts holding one) goes as the core's content value: its images reach the
+  // model in the wire's tool-result blocks.
+  const ok = (value) =>
+    JSON.stringify({ ok: true, value: value === undefined ? null : content.toolContent(value) ?? value });
   // The stack goes to the core's log and trace (redacted), never to the model.
   const failed = (e) => JSON.stringify({ ok: false, message: errorMessage(e), stack: e instanceof Error ? String(e.stack ?? '') : '' });
   const call = (requestJson) => {
@@ -335,7 +343,7 @@ function fromZod(schema) {
 /** Every option `new Agent({...})` reads; any other key is refused by name. */
 const AGENT_OPTIONS = [
   'model', 'instructions', 'tools', 'maxTurns', 'policy', 'builtins', 'maxConcurrency', 'maxTokens', 'maxCost',
-  'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'mcpServers', 'deferral',
+  'prices', 'checklist', 'checklistNudgeCap', 'background', 'heartbeat', 'scratchpad', 'vision', 'mcpServers', 'deferral',
   'subagents', 'ledger', 'routine', 'memory', 'agentName', 'outputType', 'skills', 'knowledge', 'credentials',
   'profiles', 'agents',
   'hooks', 'inputGuardrails', 'outputGuardrails',
@@ -546,6 +554,7 @@ class Agent {
       background,
       heartbeat,
       scratchpad,
+      vision,
       mcpServers,
       deferral,
       subagents,
@@ -606,6 +615,7 @@ class Agent {
           background,
           heartbeat,
           scratchpad,
+          vision,
         }, {
           ...toNativeTooling(mcpServers, deferral),
           ...toNativeSubagents(subagents),
@@ -770,12 +780,14 @@ function loopOptions({
   background,
   heartbeat,
   scratchpad,
+  vision,
 }, tooling = {}) {
   // `tooling`: the MCP servers and deferral settings, already in the core's form (mcp.js).
   const options = { ...tooling };
   for (const [key, value] of [
     ['background', background],
     ['scratchpad', scratchpad],
+    ['vision', vision],
   ]) {
     if (value == null) continue;
     if (typeof value !== 'boolean') throw new TypeError(`Agent: ${key} must be a boolean, got ${describe(value)}`);
@@ -874,7 +886,9 @@ function toMessage(m) {
             : { id: c.id, name: c.name, arguments: c.arguments }),
       };
     case 'tool':
-      return { role: 'tool', callId: m.call_id, name: m.name, content: m.content, isError: m.is_error };
+      return m.parts
+        ? { role: 'tool', callId: m.call_id, name: m.name, content: m.content, isError: m.is_error, parts: m.parts }
+        : { role: 'tool', callId: m.call_id, name: m.name, content: m.content, isError: m.is_error };
     default:
       return { ...m };
   }
@@ -897,6 +911,9 @@ function fromMessage(m) {
 
 module.exports = {
   Agent,
+  Text: content.Text,
+  Image: content.Image,
+  File: content.File,
   InvalidMessageError,
   HookFailedError,
   GuardrailTrippedError,

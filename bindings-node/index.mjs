@@ -11,6 +11,9 @@ const ambit = require('./index.js');
 export default ambit;
 export const {
   Agent,
+  Text,
+  Image,
+  File,
   McpServer,
   Model,
   OpenAIChat,

@@ -40,6 +40,8 @@ const {
   Credentials,
   HookFailedError,
   GuardrailTrippedError,
+  Text,
+  Image,
 } = require('..');
 const native = require('../native.js');
 
@@ -201,6 +203,13 @@ function scenarioTool(spec) {
       }
       return substitute(behavior.returns, args);
     };
+  } else if (behavior.returns_image) {
+    // The text, then the image: a result of parts, its image sent in the wire's tool-result blocks.
+    const image = behavior.returns_image;
+    run = async (args) => [
+      new Text(substitute(image.text, args)),
+      Image.fromBytes(Buffer.from(image.data, 'base64'), image.media_type),
+    ];
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'returns')) {
     run = async (args, ctx) => substitute(withCredentials(behavior.returns, spec, ctx), args);
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'raises')) {
@@ -512,7 +521,13 @@ async function viaStream(agent, scenario, input) {
   assert.deepEqual(finished.usage, finished.result.usage);
   assert.equal(events[0].type, 'run_started');
   // A history's run reports its last user message as its input.
-  assert.equal(events[0].input, typeof input === 'string' ? input : input[input.length - 1].content);
+  const started = typeof input === 'string' ? input : input[input.length - 1].content;
+  if (Array.isArray(started)) {
+    // A message of parts: its text view, the first part's text first.
+    assert.ok(events[0].input.startsWith(`${started[0].text}\n[image `), events[0].input);
+  } else {
+    assert.equal(events[0].input, started);
+  }
   const text = events.filter((e) => e.type === 'text_delta').map((e) => e.text).join('');
   assert.ok(text.endsWith(finished.result.output), `text deltas ${JSON.stringify(text)}`);
   const types = events.map((e) => e.type);

@@ -172,7 +172,7 @@ impl PyTool {
         let arg = serde_json::json!([arguments, credentials, context]).to_string();
         call_python_raising(&self.call, arg, Some(task.token()), self.is_async)
             .await
-            .map(Value::String)
+            .map(ambit::content::from_host_text)
             .map_err(|r| ToolError::raised(r.message, r.trace))
     }
 }

@@ -4,6 +4,7 @@ suites run."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import os
@@ -52,6 +53,19 @@ RELEASE: dict[str, asyncio.Event] = {}
 
 def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
     behavior = spec["behavior"]
+    if "returns_image" in behavior:
+        # The text, then the image: a result of parts, its image sent in the wire's tool-result blocks.
+        image = behavior["returns_image"]
+
+        def chart(**kwargs: Any) -> list[Any]:
+            data = base64.b64decode(image["data"])
+            return [ambit.Text(fill(image["text"], kwargs)), ambit.Image.from_bytes(data, image["media_type"])]
+
+        async def chart_async(**kwargs: Any) -> list[Any]:
+            return chart(**kwargs)
+
+        return ambit.tool(chart_async if use_async else chart, name=spec["name"], description=spec["description"],
+                          parameters=spec["parameters"])
     if behavior.get("waits_for_release"):
         # Progress through the task context, then hold until the suite releases it (after the run that
         # started it ended: work that outlives the run).
@@ -679,8 +693,14 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
     check(scenario, run, agent, approvals, last)
     if "error" not in scenario["expect"]:
         # A history's run reports its last user message as its input.
-        started = last_input if isinstance(last_input, str) else last_input[-1].content
-        assert isinstance(seen[0], ambit.events.RunStarted) and seen[0].input == started
+        started = last_input if isinstance(last_input, str) else last_input[-1]
+        started = started["content"] if isinstance(started, dict) else getattr(started, "content", started)
+        assert isinstance(seen[0], ambit.events.RunStarted)
+        if isinstance(started, list):
+            # A message of parts: its text view, the first part's text first.
+            assert seen[0].input.startswith(started[0]["text"] + "\n[image "), seen[0].input
+        else:
+            assert seen[0].input == started
         types = [e.type for e in seen]
         # Every event the core sends has its own class here: none arrives as the untyped fallback.
         untyped = [e.type for e in seen if isinstance(e, ambit.events.Event)]

@@ -634,7 +634,8 @@ impl SwiftTool {
         let task = ambit::agent::background::HostTask::enter();
         let credentials = serde_json::to_string(&credentials).unwrap_or_else(|_| "{}".into());
         match self.implementation.call(arguments.to_string(), task.token(), credentials, context).await {
-            Ok(text) => Ok(Value::String(text)),
+            // A `toolContent([...])` answer is the core's content value: its images go as image blocks.
+            Ok(text) => Ok(ambit::content::from_host_text(text)),
             Err(HostToolError::Failed { message }) => Err(ambit::ToolError::Failed(message)),
         }
     }

@@ -62,9 +62,7 @@ fn first_request(t: &Tooling) -> ModelRequest {
     };
     ModelRequest {
         instructions: Some(instructions),
-        messages: vec![Message::User {
-            content: "Which pull requests in ambit/core are waiting for my review?".into(),
-        }],
+        messages: vec![Message::user("Which pull requests in ambit/core are waiting for my review?")],
         tools: t.request_tools(&toolbox, &RunLoads::default()),
         ..Default::default()
     }

@@ -54,7 +54,7 @@ fn second_request() -> ModelRequest {
                 .into(),
         ),
         messages: vec![
-            Message::User { content: "Which pull requests in ambit/core are waiting for my review?".into() },
+            Message::user("Which pull requests in ambit/core are waiting for my review?"),
             Message::Assistant {
                 content: None,
                 tool_calls: vec![ToolCall {
@@ -69,6 +69,7 @@ fn second_request() -> ModelRequest {
                 name: "mcp__github__list_pull_requests".into(),
                 content: result.to_string(),
                 is_error: false,
+                parts: Vec::new(),
             },
         ],
         tools,

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod agent;
+pub mod content;
 pub mod credentials;
 pub mod deferral;
 #[cfg(feature = "schemars")]
@@ -60,6 +61,7 @@ pub use agent::{
     RunResult, RunStream, ToolCallRecord,
 };
 pub use agent::{ToolListing, ToolingOptions};
+pub use content::Part;
 pub use credentials::{CredentialSource, Credentials, CredentialsConfig, WebCredential};
 pub use error::{Error, ModelError, ToolError};
 pub use ledger::{Ledger, LedgerError};

@@ -14,7 +14,7 @@ fn model_at(base_url: &str, timeout_secs: f64) -> std::sync::Arc<dyn ambit::Mode
 }
 
 fn request() -> ModelRequest {
-    ModelRequest { messages: vec![Message::User { content: "hi".into() }], ..Default::default() }
+    ModelRequest { messages: vec![Message::user("hi")], ..Default::default() }
 }
 
 /// Hole (fixed): reqwest names the URL, query included, in a connection error, and the timeout message

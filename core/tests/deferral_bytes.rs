@@ -52,7 +52,7 @@ fn first_request(n: usize, strategy: LoadStrategy, loaded: &[String]) -> ModelRe
             Some(c) => format!("{instructions}\n\n{c}"),
             None => instructions.to_string(),
         }),
-        messages: vec![Message::User { content: "Which pull requests wait for my review?".into() }],
+        messages: vec![Message::user("Which pull requests wait for my review?")],
         tools: t.request_tools(&toolbox, &loads),
         ..Default::default()
     }

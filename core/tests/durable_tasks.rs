@@ -44,7 +44,9 @@ fn lost_turns(entries: &[ambit::session::Entry]) -> usize {
     entries
         .iter()
         .filter(|e| match &e.item {
-            Item::Message { message: ambit::Message::User { content } } => content.contains("task_1 (hold) was lost"),
+            Item::Message { message: ambit::Message::User { content, .. } } => {
+                content.contains("task_1 (hold) was lost")
+            }
             _ => false,
         })
         .count()
@@ -182,7 +184,7 @@ async fn a_takeover_names_the_background_tasks_that_died_with_the_run() {
         assert_eq!(out.output, "Understood.", "{}", store.name);
         let entries = sessions.entries(&sid).await.unwrap();
         let first = match &entries[0].item {
-            Item::Message { message: ambit::Message::User { content } } => content.clone(),
+            Item::Message { message: ambit::Message::User { content, .. } } => content.clone(),
             other => panic!("{}: {other:?}", store.name),
         };
         assert!(first.contains(&note), "{}: {first}", store.name);

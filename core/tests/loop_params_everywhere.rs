@@ -22,7 +22,7 @@ fn reports(messages: &[Message]) -> Vec<String> {
     messages
         .iter()
         .filter_map(|m| match m {
-            Message::User { content } if content.starts_with("[background task ") => Some(content.clone()),
+            Message::User { content, .. } if content.starts_with("[background task ") => Some(content.clone()),
             _ => None,
         })
         .collect()

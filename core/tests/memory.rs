@@ -409,7 +409,7 @@ fn first_user(r: &ModelRequest) -> String {
     r.messages
         .iter()
         .find_map(|m| match m {
-            Message::User { content } => Some(content.clone()),
+            Message::User { content, .. } => Some(content.clone()),
             _ => None,
         })
         .unwrap_or_default()

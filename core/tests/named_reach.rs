@@ -122,7 +122,7 @@ async fn a_callees_level_override_never_lowers_a_tool_below_what_the_caller_requ
 fn last_text(r: &ambit::test_model::TestRequest) -> (&'static str, String) {
     match r.messages.last() {
         Some(ambit::Message::Tool { content, .. }) => ("tool", content.clone()),
-        Some(ambit::Message::User { content }) => ("user", content.clone()),
+        Some(ambit::Message::User { content, .. }) => ("user", content.clone()),
         _ => ("", String::new()),
     }
 }
@@ -149,12 +149,12 @@ async fn a_delegated_run_cannot_steer_a_child_of_an_earlier_wider_run() {
     // One model for the callee's own run, its child and the delegated run, answering by the conversation.
     let model = ambit::FunctionModel::new(|r| {
         let first = match r.messages.first() {
-            Some(ambit::Message::User { content }) => content.clone(),
+            Some(ambit::Message::User { content, .. }) => content.clone(),
             _ => String::new(),
         };
         let (kind, text) = last_text(r);
         let steered =
-            r.messages.iter().any(|m| matches!(m, ambit::Message::User { content } if content.contains("Also launch")));
+            r.messages.iter().any(|m| matches!(m, ambit::Message::User { content, .. } if content.contains("Also launch")));
         Ok(match (first.as_str(), kind) {
             ("Spawn.", "user") => {
                 Reply::tool_call("agent_spawn", json!({"prompt": "Work.", "allow_tools": ["hold", "launch"]}))

@@ -114,7 +114,7 @@ async fn a_history_round_trips_through_result_messages() {
     let agent = agent(tool, requests.clone());
     let first = agent.run("who am I?").await.unwrap();
     let mut history = first.messages.clone();
-    history.push(Message::User { content: "and now?".into() });
+    history.push(Message::user("and now?"));
     let second = agent.run(history).await.unwrap();
     // Run 2's first request held the whole history, the new message last.
     let before = {
@@ -135,8 +135,14 @@ async fn a_history_round_trips_through_result_messages() {
     assert_eq!(second.messages[..4], first.messages[..]);
     // A result that answers no call is refused before any request, naming the message and field.
     let orphan = vec![
-        Message::User { content: "hi".into() },
-        Message::Tool { call_id: "nope".into(), name: "whoami".into(), content: "x".into(), is_error: false },
+        Message::user("hi"),
+        Message::Tool {
+            call_id: "nope".into(),
+            name: "whoami".into(),
+            content: "x".into(),
+            is_error: false,
+            parts: Vec::new(),
+        },
     ];
     let err = agent.run(orphan).await.unwrap_err();
     assert!(matches!(&err, ambit::Error::InvalidMessage { index: 1, field, .. } if field == "call_id"), "{err}");

@@ -30,7 +30,7 @@ fn step_input(
     let input = step["input"].as_str().ok_or_else(|| format!("{at} has no input"))?.to_string();
     if step.get("history") == Some(&Value::Bool(true)) {
         let mut messages = previous.ok_or_else(|| format!("{at}: history without an earlier run"))?.messages.clone();
-        messages.push(ambit::Message::User { content: input });
+        messages.push(ambit::Message::user(input));
         return Ok(Ok(ambit::Input::Messages(messages)));
     }
     Ok(Ok(ambit::Input::Text(input)))
@@ -210,6 +210,14 @@ impl ScenarioTool {
         if let Some(t) = self.behavior.get("returns").and_then(Value::as_str) {
             return Ok(Value::String(fill(t, &arguments)));
         }
+        if let Some(i) = self.behavior.get("returns_image") {
+            // The text, then the image: a result of content parts.
+            let text = fill(i["text"].as_str().unwrap_or_default(), &arguments);
+            let (media_type, data) =
+                (i["media_type"].as_str().unwrap_or_default(), i["data"].as_str().unwrap_or_default());
+            let image = ambit::Part::Image { media_type: media_type.into(), data: data.into() };
+            return Ok(ambit::content::tool_content(vec![ambit::Part::text(text), image]));
+        }
         if let Some(t) = self.behavior.get("raises").and_then(Value::as_str) {
             return Err(ToolError::Failed(fill(t, &arguments)));
         }
@@ -284,6 +292,8 @@ fn scenario_files() -> Vec<PathBuf> {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        // `AMBIT_SCENARIOS=part`: only the files whose name holds `part` (while working on them).
+        .filter(|p| std::env::var("AMBIT_SCENARIOS").map_or(true, |f| p.to_string_lossy().contains(&f)))
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no scenario files in {}", dir.display());

@@ -29,7 +29,7 @@ async fn the_log_is_append_only_and_numbered_on_both_stores() {
         // Opening again applies nothing twice.
         let again = Sessions::open(&s.url).await.unwrap();
         let id = sessions.create().await.unwrap();
-        let msg = |t: &str| Item::Message { message: ambit::Message::User { content: t.into() } };
+        let msg = |t: &str| Item::Message { message: ambit::Message::user(t) };
         let idx = sessions.store().append(&id, &[msg("one"), msg("two")], 1).await.unwrap();
         assert_eq!(idx, [1, 2], "{}", s.name);
         assert_eq!(again.store().append(&id, &[msg("three")], 2).await.unwrap(), [3], "{}", s.name);

@@ -442,13 +442,13 @@ struct Staged {
 
 fn first_user(r: &ModelRequest) -> &str {
     match r.messages.first() {
-        Some(Message::User { content }) => content,
+        Some(Message::User { content, .. }) => content,
         _ => "",
     }
 }
 
 fn steered(r: &ModelRequest) -> bool {
-    r.messages.iter().any(|m| matches!(m, Message::User { content } if content.contains(STEER)))
+    r.messages.iter().any(|m| matches!(m, Message::User { content, .. } if content.contains(STEER)))
 }
 
 fn answer(text: Option<&str>, tool_calls: Vec<ToolCall>) -> ModelResponse {
@@ -554,16 +554,16 @@ async fn interrupt_in_process(stream: bool) -> Vec<Message> {
 async fn an_interrupting_steer_keeps_what_a_streamed_reply_had_written() {
     let messages = interrupt_in_process(true).await;
     assert_eq!(messages.len(), 3, "{messages:?}");
-    assert_eq!(messages[0], Message::User { content: "work".into() });
+    assert_eq!(messages[0], Message::user("work"));
     assert_eq!(messages[1], Message::Assistant { content: Some("Once upon a ti".into()), tool_calls: Vec::new() });
-    assert!(matches!(&messages[2], Message::User { content } if content.ends_with(STEER)), "{messages:?}");
+    assert!(matches!(&messages[2], Message::User { content, .. } if content.ends_with(STEER)), "{messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupting_steer_drops_a_reply_that_is_not_streamed_whole() {
     let messages = interrupt_in_process(false).await;
     assert_eq!(messages.len(), 2, "{messages:?}");
-    assert!(matches!(&messages[1], Message::User { content } if content.ends_with(STEER)), "{messages:?}");
+    assert!(matches!(&messages[1], Message::User { content, .. } if content.ends_with(STEER)), "{messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -161,7 +161,7 @@ async fn answer_one(mut conn: TcpStream, a: Answer) {
 // The three wires, pointed at the hostile provider.
 
 fn request() -> ModelRequest {
-    ModelRequest { messages: vec![Message::User { content: "hi".into() }], ..Default::default() }
+    ModelRequest { messages: vec![Message::user("hi")], ..Default::default() }
 }
 
 fn chat(url: &str, stream: bool) -> OpenAiChat {

@@ -51,12 +51,18 @@ from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
 from . import hooks
 from .hooks import Guardrail, GuardrailVerdict, Hook, HookContext, HookPoint, HookResult, Refuse, Replace
 from .errors import GuardrailTripped, HookFailed
+from . import content
+from .content import File, Image, Text
 from . import messages
 from .messages import (AssistantMessage, AssistantToolCall, Message, ProviderMessage, ToolResultMessage, UserMessage,
                        message_from_dict, message_to_dict)
 
 __all__ = [
     "Agent",
+    "File",
+    "Image",
+    "Text",
+    "content",
     "Guardrail",
     "GuardrailTripped",
     "GuardrailVerdict",
@@ -452,6 +458,11 @@ def _instance(cls: type[Any]) -> Callable[[Any], Any]:
 
 
 def _to_text(value: Any) -> str:
+    # An Image (or a list of parts holding one): the core's content value, its images sent in the
+    # wire's tool-result blocks.
+    parts = content.tool_content(value)
+    if parts is not None:
+        return json.dumps(parts)
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -515,7 +526,8 @@ class Agent:
                  builtins: Iterable[str] = (), max_concurrency: int | None = None, max_tokens: int | None = None,
                  max_cost: float | None = None, prices: Mapping[str, Price] | None = None,
                  checklist: bool = False, checklist_nudge_cap: int | None = None, background: bool = False,
-                 heartbeat: float | None = None, scratchpad: bool = False, mcp: Iterable[McpServer] = (),
+                 heartbeat: float | None = None, scratchpad: bool = False, vision: bool = False,
+                 mcp: Iterable[McpServer] = (),
                  deferral: Deferral | None = None, subagents: Subagents | bool | None = None,
                  ledger: RoutineLedger | None = None, memory: Memory | None = None,
                  agent_name: str | None = None, output_type: Any = None, output_retries: int | None = None,
@@ -530,7 +542,8 @@ class Agent:
         task id at once and its result arrives as its own turn (``task_list``, ``task_cancel``); a task
         silent for ``heartbeat`` seconds (default 300) is failed as dead. ``scratchpad`` adds an optional
         ``scratchpad`` parameter that saves a call's output under a name instead of returning it, and
-        the scratchpad tools. ``checklist`` gives the agent the checklist tools and holds a turn open while an item is pending
+        the scratchpad tools. ``vision`` says the model takes images: it adds ``image_render``, which shows
+        the model an image held as base64 or in a scratchpad entry. ``checklist`` gives the agent the checklist tools and holds a turn open while an item is pending
         or in_progress, nudging the model up to ``checklist_nudge_cap`` times (default 3);
         ``max_tokens`` and ``max_cost`` are hard budgets on a run (input, output and cache tokens
         together; cost by ``prices``, per model name), past which it raises :class:`BudgetExceeded`.
@@ -592,6 +605,9 @@ class Agent:
             options["heartbeat_secs"] = heartbeat
         if scratchpad:
             options["scratchpad"] = True
+        if vision:
+            # The model takes images: the image_render tool.
+            options["vision"] = True
         servers = items("mcp", mcp, lambda s: isinstance(s, McpServer), _instance(McpServer),
                         "a list of ambit.McpServer (or one)", "an ambit.McpServer")
         mcp_hooks: list[tuple[str, str, Callable[[str], str]]] = []
@@ -706,7 +722,7 @@ class Agent:
         from ._aio import sync
         sync("refresh_tools", self.refresh_tools)
 
-    async def run(self, input: str | Sequence[Message | Mapping[str, Any]], *, context: Any = _NO_CONTEXT) -> RunResult:
+    async def run(self, input: str | Sequence[Message | Mapping[str, Any]] | Sequence[content.Part | str], *, context: Any = _NO_CONTEXT) -> RunResult:
         """Runs the loop from its input to the final answer. ``input`` is one user message, or a
         conversation the host keeps (typed :mod:`ambit.messages`, or their dict form): an earlier
         ``result.messages`` and a new :class:`UserMessage`. A history that breaks a rule raises
@@ -720,7 +736,7 @@ class Agent:
         finally:
             _leave_context(key)
 
-    async def stream(self, input: str | Sequence[Message | Mapping[str, Any]], *,
+    async def stream(self, input: str | Sequence[Message | Mapping[str, Any]] | Sequence[content.Part | str], *,
                      context: Any = _NO_CONTEXT) -> AsyncGenerator[events.AgentEvent, None]:
         """Runs the loop like :meth:`run` (same ``input`` and ``context``), yielding its events
         (``ambit.events``) as they happen; the last is :class:`ambit.events.RunFinished` with the result. A
@@ -738,7 +754,7 @@ class Agent:
         finally:
             _leave_context(key)
 
-    def run_sync(self, input: str | Sequence[Message | Mapping[str, Any]], *, context: Any = _NO_CONTEXT) -> RunResult:
+    def run_sync(self, input: str | Sequence[Message | Mapping[str, Any]] | Sequence[content.Part | str], *, context: Any = _NO_CONTEXT) -> RunResult:
         """:meth:`run` for code outside asyncio. Inside a running event loop, ``await run()`` instead."""
         try:
             asyncio.get_running_loop()
@@ -756,8 +772,11 @@ def _input(input: Any) -> tuple[str, str | None]:
     if isinstance(input, str):
         return input, None
     if isinstance(input, (list, tuple)):
+        if any(content.is_part(m) for m in input):
+            # A list of parts (strings among them are text): one user message made of them.
+            return "", json.dumps([{"role": "user", "content": [content.part_to_dict(p) for p in input]}])
         return "", json.dumps([message_to_dict(m) for m in input])
-    raise TypeError(f"input must be a string or a list of messages, got {type(input).__name__}")
+    raise TypeError(f"input must be a string, a list of parts or a list of messages, got {type(input).__name__}")
 
 
 _EVENTS: dict[str, type] = {cls.type: cls for cls in typing.get_args(events.AgentEvent) if cls is not Event}

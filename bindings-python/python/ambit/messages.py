@@ -17,6 +17,9 @@ class UserMessage:
     """What the user said."""
 
     content: str
+    #: The message's parts when it has images or files (the core's JSON form of each; ``content`` is
+    #: then their text view): kept so a history sent back carries them.
+    parts: list[dict[str, Any]] = field(default_factory=list)
     role: ClassVar[Literal["user"]] = "user"
 
 
@@ -49,6 +52,8 @@ class ToolResultMessage:
     name: str
     content: str
     is_error: bool = False
+    #: The result's parts when the tool returned images (as :attr:`UserMessage.parts`).
+    parts: list[dict[str, Any]] = field(default_factory=list)
     role: ClassVar[Literal["tool"]] = "tool"
 
 
@@ -69,14 +74,14 @@ Message = Union[UserMessage, AssistantMessage, ToolResultMessage, ProviderMessag
 def message_to_dict(message: Message | Mapping[str, Any]) -> dict[str, Any]:
     """The core's JSON form of ``message``; a mapping is taken as that form already (the core checks it)."""
     if isinstance(message, UserMessage):
-        return {"role": "user", "content": message.content}
+        return {"role": "user", "content": message.content, **({"parts": message.parts} if message.parts else {})}
     if isinstance(message, AssistantMessage):
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments, **({"from_text": True} if c.from_text else {})}
                  for c in message.tool_calls]
         return {"role": "assistant", "content": message.content, "tool_calls": calls}
     if isinstance(message, ToolResultMessage):
         return {"role": "tool", "call_id": message.call_id, "name": message.name, "content": message.content,
-                "is_error": message.is_error}
+                "is_error": message.is_error, **({"parts": message.parts} if message.parts else {})}
     if isinstance(message, ProviderMessage):
         return {"role": "provider", "wire": message.wire, "items": list(message.items)}
     if isinstance(message, Mapping):
@@ -89,13 +94,14 @@ def message_from_dict(raw: Mapping[str, Any]) -> Message:
     """The message of the core's JSON form (as ``result.messages`` holds them)."""
     role = raw["role"]
     if role == "user":
-        return UserMessage(raw["content"])
+        return UserMessage(raw["content"], list(raw.get("parts") or []))
     if role == "assistant":
         calls = [AssistantToolCall(c["id"], c["name"], c["arguments"], bool(c.get("from_text", False)))
                  for c in raw.get("tool_calls") or []]
         return AssistantMessage(raw.get("content"), calls)
     if role == "tool":
-        return ToolResultMessage(raw["call_id"], raw["name"], raw["content"], bool(raw.get("is_error", False)))
+        return ToolResultMessage(raw["call_id"], raw["name"], raw["content"], bool(raw.get("is_error", False)),
+                                 list(raw.get("parts") or []))
     if role == "provider":
         return ProviderMessage(raw["wire"], list(raw.get("items", [])))
     raise ValueError(f"unknown message role {role!r}")

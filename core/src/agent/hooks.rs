@@ -401,7 +401,7 @@ pub(crate) fn merge_keys(keys: &'static [&'static str]) -> impl Fn(&mut Value, V
 /// A guardrail's view of a run's input: the last user message's text, and the whole list.
 pub(crate) fn input_payload(messages: &[crate::model::Message]) -> Value {
     let input = messages.iter().rev().find_map(|m| match m {
-        crate::model::Message::User { content } => Some(content.clone()),
+        crate::model::Message::User { content, .. } => Some(content.clone()),
         _ => None,
     });
     serde_json::json!({"input": input.unwrap_or_default(), "messages": serde_json::to_value(messages).unwrap_or_default()})

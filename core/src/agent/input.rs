@@ -52,6 +52,14 @@ impl From<&[Message]> for Input {
 }
 
 impl Input {
+    /// One user message made of parts: text, images and files ([`crate::content::Part`]), sent in each
+    /// wire's own content blocks. Each part is checked when the run starts: one over its byte cap, or
+    /// whose bytes are not the media type it names, fails the run with [`Error::InvalidMessage`] naming
+    /// it (`messages[0].parts[1]`).
+    pub fn parts(parts: impl IntoIterator<Item = crate::content::Part>) -> Input {
+        Input::Messages(vec![Message::user_parts(parts.into_iter().collect())])
+    }
+
     /// The input as the bindings hand it over: a JSON string (one user message) or a JSON array of
     /// messages in the core's serde form (`{"role": "user", "content": …}`, `{"role": "assistant",
     /// "content": …, "tool_calls": [{"id", "name", "arguments"}]}`, `{"role": "tool", "call_id", "name",
@@ -82,7 +90,7 @@ impl Input {
                 .iter()
                 .rev()
                 .find_map(|m| match m {
-                    Message::User { content } => Some(content.clone()),
+                    Message::User { content, .. } => Some(content.clone()),
                     _ => None,
                 })
                 .unwrap_or_default(),
@@ -114,7 +122,10 @@ fn decode(index: usize, item: Value) -> Result<Message, Error> {
         }
     };
     match role.as_str() {
-        "user" => string("content")?,
+        "user" => match map.get("content") {
+            Some(Value::Array(_)) => return decode_parts(index, map),
+            _ => string("content")?,
+        },
         "assistant" => {
             match map.get("content") {
                 None | Some(Value::Null) | Some(Value::String(_)) => {}
@@ -210,6 +221,27 @@ fn decode(index: usize, item: Value) -> Result<Message, Error> {
     serde_json::from_value(item).map_err(|e| invalid(index, "", e.to_string()))
 }
 
+/// A user message whose `content` is a list of parts (`{"type": "text" | "image" | "image_url" |
+/// "file", …}`), each decoded and checked, the error naming it.
+fn decode_parts(index: usize, map: &serde_json::Map<String, Value>) -> Result<Message, Error> {
+    let Some(Value::Array(items)) = map.get("content") else { unreachable!("checked by the caller") };
+    let mut parts = Vec::with_capacity(items.len());
+    for (n, item) in items.iter().enumerate() {
+        let part: crate::content::Part =
+            serde_json::from_value(item.clone()).map_err(|e| invalid(index, format!("parts[{n}]"), e.to_string()))?;
+        parts.push(part.resolved().map_err(|e| invalid(index, format!("parts[{n}]"), e.0))?);
+    }
+    Ok(Message::user_parts(parts))
+}
+
+/// Every part of a message checked, the error naming it (`parts[n]`).
+fn check_parts(index: usize, message: &Message) -> Result<(), Error> {
+    if let Message::User { parts, .. } | Message::Tool { parts, .. } = message {
+        crate::content::check_all(parts).map_err(|(n, e)| invalid(index, format!("parts[{n}]"), e.0))?;
+    }
+    Ok(())
+}
+
 /// The rules a history keeps so every wire takes it: it is not empty; each tool result answers a call
 /// of an earlier assistant message that has no result yet; every call gets its result before the next
 /// user or assistant message; and it does not end with an assistant message (the model would have
@@ -230,6 +262,7 @@ pub(crate) fn validate(messages: &[Message]) -> Result<(), Error> {
         }
     };
     for (index, m) in messages.iter().enumerate() {
+        check_parts(index, m)?;
         match m {
             Message::User { .. } => unanswered(&open)?,
             Message::Assistant { tool_calls, .. } => {
@@ -282,7 +315,7 @@ mod tests {
     #[test]
     fn a_round_trip_of_the_serde_form_decodes() {
         let history = vec![
-            Message::User { content: "hi".into() },
+            Message::user("hi"),
             Message::Assistant {
                 content: None,
                 tool_calls: vec![crate::model::ToolCall {
@@ -292,9 +325,15 @@ mod tests {
                     from_text: false,
                 }],
             },
-            Message::Tool { call_id: "c1".into(), name: "t".into(), content: "ok".into(), is_error: false },
+            Message::Tool {
+                call_id: "c1".into(),
+                name: "t".into(),
+                content: "ok".into(),
+                is_error: false,
+                parts: Vec::new(),
+            },
             Message::Assistant { content: Some("done".into()), tool_calls: vec![] },
-            Message::User { content: "again".into() },
+            Message::user("again"),
         ];
         let json = serde_json::to_value(&history).unwrap();
         assert_eq!(Input::from_json(json).unwrap(), Input::Messages(history));
@@ -329,6 +368,21 @@ mod tests {
         assert!(err(ends).contains("messages[1].role: the history ends with an assistant message"));
         assert!(err(json!([])).contains("at least one message"));
         assert!(err(json!(5)).contains("a string or a list of messages"));
+    }
+
+    #[test]
+    fn a_user_message_of_parts_decodes_and_each_bad_part_is_named() {
+        let png = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b"\x89PNG\r\n\x1a\n....");
+        let good = json!([{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                                       {"type": "image", "media_type": "image/png", "data": png}]}]);
+        let Input::Messages(m) = Input::from_json(good).unwrap() else { panic!() };
+        assert!(matches!(&m[0], Message::User { parts, content } if parts.len() == 2
+            && content == "what is this?\n[image image/png, 12 bytes]"));
+        let mislabelled = json!([{"role": "user", "content": [{"type": "text", "text": "a"},
+                                 {"type": "image", "media_type": "image/jpeg", "data": png}]}]);
+        assert!(err(mislabelled).contains("messages[0].parts[1]: labelled image/jpeg, but the bytes are image/png"));
+        let unknown = json!([{"role": "user", "content": [{"type": "video", "data": ""}]}]);
+        assert!(err(unknown).contains("messages[0].parts[0]: unknown variant `video`"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod gate;
 #[cfg(test)]
 mod gate_props;
 pub mod hooks;
+pub mod image_render;
 pub mod input;
 pub mod named;
 pub mod options;
@@ -167,6 +168,8 @@ pub struct AgentBuilder {
     background: bool,
     heartbeat: Option<std::time::Duration>,
     scratchpad: bool,
+    /// The model takes images: `image_render` is offered.
+    vision: bool,
     deferral: crate::deferral::DeferralConfig,
     mcp: Vec<crate::mcp::McpServer>,
     subagents: Option<subagent::SubagentConfig>,
@@ -351,6 +354,14 @@ impl AgentBuilder {
         self
     }
 
+    /// The model takes images as input: adds the `image_render` tool ([`image_render`]), which shows the
+    /// model an image held as base64 or in a scratchpad entry. Off by default: a text-only model is never
+    /// offered it.
+    pub fn vision(mut self, on: bool) -> Self {
+        self.vision = on;
+        self
+    }
+
     /// Prices per model name, for [`RunResult::cost`] and the cost budget.
     pub fn prices(mut self, prices: PriceTable) -> Self {
         self.prices = prices;
@@ -387,6 +398,9 @@ impl AgentBuilder {
             for t in scratchpad::tools() {
                 tools.register(t)?;
             }
+        }
+        if self.vision {
+            tools.register(image_render::tool())?;
         }
         let profiles = named::profiles(std::mem::take(&mut self.profiles))?;
         let frame = subagent::install(
@@ -907,7 +921,13 @@ impl Agent {
                             output::FINAL_ANSWER_TOOL
                         );
                         let (call_id, name) = (c.id.clone(), c.name.clone());
-                        request.messages.push(Message::Tool { call_id, name, content, is_error: true });
+                        request.messages.push(Message::Tool {
+                            call_id,
+                            name,
+                            content,
+                            is_error: true,
+                            parts: Vec::new(),
+                        });
                     }
                     request.messages.push(nudge);
                     continue;
@@ -926,7 +946,13 @@ impl Agent {
                                 (format!("not run: a call of {} ends the run", output::FINAL_ANSWER_TOOL), true)
                             };
                             let (call_id, name) = (c.id.clone(), c.name.clone());
-                            request.messages.push(Message::Tool { call_id, name, content, is_error });
+                            request.messages.push(Message::Tool {
+                                call_id,
+                                name,
+                                content,
+                                is_error,
+                                parts: Vec::new(),
+                            });
                         }
                         return Ok(RunResult {
                             output: text,
@@ -960,6 +986,7 @@ impl Agent {
                                 name: c.name.clone(),
                                 content,
                                 is_error: true,
+                                parts: Vec::new(),
                             });
                         }
                         continue;
@@ -1003,7 +1030,7 @@ impl Agent {
                                 let retries = o.retries;
                                 return Err(Error::OutputInvalid { message: problem, attempt: text, retries, usage });
                             }
-                            request.messages.push(Message::User { content: o.retry_message(&problem, via_tool) });
+                            request.messages.push(Message::user(o.retry_message(&problem, via_tool)));
                             continue;
                         }
                     },
@@ -1059,11 +1086,13 @@ impl Agent {
                 if let Some(r) = rounds.as_ref().filter(|_| state.gated.load(std::sync::atomic::Ordering::SeqCst)) {
                     let mut kept = request.messages.clone();
                     for (call, (_, result, is_error)) in calls.iter().zip(&outcomes) {
+                        let media = state.media.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
                         kept.push(Message::Tool {
                             call_id: call.id.clone(),
                             name: call.name.clone(),
                             content: result.clone(),
                             is_error: *is_error,
+                            parts: media.map(|parts| crate::content::with_text(parts, result)).unwrap_or_default(),
                         });
                     }
                     r.failed_with(kept);
@@ -1071,11 +1100,13 @@ impl Agent {
                 return Err(e);
             }
             for (call, (arguments, result, is_error)) in calls.into_iter().zip(outcomes) {
+                let media = state.media.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
                 request.messages.push(Message::Tool {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     content: result.clone(),
                     is_error,
+                    parts: media.map(|parts| crate::content::with_text(parts, &result)).unwrap_or_default(),
                 });
                 records.push(ToolCallRecord { id: call.id, name: call.name, arguments, result, is_error });
             }
@@ -1120,7 +1151,7 @@ impl Agent {
         let open_items = open.iter().map(ChecklistItem::line).collect();
         events.emit(Event::ChecklistNudge { nudge: *nudges, open_items });
         let refs: Vec<&ChecklistItem> = open.iter().collect();
-        Err(Message::User { content: checklist::nudge_message(&refs, *nudges, cap) })
+        Err(Message::user(checklist::nudge_message(&refs, *nudges, cap)))
     }
 
     /// Model requests made for the run outside its turns (a session's compaction summary, before `turn`):
@@ -1277,6 +1308,24 @@ impl Agent {
             }
             gate::GateOutcome::Ran { arguments, result } => match result {
                 Ok(Value::String(s)) => (arguments, s, false),
+                Ok(v) if crate::content::read_tool_content(&v).is_some() => {
+                    match crate::content::read_tool_content(&v).unwrap_or_else(|| Ok(Vec::new())) {
+                        Ok(parts) => {
+                            // The images go to the model in the wire's blocks; the result's text (events,
+                            // hooks, the record) describes them.
+                            let text = crate::content::text_view(&parts);
+                            if let Some(state) = run_state::RunState::current() {
+                                state.media.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), parts);
+                            }
+                            (arguments, text, false)
+                        }
+                        Err(why) => (
+                            arguments,
+                            format!("Error: tool '{}' returned content that was refused: {why}", call.name),
+                            true,
+                        ),
+                    }
+                }
                 Ok(v) => (arguments, v.to_string(), false),
                 Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
                     (arguments, format!("Error: tool '{}' failed: {m}", call.name), true)
@@ -1295,7 +1344,7 @@ fn deliver(request: &mut ModelRequest, events: &Emitter, r: background::Report) 
         result: r.result.clone(),
         is_error: r.is_error,
     });
-    request.messages.push(Message::User { content: r.message() });
+    request.messages.push(Message::user(r.message()));
 }
 
 /// A `before_model_request` hook's replacement: `instructions` (a string or null) and/or `messages` (a

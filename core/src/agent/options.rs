@@ -34,6 +34,9 @@ pub struct AgentOptions {
     /// The scratchpad parameter and tools (SPEC §5).
     #[serde(default)]
     pub scratchpad: Option<bool>,
+    /// The model takes images: the `image_render` tool.
+    #[serde(default)]
+    pub vision: Option<bool>,
     /// MCP servers (SPEC §3), added to those of the builder.
     #[serde(default)]
     pub mcp_servers: Option<Vec<crate::mcp::McpServer>>,
@@ -152,6 +155,9 @@ impl AgentBuilder {
         }
         if let Some(on) = options.scratchpad {
             self = self.scratchpad(on);
+        }
+        if let Some(on) = options.vision {
+            self = self.vision(on);
         }
         if let Some(m) = options.memory {
             self.memory = Some(crate::memory::MemoryConfig::from_settings(&m));

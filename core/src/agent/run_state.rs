@@ -117,6 +117,9 @@ pub(crate) struct RunState {
     pub gated: std::sync::atomic::AtomicBool,
     /// The model request under way (for the hooks' context).
     pub turn: std::sync::atomic::AtomicU32,
+    /// The content parts of tool results that carry images ([`crate::content::tool_content`]), by call
+    /// id, until the loop puts the result in the conversation.
+    pub media: Mutex<std::collections::HashMap<String, Vec<crate::content::Part>>>,
 }
 
 impl RunState {

@@ -347,7 +347,7 @@ pub(crate) fn opening(input: String) -> Vec<Message> {
         .or_else(|| PRIOR.try_with(|p| lock(p).take()).ok().flatten())
         .unwrap_or_default();
     if !resume {
-        messages.push(Message::User { content: input });
+        messages.push(Message::user(input));
     }
     messages
 }
@@ -357,7 +357,7 @@ pub(crate) fn opening(input: String) -> Vec<Message> {
 pub(crate) fn steer_into(messages: &mut Vec<Message>) -> bool {
     let waiting = RUNNING.try_with(|r| lock(&r.child.inbox).take()).unwrap_or_default();
     let any = !waiting.is_empty();
-    messages.extend(waiting.into_iter().map(|content| Message::User { content }));
+    messages.extend(waiting.into_iter().map(Message::user));
     any
 }
 
@@ -439,7 +439,7 @@ impl Agent {
                 request.messages.push(Message::Assistant { content: Some(partial), tool_calls: Vec::new() });
             }
             let waiting = lock(&child.inbox).take();
-            request.messages.extend(waiting.into_iter().map(|content| Message::User { content }));
+            request.messages.extend(waiting.into_iter().map(Message::user));
         }
     }
 }

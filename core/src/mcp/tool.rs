@@ -143,6 +143,45 @@ pub fn result_text(result: &CallToolResult) -> String {
     parts.join("\n")
 }
 
+/// A result with images as content parts: each `image` block, and each embedded `resource` whose blob
+/// is an image, becomes an image part (one the wires take: PNG, JPEG, GIF or WebP within the cap, else
+/// it stays a text note); every other block is its text. `None` when no block is such an image.
+pub fn result_parts(result: &CallToolResult) -> Option<Vec<crate::content::Part>> {
+    use crate::content::Part;
+    let image = |mime: &str, data: &str| -> Option<Part> {
+        let part = Part::Image { media_type: mime.to_string(), data: data.to_string() };
+        part.check().is_ok().then_some(part)
+    };
+    let mut parts = Vec::new();
+    let mut images = 0;
+    for block in &result.content {
+        let v = serde_json::to_value(block).unwrap_or(Value::Null);
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let found = match v.get("type").and_then(Value::as_str) {
+            Some("image") => s(&v, "mimeType").zip(s(&v, "data")).and_then(|(m, d)| image(&m, &d)),
+            Some("resource") => {
+                let r = v.get("resource").unwrap_or(&Value::Null);
+                s(r, "mimeType").zip(s(r, "blob")).and_then(|(m, d)| image(&m, &d))
+            }
+            _ => None,
+        };
+        match found {
+            Some(p) => {
+                images += 1;
+                parts.push(p);
+            }
+            None => parts.push(Part::text(block_text(block))),
+        }
+    }
+    if images == 0 {
+        return None;
+    }
+    if let Some(s) = &result.structured_content {
+        parts.push(Part::text(format!("structured_content: {s}")));
+    }
+    Some(parts)
+}
+
 fn block_text(block: &ContentBlock) -> String {
     let v = serde_json::to_value(block).unwrap_or(Value::Null);
     let str_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -224,6 +263,9 @@ impl Tool for McpTool {
         if result.is_error == Some(true) {
             return Err(ToolError::Failed(text));
         }
-        Ok(Value::String(text))
+        Ok(match result_parts(&result) {
+            Some(parts) => crate::content::tool_content(parts),
+            None => Value::String(text),
+        })
     }
 }

@@ -13,6 +13,7 @@ use super::limits::{WireLimits, index_below, over};
 use super::openai_chat::env_key;
 use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use crate::content::Part;
 use crate::error::ModelError;
 
 /// The API version sent in `anthropic-version`.
@@ -192,6 +193,32 @@ impl Anthropic {
     }
 }
 
+/// A content part as a Messages content block: `text`, `image` (a `base64` or `url` source; a `data:`
+/// URL becomes a `base64` source) or `document` (a PDF as a `base64` source, text as a `text` source).
+fn anthropic_part(part: &Part) -> Value {
+    match part {
+        Part::Text { text } => json!({"type": "text", "text": text}),
+        Part::Image { media_type, data } => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        Part::ImageUrl { url } => match url.strip_prefix("data:").and_then(|r| r.split_once(";base64,")) {
+            Some((media_type, data)) => {
+                json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+            }
+            None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+        },
+        Part::File { media_type, filename, data } if media_type == "text/plain" => {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap_or_default();
+            let text = String::from_utf8_lossy(&bytes);
+            json!({"type": "document", "title": filename,
+                   "source": {"type": "text", "media_type": "text/plain", "data": text}})
+        }
+        Part::File { media_type, filename, data } => json!({"type": "document", "title": filename,
+            "source": {"type": "base64", "media_type": media_type, "data": data}}),
+    }
+}
+
 /// The request body, exactly as the Messages API takes it. Tool results go back as `tool_result` blocks
 /// in a user message; consecutive entries of one role are merged, as the wire wants roles to alternate.
 pub fn request_body(model: &str, max_tokens: u32, req: &ModelRequest, stream: bool) -> Value {
@@ -212,7 +239,10 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
     };
     for m in &req.messages {
         match m {
-            Message::User { content } => push("user", vec![json!({"type": "text", "text": content})]),
+            Message::User { parts, .. } if !parts.is_empty() => {
+                push("user", parts.iter().map(anthropic_part).collect())
+            }
+            Message::User { content, .. } => push("user", vec![json!({"type": "text", "text": content})]),
             Message::Assistant { content, tool_calls } => {
                 let mut blocks = Vec::new();
                 if let Some(t) = content.as_deref().filter(|t| !t.is_empty()) {
@@ -227,7 +257,9 @@ pub fn request<'a>(model: &str, max_tokens: u32, req: &'a ModelRequest, stream: 
                 }
                 push("assistant", blocks);
             }
-            Message::Tool { call_id, content, is_error, .. } => {
+            Message::Tool { call_id, content, is_error, parts, .. } => {
+                let content =
+                    if parts.is_empty() { json!(content) } else { parts.iter().map(anthropic_part).collect() };
                 let mut block = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
                 if *is_error {
                     block["is_error"] = json!(true);
@@ -655,7 +687,7 @@ mod tests {
         let spec = ToolSpec::new("get_weather", "Current weather.", json!({"type": "object"}));
         let req = |system: &str| ModelRequest {
             instructions: Some(system.to_string()),
-            messages: vec![Message::User { content: "hi".into() }],
+            messages: vec![Message::user("hi")],
             tools: vec![spec.clone()],
             output: None,
         };
@@ -683,7 +715,7 @@ mod tests {
         let req = ModelRequest {
             instructions: Some("be brief".into()),
             messages: vec![
-                Message::User { content: "hi".into() },
+                Message::user("hi"),
                 Message::Assistant {
                     content: Some("let me look".into()),
                     tool_calls: vec![
@@ -691,8 +723,20 @@ mod tests {
                         ToolCall { id: "t2".into(), name: "f".into(), arguments: "{}".into(), from_text: false },
                     ],
                 },
-                Message::Tool { call_id: "t1".into(), name: "f".into(), content: "ok".into(), is_error: false },
-                Message::Tool { call_id: "t2".into(), name: "f".into(), content: "bad".into(), is_error: true },
+                Message::Tool {
+                    call_id: "t1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
+                Message::Tool {
+                    call_id: "t2".into(),
+                    name: "f".into(),
+                    content: "bad".into(),
+                    is_error: true,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
             ..Default::default()
@@ -725,7 +769,7 @@ mod tests {
         let req = ModelRequest {
             instructions: Some("be brief".into()),
             messages: vec![
-                Message::User { content: "forecast?".into() },
+                Message::user("forecast?"),
                 Message::Provider { wire: WIRE.into(), items: native_search_blocks() },
                 Message::Provider { wire: "openai_responses".into(), items: vec![json!({"type": "tool_search_call"})] },
                 Message::Assistant {
@@ -742,6 +786,7 @@ mod tests {
                     name: "get_forecast".into(),
                     content: "rain".into(),
                     is_error: false,
+                    parts: Vec::new(),
                 },
             ],
             tools: vec![ToolSpec::new("get_weather", "Now.", json!({"type": "object"})), forecast],

@@ -76,10 +76,60 @@ pub struct ToolCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
-    User { content: String },
-    Assistant { content: Option<String>, tool_calls: Vec<ToolCall> },
-    Tool { call_id: String, name: String, content: String, is_error: bool },
-    Provider { wire: String, items: Vec<serde_json::Value> },
+    /// `parts`, when there are any, are the message's content (text, images, files:
+    /// [`crate::content::Part`]) and `content` their text view ([`crate::content::text_view`]), which is
+    /// what guardrails, hooks, titles and summaries read.
+    User {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<crate::content::Part>,
+    },
+    Assistant {
+        content: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// `parts`, when there are any, are the result's content (a tool that returned images,
+    /// [`crate::content::tool_content`]) and `content` their text view.
+    Tool {
+        call_id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<crate::content::Part>,
+    },
+    Provider {
+        wire: String,
+        items: Vec<serde_json::Value>,
+    },
+}
+
+impl Message {
+    /// A user message of text.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User { content: content.into(), parts: Vec::new() }
+    }
+
+    /// A user message of parts (text, images, files); its `content` is their text view.
+    pub fn user_parts(parts: Vec<crate::content::Part>) -> Message {
+        Message::User { content: crate::content::text_view(&parts), parts }
+    }
+
+    /// A tool's result of text.
+    pub fn tool(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Message {
+        Message::Tool {
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            parts: Vec::new(),
+        }
+    }
 }
 
 /// Everything one model request carries.

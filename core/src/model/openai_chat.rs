@@ -13,6 +13,7 @@ use super::limits::{WireLimits, index_below, over};
 use super::sse::SseEvent;
 use super::text_calls::{self, TextToolCalls};
 use super::{Message, Model, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use crate::content::Part;
 use crate::error::ModelError;
 
 /// A model on the Chat Completions wire.
@@ -119,6 +120,19 @@ pub(crate) fn openai_base_url() -> String {
     env_key("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_string())
 }
 
+/// A content part as a Chat Completions content part: `text`, `image_url` (a `data:` URL for bytes) or
+/// `file` (its bytes as a `data:` URL in `file_data`).
+fn chat_part(part: &Part) -> Value {
+    match part {
+        Part::Text { text } => json!({"type": "text", "text": text}),
+        Part::ImageUrl { url } => json!({"type": "image_url", "image_url": {"url": url}}),
+        Part::Image { .. } => json!({"type": "image_url", "image_url": {"url": part.data_url()}}),
+        Part::File { filename, .. } => {
+            json!({"type": "file", "file": {"filename": filename, "file_data": part.data_url()}})
+        }
+    }
+}
+
 /// The request body for a conversation, exactly as the Chat Completions API takes it.
 pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
     request(model, req, stream).to_value()
@@ -130,9 +144,18 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
     if let Some(instructions) = &req.instructions {
         messages.push(json!({"role": "system", "content": instructions}));
     }
+    // Images tool results returned, waiting for the end of the run of tool messages they belong to: a
+    // tool message holds text only, so they follow as one user message.
+    let mut tool_images: Vec<Value> = Vec::new();
     for m in &req.messages {
+        if !matches!(m, Message::Tool { .. }) && !tool_images.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut tool_images)}));
+        }
         messages.push(match m {
-            Message::User { content } => json!({"role": "user", "content": content}),
+            Message::User { parts, .. } if !parts.is_empty() => {
+                json!({"role": "user", "content": parts.iter().map(chat_part).collect::<Vec<_>>()})
+            }
+            Message::User { content, .. } => json!({"role": "user", "content": content}),
             Message::Assistant { content, tool_calls } => {
                 let mut msg = json!({"role": "assistant", "content": content});
                 if !tool_calls.is_empty() {
@@ -143,10 +166,19 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
                 }
                 msg
             }
-            Message::Tool { call_id, content, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+            Message::Tool { call_id, name, content, parts, .. } => {
+                if crate::content::has_media(parts) {
+                    tool_images.push(json!({"type": "text", "text": format!("The images {name} returned (call {call_id}):")}));
+                    tool_images.extend(parts.iter().filter(|p| !matches!(p, Part::Text { .. })).map(chat_part));
+                }
+                json!({"role": "tool", "tool_call_id": call_id, "content": content})
+            }
             // No server-side tool search on this wire: the native strategy falls back to the local one.
             Message::Provider { .. } => continue,
         });
+    }
+    if !tool_images.is_empty() {
+        messages.push(json!({"role": "user", "content": tool_images}));
     }
     let mut fields = Map::new();
     fields.insert("model".into(), json!(model));
@@ -507,7 +539,7 @@ mod tests {
         let req = ModelRequest {
             instructions: Some("be brief".into()),
             messages: vec![
-                Message::User { content: "hi".into() },
+                Message::user("hi"),
                 Message::Assistant {
                     content: None,
                     tool_calls: vec![ToolCall {
@@ -517,7 +549,13 @@ mod tests {
                         from_text: false,
                     }],
                 },
-                Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false },
+                Message::Tool {
+                    call_id: "c1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object", "properties": {}}))],
             ..Default::default()

@@ -14,6 +14,7 @@ use super::limits::{WireLimits, over};
 use super::openai_chat::{env_key, openai_base_url};
 use super::sse::SseEvent;
 use super::{Message, Model, ModelReply, ModelRequest, ModelResponse, StopReason, TextSink, ToolCall, Usage};
+use crate::content::Part;
 use crate::error::ModelError;
 
 /// The wire's name on a [`Message::Provider`].
@@ -134,6 +135,19 @@ impl OpenAiResponses {
     }
 }
 
+/// A content part as a Responses input content item: `input_text`, `input_image` (a `data:` URL for
+/// bytes) or `input_file` (its bytes as a `data:` URL in `file_data`).
+fn responses_part(part: &Part) -> Value {
+    match part {
+        Part::Text { text } => json!({"type": "input_text", "text": text}),
+        Part::ImageUrl { url } => json!({"type": "input_image", "image_url": url, "detail": "auto"}),
+        Part::Image { .. } => json!({"type": "input_image", "image_url": part.data_url(), "detail": "auto"}),
+        Part::File { filename, .. } => {
+            json!({"type": "input_file", "filename": filename, "file_data": part.data_url()})
+        }
+    }
+}
+
 /// The request body, exactly as the Responses API takes it.
 pub fn request_body(model: &str, req: &ModelRequest, stream: bool) -> Value {
     request(model, req, stream).to_value()
@@ -144,7 +158,10 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
     let mut input = Vec::new();
     for m in &req.messages {
         match m {
-            Message::User { content } => input.push(json!({"role": "user", "content": content})),
+            Message::User { parts, .. } if !parts.is_empty() => {
+                input.push(json!({"role": "user", "content": parts.iter().map(responses_part).collect::<Vec<_>>()}))
+            }
+            Message::User { content, .. } => input.push(json!({"role": "user", "content": content})),
             Message::Assistant { content, tool_calls } => {
                 if let Some(t) = content.as_deref().filter(|t| !t.is_empty()) {
                     input.push(json!({"role": "assistant", "content": t}));
@@ -154,6 +171,10 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
                         json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}),
                     );
                 }
+            }
+            Message::Tool { call_id, parts, .. } if !parts.is_empty() => {
+                let output: Vec<Value> = parts.iter().map(responses_part).collect();
+                input.push(json!({"type": "function_call_output", "call_id": call_id, "output": output}))
             }
             Message::Tool { call_id, content, .. } => {
                 input.push(json!({"type": "function_call_output", "call_id": call_id, "output": content}))
@@ -421,7 +442,7 @@ mod tests {
         let req = ModelRequest {
             instructions: Some("be brief".into()),
             messages: vec![
-                Message::User { content: "hi".into() },
+                Message::user("hi"),
                 Message::Assistant {
                     content: None,
                     tool_calls: vec![ToolCall {
@@ -431,7 +452,13 @@ mod tests {
                         from_text: false,
                     }],
                 },
-                Message::Tool { call_id: "call_1".into(), name: "f".into(), content: "ok".into(), is_error: false },
+                Message::Tool {
+                    call_id: "call_1".into(),
+                    name: "f".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    parts: Vec::new(),
+                },
             ],
             tools: vec![ToolSpec::new("f", "does f", json!({"type": "object"}))],
             ..Default::default()
@@ -464,7 +491,7 @@ mod tests {
         let req = ModelRequest {
             instructions: None,
             messages: vec![
-                Message::User { content: "forecast?".into() },
+                Message::user("forecast?"),
                 Message::Provider { wire: WIRE.into(), items: search_items() },
                 Message::Provider { wire: "anthropic".into(), items: vec![json!({"type": "server_tool_use"})] },
                 Message::Assistant {

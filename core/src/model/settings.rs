@@ -576,7 +576,7 @@ mod tests {
 
     fn called() -> Vec<Message> {
         vec![
-            Message::User { content: "weather?".into() },
+            Message::user("weather?"),
             Message::Assistant {
                 content: None,
                 tool_calls: vec![super::super::ToolCall {
@@ -586,7 +586,13 @@ mod tests {
                     from_text: false,
                 }],
             },
-            Message::Tool { call_id: "c1".into(), name: "f".into(), content: "ok".into(), is_error: false },
+            Message::Tool {
+                call_id: "c1".into(),
+                name: "f".into(),
+                content: "ok".into(),
+                is_error: false,
+                parts: Vec::new(),
+            },
         ]
     }
 
@@ -594,9 +600,9 @@ mod tests {
     /// a tool since, the request says `auto` (else the model could never end its turn).
     #[test]
     fn a_forced_tool_choice_binds_only_the_first_answer_to_each_user_message() {
-        let opening = vec![Message::User { content: "weather?".into() }];
+        let opening = vec![Message::user("weather?")];
         let mut again = called();
-        again.push(Message::User { content: "and tomorrow?".into() });
+        again.push(Message::user("and tomorrow?"));
         for (choice, chat, anthropic) in [
             (ToolChoice::Required, json!("required"), json!({"type": "any"})),
             (

@@ -92,7 +92,7 @@ pub fn live_window(entries: &[Entry]) -> Vec<(i64, Message)> {
     let Item::Boundary { keep_from } = entries[at].item else { unreachable!("rposition found a boundary") };
     let mut out = Vec::new();
     if let Some(Entry { index, item: Item::Summary { text } }) = entries.get(at + 1) {
-        out.push((*index, Message::User { content: format!("{SUMMARY_HEADER}\n{text}") }));
+        out.push((*index, Message::user(format!("{SUMMARY_HEADER}\n{text}"))));
     }
     out.extend(messages_of(entries).into_iter().filter(|(i, _)| *i >= keep_from));
     out
@@ -164,7 +164,7 @@ pub fn plan_in_run(window: &[(i64, Message)], keep_recent: usize) -> Option<Plan
     let cut = starts[current.saturating_sub(keep_recent).max(1)];
     let summarise = &window[..cut];
     let only_a_summary =
-        |(_, m): &(i64, Message)| matches!(m, Message::User { content } if content.starts_with(SUMMARY_HEADER));
+        |(_, m): &(i64, Message)| matches!(m, Message::User { content, .. } if content.starts_with(SUMMARY_HEADER));
     if summarise.is_empty() || (summarise.len() == 1 && only_a_summary(&summarise[0])) {
         return None;
     }
@@ -174,7 +174,7 @@ pub fn plan_in_run(window: &[(i64, Message)], keep_recent: usize) -> Option<Plan
 /// One message as text, for the summariser and the conversation tools.
 pub fn render(message: &Message) -> (&'static str, String) {
     match message {
-        Message::User { content } => ("user", content.clone()),
+        Message::User { content, .. } => ("user", content.clone()),
         Message::Assistant { content, tool_calls } => {
             let mut text = content.clone().unwrap_or_default();
             for c in tool_calls {
@@ -406,7 +406,7 @@ pub fn said(entries: &[Entry]) -> Vec<String> {
     entries
         .iter()
         .filter_map(|e| match &e.item {
-            Item::Message { message: Message::User { content } } => Some(content.clone()),
+            Item::Message { message: Message::User { content, .. } } => Some(content.clone()),
             Item::Message { message: Message::Assistant { content: Some(c), .. } } => Some(c.clone()),
             Item::Summary { text } => Some(text.clone()),
             _ => None,
@@ -441,7 +441,7 @@ mod tests {
     use super::*;
 
     fn user(i: i64, t: &str) -> Entry {
-        Entry { index: i, item: Item::Message { message: Message::User { content: t.into() } } }
+        Entry { index: i, item: Item::Message { message: Message::user(t) } }
     }
     fn asst(i: i64, t: &str) -> Entry {
         Entry {
@@ -488,7 +488,7 @@ mod tests {
         after.push(Entry { index: 8, item: Item::Summary { text: "token abc noted".into() } });
         let w = live_window(&after);
         assert_eq!(w.len(), 5);
-        assert!(matches!(&w[0].1, Message::User { content } if content.starts_with(SUMMARY_HEADER)));
+        assert!(matches!(&w[0].1, Message::User { content, .. } if content.starts_with(SUMMARY_HEADER)));
         assert_eq!(w[1].0, 3);
         // Nothing was deleted: the summarised turn is still found and read.
         let found = search(&after, "AUTH TOKEN", false, 20).unwrap();
@@ -554,10 +554,19 @@ mod tests {
         (i, Message::Assistant { content: None, tool_calls })
     }
     fn result(i: i64, id: &str) -> (i64, Message) {
-        (i, Message::Tool { call_id: id.into(), name: "t".into(), content: "r".into(), is_error: false })
+        (
+            i,
+            Message::Tool {
+                call_id: id.into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+                parts: Vec::new(),
+            },
+        )
     }
     fn said(i: i64, t: &str) -> (i64, Message) {
-        (i, Message::User { content: t.into() })
+        (i, Message::user(t))
     }
 
     #[test]

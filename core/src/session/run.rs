@@ -376,7 +376,7 @@ impl Sessions {
         }
         if taken.taken_over {
             // The run this one takes over from died: the model is told what it started and never finished.
-            let note = Message::User { content: durable::interrupted_note(&taken.interrupted, &taken.lost_tasks) };
+            let note = Message::user(durable::interrupted_note(&taken.interrupted, &taken.lost_tasks));
             lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;
@@ -616,7 +616,7 @@ impl Sessions {
         let (model, _) = agent.model_and_instructions();
         let request = ModelRequest {
             instructions: Some(SUMMARISER.to_string()),
-            messages: vec![Message::User { content: ask }],
+            messages: vec![Message::user(ask)],
             tools: Vec::new(),
             ..Default::default()
         };

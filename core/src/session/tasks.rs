@@ -105,7 +105,7 @@ impl TaskSink for SessionTasks {
 
     async fn landed(&self, report: Report, note: Option<String>) {
         let task = self.snapshot(&report, note);
-        let item = Item::Message { message: Message::User { content: report.message() } };
+        let item = Item::Message { message: Message::user(report.message()) };
         let now = self.sessions.clock.now_ms();
         match self.sessions.store.task_landed(&self.session_id, &task, Some(&item), now).await {
             Ok(true) => {
@@ -143,7 +143,7 @@ impl Sessions {
         self.store.state(session_id).await?;
         let window = self.lease.as_millis() as i64;
         let id = task_id.to_string();
-        let lost = move |name: &str| Item::Message { message: Message::User { content: lost_message(&id, name) } };
+        let lost = move |name: &str| Item::Message { message: Message::user(lost_message(&id, name)) };
         let now = self.clock.now_ms();
         self.store.task(session_id, task_id, window, &lost, now).await?.ok_or_else(|| {
             SessionError::InvalidArgument(format!("there is no background task '{task_id}' in session '{session_id}'"))

@@ -9,7 +9,7 @@ use crate::model::StopReason;
 fn request() -> ModelRequest {
     ModelRequest {
         instructions: Some("Be brief.".into()),
-        messages: vec![Message::User { content: "Weather in Paris?".into() }],
+        messages: vec![Message::user("Weather in Paris?")],
         tools: vec![ToolSpec::new("get_weather", "Weather.", json!({"type": "object", "properties": {}}))],
         output: None,
     }
@@ -64,7 +64,7 @@ async fn a_reply_decodes_the_same_on_every_wire_whole_and_streamed() {
 async fn a_function_model_sees_the_request_and_its_wire_body() {
     let model = FunctionModel::new(|r: &TestRequest| {
         let last = match r.messages.last() {
-            Some(Message::User { content }) => content.clone(),
+            Some(Message::User { content, .. }) => content.clone(),
             other => return Err(format!("unexpected last message {other:?}")),
         };
         Ok(Reply::text(format!("{} request(s); you said {last}; body model {}", r.index, r.body["model"])))

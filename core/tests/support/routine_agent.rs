@@ -67,7 +67,7 @@ impl Model for RoutineModel {
             .messages
             .iter()
             .find_map(|m| match m {
-                Message::User { content } => Some(content.clone()),
+                Message::User { content, .. } => Some(content.clone()),
                 _ => None,
             })
             .unwrap_or_default();
