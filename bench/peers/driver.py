@@ -81,6 +81,8 @@ def run_concurrent(runner: dict[str, Any], base_url: str, n: int, latency_ms: in
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=runner.get("cwd"), timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"timed out after {timeout:.0f} s") from None
+    except OSError as e:
+        raise RuntimeError(f"cannot start: {e}") from None
     result = next((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), None)
     if proc.returncode != 0 or result is None:
         lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
@@ -208,7 +210,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--only", default="", help="run only runners whose label or group holds this text")
+    ap.add_argument("--only", default="", help="run only runners whose label or group holds this text (A|B: either)")
     ap.add_argument("--out", default="")
     ap.add_argument("--markdown", default="")
     ap.add_argument("--phase", default="weather", choices=["weather", "concurrent"])
@@ -217,7 +219,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600, help="seconds one concurrent runner may take")
     args = ap.parse_args()
     with open(args.runners) as f:
-        runners = [r for r in json.load(f) if args.only in r["label"] or args.only in r["group"]]
+        runners = [r for r in json.load(f) if any(o in r["label"] or o in r["group"] for o in args.only.split("|"))]
     if args.phase == "concurrent":
         if args.warmup == ap.get_default("warmup"):
             args.warmup = 3
