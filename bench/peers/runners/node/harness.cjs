@@ -16,7 +16,7 @@ async function concurrent(name, runOnce, calls) {
   const rss0 = Math.round(process.memoryUsage.rss() / 1024);
   const fds0 = fds();
   let peakFds = fds0;
-  const sampler = setInterval(() => { peakFds = Math.max(peakFds, fds()); }, 5);
+  const sampler = setInterval(() => { peakFds = Math.max(peakFds, fds()); }, 50);
   const timed = async () => {
     const t = process.hrtime.bigint();
     const out = await runOnce();

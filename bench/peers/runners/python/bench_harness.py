@@ -35,7 +35,7 @@ async def concurrent(name: str, run_once: Callable[[], Awaitable[str]], calls: C
         nonlocal peak_fds
         while not done:
             peak_fds = max(peak_fds, fds())
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.05)
 
     async def timed() -> tuple[float, str]:
         t = time.perf_counter()

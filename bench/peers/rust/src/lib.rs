@@ -115,7 +115,7 @@ where
         let mut peak = 0;
         while !flag.load(std::sync::atomic::Ordering::Relaxed) {
             peak = peak.max(fds());
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         peak
     });
