@@ -4,6 +4,12 @@ runners and calls this; see bench/peers/README.md for the protocol.
 
     python3 driver.py --provider BIN --runners runners.json [--rounds 3] [--runs 200] [--warmup 20]
                       [--only SUBSTRING] [--out results.json] [--markdown results.md]
+                      [--phase weather|concurrent] [--concurrency 10,100,1000,10000] [--latency 0,50,500]
+
+``--phase concurrent`` (issue 18): the runners marked ``concurrent`` run N weather jobs in flight at once
+in one process (``BENCH_CONCURRENCY=N``: asyncio.gather, Promise.all, tokio tasks) against a provider
+that answers each model request after ``BENCH_LATENCY_MS``; for each latency, N ascending, the runners
+interleaved; a runner that fails at some N is not run at larger N (the table says what stopped it).
 """
 from __future__ import annotations
 
@@ -60,6 +66,100 @@ def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> di
             "rss_mb": result["maxrss_kb"] / 1024, "startup_ms": startup, "bytes": stats["bytes"] / total}
 
 
+def run_concurrent(runner: dict[str, Any], base_url: str, n: int, latency_ms: int, warmup: int,
+                   timeout: float) -> dict[str, Any]:
+    env = dict(os.environ)
+    settings = {"BENCH_BASE_URL": base_url, "BENCH_WIRE": runner.get("wire", "chat"), "BENCH_STREAM": "0",
+                "BENCH_RUNS": str(n), "BENCH_WARMUP": str(warmup), "BENCH_TOOLS": "", "BENCH_DEFER": "0",
+                "BENCH_CONCURRENCY": str(n)}
+    env.update(settings)
+    env.update(runner.get("env", {}))
+    argv = [a.format(**settings) for a in runner["argv"]]
+    provider_call(base_url, "/__bench/reset", "POST")
+    load = os.getloadavg()[0]
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=runner.get("cwd"), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"timed out after {timeout:.0f} s") from None
+    except OSError as e:
+        raise RuntimeError(f"cannot start: {e}") from None
+    result = next((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), None)
+    if proc.returncode != 0 or result is None:
+        lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
+        raise RuntimeError(f"exit {proc.returncode}: {' / '.join(lines[-3:])[-600:]}")
+    stats = provider_call(base_url, "/__bench/stats")
+    if stats["requests"] != 2 * (warmup + n):
+        raise RuntimeError(f"the provider saw {stats['requests']} requests for {warmup + n} runs")
+    cpu_s = result["cpu_ms"] / 1000
+    return {"n": n, "latency_ms": latency_ms, "load": load, "cpu_ms_per_run": result["cpu_ms"] / n,
+            "runs_per_cpu_s": n / cpu_s if cpu_s > 0 else float("inf"), "wall_s": result["wall_ms"] / 1000,
+            "rss_mb": result["maxrss_kb"] / 1024,
+            "rss_kb_per_run": max(0, result["maxrss_kb"] - result["rss_before_kb"]) / n,
+            "p50_over_ms": result["lat_p50_ms"] - 2 * latency_ms, "p99_over_ms": result["lat_p99_ms"] - 2 * latency_ms,
+            "fds_peak": result["fds_peak"], "fds_before": result["fds_before"]}
+
+
+def concurrent_phase(args: argparse.Namespace, runners: list[dict[str, Any]]) -> None:
+    runners = [r for r in runners if r.get("concurrent")]
+    ns = [int(x) for x in args.concurrency.split(",")]
+    rows: list[tuple[dict[str, Any], dict[str, Any] | str]] = []
+    started = time.time()
+    for latency in [int(x) for x in args.latency.split(",")]:
+        penv = dict(os.environ, BENCH_LATENCY_MS=str(latency))
+        provider = subprocess.Popen([args.provider], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=penv)
+        assert provider.stdout is not None
+        base_url = provider.stdout.readline().strip()
+        stopped: dict[str, str] = {}
+        try:
+            for n in ns:
+                for r in runners:
+                    if r["label"] in stopped:
+                        continue
+                    try:
+                        res: dict[str, Any] | str = run_concurrent(r, base_url, n, latency, args.warmup, args.timeout)
+                    except RuntimeError as e:
+                        res = f"failed at {n:,} in flight: {e}"
+                        stopped[r["label"]] = str(res)
+                    rows.append((r, res if isinstance(res, str) else res))
+                    if isinstance(res, str):
+                        print(f"{latency} ms {n:>6} {r['label']:<24} {res}", file=sys.stderr, flush=True)
+                    else:
+                        print(f"{latency} ms {n:>6} {r['label']:<24} {res['runs_per_cpu_s']:9.0f} runs/CPU-s "
+                              f"{res['cpu_ms_per_run']:8.3f} ms CPU/run  rss {res['rss_mb']:6.0f} MB "
+                              f"({res['rss_kb_per_run']:7.1f} KB/run)  p50/p99 over {res['p50_over_ms']:7.1f}/"
+                              f"{res['p99_over_ms']:7.1f} ms  fds {res['fds_peak']}  load {res['load']:.1f}",
+                              file=sys.stderr, flush=True)
+        finally:
+            if provider.stdin:
+                provider.stdin.close()
+            provider.wait(timeout=30)
+    header = (f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} on {platform.node()}: "
+              f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
+              f"--phase concurrent, N runs in flight at once after {args.warmup} warm-up runs, one run each, "
+              f"runners interleaved at each N. Took {time.time() - started:.0f} s.")
+    out = [header, "", "| latency | in flight | runner | runs per CPU-s | CPU ms/run | peak RSS MB | RSS KB per in-flight run "
+           "| p50 / p99 over the model's latency ms | peak fds | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r, res in rows:
+        if isinstance(res, str):
+            continue
+        out.append(f"| {res['latency_ms']} ms | {res['n']:,} | {r['label']} | {res['runs_per_cpu_s']:,.0f} | "
+                   f"{res['cpu_ms_per_run']:.3f} | {res['rss_mb']:.0f} | {res['rss_kb_per_run']:.1f} | "
+                   f"{res['p50_over_ms']:.1f} / {res['p99_over_ms']:.1f} | {res['fds_peak']:,} | {res['load']:.1f} |")
+    fails = [(r, res) for r, res in rows if isinstance(res, str)]
+    if fails:
+        out += ["", "What stopped a runner:", ""]
+        out += [f"- {r['label']}, {res}" for r, res in fails]
+    md = "\n".join(out) + "\n"
+    print(md)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"header": header, "rows": [{"runner": r["label"], "result": res} for r, res in rows]}, f,
+                      indent=1)
+
+
 def spread(values: list[float], digits: int) -> str:
     med = statistics.median(values)
     if len(values) == 1:
@@ -110,12 +210,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--only", default="", help="run only runners whose label or group holds this text")
+    ap.add_argument("--only", default="", help="run only runners whose label or group holds this text (A|B: either)")
     ap.add_argument("--out", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--phase", default="weather", choices=["weather", "concurrent"])
+    ap.add_argument("--concurrency", default="10,100,1000,10000", help="runs in flight (--phase concurrent)")
+    ap.add_argument("--latency", default="0,50,500", help="the provider's answer delays in ms (--phase concurrent)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds one concurrent runner may take")
     args = ap.parse_args()
     with open(args.runners) as f:
-        runners = [r for r in json.load(f) if args.only in r["label"] or args.only in r["group"]]
+        runners = [r for r in json.load(f) if any(o in r["label"] or o in r["group"] for o in args.only.split("|"))]
+    if args.phase == "concurrent":
+        if args.warmup == ap.get_default("warmup"):
+            args.warmup = 3
+        concurrent_phase(args, runners)
+        return
     provider = subprocess.Popen([args.provider], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert provider.stdout is not None
     base_url = provider.stdout.readline().strip()

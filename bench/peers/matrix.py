@@ -52,16 +52,19 @@ def job(group, suffix="", tools="", defer_ambit=False):
     cpu_py = [(f"openai-agents chat{s}", "cpu_ms", peer), (f"openai raw chat{s}", "cpu_ms", floor)]
     cpu_node = [(f"@openai/agents chat{s}", "cpu_ms", peer), (f"vercel ai chat{s}", "cpu_ms", peer),
                 (f"fetch raw chat{s}", "cpu_ms", floor)]
+    # `concurrent`: the runners of `--phase concurrent` (N runs in flight at once; issue 18).
+    c = {"concurrent": not tools}
     out = [
-        python(f"ambit-py chat{s}", "ambit_py.py", compare=cpu_py, **t),
-        python(f"openai-agents chat{s}", "openai_agents.py", **t),
-        python(f"pydantic-ai chat{s}", "peer_pydantic_ai.py", **t),
+        python(f"ambit-py chat{s}", "ambit_py.py", compare=cpu_py, **c, **t),
+        python(f"openai-agents chat{s}", "openai_agents.py", **c, **t),
+        python(f"pydantic-ai chat{s}", "peer_pydantic_ai.py", **c, **t),
         python(f"openai raw chat{s}", "openai_raw.py", **t),
-        nodejs(f"ambit-node chat{s}", "ambit_node.js", compare=cpu_node, **t),
-        nodejs(f"@openai/agents chat{s}", "openai_agents.mjs", **t),
-        nodejs(f"vercel ai chat{s}", "vercel_ai.mjs", **t),
+        nodejs(f"ambit-node chat{s}", "ambit_node.js", compare=cpu_node, **c, **t),
+        nodejs(f"@openai/agents chat{s}", "openai_agents.mjs", **c, **t),
+        nodejs(f"vercel ai chat{s}", "vercel_ai.mjs", **c, **t),
         nodejs(f"fetch raw chat{s}", "raw_fetch.mjs", **t),
-        rust(f"ambit-rust chat{s}", "bench-ambit-rust", compare=[(f"reqwest raw chat{s}", "cpu_ms", None)], **t),
+        rust(f"ambit-rust chat{s}", "bench-ambit-rust", compare=[(f"reqwest raw chat{s}", "cpu_ms", None)], **c,
+             **t),
         rust(f"reqwest raw chat{s}", "bench-reqwest-raw", **t),
         swift(f"ambit-swift chat{s}", **t),
     ]

@@ -4,7 +4,10 @@
 # executable), then runs every runner interleaved against one loopback provider and prints the table.
 #
 #   bash bench/peers/run.sh [--quick] [--rounds N] [--runs N] [--warmup N] [--only TEXT]
+#   bash bench/peers/run.sh --phase concurrent [--concurrency 10,100,1000,10000] [--latency 0,50,500] [--only TEXT]
 #
+# `--phase concurrent` (issue 18): N weather jobs in flight at once in one process, per runner; it skips
+# the Swift runner and the binding-call figures.
 # Results: $AMBIT_CACHE/bench/results.{md,json}. Idempotent; a second run rebuilds only what changed.
 set -euo pipefail
 
@@ -15,9 +18,11 @@ bench="$AMBIT_CACHE/bench"
 mkdir -p "$bench"
 
 args=()
+phase=weather
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) args+=(--rounds 1 --runs 20 --warmup 3) ;;
+    --phase) phase="$2"; args+=(--phase "$2"); shift ;;
     *) args+=("$1") ;;
   esac
   shift
@@ -29,7 +34,11 @@ bash "$repo/bench/peers/install.sh" >&2
 echo "bench: building ambit (release)" >&2
 # Two invocations: `--bin` narrows every package of its invocation to that binary (no cdylibs).
 (cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)
-(cd "$repo" && cargo build -q --release -p ambit-bench-runners -p ambit-node -p ambit-swift)
+if [ "$phase" = weather ]; then
+  (cd "$repo" && cargo build -q --release -p ambit-bench-runners -p ambit-node -p ambit-swift)
+else
+  (cd "$repo" && cargo build -q --release -p ambit-bench-runners -p ambit-node)
+fi
 rel="$CARGO_TARGET_DIR/release"
 
 # Python: the wheel a user installs, built in release mode, into the bench venv beside the peers.
@@ -45,6 +54,13 @@ rm -rf "$node_pkg" && mkdir -p "$node_pkg/native"
 cp "$repo"/bindings-node/{package.json,index.d.ts} "$repo"/bindings-node/*.js "$node_pkg/"
 cp "$rel/libambit_node.so" "$node_pkg/native/ambit.node"
 echo "module.exports = require('./ambit.node');" >"$node_pkg/native/index.js"
+
+if [ "$phase" != weather ]; then
+  python3 "$repo/bench/peers/matrix.py" "$bench" "$repo" >"$bench/runners.json"
+  echo "bench: running --phase $phase (progress on standard error)" >&2
+  exec python3 "$repo/bench/peers/driver.py" --provider "$rel/ambit-bench-provider" --runners "$bench/runners.json" \
+    --out "$bench/results-$phase.json" --markdown "$bench/results-$phase.md" "${args[@]}"
+fi
 
 # Swift: a package of the binding's sources, the release library and the runner as an executable.
 bash "$repo/scripts/swift-toolchain.sh" ensure

@@ -1,7 +1,8 @@
 //! The PostgreSQL store, for many machines sharing one ledger. A claim is one READ COMMITTED
-//! transaction: placeholder rows for new subjects (`ON CONFLICT DO NOTHING`, keys sorted), then one
-//! statement that picks eligible rows in candidate order `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE,
-//! updates them (re-checking the lease in the UPDATE), logs the grants and returns every candidate.
+//! transaction and one round trip (the function `ambit_ledger_claim`, migration 0003): placeholder rows
+//! for new subjects (`ON CONFLICT DO NOTHING`, keys sorted), then one statement that picks eligible rows
+//! in candidate order `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE, updates them (re-checking the
+//! lease in the UPDATE), logs the grants and returns every candidate.
 //! Batched writes lock rows in key order, so concurrent batches never deadlock.
 
 use std::collections::HashMap;
@@ -46,7 +47,10 @@ impl PgStore {
                 // scope (a hash join, or the scope as the outer loop) instead of looking each candidate
                 // up by key: a claim then reads every row of its scope until autovacuum's ANALYZE
                 // invalidates the plan (20 ms a claim at 20,000 rows; found with EXPLAIN ANALYZE on a
-                // plan prepared over an empty table). Planning costs about 0.35 ms a claim.
+                // plan prepared over an empty table). The claim itself (`ambit_ledger_claim`) keeps its
+                // plans: its statements each look one key up by the whole primary key, with sequential
+                // scans off inside it, so no plan of it can read a whole scope (issue 18: planning was
+                // most of a claim's server time). The other statements are still planned each time.
                 ("plan_cache_mode", "force_custom_plan"),
             ]);
         let pool = PgPoolOptions::new()
@@ -67,84 +71,12 @@ impl PgStore {
 
 type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
 
-async fn pin(tx: &mut Tx, routine_id: Option<&str>, scope: &str, now: i64) -> Result<(), LedgerError> {
-    let Some(routine_id) = routine_id else { return Ok(()) };
-    sqlx::query(
-        "INSERT INTO ambit_ledger_routines (routine_id, scope, pinned_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-    )
-    .bind(routine_id)
-    .bind(scope)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    let pinned: String = sqlx::query_scalar("SELECT scope FROM ambit_ledger_routines WHERE routine_id = $1")
-        .bind(routine_id)
-        .fetch_one(&mut **tx)
-        .await?;
-    if pinned != scope {
-        return Err(LedgerError::ScopePinned {
-            routine_id: routine_id.into(),
-            pinned_scope: pinned,
-            scope: scope.into(),
-        });
-    }
-    Ok(())
-}
-
-const CLAIM: &str = "
-WITH cand AS (
-    SELECT c.subject_key, c.fingerprint, c.ord
-    FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS c(subject_key, fingerprint, ord)
-),
-picked AS MATERIALIZED (
-    SELECT i.subject_key, c.ord, c.fingerprint AS new_fingerprint,
-           CASE WHEN i.lease_until IS NOT NULL THEN 'cooldown_expired'
-                WHEN i.attempts = 0 THEN 'fresh'
-                WHEN i.eligible_at IS NULL OR i.eligible_at <= $4 THEN 'cooldown_expired'
-                ELSE 'fingerprint_changed' END AS grant_reason,
-           CASE WHEN i.lease_until IS NOT NULL THEN i.claim_token END AS abandons
-    FROM ambit_ledger_items i JOIN cand c ON i.subject_key = c.subject_key
-    WHERE i.scope = $1
-      AND (i.lease_until IS NULL OR i.lease_until <= $4)
-      AND (i.lease_until IS NOT NULL OR i.attempts = 0 OR i.eligible_at IS NULL OR i.eligible_at <= $4
-           OR (c.fingerprint IS NOT NULL AND i.fingerprint IS NOT NULL AND i.fingerprint <> c.fingerprint))
-    ORDER BY c.ord
-    LIMIT $5
-    FOR UPDATE OF i SKIP LOCKED
-),
-granted AS (
-    UPDATE ambit_ledger_items i SET
-        routine_id = COALESCE($8, i.routine_id),
-        attempts = i.attempts + 1,
-        claim_token = i.claim_token + 1,
-        lease_until = $6,
-        lease_run_id = $7,
-        fingerprint = COALESCE(p.new_fingerprint, i.fingerprint),
-        last_grant_reason = p.grant_reason,
-        last_attempt_at = $4,
-        last_outcome = CASE WHEN p.abandons IS NOT NULL THEN 'abandoned' ELSE i.last_outcome END
-    FROM picked p
-    WHERE i.scope = $1 AND i.subject_key = p.subject_key AND (i.lease_until IS NULL OR i.lease_until <= $4)
-    RETURNING i.subject_key, i.claim_token, p.grant_reason, p.abandons
-),
-abandoned AS (
-    UPDATE ambit_ledger_attempts a SET outcome = 'abandoned', finished_at = $4
-    FROM granted g
-    WHERE g.abandons IS NOT NULL AND a.scope = $1 AND a.subject_key = g.subject_key
-      AND a.token = g.abandons AND a.outcome IS NULL
-),
-logged AS (
-    INSERT INTO ambit_ledger_attempts (scope, subject_key, token, run_id, routine_id, grant_reason, granted_at, lease_until,
-                                       claim_secret)
-    SELECT $1, g.subject_key, g.claim_token, $7, $8, g.grant_reason, $4, $6, ($9::bigint[])[c.ord]
-    FROM granted g JOIN cand c ON c.subject_key = g.subject_key
-)
-SELECT c.subject_key, CASE WHEN g.subject_key IS NOT NULL THEN ($9::bigint[])[c.ord] END AS token, g.grant_reason,
-       i.attempts, i.claim_token, i.lease_until, i.eligible_at, i.fingerprint
-FROM cand c
-LEFT JOIN granted g ON g.subject_key = c.subject_key
-LEFT JOIN ambit_ledger_items i ON i.scope = $1 AND i.subject_key = c.subject_key
-ORDER BY c.ord";
+/// The claim, one statement: `ambit_ledger_claim` (migration 0003, its SQL beside this file's in
+/// core/migrations/postgres) pins the routine's scope, inserts placeholder rows for new subjects, then
+/// grants in candidate order and returns every candidate: subject_key, the granted secret, grant reason,
+/// then the row as the claim found it (attempts, claim_token, lease_until, eligible_at, fingerprint), and
+/// `pinned_scope` (set on the one row returned when the routine is pinned to another scope).
+const CLAIM: &str = "SELECT * FROM ambit_ledger_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 const ROWS_OF: &str = "SELECT scope, subject_key, routine_id, attempts, misses, claim_token, lease_until, lease_run_id, \
      eligible_at, fingerprint, last_outcome, last_grant_reason, last_attempt_at FROM ambit_ledger_items \
@@ -176,23 +108,12 @@ const ROWS_OF_LOCKED: &str = "SELECT scope, subject_key, routine_id, attempts, m
 #[async_trait]
 impl LedgerStore for PgStore {
     async fn claim(&self, req: &ClaimRequest, now: i64) -> Result<ClaimResult, LedgerError> {
-        let mut tx = self.pool.begin().await?;
-        pin(&mut tx, req.routine_id.as_deref(), &req.scope, now).await?;
-        let keys: Vec<String> = req.candidates.iter().map(|c| c.subject_key.clone()).collect();
-        let fingerprints: Vec<Option<String>> = req.candidates.iter().map(|c| c.fingerprint.clone()).collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        sqlx::query(
-            "INSERT INTO ambit_ledger_items (scope, subject_key) \
-             SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING",
-        )
-        .bind(&req.scope)
-        .bind(&sorted)
-        .execute(&mut *tx)
-        .await?;
+        let keys: Vec<&str> = req.candidates.iter().map(|c| c.subject_key.as_str()).collect();
+        let fingerprints: Vec<Option<&str>> = req.candidates.iter().map(|c| c.fingerprint.as_deref()).collect();
         let lease_until = now.saturating_add(req.lease_ms);
         // One unguessable token per candidate, by position; the granted ones are handed out.
         let secrets = req.candidates.iter().map(|_| rules::new_claim_token()).collect::<Result<Vec<i64>, _>>()?;
+        // No BEGIN/COMMIT: the one statement is its own transaction (committed durably before it answers).
         let rows = sqlx::query(CLAIM)
             .bind(&req.scope)
             .bind(&keys)
@@ -203,9 +124,15 @@ impl LedgerStore for PgStore {
             .bind(&req.run_id)
             .bind(&req.routine_id)
             .bind(&secrets)
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await?;
-        tx.commit().await?;
+        if let Some(pinned) = rows.first().map(|r| r.try_get::<Option<String>, _>(8)).transpose()?.flatten() {
+            return Err(LedgerError::ScopePinned {
+                routine_id: req.routine_id.clone().unwrap_or_default(),
+                pinned_scope: pinned,
+                scope: req.scope.clone(),
+            });
+        }
 
         let mut granted_count = 0;
         let mut last_granted = None;

@@ -1,6 +1,10 @@
 //! The SQLite store, the embedded default: one file, WAL, every write transaction begun IMMEDIATE (a
 //! deferred transaction that reads and then writes fails with SQLITE_BUSY under load, and the busy
-//! timeout does not help), `synchronous=FULL` unless the fast mode is asked for.
+//! timeout does not help), `synchronous=FULL` unless the fast mode is asked for. SQLite has one writer
+//! at a time: this process's write transactions queue on an in-process lock (FIFO) before BEGIN
+//! IMMEDIATE, so a writer starts the moment the one before it commits instead of sleeping in SQLite's
+//! busy handler (1, 2, 5, ... 100 ms between tries); other processes' writers still wait on the busy
+//! timeout. Measured with core/benches/ledger.rs (issue 18: 8 clients claiming).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -45,6 +49,8 @@ pub(crate) use stored_row;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Held for the whole of each write transaction of this process (see the module's note).
+    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -73,7 +79,7 @@ impl SqliteStore {
         crate::migrate::sqlite(&pool, &super::migrate::PLAN, options.clock.now_ms())
             .await
             .map_err(LedgerError::Store)?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore { pool, writer: Default::default() })
     }
 
     /// The connection pool, for tools that read the file directly.
@@ -83,6 +89,15 @@ impl SqliteStore {
 }
 
 type Tx = sqlx::Transaction<'static, sqlx::Sqlite>;
+
+impl SqliteStore {
+    /// A write transaction (BEGIN IMMEDIATE) with this process's writer lock; keep the guard until the
+    /// transaction is committed or dropped.
+    async fn begin_write(&self) -> Result<(tokio::sync::OwnedMutexGuard<()>, Tx), LedgerError> {
+        let guard = self.writer.clone().lock_owned().await;
+        Ok((guard, self.pool.begin_with("BEGIN IMMEDIATE").await?))
+    }
+}
 
 async fn pin(tx: &mut Tx, routine_id: Option<&str>, scope: &str, now: i64) -> Result<(), LedgerError> {
     let Some(routine_id) = routine_id else { return Ok(()) };
@@ -146,7 +161,7 @@ const ROWS_OF: &str = "SELECT scope, subject_key, routine_id, attempts, misses, 
 #[async_trait]
 impl LedgerStore for SqliteStore {
     async fn claim(&self, req: &ClaimRequest, now: i64) -> Result<ClaimResult, LedgerError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         pin(&mut tx, req.routine_id.as_deref(), &req.scope, now).await?;
         let keys: Vec<&str> = req.candidates.iter().map(|c| c.subject_key.as_str()).collect();
         let rows = rows_of(&mut tx, &req.scope, &keys).await?;
@@ -244,7 +259,7 @@ impl LedgerStore for SqliteStore {
         records: &[Record],
         now: i64,
     ) -> Result<RecordResult, LedgerError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         let keys: Vec<&str> = records.iter().map(|r| r.subject_key.as_str()).collect();
         let rows = rows_of(&mut tx, scope, &keys).await?;
         let mut applied = Vec::with_capacity(records.len());
@@ -348,7 +363,7 @@ impl LedgerStore for SqliteStore {
         batch_size: u32,
         now: i64,
     ) -> Result<(), LedgerError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (_writer, mut tx) = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO ambit_ledger_backlog_reports (routine_id, run_id, scope, reported_at, subjects, workable, \
                  batch_size, extra_runs) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",

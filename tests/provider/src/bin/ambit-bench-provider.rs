@@ -7,6 +7,11 @@
 //!
 //! It prints its base URL (`http://127.0.0.1:PORT/v1`) as the first line of standard output and serves
 //! until its standard input closes. One thread: it must never be what a benchmark measures.
+//!
+//! `BENCH_LATENCY_MS` (default 0) delays every model answer by that many milliseconds, as a real model
+//! would, so that many runs pile up in flight (bench/peers `--phase concurrent`). It takes as many
+//! connections as its open-file limit allows (raised to the hard limit at start); when accepting fails
+//! (the limit reached) it waits 10 ms and tries again rather than spinning.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -56,7 +61,11 @@ fn reply(content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
-async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    stats: Arc<Stats>,
+    latency: std::time::Duration,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let path = req.uri().path().to_string();
     let post = req.method() == hyper::Method::POST;
     let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -89,6 +98,9 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Fu
     stats.requests.fetch_add(1, Ordering::Relaxed);
     stats.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
     let done = has_result(wire, &body);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     let answer = respond(done);
     // The Responses wire echoes the request's instructions and tools; the others need only two fields.
     let request: Value = if wire == "openai_responses" {
@@ -138,8 +150,21 @@ fn field_is_true(body: &[u8], key: &[u8]) -> bool {
     value == b"true"
 }
 
+/// Raises the soft open-file limit to the hard one: one connection per in-flight run.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the struct passed, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    raise_fd_limit();
     let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
         Ok(l) => l,
         Err(e) => {
@@ -158,12 +183,22 @@ async fn main() {
         std::process::exit(0);
     });
     let stats = Arc::new(Stats::default());
+    let latency = std::time::Duration::from_millis(
+        std::env::var("BENCH_LATENCY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+    );
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                eprintln!("ambit-bench-provider: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let stats = stats.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| handle(req, stats.clone()));
+            let service = service_fn(move |req| handle(req, stats.clone(), latency));
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }

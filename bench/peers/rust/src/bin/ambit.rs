@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ambit::deferral::DeferralConfig;
 use ambit::{Agent, Anthropic, OpenAiChat, OpenAiResponses, Tool, tool_fn};
-use ambit_bench_runners::{Settings, fail, measure};
+use ambit_bench_runners::{Settings, fail, measure, measure_concurrent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -50,6 +50,24 @@ async fn main() {
         builder = builder.deferral(DeferralConfig { deferrable_tools: names.collect(), ..Default::default() });
     }
     let agent = builder.build().unwrap_or_else(|e| fail(&format!("agent: {e}")));
+    if s.concurrency > 0 {
+        let count = calls.clone();
+        measure_concurrent(
+            &s,
+            move || count.load(Ordering::Relaxed),
+            || {
+                let agent = agent.clone();
+                async move {
+                    match agent.run("weather in Paris?").await {
+                        Ok(r) => r.output,
+                        Err(e) => fail(&format!("run: {e}")),
+                    }
+                }
+            },
+        )
+        .await;
+        return;
+    }
     measure(
         &s,
         || calls.load(Ordering::Relaxed),
