@@ -311,7 +311,83 @@ async fn attack_a_server_refusing_every_token_gets_bounded_consents() {
     assert_eq!(urls.lock().unwrap().len(), 3, "{reasons:?}");
     assert_eq!(server.stats().await["codes_exchanged"].as_u64(), Some(3));
     let last = reasons.last().unwrap();
-    assert!(last.contains("refused the token of 3 authorizations in a row"), "{last}");
+    assert!(last.contains("3 authorizations in a row failed or the server refused their token"), "{last}");
+}
+
+/// Finding 4, second way round: authorizations that fail (the user declines, the token endpoint answers
+/// an error) count too, so a server cannot have the host asked for consent on every request.
+/// Control: the first three refreshes each asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_declined_consents_are_bounded_too() {
+    let server = Server::start().await;
+    let asked = Arc::new(Mutex::new(0usize));
+    let count = asked.clone();
+    let decline = AuthorizeFn(move |_url: String| {
+        *count.lock().unwrap() += 1;
+        let fut: futures::future::BoxFuture<'static, Result<String, String>> =
+            Box::pin(async { Err("the user closed the window".to_string()) });
+        fut
+    });
+    let oauth = McpOAuth::authorization_code(REDIRECT, decline);
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let mut reasons = Vec::new();
+    for _ in 0..6 {
+        reasons.push(reason_of(&hub).await);
+    }
+    assert_eq!(*asked.lock().unwrap(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("the user closed the window"), "{}", reasons[0]);
+    let last = reasons.last().unwrap();
+    assert!(last.contains("3 authorizations in a row failed"), "{last}");
+}
+
+/// The authorization URL comes from metadata a hostile server writes: a `javascript:` or userinfo URL
+/// never reaches the host's browser. Control: the server's own https-less loopback endpoint does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_hostile_authorization_endpoint_never_reaches_the_browser() {
+    for (endpoint, why) in [
+        ("javascript:alert(document.cookie)//", "is not http or https"),
+        ("https://accounts.example.com@evil.example/authorize", "carries userinfo"),
+        ("http://evil.example/authorize", "plain http is allowed only to a loopback address"),
+    ] {
+        let server = Server::start_with(&["--authorization-endpoint", endpoint]).await;
+        let urls = Arc::new(Mutex::new(Vec::new()));
+        let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+        let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+        let reason = reason_of(&hub).await;
+        assert!(reason.contains(why), "{endpoint}: {reason}");
+        assert!(urls.lock().unwrap().is_empty(), "{endpoint} reached the browser");
+    }
+    // Control: the hostile mode itself works: a loopback endpoint it names is opened.
+    let server = Server::start().await;
+    let own = format!("{}/authorize", server.base());
+    let hostile = Server::start_with(&["--authorization-endpoint", &own]).await;
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let hub = McpHub::new(vec![McpServer::http("notes", hostile.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    let _ = reason_of(&hub).await;
+    let opened = urls.lock().unwrap().clone();
+    assert!(opened.first().is_some_and(|u| u.starts_with(&own)), "{opened:?}");
+}
+
+/// A FIFO planted at the token file's path (or its lock's) by the model's shell must not hang the store
+/// (and every process waiting on its lock): refused as not a regular file. Control: a regular file.
+#[tokio::test]
+async fn attack_a_fifo_at_the_token_file_is_refused_not_waited_on() {
+    use ambit::mcp::TokenStore;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.json");
+    for fifo in [tokens.clone(), dir.path().join("tokens.json.lock")] {
+        let _ = std::fs::remove_file(dir.path().join("tokens.json.lock"));
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let store = FileTokenStore::new(&tokens);
+        let err = store.load("k").await.unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let store = FileTokenStore::new(&tokens);
+    store.save("k", "v").await.unwrap();
+    assert_eq!(store.load("k").await.unwrap().as_deref(), Some("v"));
 }
 
 /// Finding 6: a client secret the authorization server issues at registration is redacted like a
@@ -409,7 +485,13 @@ async fn attack_url_elicitation_with_a_hostile_scheme_never_reaches_the_host() {
     let listing = hub.listing();
     assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
     let visit = listing.entries.iter().find(|e| e.tool.spec().name == "mcp__notes__visit").unwrap().tool.clone();
-    for hostile in ["javascript:alert(1)", "file:///etc/passwd", "http://evil.example/phish", "data:text/html,hi"] {
+    for hostile in [
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "http://evil.example/phish",
+        "data:text/html,hi",
+        "https://accounts.example.com@evil.example/consent",
+    ] {
         let out = visit.call(json!({"url": hostile})).await.unwrap().to_string();
         assert!(out.contains("visit: decline"), "{hostile}: {out}");
     }

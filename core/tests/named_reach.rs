@@ -153,8 +153,10 @@ async fn a_delegated_run_cannot_steer_a_child_of_an_earlier_wider_run() {
             _ => String::new(),
         };
         let (kind, text) = last_text(r);
-        let steered =
-            r.messages.iter().any(|m| matches!(m, ambit::Message::User { content, .. } if content.contains("Also launch")));
+        let steered = r
+            .messages
+            .iter()
+            .any(|m| matches!(m, ambit::Message::User { content, .. } if content.contains("Also launch")));
         Ok(match (first.as_str(), kind) {
             ("Spawn.", "user") => {
                 Reply::tool_call("agent_spawn", json!({"prompt": "Work.", "allow_tools": ["hold", "launch"]}))

@@ -16,6 +16,7 @@ request must refresh. The Rust, Python, Node and Swift suites run it.
 Hostile modes (the attack tests), as arguments:
     --host H                  the name in its URLs (default 127.0.0.1; `localhost` and 127.0.0.2 work too)
     --authorization-server U  its protected-resource metadata names U as the authorization server
+    --authorization-endpoint U  its authorization-server metadata names U as the authorization endpoint
     --always-401              /mcp answers 401 to every request, whatever the token
     --register-error-bytes N  /register answers 400 with an N-byte body
     --register-secret         /register issues a client secret (the registration is rewritten to
@@ -239,6 +240,23 @@ class Hostile:
             challenge = f'Bearer error="invalid_token", resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
             await respond(send, 401, b'{"error":"invalid_token"}', [(b"www-authenticate", challenge.encode())])
             return
+        if self.args.authorization_endpoint and path.startswith(
+            ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+        ):
+            # Hostile metadata: the authorization endpoint (the URL the host's browser opens) replaced.
+            captured: dict = {"body": b"", "status": 200}
+
+            async def keep(message):  # type: ignore[no-untyped-def]
+                if message["type"] == "http.response.start":
+                    captured["status"] = message["status"]
+                else:
+                    captured["body"] += message.get("body", b"")
+
+            await self.app(scope, receive, keep)
+            meta = json.loads(captured["body"])
+            meta["authorization_endpoint"] = self.args.authorization_endpoint
+            await respond(send, captured["status"], json.dumps(meta).encode(), [])
+            return
         if path in ("/token", "/register"):
             body = await receive_all(receive)
             headers = dict(scope["headers"])
@@ -306,6 +324,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--authorization-server")
     parser.add_argument("--always-401", action="store_true")
+    parser.add_argument("--authorization-endpoint")
     parser.add_argument("--register-error-bytes", type=int, default=0)
     parser.add_argument("--register-secret", action="store_true")
     args = parser.parse_args()

@@ -104,6 +104,9 @@ pub(super) fn refusal(request: &ElicitationRequest) -> Option<String> {
         Some(url::Host::Ipv6(a)) => a.is_loopback(),
         None => false,
     };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Some("the elicitation URL carries userinfo (a name before '@'), which hides the real host".to_string());
+    }
     match url.scheme() {
         "https" if url.host().is_some() => None,
         "http" if loopback => None,

@@ -136,9 +136,20 @@ impl FileTokenStore {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(libc::O_NOFOLLOW).mode(0o600);
+            // O_NONBLOCK: a FIFO planted at the path must not hang the open (and every process waiting
+            // on the lock); the opened file is then checked to be a regular file.
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).mode(0o600);
         }
         options
+    }
+
+    /// Refuses an opened token or lock file that is not a regular file (a FIFO, a device, a socket).
+    fn regular(&self, f: &std::fs::File, path: &std::path::Path) -> Result<(), String> {
+        match f.metadata() {
+            Ok(m) if m.is_file() => Ok(()),
+            Ok(_) => Err(self.fail(format!("'{}' is not a regular file", path.display()))),
+            Err(e) => Err(self.fail(e)),
+        }
     }
 
     fn read(&self) -> Result<BTreeMap<String, String>, String> {
@@ -146,7 +157,15 @@ impl FileTokenStore {
         self.refuse_link(&self.path)?;
         let mut text = String::new();
         match Self::options(false).open(&self.path) {
-            Ok(mut f) => f.read_to_string(&mut text).map_err(|e| self.fail(e))?,
+            Ok(f) => {
+                self.regular(&f, &self.path)?;
+                // At most 1 MiB: a token file is a few KiB.
+                let read = f.take(MAX_TOKEN_FILE + 1).read_to_string(&mut text).map_err(|e| self.fail(e))?;
+                if read as u64 > MAX_TOKEN_FILE {
+                    return Err(self.fail(format!("'{}' is over {MAX_TOKEN_FILE} bytes", self.path.display())));
+                }
+                read
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
             Err(e) => return Err(self.fail(e)),
         };
@@ -202,7 +221,12 @@ impl FileTokenStore {
             store.refuse_link(&lock_path)?;
             let mut options = Self::options(true);
             options.create(true);
-            let lock = options.open(&lock_path).map_err(|e| store.fail(e))?;
+            let lock = options.open(&lock_path).map_err(|e| match e.raw_os_error() {
+                // A FIFO with no reader, opened to write without blocking.
+                Some(libc::ENXIO) => store.fail(format!("'{}' is not a regular file", lock_path.display())),
+                _ => store.fail(e),
+            })?;
+            store.regular(&lock, &lock_path)?;
             #[cfg(unix)]
             {
                 use std::os::fd::AsRawFd;
@@ -501,6 +525,8 @@ pub(super) fn check_scheme(url: &url::Url) -> Result<(), String> {
 /// At most this much of a response body is read; at most [`QUOTED_BODY`] of an error body is kept
 /// (errors quote it).
 const MAX_BODY: usize = 1 << 20;
+/// The largest token file read.
+const MAX_TOKEN_FILE: u64 = 1 << 20;
 const QUOTED_BODY: usize = 2048;
 const MAX_REDIRECTS: usize = 5;
 
@@ -779,10 +805,21 @@ impl Flow {
             .await
             .map_err(|e| format!("OAuth for MCP server '{}': {e}", self.server))?
             .is_some()
-            && let Ok(resolution) = m.resolve_metadata().await
         {
-            self.check_issuer(&resolution.metadata)?;
-            m.set_metadata(resolution.metadata);
+            match m.resolve_metadata().await {
+                Ok(resolution) => {
+                    self.check_issuer(&resolution.metadata)?;
+                    m.set_metadata(resolution.metadata);
+                }
+                // With a pinned issuer or a client secret, tokens are not used (nor refreshed) against an
+                // authorization server whose metadata could not be checked.
+                Err(e) if self.oauth.issuer.is_some() || self.client_secret.is_some() => {
+                    return Err(self.say(format!(
+                        "the authorization server's metadata could not be read, so the stored tokens are not used: {e}"
+                    )));
+                }
+                Err(_) => {}
+            }
         }
         // Stored tokens are used as they are; a failure to read them is reported, not papered over.
         if let Err(e) = m.initialize_from_store().await {
@@ -914,7 +951,21 @@ impl Flow {
         let Some(hook) = &self.oauth.on_authorize else {
             return Err("the server needs the user's consent and no on_authorize callback is set".to_string());
         };
-        let back = hook.0.authorize(url).await.map_err(|e| format!("the host's on_authorize callback failed: {e}"))?;
+        // The authorization endpoint comes from metadata a hostile server may write: only an https (or
+        // loopback http) URL without userinfo reaches the host's browser.
+        let parsed = url::Url::parse(&url).map_err(|e| format!("the authorization URL is not a URL: {e}"))?;
+        check_scheme(&parsed)?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(format!(
+                "refused the authorization URL of host '{}': it carries userinfo",
+                parsed.host_str().unwrap_or("")
+            ));
+        }
+        let back = hook
+            .0
+            .authorize(parsed.to_string())
+            .await
+            .map_err(|e| format!("the host's on_authorize callback failed: {e}"))?;
         let back = back.trim();
         let full = if back.contains("://") {
             back.to_string()
@@ -970,14 +1021,16 @@ impl OAuthHttp {
                 let refused = self.flow.refused.load(Ordering::SeqCst);
                 if refused >= MAX_REFUSED {
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(format!(
-                        "OAuth for MCP server '{}': the server refused the token of {refused} authorizations in a row; not authorizing (or asking for consent) again",
+                        "OAuth for MCP server '{}': {refused} authorizations in a row failed or the server refused their token; not authorizing (or asking for consent) again",
                         self.flow.server
                     ))));
                 }
-                self.flow
-                    .authorize(&self.inner, &e.www_authenticate_header)
-                    .await
-                    .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
+                // A failed authorization counts as refused too (a declined consent, a token endpoint
+                // that answers 400), so a server cannot have the host asked again on every request.
+                if let Err(reason) = self.flow.authorize(&self.inner, &e.www_authenticate_header).await {
+                    self.flow.refused.fetch_add(1, Ordering::SeqCst);
+                    return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
+                }
                 let out = call().await;
                 if matches!(out, Err(StreamableHttpError::AuthRequired(_))) {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
@@ -992,12 +1045,28 @@ impl OAuthHttp {
                     &url::Url::parse(&self.flow.url).map_err(|e| StreamableHttpError::Auth(AuthError::from(e)))?,
                 );
                 let required = e.required_scope.clone().or(params.scope.clone()).unwrap_or_default();
+                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
-                self.flow
-                    .step_up(&self.inner, &e.www_authenticate_header, &required)
-                    .await
-                    .map_err(|reason| StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)))?;
-                call().await
+                // Step-ups share the bound of authorizations in a row.
+                let refused = self.flow.refused.load(Ordering::SeqCst);
+                if refused >= MAX_REFUSED {
+                    return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(format!(
+                        "OAuth for MCP server '{}': {refused} authorizations in a row did not satisfy the server; not asking for consent again",
+                        self.flow.server
+                    ))));
+                }
+                if let Err(reason) = self.flow.step_up(&self.inner, &e.www_authenticate_header, &required).await {
+                    self.flow.refused.fetch_add(1, Ordering::SeqCst);
+                    return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
+                }
+                let out = call().await;
+                if matches!(out, Err(StreamableHttpError::InsufficientScope(_) | StreamableHttpError::AuthRequired(_)))
+                {
+                    self.flow.refused.fetch_add(1, Ordering::SeqCst);
+                } else if out.is_ok() {
+                    self.flow.refused.store(0, Ordering::SeqCst);
+                }
+                out
             }
             other => {
                 if other.is_ok() {
