@@ -26,7 +26,9 @@ pub const FILE_TYPES: [&str; 2] = ["application/pdf", "text/plain"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
+    /// Text.
     Text {
+        /// The text.
         text: String,
     },
     /// An image's bytes, base64-encoded, with their media type (`image/png`, `image/jpeg`, `image/gif`,
@@ -35,16 +37,21 @@ pub enum Part {
         /// Absent in a binding's JSON: read from the bytes ([`Part::resolved`]).
         #[serde(default)]
         media_type: String,
+        /// The bytes, base64-encoded.
         data: String,
     },
     /// An image the provider fetches itself (`https:` or a `data:` URL).
     ImageUrl {
+        /// The URL.
         url: String,
     },
     /// A document's bytes, base64-encoded: a PDF (`application/pdf`) or text (`text/plain`).
     File {
+        /// `application/pdf` or `text/plain`.
         media_type: String,
+        /// The file's name, as the model is told it.
         filename: String,
+        /// The bytes, base64-encoded.
         data: String,
     },
 }
@@ -55,6 +62,7 @@ pub enum Part {
 pub struct PartError(pub String);
 
 impl Part {
+    /// A text part.
     pub fn text(text: impl Into<String>) -> Part {
         Part::Text { text: text.into() }
     }

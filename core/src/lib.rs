@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod content;
 pub mod credentials;

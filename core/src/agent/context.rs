@@ -12,6 +12,7 @@ use std::sync::Arc;
 pub struct RunContextValue(pub Arc<dyn Any + Send + Sync>);
 
 impl RunContextValue {
+    /// A run context holding `value`.
     pub fn new<T: Any + Send + Sync>(value: T) -> Self {
         RunContextValue(Arc::new(value))
     }

@@ -125,11 +125,13 @@ fn tool_facts(tool: &dyn Tool) -> ToolFacts<'_> {
 /// One line of the listing API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolListing {
+    /// The tool's whole name.
     pub name: String,
     /// The level the tool requires after overrides.
     pub level: Level,
     /// The level the tool declares.
     pub declared_level: Level,
+    /// Whether it is offered, deferred, hidden, blocked, above the level or withheld.
     pub status: ToolStatus,
     /// Whether a call goes to the approval handler.
     pub approval: bool,

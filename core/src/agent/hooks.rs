@@ -42,15 +42,22 @@ use crate::tools::{Tool, ToolContext};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookPoint {
+    /// When the run starts (observes).
     RunStart,
+    /// When the run ends (observes).
     RunEnd,
+    /// Before each model request (may replace the instructions or messages).
     BeforeModelRequest,
+    /// After each model answer (may replace its text or tool calls).
     AfterModelResponse,
+    /// Before each tool call (may replace the arguments, or refuse the call).
     BeforeToolCall,
+    /// After each tool call (may replace the result).
     AfterToolCall,
 }
 
 impl HookPoint {
+    /// Every point, in the order they are listed.
     pub const ALL: [HookPoint; 6] = [
         HookPoint::RunStart,
         HookPoint::RunEnd,
@@ -60,6 +67,7 @@ impl HookPoint {
         HookPoint::AfterToolCall,
     ];
 
+    /// The point as configured and sent (`run_start`, `before_tool_call`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             HookPoint::RunStart => "run_start",
@@ -139,6 +147,7 @@ impl HookAction {
 pub trait Hook: Send + Sync {
     /// Its name, in the error a failure ends the run with.
     fn name(&self) -> &str;
+    /// Where it runs.
     fn point(&self) -> HookPoint;
     /// An `Err` ends the run with [`Error::HookFailed`] naming the hook.
     async fn call(&self, ctx: HookContext, payload: Value) -> Result<HookAction, String>;
@@ -182,15 +191,19 @@ where
 /// `guardrail_checked` event.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct GuardrailVerdict {
+    /// Whether the check stops the run.
     pub tripped: bool,
     #[serde(default)]
+    /// What the guardrail says with its verdict (any JSON).
     pub info: Value,
 }
 
 impl GuardrailVerdict {
+    /// A verdict that lets the run go on.
     pub fn pass() -> Self {
         GuardrailVerdict { tripped: false, info: Value::Null }
     }
+    /// A verdict that stops the run, with `info`.
     pub fn trip(info: impl Into<Value>) -> Self {
         GuardrailVerdict { tripped: true, info: info.into() }
     }
@@ -208,6 +221,7 @@ pub enum GuardrailKind {
 }
 
 impl GuardrailKind {
+    /// The kind as sent (`input` or `output`).
     pub fn as_str(self) -> &'static str {
         match self {
             GuardrailKind::Input => "input",
@@ -219,6 +233,7 @@ impl GuardrailKind {
 /// A guardrail: a check of the run's input or its final answer.
 #[async_trait]
 pub trait Guardrail: Send + Sync {
+    /// Its name, in the event and the error.
     fn name(&self) -> &str;
     /// An `Err` (the check itself failed) ends the run with [`Error::HookFailed`] naming the guardrail.
     async fn check(&self, ctx: HookContext, payload: Value) -> Result<GuardrailVerdict, String>;
@@ -257,8 +272,11 @@ where
 /// so it runs sync or async and reads the run's context the same way), called with the payload as its
 /// arguments; it answers the [`HookAction`] JSON.
 pub struct HostHook {
+    /// The hook's name.
     pub name: String,
+    /// Where it runs.
     pub point: HookPoint,
+    /// The function, as a host tool.
     pub function: Arc<dyn Tool>,
 }
 
@@ -278,7 +296,9 @@ impl Hook for HostHook {
 
 /// A binding's guardrail (see [`HostHook`]); it answers the [`GuardrailVerdict`] JSON.
 pub struct HostGuardrail {
+    /// The guardrail's name.
     pub name: String,
+    /// The function, as a host tool.
     pub function: Arc<dyn Tool>,
 }
 

@@ -243,10 +243,12 @@ impl AgentBuilder {
         self
     }
 
+    /// The model the agent runs on.
     pub fn model(self, model: impl Model + 'static) -> Self {
         self.model_arc(Arc::new(model))
     }
 
+    /// [`AgentBuilder::model`], shared.
     pub fn model_arc(mut self, model: Arc<dyn Model>) -> Self {
         self.model = Some(model);
         self
@@ -278,15 +280,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a host tool.
     pub fn tool(self, tool: impl Tool + 'static) -> Self {
         self.tool_arc(Arc::new(tool))
     }
 
+    /// [`AgentBuilder::tool`], shared.
     pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
         self.tools.push(tool);
         self
     }
 
+    /// Adds host tools.
     pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
         self.tools.extend(tools);
         self
@@ -368,6 +373,7 @@ impl AgentBuilder {
         self
     }
 
+    /// The agent, its settings checked (a wrong one is [`Error::Config`] naming it).
     pub fn build(mut self) -> Result<Agent, Error> {
         let model = self.model.ok_or_else(|| Error::Config("an agent needs a model".into()))?;
         let max_turns = self.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
@@ -525,10 +531,12 @@ impl AgentBuilder {
 }
 
 impl Agent {
+    /// A builder: a model, then tools, policy and the rest.
     pub fn builder() -> AgentBuilder {
         AgentBuilder::default()
     }
 
+    /// The agent's own tools (host functions and built-ins).
     pub fn tools(&self) -> &ToolRegistry {
         &self.inner.tools
     }

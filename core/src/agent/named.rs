@@ -45,14 +45,17 @@ pub struct NamedAgent {
 }
 
 impl NamedAgent {
+    /// `agent`, registered with a description of when and how to use it (the caller's listing shows it).
     pub fn new(agent: Agent, description: impl Into<String>) -> NamedAgent {
         NamedAgent { agent, description: description.into() }
     }
 
+    /// The agent.
     pub fn agent(&self) -> &Agent {
         &self.agent
     }
 
+    /// When and how to use it.
     pub fn description(&self) -> &str {
         &self.description
     }

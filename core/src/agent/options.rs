@@ -12,12 +12,16 @@ use crate::model::PriceTable;
 #[serde(deny_unknown_fields)]
 pub struct AgentOptions {
     #[serde(default)]
+    /// The most model requests in a run (default 10).
     pub max_turns: Option<u32>,
     #[serde(default)]
+    /// The most tool calls run at once (default 8).
     pub max_concurrency: Option<usize>,
     #[serde(default)]
+    /// A hard token or cost budget for the run.
     pub budget: Option<Budget>,
     #[serde(default)]
+    /// Prices per model, for costs and a cost budget.
     pub prices: Option<PriceTable>,
     /// The checklist tools and gate (SPEC §6).
     #[serde(default)]
@@ -68,8 +72,11 @@ pub struct AgentOptions {
 /// A host callback of an MCP server, as a binding hands it over: the OAuth consent step, the OAuth token
 /// store, or the elicitation handler.
 pub enum McpCallback {
+    /// The OAuth consent step.
     Authorize(std::sync::Arc<dyn crate::mcp::Authorize>),
+    /// The OAuth token store.
     TokenStore(std::sync::Arc<dyn crate::mcp::TokenStore>),
+    /// The elicitation handler.
     Elicit(std::sync::Arc<dyn crate::mcp::Elicit>),
 }
 

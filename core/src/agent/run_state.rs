@@ -68,6 +68,7 @@ pub struct RunSnapshot {
     #[serde(default)]
     pub nudges: u32,
     #[serde(default)]
+    /// The run's checklist.
     pub checklist: Checklist,
     /// The scratchpad's entries, by name.
     #[serde(default)]
@@ -93,6 +94,7 @@ pub struct RunSnapshot {
 /// A background task the run started whose result has not reached it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutstandingTask {
+    /// The task's id.
     pub task_id: String,
     /// The tool it runs.
     pub name: String,

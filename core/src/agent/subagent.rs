@@ -230,6 +230,7 @@ impl Agent {
 /// delete it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SubagentRecord {
+    /// Its id among its siblings.
     pub id: String,
     /// The `agent_spawn` call's terms, replayed (and re-admitted) on every follow-up.
     pub terms: SpawnTerms,
@@ -242,8 +243,10 @@ pub struct SubagentRecord {
     #[serde(default)]
     pub messages: Vec<Message>,
     #[serde(default)]
+    /// Turns it has run.
     pub turns: u32,
     #[serde(default)]
+    /// When it last ran (RFC 3339).
     pub last_active: String,
     /// Steering messages left for it and not yet read.
     #[serde(default)]

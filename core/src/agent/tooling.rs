@@ -43,8 +43,10 @@ impl AgentBuilder {
 #[serde(deny_unknown_fields)]
 pub struct ToolingOptions {
     #[serde(default)]
+    /// The MCP servers the agent connects to.
     pub mcp_servers: Vec<McpServer>,
     #[serde(default)]
+    /// How large tool catalogs are deferred.
     pub deferral: Option<DeferralConfig>,
 }
 

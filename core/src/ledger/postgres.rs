@@ -64,6 +64,7 @@ impl PgStore {
         Ok(PgStore { pool })
     }
 
+    /// The store's connection pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }

@@ -25,6 +25,7 @@ pub const WIRE: &str = "anthropic";
 /// The server tool a request with deferred tools carries (SPEC §4 `native`): Claude searches the
 /// deferred definitions in natural language (BM25) and the API loads what it finds.
 pub const TOOL_SEARCH_TYPE: &str = "tool_search_tool_bm25_20251119";
+/// The name of Anthropic's server-side tool search (BM25) tool.
 pub const TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
 /// The beta the tool search tool was introduced under, sent with a request that uses it.
 pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
@@ -106,6 +107,7 @@ impl Anthropic {
         self
     }
 
+    /// Sets the API key (default: from `ANTHROPIC_API_KEY`).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.endpoint.api_key = Some(key.into());
         self
@@ -118,6 +120,7 @@ impl Anthropic {
         self
     }
 
+    /// Sets how many times a failed request is retried (default 2).
     pub fn max_retries(mut self, n: u32) -> Self {
         self.endpoint.retry.max_retries = n;
         self

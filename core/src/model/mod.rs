@@ -31,10 +31,15 @@ use crate::tools::ToolSpec;
 /// provider's word, and a huge one must stop a token budget, not wrap past it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Model requests made.
     pub requests: u64,
+    /// Input tokens (not read from the prompt cache).
     pub input_tokens: u64,
+    /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
     pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache.
     pub cache_write_tokens: u64,
 }
 
@@ -57,8 +62,11 @@ impl Usage {
 /// A tool call the model asked for. `arguments` is the raw JSON text the model wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The call's id, as the model gave it.
     pub id: String,
+    /// The tool's name.
     pub name: String,
+    /// The arguments, as the model wrote them (JSON text).
     pub arguments: String,
     /// The call was read from the answer's text, not sent as a call by the server (the Chat Completions
     /// wire's `text_tool_calls` setting, [`text_calls`]).
@@ -80,26 +88,39 @@ pub enum Message {
     /// [`crate::content::Part`]) and `content` their text view ([`crate::content::text_view`]), which is
     /// what guardrails, hooks, titles and summaries read.
     User {
+        /// The text (with parts: their text view).
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// Text, images and files, when the message has more than text.
         parts: Vec<crate::content::Part>,
     },
+    /// What the model said: text, tool calls, or both.
     Assistant {
+        /// The text, if any.
         content: Option<String>,
+        /// The tool calls, in order.
         tool_calls: Vec<ToolCall>,
     },
     /// `parts`, when there are any, are the result's content (a tool that returned images,
     /// [`crate::content::tool_content`]) and `content` their text view.
     Tool {
+        /// The id of the call answered.
         call_id: String,
+        /// The tool's name.
         name: String,
+        /// What the model reads (with parts: their text view).
         content: String,
+        /// Whether the call failed.
         is_error: bool,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// Images the tool returned, with its text.
         parts: Vec<crate::content::Part>,
     },
+    /// Items a provider answered itself (server-side tools, reasoning), kept verbatim for that wire.
     Provider {
+        /// The wire the items belong to.
         wire: String,
+        /// The items, in order.
         items: Vec<serde_json::Value>,
     },
 }
@@ -135,8 +156,11 @@ impl Message {
 /// Everything one model request carries.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelRequest {
+    /// The system prompt (with the tool catalog and the other per-turn blocks).
     pub instructions: Option<String>,
+    /// The conversation.
     pub messages: Vec<Message>,
+    /// The tools offered.
     pub tools: Vec<ToolSpec>,
     /// The final answer's type, for a wire with native structured output
     /// ([`Model::native_structured_output`]); `None`: a free answer.
@@ -146,7 +170,9 @@ pub struct ModelRequest {
 /// What a request asks of a wire's native structured output: the answer is JSON matching `schema`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StructuredOutput {
+    /// The name the schema is sent under.
     pub name: String,
+    /// The JSON Schema the answer must match.
     pub schema: serde_json::Value,
 }
 
@@ -191,16 +217,22 @@ impl StopReason {
 /// The model's answer to one request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelResponse {
+    /// The provider's id for the answer (empty when it gave none).
     pub id: String,
+    /// The text, if any.
     pub text: Option<String>,
+    /// The tool calls, in order.
     pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped.
     pub stop: StopReason,
+    /// The request's token counts.
     pub usage: Usage,
 }
 
 /// A model's answer with the items the provider answered itself (see [`Message::Provider`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReply {
+    /// The answer.
     pub response: ModelResponse,
     /// The wire the items belong to (`anthropic`, `openai_responses`); empty when there are none.
     pub wire: &'static str,
@@ -228,6 +260,7 @@ pub trait Model: Send + Sync {
     fn context_window(&self) -> u64 {
         window::default_context_window(self.name())
     }
+    /// Answers `request`.
     async fn respond(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
     /// Like [`Model::respond`], handing text to `sink` as it arrives when the model streams. A model
     /// that does not stream answers whole (the default).

@@ -29,11 +29,13 @@ impl OpenAiChat {
         OpenAiChat { endpoint: Endpoint::new(model.into(), openai_base_url(), env_key("OPENAI_API_KEY")) }
     }
 
+    /// Sets the provider's base URL (default: the hosted API).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.endpoint.base_url = url.into();
         self
     }
 
+    /// Sets the API key (default: from the environment variable).
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.endpoint.api_key = Some(key.into());
         self
@@ -46,6 +48,7 @@ impl OpenAiChat {
         self
     }
 
+    /// Sets how many times a failed request is retried (default 2).
     pub fn max_retries(mut self, n: u32) -> Self {
         self.endpoint.retry.max_retries = n;
         self

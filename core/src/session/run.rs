@@ -83,13 +83,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A call waiting on an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParkedCall {
+    /// The call's id.
     pub call_id: String,
+    /// The tool's name.
     pub name: String,
+    /// What the approval handler is asked.
     pub request: ApprovalRequest,
     /// The run and turn that made the call: where the call journal records it when it runs.
     #[serde(default)]
     pub run: String,
     #[serde(default)]
+    /// The turn that made the call.
     pub turn: u64,
 }
 

@@ -19,7 +19,9 @@ use crate::model::Message;
 /// session with it (its result is the session's last turn).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {
+    /// The session the result landed in.
     pub session_id: String,
+    /// The task's id.
     pub task_id: String,
     /// The tool the task ran.
     pub name: String,

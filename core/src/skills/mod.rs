@@ -113,6 +113,7 @@ pub struct SkillEntry {
     pub name: String,
     /// The description from the front matter, on one line.
     pub description: String,
+    /// Its priority in the index (higher first; from the front matter, default 0).
     pub priority: i64,
 }
 

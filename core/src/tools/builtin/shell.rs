@@ -42,6 +42,7 @@ pub struct ShellExecute {
 }
 
 impl ShellExecute {
+    /// The tool.
     pub fn new() -> Self {
         let f = features();
         let level = if f.read_only() { Level::Read } else { Level::Unrestricted };

@@ -49,6 +49,7 @@ pub struct WebFetch {
 }
 
 impl WebFetch {
+    /// The tool.
     pub fn new() -> Self {
         WebFetch {
             spec: ToolSpec::new(
