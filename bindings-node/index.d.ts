@@ -1167,13 +1167,13 @@ export declare class Sessions {
    * is the next user message; an array of messages is refused (ConfigError) and nothing is stored (run
    * the agent without a session to keep a history yourself).
    */
-  run(agent: Agent<any>, sessionId: string, input: string): Promise<RunResult>;
+  run(agent: Agent<any>, sessionId: string, input: string, options?: { context?: unknown }): Promise<RunResult>;
   /**
    * Answers the approval a parked session waits on, from any process or language, and continues the run.
    * Exactly once: a resume of a session no longer waiting (another resume claimed it first, or it was
    * never parked) rejects with an AmbitError of code `session_not_parked`.
    */
-  resume(agent: Agent, sessionId: string, decision: ResumeDecision): Promise<RunResult>;
+  resume(agent: Agent, sessionId: string, decision: ResumeDecision, options?: { context?: unknown }): Promise<RunResult>;
   pending(sessionId: string): Promise<PendingApproval | null>;
   compact(agent: Agent, sessionId: string): Promise<boolean>;
   search(sessionId: string, query: string, options?: { isRegex?: boolean; limit?: number }): Promise<string>;

@@ -956,6 +956,9 @@ Object.assign(module.exports, require('./ledger.js'));
 Object.assign(module.exports, require('./testmodel.js'));
 // Sessions (sessions.js takes Agent, AmbitError and these two converters from the exports).
 Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
+// For Sessions: a session run's context, kept here like a run's.
+Object.defineProperty(module.exports, '_enterContext', { value: enterContext });
+Object.defineProperty(module.exports, '_leaveContext', { value: (id) => id !== undefined && CONTEXTS.delete(id) });
 Object.defineProperty(module.exports, '_toError', { value: toError });
 Object.assign(module.exports, require('./sessions.js'));
 // Routines (after Sessions and the ledger, which its Runner takes).

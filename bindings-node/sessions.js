@@ -100,8 +100,10 @@ class Sessions {
     return unwrap(await this._native.create());
   }
 
-  /** Runs `agent` on `input` in the session, continuing its conversation. */
-  async run(agent, sessionId, input) {
+  /** Runs `agent` on `input` in the session, continuing its conversation. `options.context`: a value of
+   *  yours every tool, hook and guardrail of the run reads as `ctx.context` (never sent, never stored). */
+  async run(agent, sessionId, input, options = {}) {
+    refuseUnknown('Sessions.run', options ?? {}, ['context']);
     // The session is the history: a list of messages is refused, nothing stored (run the agent without
     // a session to keep a history yourself).
     if (typeof input !== 'string') {
@@ -110,16 +112,28 @@ class Sessions {
           'to pass a history of your own, run the agent without a session (agent.run(messages))',
       );
     }
-    return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input)), agent._outputParser());
+    const context = core._enterContext(options);
+    try {
+      return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input, context)), agent._outputParser());
+    } finally {
+      core._leaveContext(context);
+    }
   }
 
   /** Answers the approval a parked session waits on (`{decision: "approve"}`, `"deny"` with a reason,
    *  `"revise"` with arguments) and continues the run as if the answer had come live. */
-  async resume(agent, sessionId, decision) {
-    return core._toRunResult(
-      unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision))),
-      agent._outputParser(),
-    );
+  async resume(agent, sessionId, decision, options = {}) {
+    refuseUnknown('Sessions.resume', options ?? {}, ['context']);
+    // A parked run's context is not stored: the host gives it again.
+    const context = core._enterContext(options);
+    try {
+      return core._toRunResult(
+        unwrap(await this._native.resume(handle(agent), sessionId, JSON.stringify(decision), context)),
+        agent._outputParser(),
+      );
+    } finally {
+      core._leaveContext(context);
+    }
   }
 
   /** The approval a parked session waits on, or null. */

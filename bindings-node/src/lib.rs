@@ -378,7 +378,7 @@ fn run_input(input: String, messages: Option<String>) -> Result<ambit::Input, Er
     }
 }
 
-fn run_context(context: Option<u32>) -> Option<ambit::RunContextValue> {
+pub(crate) fn run_context(context: Option<u32>) -> Option<ambit::RunContextValue> {
     context.filter(|c| *c != 0).map(|c| ambit::RunContextValue::new(RunContextId(c)))
 }
 

@@ -79,11 +79,18 @@ impl NativeSessions {
         agent: &NativeAgent,
         session_id: String,
         input: String,
+        context: Option<u32>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
         crate::guard(|| {
             env.spawn_future(async move {
-                Ok(envelope(async move { value!(s.run(&agent, &session_id, &input).await?) }).await)
+                Ok(envelope(async move {
+                    value!(match crate::run_context(context) {
+                        Some(c) => s.run_with_context(&agent, &session_id, &input, c).await?,
+                        None => s.run(&agent, &session_id, &input).await?,
+                    })
+                })
+                .await)
             })
         })?
     }
@@ -96,6 +103,7 @@ impl NativeSessions {
         agent: &NativeAgent,
         session_id: String,
         decision: String,
+        context: Option<u32>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
         crate::guard(|| {
@@ -103,7 +111,10 @@ impl NativeSessions {
                 Ok(envelope(async move {
                     let decision: ambit::ApprovalDecision =
                         serde_json::from_str(&decision).map_err(|e| SessionError::InvalidArgument(e.to_string()))?;
-                    value!(s.resume(&agent, &session_id, decision).await?)
+                    value!(match crate::run_context(context) {
+                        Some(c) => s.resume_with_context(&agent, &session_id, decision, c).await?,
+                        None => s.resume(&agent, &session_id, decision).await?,
+                    })
                 })
                 .await)
             })

@@ -122,3 +122,40 @@ test('a session refuses a message list and stores nothing', async (t) => {
     e instanceof ConfigError && e.message.includes('a session keeps its own history'));
   assert.deepEqual(await sessions.entries(sid), []);
 });
+
+test('session runs each see their own context; none is stored; resume refuses unknown options', async (t) => {
+  const fs = require('node:fs');
+  const dir = fs.mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'ambit-sctx-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  let arrived = 0;
+  let release;
+  const bothIn = new Promise((r) => (release = r));
+  const whoami = tool({
+    name: 'whoami',
+    description: 'The current user.',
+    parameters: { type: 'object', properties: {} },
+    run: async (_args, ctx) => {
+      const name = ctx.context.name;
+      if (name === 'ada' || name === 'bob') {
+        arrived += 1;
+        if (arrived === 2) release();
+        await bothIn;
+      }
+      return name;
+    },
+  });
+  const agent = new Agent({ model: whoamiModel(), tools: [whoami] });
+  const sessions = await Sessions.open(`sqlite://${dir}/s.db`);
+  const [s1, s2] = [await sessions.create(), await sessions.create()];
+  const [a, b] = await Promise.all([
+    sessions.run(agent, s1, 'who am I?', { context: { name: 'ada', secret: 'ctx-only-value' } }),
+    sessions.run(agent, s2, 'who am I?', { context: { name: 'bob' } }),
+  ]);
+  assert.deepEqual([a.output, b.output], ['you are ada', 'you are bob']);
+  // Control: the same session run without a context gives the tool the typed error.
+  const bare = await sessions.run(agent, s1, 'who am I?');
+  assert.ok(bare.toolCalls[0].isError && bare.toolCalls[0].result.includes('the run has no context'));
+  assert.ok(!JSON.stringify(await sessions.entries(s1)).includes('ctx-only-value'));
+  await assert.rejects(sessions.run(agent, s1, 'hi', { contxt: {} }), (e) => e instanceof ConfigError && /unknown option 'contxt'/.test(e.message));
+  await assert.rejects(sessions.resume(agent, s1, { decision: 'approve' }, { contxt: {} }), ConfigError);
+});

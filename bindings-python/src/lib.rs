@@ -127,7 +127,7 @@ fn run_input(input: String, messages: Option<String>) -> Result<ambit::Input, Er
     }
 }
 
-fn run_context(context: u64) -> Option<ambit::RunContextValue> {
+pub(crate) fn run_context(context: u64) -> Option<ambit::RunContextValue> {
     (context != 0).then(|| ambit::RunContextValue::new(RunContextId(context)))
 }
 

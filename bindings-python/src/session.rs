@@ -84,33 +84,43 @@ impl NativeSessions {
         })
     }
 
-    /// Runs `agent` in the session; the RunResult as JSON.
+    /// Runs `agent` in the session, with the run context `context` (an id of the facade's; 0: none);
+    /// the RunResult as JSON.
+    #[pyo3(signature = (agent, session_id, input, context=0))]
     fn run<'py>(
         &self,
         py: Python<'py>,
         agent: &NativeAgent,
         session_id: String,
         input: String,
+        context: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
             let (s, agent) = (self.sessions.clone(), agent.agent.clone());
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             let carrier = carrier(&locals);
             awaitable::into_awaitable(py, locals, async move {
-                let run = s.run(&agent, &session_id, &input);
+                let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+                    match crate::run_context(context) {
+                        Some(c) => Box::pin(s.run_with_context(&agent, &session_id, &input, c)),
+                        None => Box::pin(s.run(&agent, &session_id, &input)),
+                    };
                 let result = ambit::runtime::with_carrier(carrier, run).await.map_err(session_err)?;
                 serde_json::to_string(&result).map_err(json_err)
             })
         })
     }
 
-    /// Answers the approval the parked session waits on (`decision` as JSON) and continues the run.
+    /// Answers the approval the parked session waits on (`decision` as JSON) and continues the run, with
+    /// the run context `context` (0: none).
+    #[pyo3(signature = (agent, session_id, decision, context=0))]
     fn resume<'py>(
         &self,
         py: Python<'py>,
         agent: &NativeAgent,
         session_id: String,
         decision: String,
+        context: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
             let decision: ambit::ApprovalDecision = serde_json::from_str(&decision).map_err(json_err)?;
@@ -118,7 +128,11 @@ impl NativeSessions {
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             let carrier = carrier(&locals);
             awaitable::into_awaitable(py, locals, async move {
-                let resumed = s.resume(&agent, &session_id, decision);
+                let resumed: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+                    match crate::run_context(context) {
+                        Some(c) => Box::pin(s.resume_with_context(&agent, &session_id, decision, c)),
+                        None => Box::pin(s.resume(&agent, &session_id, decision)),
+                    };
                 let result = ambit::runtime::with_carrier(carrier, resumed).await.map_err(session_err)?;
                 serde_json::to_string(&result).map_err(json_err)
             })

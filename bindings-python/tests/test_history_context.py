@@ -117,6 +117,46 @@ def test_a_bad_history_names_the_message_and_field() -> None:
         agent.run_sync(42)  # type: ignore[arg-type]
 
 
+def test_session_runs_each_see_their_own_context_and_none_is_stored(tmp_path: Path) -> None:
+    # Two session runs in flight together (each tool call waits for the other), each with its user;
+    # the control: the same session run without a context gives the tool the typed error.
+    async def main() -> tuple[str, str, ambit.RunResult, list[str]]:
+        barrier = asyncio.Barrier(2)
+
+        @ambit.tool
+        async def whoami(ctx: ambit.ToolContext[User]) -> str:
+            """The current user."""
+            if ctx.context.name in ("ada", "bob"):
+                await barrier.wait()
+            return ctx.context.name
+
+        agent = ambit.Agent(model=whoami_model(), tools=[whoami])
+        sessions = await ambit.Sessions.open(f"sqlite://{tmp_path / 's.db'}")
+        s1, s2 = await sessions.create(), await sessions.create()
+        a, b = await asyncio.gather(sessions.run(agent, s1, "who am I?", context=User("ada")),
+                                    sessions.run(agent, s2, "who am I?", context=User("bob")))
+        bare = await sessions.run(agent, s1, "who am I?")
+        stored = [str(e) for e in await sessions.entries(s1)]
+        return a.output, b.output, bare, stored
+    a, b, bare, stored = asyncio.run(main())
+    assert (a, b) == ("you are ada", "you are bob")
+    assert bare.tool_calls[0].is_error and "the run has no context" in bare.tool_calls[0].result
+    # The context object itself is never stored (only what the tool returned from it).
+    assert not any("User(" in e for e in stored), stored
+
+
+def test_a_session_run_sync_takes_a_context(tmp_path: Path) -> None:
+    @ambit.tool
+    def whoami(ctx: ambit.ToolContext[User]) -> str:
+        """The current user."""
+        return ctx.context.name
+
+    sessions = ambit.Sessions.open_sync(f"sqlite://{tmp_path / 's.db'}")
+    sid = sessions.create_sync()
+    agent = ambit.Agent(model=whoami_model(), tools=[whoami])
+    assert sessions.run_sync(agent, sid, "who am I?", context=User("cy")).output == "you are cy"
+
+
 def test_a_session_refuses_a_message_list_and_stores_nothing(tmp_path: Path) -> None:
     async def main() -> None:
         sessions = await ambit.Sessions.open(f"sqlite://{tmp_path / 's.db'}")

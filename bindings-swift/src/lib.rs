@@ -621,7 +621,7 @@ impl ambit::Tool for SwiftTool {
 
 /// A run's context as the core carries it: the id under which the Swift facade keeps the run's value.
 /// The value itself never leaves Swift.
-struct RunContextId(u64);
+pub(crate) struct RunContextId(pub(crate) u64);
 
 impl SwiftTool {
     async fn call_with(

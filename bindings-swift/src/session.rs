@@ -103,14 +103,26 @@ impl CoreSessions {
         guard_async(async move { Ok(self.sessions.create().await?) }).await
     }
 
-    /// Runs the agent in the session, continuing its conversation.
+    /// Runs the agent in the session, continuing its conversation, with the run context `context` (an id
+    /// of the facade's; 0: none).
     pub async fn run(
         &self,
         agent: Arc<CoreAgent>,
         session_id: String,
         input: String,
+        context: u64,
     ) -> Result<RunResult, SessionCoreError> {
-        guard_async(async move { Ok(self.sessions.run(&agent.inner, &session_id, &input).await?.into()) }).await
+        guard_async(async move {
+            let result = match context {
+                0 => self.sessions.run(&agent.inner, &session_id, &input).await?,
+                c => {
+                    let c = ambit::RunContextValue::new(crate::RunContextId(c));
+                    self.sessions.run_with_context(&agent.inner, &session_id, &input, c).await?
+                }
+            };
+            Ok(result.into())
+        })
+        .await
     }
 
     /// Answers the approval a parked session waits on and continues the run.
@@ -119,11 +131,19 @@ impl CoreSessions {
         agent: Arc<CoreAgent>,
         session_id: String,
         decision: ApprovalDecision,
+        context: u64,
     ) -> Result<RunResult, SessionCoreError> {
         guard_async(async move {
             let decision = ambit::ApprovalDecision::try_from(decision)
                 .map_err(|message| SessionCoreError::InvalidArgument { message })?;
-            Ok(self.sessions.resume(&agent.inner, &session_id, decision).await?.into())
+            let result = match context {
+                0 => self.sessions.resume(&agent.inner, &session_id, decision).await?,
+                c => {
+                    let c = ambit::RunContextValue::new(crate::RunContextId(c));
+                    self.sessions.resume_with_context(&agent.inner, &session_id, decision, c).await?
+                }
+            };
+            Ok(result.into())
         })
         .await
     }

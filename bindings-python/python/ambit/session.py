@@ -19,6 +19,15 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from ._aio import sync as _sync
 
+#: "No context given" (``None`` is a context like any other).
+_NO_CONTEXT: Any = object()
+
+
+def _context_key(context: Any) -> int:
+    """The facade's id for a run's context (0: none), as ``Agent.run`` keeps it."""
+    from . import _NO_CONTEXT as none, _enter_context
+    return _enter_context(none if context is _NO_CONTEXT else context)
+
 if TYPE_CHECKING:
     from . import Agent, RunResult
     from .policy import ApprovalRequest, Decision
@@ -129,23 +138,30 @@ class Sessions:
         """:meth:`create` for code outside asyncio."""
         return _sync("create", self.create)
 
-    async def run(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
+    async def run(self, agent: "Agent", session_id: str, input: str, *, context: Any = _NO_CONTEXT) -> "RunResult":
         """Runs ``agent`` on ``input`` in the session, continuing its conversation.
 
         The session is the history: ``input`` is the next user message (a string). A list of messages is
         refused with :class:`ConfigError` and nothing is stored; to keep a history yourself, run the agent
-        without a session (``agent.run(messages)``)."""
-        from . import _result
+        without a session (``agent.run(messages)``). ``context`` is a value of yours every tool, hook and
+        guardrail of the run reads as ``ctx.context``, as in ``agent.run(..., context=...)``: never sent to
+        the model, never stored (a parked run's resume is given it again)."""
+        from . import _result, _leave_context
         if not isinstance(input, str):
             from .errors import ConfigError
             raise ConfigError(f"a session keeps its own history: Sessions.run takes the next user message (a string), "
                               f"not {type(input).__name__}; to pass a history of your own, run the agent without a "
                               f"session (agent.run(messages))")
-        return _result(json.loads(await self._native.run(agent._native, session_id, input)), agent._decode_output)
+        key = _context_key(context)
+        try:
+            raw = await self._native.run(agent._native, session_id, input, key)
+        finally:
+            _leave_context(key)
+        return _result(json.loads(raw), agent._decode_output)
 
-    def run_sync(self, agent: "Agent", session_id: str, input: str) -> "RunResult":
+    def run_sync(self, agent: "Agent", session_id: str, input: str, *, context: Any = _NO_CONTEXT) -> "RunResult":
         """:meth:`run` for code outside asyncio."""
-        return _sync("run", lambda: self.run(agent, session_id, input))
+        return _sync("run", lambda: self.run(agent, session_id, input, context=context))
 
     async def compact(self, agent: "Agent", session_id: str) -> bool:
         """Compacts now (the agent's model writes the summary); False when there was nothing to summarise."""
@@ -171,17 +187,24 @@ class Sessions:
         """:meth:`read` for code outside asyncio."""
         return _sync("read", lambda: self.read(session_id, start, limit))
 
-    async def resume(self, agent: "Agent", session_id: str, decision: "Decision") -> "RunResult":
+    async def resume(self, agent: "Agent", session_id: str, decision: "Decision", *,
+                     context: Any = _NO_CONTEXT) -> "RunResult":
         """Answers the approval a parked session waits on and continues the run as if the answer had come
-        live. Raises :class:`AwaitingApproval` when another call of the same turn still waits."""
-        from . import _result
+        live (``context`` as in :meth:`run`: a parked run's context is not stored, so give it again).
+        Raises :class:`AwaitingApproval` when another call of the same turn still waits."""
+        from . import _result, _leave_context
         from .policy import _decision_json
-        return _result(json.loads(await self._native.resume(agent._native, session_id, _decision_json(decision))),
-                       agent._decode_output)
+        key = _context_key(context)
+        try:
+            raw = await self._native.resume(agent._native, session_id, _decision_json(decision), key)
+        finally:
+            _leave_context(key)
+        return _result(json.loads(raw), agent._decode_output)
 
-    def resume_sync(self, agent: "Agent", session_id: str, decision: "Decision") -> "RunResult":
+    def resume_sync(self, agent: "Agent", session_id: str, decision: "Decision", *,
+                    context: Any = _NO_CONTEXT) -> "RunResult":
         """:meth:`resume` for code outside asyncio."""
-        return _sync("resume", lambda: self.resume(agent, session_id, decision))
+        return _sync("resume", lambda: self.resume(agent, session_id, decision, context=context))
 
     async def pending(self, session_id: str) -> "ApprovalRequest | None":
         """The approval a parked session waits on, or None."""

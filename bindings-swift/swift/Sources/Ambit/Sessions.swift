@@ -134,15 +134,27 @@ public final class Sessions: @unchecked Sendable {
     }
 
     /// Runs `agent` on `input` in the session, continuing its conversation. A parked run throws
-    /// `SessionError.awaitingApproval`.
-    public func run(_ agent: Agent, sessionId: String, input: String) async throws -> RunResult {
-        try await Sessions.wrap { try await self.core.run(agent: agent.core, sessionId: sessionId, input: input) }
+    /// `SessionError.awaitingApproval`. `context`: a value of yours every tool, hook and guardrail of the
+    /// run reads as `context.context` (never sent to the model, never stored).
+    public func run(_ agent: Agent, sessionId: String, input: String, context: (any Sendable)? = nil) async throws
+        -> RunResult
+    {
+        let id = RunContexts.shared.enter(context)
+        defer { RunContexts.shared.leave(id) }
+        return try await Sessions.wrap {
+            try await self.core.run(agent: agent.core, sessionId: sessionId, input: input, context: id)
+        }
     }
 
-    /// Answers the approval a parked session waits on and continues the run as if the answer had come live.
-    public func resume(_ agent: Agent, sessionId: String, decision: ApprovalDecision) async throws -> RunResult {
-        try await Sessions.wrap {
-            try await self.core.resume(agent: agent.core, sessionId: sessionId, decision: decision)
+    /// Answers the approval a parked session waits on and continues the run as if the answer had come live
+    /// (`context` as in `run`: a parked run's context is not stored, so give it again).
+    public func resume(
+        _ agent: Agent, sessionId: String, decision: ApprovalDecision, context: (any Sendable)? = nil
+    ) async throws -> RunResult {
+        let id = RunContexts.shared.enter(context)
+        defer { RunContexts.shared.leave(id) }
+        return try await Sessions.wrap {
+            try await self.core.resume(agent: agent.core, sessionId: sessionId, decision: decision, context: id)
         }
     }
 

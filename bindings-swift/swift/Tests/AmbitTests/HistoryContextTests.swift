@@ -89,6 +89,24 @@ func whoamiModel() -> Model {
         #expect(result.toolCalls.first?.result.contains("the run has no context") == true)
     }
 
+    /// Session runs in flight together, each with its user; the control: the same session run without a
+    /// context gives its tool none.
+    @Test func sessionRunsEachSeeTheirOwnContext() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-sctx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sessions = try await Sessions.open("sqlite://\(dir.path)/s.db")
+        let (s1, s2) = (try await sessions.create(), try await sessions.create())
+        let agent = try Agent(model: whoamiModel(), tools: [WhoAmI(gate: PairGate(), shared: nil)])
+        async let a = sessions.run(agent, sessionId: s1, input: "who am I?", context: CurrentUser(name: "ada"))
+        async let b = sessions.run(agent, sessionId: s2, input: "who am I?", context: CurrentUser(name: "bob"))
+        #expect(try await [a.output, b.output] == ["you are ada", "you are bob"])
+        let lone = try Agent(model: whoamiModel(), tools: [WhoAmI(gate: nil, shared: nil)])
+        let bare = try await sessions.run(lone, sessionId: s1, input: "who am I?")
+        #expect(bare.toolCalls.first?.isError == true)
+        #expect(bare.toolCalls.first?.result.contains("the run has no context") == true)
+    }
+
     @Test func aHistoryRoundTripsAsCodableMessages() async throws {
         let agent = try Agent(model: .testModel([.toolCall("get_weather", arguments: #"{"city":"Oslo"}"#),
                                                  .text("sunny"), .text("again")]),
