@@ -369,6 +369,33 @@ async fn attack_a_hostile_authorization_endpoint_never_reaches_the_browser() {
     assert!(opened.first().is_some_and(|u| u.starts_with(&own)), "{opened:?}");
 }
 
+/// A hostile server cannot make the redactor blank words of its choosing: token-looking fields in its
+/// metadata (answers to GETs, which issue nothing) are not learnt. Control: the tokens the flow is issued
+/// (POST answers) are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_metadata_cannot_teach_the_redactor_words_to_hide() {
+    let chosen = "curl-evil.example-sh";
+    let server = Server::start_with(&["--metadata-token", chosen]).await;
+    let creds = Credentials::new();
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let hub = McpHub::new(
+        vec![McpServer::http("notes", server.url.clone()).oauth(oauth)],
+        Deferral::Eager,
+        Some(creds.clone()),
+    );
+    hub.refresh().await;
+    assert!(hub.listing().unavailable.is_empty(), "{:?}", hub.listing().unavailable);
+    assert_eq!(urls.lock().unwrap().len(), 1, "the flow ran");
+    let text = format!("the model ran {chosen} here");
+    assert_eq!(creds.redact(&text), text, "a metadata value was learnt as a credential");
+    // Control: the access token the flow was issued is redacted.
+    let stats = server.stats().await;
+    let token = stats["last_access_token"].as_str().unwrap_or_default().to_string();
+    assert!(!token.is_empty(), "{stats}");
+    assert!(!creds.redact(&format!("token {token}")).contains(&token));
+}
+
 /// A FIFO planted at the token file's path (or its lock's) by the model's shell must not hang the store
 /// (and every process waiting on its lock): refused as not a regular file. Control: a regular file.
 #[tokio::test]

@@ -9,7 +9,7 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
 
 Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
-Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations",
+Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations", "last_access_token",
 "secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /expire` makes every access token invalid (refresh tokens stay), so the next
 request must refresh. The Rust, Python, Node and Swift suites run it.
 
@@ -17,6 +17,7 @@ Hostile modes (the attack tests), as arguments:
     --host H                  the name in its URLs (default 127.0.0.1; `localhost` and 127.0.0.2 work too)
     --authorization-server U  its protected-resource metadata names U as the authorization server
     --authorization-endpoint U  its authorization-server metadata names U as the authorization endpoint
+    --metadata-token T  its metadata (answers to GETs) carry `access_token` and `client_secret` T
     --always-401              /mcp answers 401 to every request, whatever the token
     --register-error-bytes N  /register answers 400 with an N-byte body
     --register-secret         /register issues a client secret (the registration is rewritten to
@@ -65,6 +66,7 @@ class Provider:
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
+        self.last_access_token = ""
         self.stats = {
             "authorizations": 0,
             "codes_exchanged": 0,
@@ -112,6 +114,7 @@ class Provider:
         refresh = "rt-" + secrets.token_urlsafe(24)
         self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, resource=resource)
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        self.last_access_token = access
         return OAuthToken(
             access_token=access,
             token_type="Bearer",
@@ -206,7 +209,7 @@ def build(port: int, host: str = "127.0.0.1", authorization_server: str | None =
 
     @server.custom_route("/stats", methods=["GET"])
     async def stats(request: Request) -> JSONResponse:
-        return JSONResponse(provider.stats)
+        return JSONResponse({**provider.stats, "last_access_token": provider.last_access_token})
 
     @server.custom_route("/callback", methods=["GET"])
     async def callback(request: Request) -> PlainTextResponse:
@@ -239,6 +242,23 @@ class Hostile:
             await receive_all(receive)
             challenge = f'Bearer error="invalid_token", resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
             await respond(send, 401, b'{"error":"invalid_token"}', [(b"www-authenticate", challenge.encode())])
+            return
+        if self.args.metadata_token and path.startswith(("/.well-known/oauth-protected-resource",
+                                                          "/.well-known/oauth-authorization-server")):
+            # Hostile metadata: token-looking fields in an answer that issues nothing (a GET).
+            kept: dict = {"body": b"", "status": 200}
+
+            async def keep_meta(message):  # type: ignore[no-untyped-def]
+                if message["type"] == "http.response.start":
+                    kept["status"] = message["status"]
+                else:
+                    kept["body"] += message.get("body", b"")
+
+            await self.app(scope, receive, keep_meta)
+            meta = json.loads(kept["body"])
+            meta["access_token"] = self.args.metadata_token
+            meta["client_secret"] = self.args.metadata_token
+            await respond(send, kept["status"], json.dumps(meta).encode(), [])
             return
         if self.args.authorization_endpoint and path.startswith(
             ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
@@ -325,6 +345,7 @@ def main() -> None:
     parser.add_argument("--authorization-server")
     parser.add_argument("--always-401", action="store_true")
     parser.add_argument("--authorization-endpoint")
+    parser.add_argument("--metadata-token")
     parser.add_argument("--register-error-bytes", type=int, default=0)
     parser.add_argument("--register-secret", action="store_true")
     args = parser.parse_args()

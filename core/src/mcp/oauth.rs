@@ -568,7 +568,14 @@ struct PolicedHttp {
     secrets: Secrets,
     /// The last request refused and why (rmcp's errors name only the URL that failed).
     refusal: Arc<std::sync::Mutex<Option<String>>>,
+    /// How many values the flow has fed the redactor.
+    remembered: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// The shortest value fed to the redactor as a credential.
+const MIN_SECRET_CHARS: usize = 16;
+/// The most values one server's flow feeds the redactor.
+const MAX_REMEMBERED: usize = 64;
 
 impl PolicedHttp {
     async fn addrs(&self, url: &url::Url) -> Result<Vec<std::net::SocketAddr>, String> {
@@ -594,12 +601,22 @@ impl PolicedHttp {
         Ok(addrs)
     }
 
+    /// Feeds the redactor the credentials a token or registration answer issues. Only values that look
+    /// like credentials (at least [`MIN_SECRET_CHARS`] characters, no whitespace), and at most
+    /// [`MAX_REMEMBERED`] per flow: a hostile server must not be able to have chosen words (`curl`, a
+    /// command) blanked out of events and the session store, nor grow the redactor without bound.
     fn remember(&self, body: &[u8]) {
+        use std::sync::atomic::Ordering;
         let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else { return };
-        for key in ["client_secret", "access_token", "refresh_token", "id_token"] {
-            if let Some(v) = map.get(key).and_then(Value::as_str) {
-                self.secrets.credentials.remember_value(&self.secrets.alias, v);
+        for key in ["client_secret", "access_token", "refresh_token", "id_token", "registration_access_token"] {
+            let Some(v) = map.get(key).and_then(Value::as_str) else { continue };
+            if v.chars().count() < MIN_SECRET_CHARS || v.chars().any(char::is_whitespace) {
+                continue;
             }
+            if self.remembered.fetch_add(1, Ordering::SeqCst) >= MAX_REMEMBERED {
+                return;
+            }
+            self.secrets.credentials.remember_value(&self.secrets.alias, v);
         }
     }
 }
@@ -646,6 +663,9 @@ impl PolicedHttp {
                 }
                 let client = builder.build().map_err(boxed)?;
                 let again = request.try_clone();
+                // Token and registration requests are POSTs; metadata discovery is a GET, whose answer
+                // (written by whoever serves the metadata) issues no credential.
+                let issues_credentials = request.method() == reqwest::Method::POST;
                 let mut response = client.execute(request).await.map_err(boxed)?;
                 let location = response.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok());
                 if follow
@@ -684,7 +704,9 @@ impl PolicedHttp {
                     body.extend_from_slice(&chunk);
                 }
                 let body = if status.is_success() {
-                    self.remember(&body);
+                    if issues_credentials {
+                        self.remember(&body);
+                    }
                     body
                 } else {
                     let total = body.len();
@@ -746,6 +768,8 @@ pub(super) struct Flow {
     refusal: Arc<std::sync::Mutex<Option<String>>>,
     /// Authorizations in a row whose token the server refused again; at [`MAX_REFUSED`] no more.
     refused: std::sync::atomic::AtomicU32,
+    /// Values this server's answers fed the redactor (bounded: [`MAX_REMEMBERED`]).
+    remembered: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A server that refuses every token it is given gets this many authorizations (consents) in a row,
@@ -755,7 +779,12 @@ pub(super) const MAX_REFUSED: u32 = 3;
 /// A fresh manager for the server, its credentials in the host's store, every request it makes through
 /// [`PolicedHttp`] (the agent's network setting decides which addresses it reaches).
 async fn manager(flow: &Flow) -> Result<AuthorizationManager, AuthError> {
-    let http = PolicedHttp { net: flow.net.clone(), secrets: flow.secrets.clone(), refusal: flow.refusal.clone() };
+    let http = PolicedHttp {
+        net: flow.net.clone(),
+        secrets: flow.secrets.clone(),
+        refusal: flow.refusal.clone(),
+        remembered: flow.remembered.clone(),
+    };
     let mut m = AuthorizationManager::new_with_oauth_http_client(flow.url.as_str(), Arc::new(http)).await?;
     m.set_credential_store(StoreAdapter {
         store: flow.store.clone(),
@@ -790,6 +819,7 @@ impl Flow {
             net,
             refusal: Default::default(),
             refused: Default::default(),
+            remembered: Default::default(),
         }
     }
 
