@@ -5,7 +5,7 @@
 // The provider binary is `ambit-provider` from `cargo build -p ambit-test-provider`; it is looked up
 // in $AMBIT_PROVIDER, then $CARGO_TARGET_DIR/debug, then ~/.cache/ambit/target/debug (scripts/env.sh).
 
-const { test, describe } = require('node:test');
+const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -1181,6 +1181,20 @@ describe('telemetry', () => {
   const cache = process.env.AMBIT_CACHE || path.join(os.homedir(), '.cache', 'ambit');
   const python = process.env.AMBIT_PY || path.join(cache, 'venv', 'bin', 'python');
 
+  // One receiver for the block: export goes to one endpoint per process (a second is refused).
+  let receiver;
+  let url;
+  before(async () => {
+    receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    url = await new Promise((resolve, reject) => {
+      readline.createInterface({ input: receiver.stdout }).once('line', resolve);
+      receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
+    });
+  });
+  after(() => receiver.kill());
+  const enable = (recordContent) =>
+    telemetry.enable({ endpoint: url, headers: { 'x-ambit-suite': 'node' }, recordContent, serviceName: 'ambit-node' });
+
   function check(url, file, content) {
     try {
       execFileSync(python, [path.join(REPO, 'tests/otel/check.py'), url, file, '--content', content ? 'on' : 'off'], {
@@ -1200,12 +1214,7 @@ describe('telemetry', () => {
 
   test('a tool that throws: its stack reaches the trace redacted, the model reads only the message', async () => {
     const { Agent, tool, FunctionModel, Credentials } = require('..');
-    const receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
-    try {
-      const url = await new Promise((resolve, reject) => {
-        readline.createInterface({ input: receiver.stdout }).once('line', resolve);
-        receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
-      });
+    {
       function failDeep(token) {
         throw new Error(`vault refused token ${token}`);
       }
@@ -1217,7 +1226,8 @@ describe('telemetry', () => {
         return request.index === 1 ? { toolCalls: [{ name: 'unlock', arguments: {} }] } : 'Done.';
       });
       const agent = new Agent({ model, tools: [unlock], credentials: new Credentials().value('vault', 's3cr3t-vault-token') });
-      telemetry.enable({ endpoint: url, serviceName: 'ambit-node' });
+      await fetch(`${url}/reset`, { method: 'POST' });
+      enable(false);
       assert.equal((await agent.run('Unlock it.')).output, 'Done.');
       telemetry.flush();
       telemetry.disable();
@@ -1239,28 +1249,21 @@ describe('telemetry', () => {
       const bare = tool({ name: 'unlock', description: 'Unlocks the vault.', parameters: { type: 'object', properties: {} },
         run: () => { throw 'a string, not an Error'; } });
       await fetch(`${url}/reset`, { method: 'POST' });
-      telemetry.enable({ endpoint: url, serviceName: 'ambit-node' });
+      enable(false);
       await new Agent({ model: new FunctionModel((r) => (r.index === 1 ? { toolCalls: [{ name: 'unlock', arguments: {} }] } : 'Done.')), tools: [bare] }).run('Unlock it.');
       telemetry.flush();
       telemetry.disable();
       const again = (await (await fetch(`${url}/spans`)).json()).filter((s) => s.name === 'execute_tool unlock');
       assert.equal(again.length, 1);
       assert.equal(again[0].events.filter((e) => 'exception.stacktrace' in e.attributes).length, 0);
-    } finally {
-      receiver.kill();
     }
   });
 
   for (const file of files) {
     test(`${path.basename(file, '.json')}: the exported span tree`, async () => {
-      const receiver = spawn(python, [path.join(REPO, 'tests/otel/receiver.py')], { stdio: ['ignore', 'pipe', 'inherit'] });
-      try {
-        const url = await new Promise((resolve, reject) => {
-          readline.createInterface({ input: receiver.stdout }).once('line', resolve);
-          receiver.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
-        });
+      {
         for (const content of [false, true]) {
-          telemetry.enable({ endpoint: url, headers: { 'x-ambit-suite': 'node' }, recordContent: content, serviceName: 'ambit-node' });
+          enable(content);
           await runScenario(file);
           telemetry.flush();
           assert.equal(check(url, file, content), null);
@@ -1271,8 +1274,6 @@ describe('telemetry', () => {
         telemetry.disable();
         await runScenario(file);
         assert.equal(check(url, file, true), null);
-      } finally {
-        receiver.kill();
       }
     });
   }
