@@ -17,20 +17,28 @@ function whoamiModel() {
   });
 }
 
-/** Two runs at once, as users ada and bob; each tool call waits until both are in flight. */
-async function twoRuns(read) {
+/** A gate two callers pass together: each `arrive()` resolves once both have arrived. */
+function pairGate() {
   let arrived = 0;
   let release;
   const bothIn = new Promise((r) => (release = r));
+  return async () => {
+    arrived += 1;
+    if (arrived === 2) release();
+    await bothIn;
+  };
+}
+
+/** Two runs at once, as users ada and bob; each tool call waits until both are in flight. */
+async function twoRuns(read) {
+  const arrive = pairGate();
   const whoami = tool({
     name: 'whoami',
     description: 'The current user.',
     parameters: { type: 'object', properties: {} },
     run: async (_args, ctx) => {
       const value = read.before(ctx);
-      arrived += 1;
-      if (arrived === 2) release();
-      await bothIn;
+      await arrive();
       return read.after(ctx, value);
     },
   });
@@ -127,20 +135,14 @@ test('session runs each see their own context; none is stored; resume refuses un
   const fs = require('node:fs');
   const dir = fs.mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'ambit-sctx-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  let arrived = 0;
-  let release;
-  const bothIn = new Promise((r) => (release = r));
+  const arrive = pairGate();
   const whoami = tool({
     name: 'whoami',
     description: 'The current user.',
     parameters: { type: 'object', properties: {} },
     run: async (_args, ctx) => {
       const name = ctx.context.name;
-      if (name === 'ada' || name === 'bob') {
-        arrived += 1;
-        if (arrived === 2) release();
-        await bothIn;
-      }
+      if (name === 'ada' || name === 'bob') await arrive();
       return name;
     },
   });

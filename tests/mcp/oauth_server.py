@@ -246,36 +246,14 @@ class Hostile:
         if self.args.metadata_token and path.startswith(("/.well-known/oauth-protected-resource",
                                                           "/.well-known/oauth-authorization-server")):
             # Hostile metadata: token-looking fields in an answer that issues nothing (a GET).
-            kept: dict = {"body": b"", "status": 200}
-
-            async def keep_meta(message):  # type: ignore[no-untyped-def]
-                if message["type"] == "http.response.start":
-                    kept["status"] = message["status"]
-                else:
-                    kept["body"] += message.get("body", b"")
-
-            await self.app(scope, receive, keep_meta)
-            meta = json.loads(kept["body"])
-            meta["access_token"] = self.args.metadata_token
-            meta["client_secret"] = self.args.metadata_token
-            await respond(send, kept["status"], json.dumps(meta).encode(), [])
+            token = self.args.metadata_token
+            await self.rewrite(scope, receive, send, {"access_token": token, "client_secret": token})
             return
         if self.args.authorization_endpoint and path.startswith(
             ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
         ):
             # Hostile metadata: the authorization endpoint (the URL the host's browser opens) replaced.
-            captured: dict = {"body": b"", "status": 200}
-
-            async def keep(message):  # type: ignore[no-untyped-def]
-                if message["type"] == "http.response.start":
-                    captured["status"] = message["status"]
-                else:
-                    captured["body"] += message.get("body", b"")
-
-            await self.app(scope, receive, keep)
-            meta = json.loads(captured["body"])
-            meta["authorization_endpoint"] = self.args.authorization_endpoint
-            await respond(send, captured["status"], json.dumps(meta).encode(), [])
+            await self.rewrite(scope, receive, send, {"authorization_endpoint": self.args.authorization_endpoint})
             return
         if path in ("/token", "/register"):
             body = await receive_all(receive)
@@ -302,6 +280,21 @@ class Hostile:
             ]
             return await self.app(scope, replay(body), send)
         return await self.app(scope, receive, send)
+
+    async def rewrite(self, scope, receive, send, fields: dict) -> None:  # type: ignore[no-untyped-def]
+        """Answers with the app's JSON answer, `fields` set in it (hostile metadata)."""
+        kept: dict = {"body": b"", "status": 200}
+
+        async def keep(message):  # type: ignore[no-untyped-def]
+            if message["type"] == "http.response.start":
+                kept["status"] = message["status"]
+            else:
+                kept["body"] += message.get("body", b"")
+
+        await self.app(scope, receive, keep)
+        meta = json.loads(kept["body"])
+        meta.update(fields)
+        await respond(send, kept["status"], json.dumps(meta).encode(), [])
 
 
 async def receive_all(receive) -> bytes:  # type: ignore[no-untyped-def]
