@@ -183,7 +183,10 @@ function enterContext(options) {
   if (!options || !Object.prototype.hasOwnProperty.call(options, 'context') || options.context === undefined) {
     return undefined;
   }
-  nextContext = nextContext >= 0xfffffff0 ? 1 : nextContext + 1;
+  // Never an id a run still holds (after the counter wraps).
+  do {
+    nextContext = nextContext >= 0xfffffff0 ? 1 : nextContext + 1;
+  } while (CONTEXTS.has(nextContext));
   CONTEXTS.set(nextContext, options.context);
   return nextContext;
 }

@@ -140,3 +140,24 @@ def test_a_tool_that_raises_logs_its_traceback_redacted_and_the_model_reads_only
     # The model reads the message, never the traceback.
     assert "vault refused token [credential:vault]" in seen[1] and "Traceback" not in seen[1], seen[1]
     assert all("s3cr3t-vault-token" not in s for s in seen)
+
+
+def test_a_huge_traceback_is_logged_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    # A tool may raise with any text at all: the record keeps at most 32 Ki characters of the traceback and
+    # of the message, saying what it left out. Control: a short one is logged whole (the test above).
+    caplog.set_level(logging.WARNING, logger="ambit")
+    ambit.telemetry.reset_logging()
+
+    @ambit.tool
+    def flood() -> str:
+        """Raises with a huge message."""
+        raise ValueError("x" * 1_000_000)
+
+    def answer(request: ambit.TestRequest) -> ambit.Reply | str:
+        return ambit.Reply.tool_call("flood", {}) if request.index == 1 else "Done."
+
+    assert ambit.Agent(model=ambit.FunctionModel(answer), tools=[flood]).run_sync("Go.").output == "Done."
+    raised = [r.getMessage() for r in caplog.records if r.name == "ambit.tools" and "raised" in r.getMessage()]
+    assert len(raised) == 1
+    assert len(raised[0]) < 100_000, len(raised[0])
+    assert "more characters of the traceback not shown" in raised[0]

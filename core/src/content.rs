@@ -146,8 +146,9 @@ impl Part {
                         IMAGE_TYPES.join(", ")
                     )));
                 }
+                // The size is known from the text: a huge part is refused before it is decoded.
+                bounded("image", decoded_len(data), IMAGE_MAX_BYTES)?;
                 let bytes = decode(data)?;
-                bounded("image", bytes.len(), IMAGE_MAX_BYTES)?;
                 matches_type(&bytes, media_type)
             }
             Part::File { media_type, filename, data } => {
@@ -160,8 +161,8 @@ impl Part {
                 if filename.trim().is_empty() {
                     return Err(PartError("a file needs a filename".into()));
                 }
+                bounded(&format!("file '{filename}'"), decoded_len(data), FILE_MAX_BYTES)?;
                 let bytes = decode(data)?;
-                bounded(&format!("file '{filename}'"), bytes.len(), FILE_MAX_BYTES)?;
                 matches_type(&bytes, media_type).map_err(|e| PartError(format!("file '{filename}': {}", e.0)))
             }
         }

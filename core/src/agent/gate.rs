@@ -87,7 +87,9 @@ impl Session {
             // message alone, so nothing after this point (journal, conversation, store) sees the trace.
             Err(ToolError::Raised { message, trace }) => {
                 let message = redact(message);
-                crate::telemetry::tool_raised(&tool.spec().name, &message, &redact(trace));
+                let trace = crate::tools::builtin::clip(&redact(trace), MAX_TRACE_CHARS, "the traceback");
+                let logged = crate::tools::builtin::clip(&message, MAX_TRACE_CHARS, "the message");
+                crate::telemetry::tool_raised(&tool.spec().name, &logged, &trace);
                 Err(ToolError::Failed(message))
             }
             Err(other) => Err(other),
@@ -107,6 +109,9 @@ impl Session {
         status(tool_facts(tool), self.facts())
     }
 }
+
+/// The most characters of a host tool's traceback logged (a tool may raise with any text at all).
+const MAX_TRACE_CHARS: usize = 32 * 1024;
 
 /// Every string of a tool's JSON result (keys too) redacted.
 pub(crate) fn redact_value(c: &crate::credentials::Credentials, value: Value) -> Value {

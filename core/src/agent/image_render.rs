@@ -67,6 +67,14 @@ impl Tool for ImageRender {
             (None, Some(Value::String(b))) => (b.clone(), "base64".to_string()),
             _ => return Err(ToolError::failed("give exactly one of from_scratchpad (an entry's name) or base64")),
         };
+        // Refused before it is decoded: the input may be no larger than the largest image it could give
+        // (a format converted to PNG shrinks or grows by little; decoding limits bound the rest).
+        if text.len() > MAX_INPUT_CHARS {
+            return Err(ToolError::failed(format!(
+                "the {source} is {} characters, over the {MAX_INPUT_CHARS}-character cap",
+                text.len()
+            )));
+        }
         let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
         let bytes = STANDARD
             .decode(compact.as_bytes())
@@ -97,12 +105,27 @@ pub fn render(bytes: Vec<u8>) -> Result<(&'static str, Vec<u8>), String> {
     convert(&bytes).map(|png| ("image/png", png))
 }
 
+/// The largest side a converted image may have (the hosted APIs take at most 8,000 pixels).
+#[cfg(feature = "image-convert")]
+const MAX_SIDE: u32 = 8000;
+/// The most memory one decode may take.
+#[cfg(feature = "image-convert")]
+const MAX_DECODED_BYTES: u64 = 64 * 1024 * 1024;
+/// The longest base64 text `image_render` takes: twice the base64 of the largest image it may give.
+const MAX_INPUT_CHARS: usize = MAX_BYTES / 3 * 8;
+
 #[cfg(feature = "image-convert")]
 fn convert(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let format = image::guess_format(bytes)
         .map_err(|_| "the bytes are not an image of a supported format (PNG, JPEG, GIF, WebP, BMP, TIFF, ICO, TGA, PNM, QOI, DDS, Farbfeld, HDR)".to_string())?;
-    let decoded = image::load_from_memory_with_format(bytes, format)
-        .map_err(|e| format!("the {format:?} image could not be decoded: {e}"))?;
+    // Decoding limits: a small compressed file (QOI runs, deflated TIFF) must not unpack into gigabytes.
+    let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), format);
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    reader.limits(limits);
+    let decoded = reader.decode().map_err(|e| format!("the {format:?} image could not be decoded: {e}"))?;
     // HDR and other float images become 8-bit RGBA; PNG takes the rest as they are.
     let decoded = match decoded {
         image::DynamicImage::ImageRgb32F(_) | image::DynamicImage::ImageRgba32F(_) => {
@@ -125,6 +148,41 @@ fn convert(_bytes: &[u8]) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A valid one-colour QOI image of `w`×`h`: one QOI_OP_RGBA pixel, then runs of it (a few bytes
+    /// unpack to `w`×`h`×4).
+    #[cfg(feature = "image-convert")]
+    fn qoi(w: u32, h: u32) -> Vec<u8> {
+        let mut out = b"qoif".to_vec();
+        out.extend_from_slice(&w.to_be_bytes());
+        out.extend_from_slice(&h.to_be_bytes());
+        out.extend_from_slice(&[4, 0, 0xFF, 10, 20, 30, 255]);
+        let mut left = (w as usize * h as usize).saturating_sub(1);
+        while left > 0 {
+            let run = left.min(62);
+            out.push(0xC0 | (run as u8 - 1));
+            left -= run;
+        }
+        out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        out
+    }
+
+    /// A few hundred bytes that unpack past the limits (a side over 8,000 pixels; 64 MiB) are refused
+    /// before they are decoded, not allocated. Control: the same image just inside the limits converts,
+    /// so the limits are what refuses.
+    #[cfg(feature = "image-convert")]
+    #[test]
+    fn a_decompression_bomb_is_refused_by_the_limits() {
+        for (w, h) in [(8001, 1), (1, 8001), (5000, 5000)] {
+            let bomb = qoi(w, h);
+            assert!(bomb.len() < 700_000, "{}", bomb.len());
+            let err = render(bomb).unwrap_err();
+            assert!(err.contains("could not be decoded"), "{w}x{h}: {err}");
+        }
+        let (media_type, png) = render(qoi(8000, 1)).unwrap();
+        assert_eq!(media_type, "image/png");
+        assert!(png.starts_with(b"\x89PNG"));
+    }
 
     const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
 

@@ -179,7 +179,7 @@ impl ServerConn {
                 st.entries.clear();
                 st.hidden.clear();
                 // The reason is shown to the model on every turn: a server's words in it are bounded.
-                let reason = bounded_reason(reason);
+                let reason = crate::tools::builtin::clip(&reason, MAX_REASON_CHARS, "the reason");
                 st.unavailable =
                     Some(Unavailable { group: self.config.name.clone(), reason, names: st.last_names.clone() });
             }
@@ -374,17 +374,5 @@ impl ServerConn {
     }
 }
 
-/// The most bytes of an unavailable server's reason the model is shown.
-const MAX_REASON_BYTES: usize = 3072;
-
-/// `reason`, cut to [`MAX_REASON_BYTES`] (at a character boundary), saying it was cut.
-fn bounded_reason(reason: String) -> String {
-    if reason.len() <= MAX_REASON_BYTES {
-        return reason;
-    }
-    let mut end = MAX_REASON_BYTES;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [cut: {} bytes in all]", &reason[..end], reason.len())
-}
+/// The most characters of an unavailable server's reason the model is shown.
+const MAX_REASON_CHARS: usize = 3072;

@@ -261,7 +261,7 @@ pub(crate) fn tool_raised(name: &str, message: &str, trace: &str) {
         tool = name,
         exception.message = message,
         exception.stacktrace = trace,
-        "tool '{name}' raised: {message}\n{trace}"
+    "tool '{name}' raised"
     );
 }
 
