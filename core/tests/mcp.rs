@@ -270,7 +270,10 @@ async fn a_background_call_forwards_the_servers_progress_notifications_as_its_no
             _ => None,
         })
         .collect();
-    assert_eq!(notes, ["1/3", "2/3", "3/3"], "{events:#?}");
+    // The notes come in order, each a step of the server's. The last may be lost: rmcp hands a
+    // notification to the handler on a task of its own, so one sent just before the result can be
+    // handled after the call (and its progress token) ended; a loaded machine showed it (2 of 3 notes).
+    assert!(!notes.is_empty() && ["1/3", "2/3", "3/3"].starts_with(&notes), "{notes:?} {events:#?}");
     // Negative control: the same call inline (not in the background) asks for no progress.
     let (model, _seen) =
         scripted(vec![call("c1", tool, serde_json::json!({"duration": 0.3, "steps": 3})), text("done")]);
