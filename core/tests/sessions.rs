@@ -535,3 +535,75 @@ async fn the_context_gauge_counts_the_final_answer_tool_the_request_carries() {
     let counted: usize = fixed.split_once(' ').unwrap().0.parse().unwrap_or_else(|_| panic!("{report}"));
     assert_eq!(counted, sent.len(), "{report}");
 }
+
+/// Sets one stored entry's body to text that is not an entry, straight in the store.
+async fn spoil_entry(url: &str, session_id: &str, index: i64) {
+    use sqlx::Connection;
+    let sql = "UPDATE ambit_session_entries SET body = 'not an entry' WHERE session_id = $1 AND idx = $2";
+    if url.starts_with("sqlite://") {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query(sql).bind(session_id).bind(index).execute(&mut c).await.unwrap();
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query(sql).bind(session_id).bind(index).execute(&mut c).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
+    // Issue 18: a turn of a long session costs what its live window costs, not its whole history. The
+    // proof is in the store: an entry before the last compaction's first kept entry is made unreadable,
+    // and the next run does not notice, while reading the whole log fails on it.
+    for s in stores().await {
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        let turn = |i: usize| {
+            let message = if i % 2 == 1 {
+                ambit::Message::user(format!("question {i}"))
+            } else {
+                ambit::Message::Assistant { content: Some(format!("answer {i}")), tool_calls: Vec::new() }
+            };
+            Item::Message { message }
+        };
+        let first: Vec<Item> = (1..=40).map(turn).collect();
+        sessions.store().append(&id, &first, 1).await.unwrap();
+        // Two compactions: the first kept from #21, the second from #37.
+        sessions.store().append(&id, &[Item::Boundary { keep_from: 21 }], 2).await.unwrap();
+        sessions.store().append(&id, &[Item::Summary { text: "old summary".into() }], 2).await.unwrap();
+        sessions
+            .store()
+            .append(&id, &[Item::Boundary { keep_from: 37 }, Item::Summary { text: "Summary so far.".into() }], 3)
+            .await
+            .unwrap();
+        sessions.store().append(&id, &[turn(45), turn(46)], 4).await.unwrap();
+
+        let live = sessions.store().live(&id).await.unwrap();
+        let indices: Vec<i64> = live.entries.iter().map(|e| e.index).collect();
+        assert_eq!(indices, (37..=46).collect::<Vec<_>>(), "{}", s.name);
+        assert_eq!(live.compactions, 2, "{}", s.name);
+
+        spoil_entry(&s.url, &id, 36).await;
+        spoil_entry(&s.url, &id, 5).await;
+        // Control: the whole log cannot be read any more, so a run that read it would fail.
+        let e = sessions.entries(&id).await.unwrap_err();
+        assert_eq!(e.code(), "session_store", "{}: {e}", s.name);
+
+        // The run sends the summary, the kept messages #37-#40, #45, #46 and the new input: 8.
+        let p = provider(json!([
+            {"expect": {"messages_count": 8, "messages_tail": [{"role": "assistant", "content": "answer 46"},
+                                                             {"role": "user", "content": "And now?"}]},
+             "respond": {"content": "Carry on."}}
+        ]))
+        .await;
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let r = sessions.run(&agent, &id, "And now?").await.unwrap();
+        assert_eq!(r.output, "Carry on.", "{}", s.name);
+        check(&p, 1);
+        let live = sessions.store().live(&id).await.unwrap();
+        assert_eq!(live.entries.last().map(|e| e.index), Some(48), "{}", s.name);
+    }
+}

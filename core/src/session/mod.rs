@@ -38,7 +38,7 @@ pub(crate) use durable::{journaled, recorded};
 pub use rules::{Entry, Item};
 pub use run::ParkedCall;
 pub(crate) use run::{park, parked_at};
-pub use store::{ChildSession, SessionRow, SessionStore, TaskSnapshot};
+pub use store::{ChildSession, Live, SessionRow, SessionStore, TaskSnapshot};
 pub use tasks::{DELIVERY_BUFFER, Deliveries, Delivery};
 pub use tools::tools;
 

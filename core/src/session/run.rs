@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::durable::{self, Journal, Lease, Take};
 use super::rules::{self, Gauge, Item, Overhead};
+use super::store::Live;
 use super::{SessionError, SessionState, Sessions, now_ms};
 use crate::agent::run_state::{self, Rounds, RunSnapshot};
 use crate::agent::{Agent, RunResult};
@@ -153,8 +154,8 @@ impl Current {
     /// The gauge now (`context_check`): from the count the last response reported, plus an estimate of
     /// what was added since; estimated whole when there is no count.
     pub async fn gauge(&self) -> Result<Gauge, SessionError> {
-        let entries = self.sessions.store.entries(&self.session_id).await?;
-        let mut g = gauge(&self.sessions, &self.agent, &entries, self.overhead);
+        let live = self.sessions.store.live(&self.session_id).await?;
+        let mut g = gauge(&self.sessions, &self.agent, &live, self.overhead);
         if let Some(last) = *lock(&self.last) {
             if last.reported > 0 {
                 (g.reported, g.since) = (Some(last.reported), last.since);
@@ -209,8 +210,8 @@ impl Current {
         let Some(spent) = compacted.await? else {
             return Ok(None);
         };
-        let entries = self.sessions.store.entries(&self.session_id).await?;
-        *messages = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
+        let live = self.sessions.store.live(&self.session_id).await?;
+        *messages = rules::live_window(&live.entries).into_iter().map(|(_, m)| m).collect();
         *lock(&self.stored) = messages.len();
         *lock(&self.last) = None;
         Ok(Some(spent))
@@ -307,15 +308,15 @@ async fn park_session<T>(lease: &Lease, session_id: &str, parked: Parked) -> Res
     Err(SessionError::AwaitingApproval { session_id: session_id.to_string(), request: Box::new(request) })
 }
 
-fn gauge(sessions: &Sessions, agent: &Agent, entries: &[rules::Entry], overhead: Overhead) -> Gauge {
-    let window = rules::live_window(entries);
+fn gauge(sessions: &Sessions, agent: &Agent, live: &Live, overhead: Overhead) -> Gauge {
+    let window = rules::live_window(&live.entries);
     Gauge {
         window: sessions.window(agent),
         overhead: overhead.tokens,
         tool_schemas: overhead.tools,
         conversation: rules::conversation_tokens(&window),
         compact_at: sessions.config.compact_at,
-        compactions: entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count(),
+        compactions: live.compactions,
         reported: None,
         since: 0,
     }
@@ -384,15 +385,23 @@ impl Sessions {
             lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;
-        let entries = self.store.entries(session_id).await?;
+        let mut live = match self.store.live(session_id).await {
+            Ok(live) => live,
+            Err(e) => return Err(idle_after(&lease, e).await),
+        };
         let mut carried = Usage::default();
-        if gauge(self, agent, &entries, overhead).over() {
+        if gauge(self, agent, &live, overhead).over() {
             match self.compact_with(agent, session_id, self.config.keep_recent, None, false, Some(&lease)).await {
                 Ok(spent) => carried = spent.unwrap_or_default(),
                 Err(e) => return Err(idle_after(&lease, e).await),
             }
+            // The compaction appended its boundary and summary: the window is read again.
+            live = match self.store.live(session_id).await {
+                Ok(live) => live,
+                Err(e) => return Err(idle_after(&lease, e).await),
+            };
         }
-        self.go_on(agent, session_id, Some(input), lease, carried, None).await
+        self.go_on(agent, session_id, Some(input), lease, carried, None, Some(live)).await
     }
 
     /// Runs the live window on, with `input` (or, resuming when `None`, from the tool results it ends
@@ -407,11 +416,15 @@ impl Sessions {
         lease: Lease,
         carried: Usage,
         restored: Option<RunSnapshot>,
+        live: Option<Live>,
     ) -> Result<RunResult, SessionError> {
         let overhead = overhead(agent).await;
-        let entries = match self.store.entries(session_id).await {
-            Ok(entries) => entries,
-            Err(e) => return Err(idle_after(&lease, e).await),
+        let live = match live {
+            Some(live) => live,
+            None => match self.store.live(session_id).await {
+                Ok(live) => live,
+                Err(e) => return Err(idle_after(&lease, e).await),
+            },
         };
         // The sub-agents the session keeps (spawned by runs in any process) are this agent's too.
         if let Err(e) = self.restore_subagents(agent, session_id).await {
@@ -419,7 +432,7 @@ impl Sessions {
         }
         let lease = Arc::new(lease);
         let journal = Journal::new(self, session_id, &lease, durable::fresh_id(), 0);
-        let history: Vec<Message> = rules::live_window(&entries).into_iter().map(|(_, m)| m).collect();
+        let history: Vec<Message> = rules::live_window(&live.entries).into_iter().map(|(_, m)| m).collect();
         let current = Arc::new(Current {
             sessions: self.clone(),
             session_id: session_id.to_string(),
@@ -573,7 +586,7 @@ impl Sessions {
         // The answered turn goes into the log as the parked state goes, in one transaction: a crash
         // leaves either the claim to take over or the run going on, never both.
         lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
-        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run).await
+        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run, None).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is
@@ -596,7 +609,7 @@ impl Sessions {
         in_run: bool,
         lease: Option<&Lease>,
     ) -> Result<Option<Usage>, SessionError> {
-        let entries = self.store.entries(session_id).await?;
+        let entries = self.store.live(session_id).await?.entries;
         let window = rules::live_window(&entries);
         if window.len() <= 1 {
             // Nothing since the last summary, or a lone message: nothing worth summarising.

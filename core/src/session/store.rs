@@ -24,6 +24,10 @@ pub trait SessionStore: Send + Sync {
     async fn append(&self, session_id: &str, items: &[Item], now: i64) -> Result<Vec<i64>, SessionError>;
     /// The whole log, in order.
     async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError>;
+    /// The log from where its live window starts (the last compaction's first kept entry; the whole log
+    /// when it was never compacted), with the number of compactions before: what a run reads, in time
+    /// that grows with the live window, not with the log.
+    async fn live(&self, session_id: &str) -> Result<Live, SessionError>;
     /// The session's state row.
     async fn state(&self, session_id: &str) -> Result<SessionState, SessionError>;
     /// Writes the session's state row.
@@ -228,6 +232,15 @@ fn lost_lease(session_id: &str) -> SessionError {
     ))
 }
 
+/// A session's log from where its live window starts ([`SessionStore::live`]).
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// The entries from the last compaction's first kept entry on (the whole log when never compacted).
+    pub entries: Vec<Entry>,
+    /// The compactions the session has had.
+    pub compactions: usize,
+}
+
 /// The sessions' schema migrations, applied on open by the crate's one migration runner.
 const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
     table: "ambit_session_migrations",
@@ -237,12 +250,14 @@ const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
         (2, "durable runs", include_str!("../../migrations/sqlite/sessions_0002.sql")),
         (3, "session tasks", include_str!("../../migrations/sqlite/sessions_0003.sql")),
         (4, "child sessions", include_str!("../../migrations/sqlite/sessions_0004.sql")),
+        (5, "live window", include_str!("../../migrations/sqlite/sessions_0005.sql")),
     ],
     postgres: &[
         (1, "sessions", include_str!("../../migrations/postgres/sessions_0001.sql")),
         (2, "durable runs", include_str!("../../migrations/postgres/sessions_0002.sql")),
         (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
         (4, "child sessions", include_str!("../../migrations/postgres/sessions_0004.sql")),
+        (5, "live window", include_str!("../../migrations/postgres/sessions_0005.sql")),
     ],
 };
 
@@ -267,6 +282,19 @@ fn state_of(state: String, parked: Option<String>) -> Result<SessionState, Sessi
 macro_rules! session_store_impl {
     ($store:ty, $db:ty, $lock:literal) => {
         impl $store {
+            /// Entries from rows of `idx, kind, body`.
+            fn entries_of(rows: &[<$db as sqlx::Database>::Row]) -> Result<Vec<Entry>, SessionError> {
+                rows.iter()
+                    .map(|r| {
+                        entry(
+                            &r.try_get::<String, _>(1).map_err(store_err)?,
+                            &r.try_get::<String, _>(2).map_err(store_err)?,
+                            r.try_get(0).map_err(store_err)?,
+                        )
+                    })
+                    .collect()
+            }
+
             /// What the journal holds for a call.
             async fn call_in(
                 tx: &mut sqlx::Transaction<'_, $db>,
@@ -368,15 +396,38 @@ macro_rules! session_store_impl {
                         .fetch_all(&self.pool)
                         .await
                         .map_err(store_err)?;
-                rows.iter()
-                    .map(|r| {
-                        entry(
-                            &r.try_get::<String, _>(1).map_err(store_err)?,
-                            &r.try_get::<String, _>(2).map_err(store_err)?,
-                            r.try_get(0).map_err(store_err)?,
-                        )
-                    })
-                    .collect()
+                Self::entries_of(&rows)
+            }
+
+            async fn live(&self, session_id: &str) -> Result<Live, SessionError> {
+                // The boundaries first (from their own index), then the entries from the last one's first
+                // kept entry on. The log is only appended to: a compaction appended between the two reads
+                // is in the second, and the window is taken from the last boundary that one holds.
+                let boundaries = sqlx::query(
+                    "SELECT idx, kind, body FROM ambit_session_entries \
+                     WHERE session_id = $1 AND kind = 'boundary' ORDER BY idx",
+                )
+                .bind(session_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_err)?;
+                let boundaries = Self::entries_of(&boundaries)?;
+                let from = match boundaries.last() {
+                    Some(Entry { item: Item::Boundary { keep_from }, index }) => (*keep_from).min(*index),
+                    _ => 0,
+                };
+                let rows = sqlx::query(
+                    "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx >= $2 ORDER BY idx",
+                )
+                .bind(session_id)
+                .bind(from)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_err)?;
+                let entries = Self::entries_of(&rows)?;
+                let compactions = boundaries.iter().filter(|b| b.index < from).count()
+                    + entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count();
+                Ok(Live { entries, compactions })
             }
 
             async fn state(&self, session_id: &str) -> Result<SessionState, SessionError> {
