@@ -5,6 +5,7 @@
 #
 #   bash bench/peers/run.sh [--quick] [--rounds N] [--runs N] [--warmup N] [--only TEXT]
 #   bash bench/peers/run.sh --phase concurrent [--concurrency 10,100,1000,10000] [--latency 0,50,500] [--only TEXT]
+#   bash bench/peers/run.sh --phase long-sessions
 #
 # `--phase concurrent` (issue 18): N weather jobs in flight at once in one process, per runner; it skips
 # the Swift runner and the binding-call figures.
@@ -27,6 +28,14 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+# `--phase long-sessions` (issue 18, phase 2): one turn's cost as a session grows to 10, 100 and 1,000
+# messages, without a store and on SQLite (and PostgreSQL when AMBIT_BENCH_POSTGRES_URL is set): a Rust
+# bench of the core's own session path (core/benches/long_sessions.rs); the peers have no session store.
+if [ "$phase" = long-sessions ]; then
+  cd "$repo"
+  exec cargo bench -q -p ambit-sdk --bench long_sessions
+fi
 
 echo "bench: installing the peers" >&2
 bash "$repo/bench/peers/install.sh" >&2
