@@ -605,5 +605,33 @@ async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
         check(&p, 1);
         let live = sessions.store().live(&id).await.unwrap();
         assert_eq!(live.entries.last().map(|e| e.index), Some(48), "{}", s.name);
+
+        // This process keeps the window it read; another process (here another handle on the store)
+        // compacts the session, and this one's next run starts from that compaction: the summary, #47
+        // and #48, and the new input.
+        let other = Sessions::open(&s.url).await.unwrap();
+        other
+            .store()
+            .append(&id, &[Item::Boundary { keep_from: 47 }, Item::Summary { text: "Newer summary.".into() }], 5)
+            .await
+            .unwrap();
+        let p = provider(json!([
+            {"expect": {"messages_count": 4, "messages_tail": [{"role": "user", "content": "And now?"},
+                                                             {"role": "assistant", "content": "Carry on."},
+                                                             {"role": "user", "content": "Still there?"}]},
+             "respond": {"tool_calls": [{"id": "c", "name": "context_check", "arguments": {}}]}},
+            {"respond": {"content": "Yes."}}
+        ]))
+        .await;
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tools(ambit::session::tools())
+            .build()
+            .unwrap();
+        let r = sessions.run(&agent, &id, "Still there?").await.unwrap();
+        assert_eq!(r.output, "Yes.", "{}", s.name);
+        // The three compactions: two read from the store, one appended since by the other handle.
+        assert!(r.tool_calls[0].result.contains("Compactions so far: 3;"), "{}: {}", s.name, r.tool_calls[0].result);
+        check(&p, 2);
     }
 }

@@ -198,6 +198,38 @@ pub struct Sessions {
     guarded: bool,
     /// Where background-task results that land after their run are announced (tasks.rs).
     deliveries: Arc<tokio::sync::broadcast::Sender<Delivery>>,
+    /// The live windows this process read last ([`Sessions::live`]), shared by its clones.
+    windows: Arc<std::sync::Mutex<Windows>>,
+}
+
+/// The live windows of the sessions this process ran last, so the next run of one reads only what was
+/// appended since (by any process): the log is append-only, so a window read once stays a true prefix.
+/// At most [`Windows::SESSIONS`] sessions, the oldest dropped first; a window over
+/// [`Windows::ENTRIES`] entries is not kept.
+#[derive(Default)]
+struct Windows {
+    kept: std::collections::HashMap<String, store::Live>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Windows {
+    const SESSIONS: usize = 64;
+    const ENTRIES: usize = 20_000;
+
+    fn keep(&mut self, session_id: &str, live: &store::Live) {
+        if live.entries.len() > Self::ENTRIES {
+            self.kept.remove(session_id);
+            return;
+        }
+        if self.kept.insert(session_id.to_string(), live.clone()).is_none() {
+            self.order.push_back(session_id.to_string());
+            while self.order.len() > Self::SESSIONS {
+                if let Some(old) = self.order.pop_front() {
+                    self.kept.remove(&old);
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Sessions {
@@ -229,6 +261,7 @@ impl Sessions {
             clock: Arc::new(crate::ledger::SystemClock),
             guarded: true,
             deliveries: tasks::channel(),
+            windows: Arc::default(),
         })
     }
 
@@ -286,6 +319,23 @@ impl Sessions {
         }
         self.config = config;
         Ok(self)
+    }
+
+    /// The session's log from where its live window starts: the window this process read last with
+    /// what was appended since (one read of the new entries), or the store's [`SessionStore::live`].
+    pub(crate) async fn live(&self, session_id: &str) -> Result<store::Live, SessionError> {
+        let kept = self.windows.lock().unwrap_or_else(|p| p.into_inner()).kept.get(session_id).cloned();
+        let live = match kept {
+            None => self.store.live(session_id).await?,
+            Some(mut live) => {
+                let last = live.entries.last().map_or(0, |e| e.index);
+                let added = self.store.entries_after(session_id, last).await?;
+                live.add(added);
+                live
+            }
+        };
+        self.windows.lock().unwrap_or_else(|p| p.into_inner()).keep(session_id, &live);
+        Ok(live)
     }
 
     /// The store the sessions are kept in.

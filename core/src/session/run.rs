@@ -154,7 +154,7 @@ impl Current {
     /// The gauge now (`context_check`): from the count the last response reported, plus an estimate of
     /// what was added since; estimated whole when there is no count.
     pub async fn gauge(&self) -> Result<Gauge, SessionError> {
-        let live = self.sessions.store.live(&self.session_id).await?;
+        let live = self.sessions.live(&self.session_id).await?;
         let mut g = gauge(&self.sessions, &self.agent, &live, self.overhead);
         if let Some(last) = *lock(&self.last) {
             if last.reported > 0 {
@@ -210,7 +210,7 @@ impl Current {
         let Some(spent) = compacted.await? else {
             return Ok(None);
         };
-        let live = self.sessions.store.live(&self.session_id).await?;
+        let live = self.sessions.live(&self.session_id).await?;
         *messages = rules::live_window(&live.entries).into_iter().map(|(_, m)| m).collect();
         *lock(&self.stored) = messages.len();
         *lock(&self.last) = None;
@@ -385,7 +385,7 @@ impl Sessions {
             lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;
-        let mut live = match self.store.live(session_id).await {
+        let mut live = match self.live(session_id).await {
             Ok(live) => live,
             Err(e) => return Err(idle_after(&lease, e).await),
         };
@@ -396,7 +396,7 @@ impl Sessions {
                 Err(e) => return Err(idle_after(&lease, e).await),
             }
             // The compaction appended its boundary and summary: the window is read again.
-            live = match self.store.live(session_id).await {
+            live = match self.live(session_id).await {
                 Ok(live) => live,
                 Err(e) => return Err(idle_after(&lease, e).await),
             };
@@ -421,7 +421,7 @@ impl Sessions {
         let overhead = overhead(agent).await;
         let live = match live {
             Some(live) => live,
-            None => match self.store.live(session_id).await {
+            None => match self.live(session_id).await {
                 Ok(live) => live,
                 Err(e) => return Err(idle_after(&lease, e).await),
             },
@@ -609,7 +609,7 @@ impl Sessions {
         in_run: bool,
         lease: Option<&Lease>,
     ) -> Result<Option<Usage>, SessionError> {
-        let entries = self.store.live(session_id).await?.entries;
+        let entries = self.live(session_id).await?.entries;
         let window = rules::live_window(&entries);
         if window.len() <= 1 {
             // Nothing since the last summary, or a lone message: nothing worth summarising.

@@ -28,6 +28,8 @@ pub trait SessionStore: Send + Sync {
     /// when it was never compacted), with the number of compactions before: what a run reads, in time
     /// that grows with the live window, not with the log.
     async fn live(&self, session_id: &str) -> Result<Live, SessionError>;
+    /// The entries after number `after`, in order (an unknown session has none).
+    async fn entries_after(&self, session_id: &str, after: i64) -> Result<Vec<Entry>, SessionError>;
     /// The session's state row.
     async fn state(&self, session_id: &str) -> Result<SessionState, SessionError>;
     /// Writes the session's state row.
@@ -241,6 +243,21 @@ pub struct Live {
     pub compactions: usize,
 }
 
+impl Live {
+    /// The window with the entries appended after it: a compaction among them moves its start.
+    pub fn add(&mut self, added: Vec<Entry>) {
+        self.compactions += added.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count();
+        self.entries.extend(added);
+        let last = self.entries.iter().rev().find_map(|e| match e.item {
+            Item::Boundary { keep_from } => Some(keep_from.min(e.index)),
+            _ => None,
+        });
+        if let Some(from) = last {
+            self.entries.retain(|e| e.index >= from);
+        }
+    }
+}
+
 /// The sessions' schema migrations, applied on open by the crate's one migration runner.
 const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
     table: "ambit_session_migrations",
@@ -396,6 +413,18 @@ macro_rules! session_store_impl {
                         .fetch_all(&self.pool)
                         .await
                         .map_err(store_err)?;
+                Self::entries_of(&rows)
+            }
+
+            async fn entries_after(&self, session_id: &str, after: i64) -> Result<Vec<Entry>, SessionError> {
+                let rows = sqlx::query(
+                    "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx > $2 ORDER BY idx",
+                )
+                .bind(session_id)
+                .bind(after)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_err)?;
                 Self::entries_of(&rows)
             }
 
