@@ -346,7 +346,12 @@ impl Sessions {
     /// [`Sessions::run`] in a session created for it (a routine's run): when the session does not exist
     /// yet, it is created already held by the run and titled, in one write, and its empty log and
     /// sub-agents are not read back; when it exists, this is `run`.
-    pub(crate) async fn run_new(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
+    pub(crate) async fn run_new(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: &str,
+    ) -> Result<RunResult, SessionError> {
         let span = session_span("session.run", session_id);
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
             Box::pin(self.run_session(agent, session_id, input, true));
