@@ -1,8 +1,10 @@
-//! Routines: slots fired per second and pickup lag (slot due → run started) with 10,000 routines due at
-//! once, on PostgreSQL with 1, 2 and 4 runners and on SQLite with 1 (SPEC §13), each run an ordinary
-//! session run of a scripted agent that answers at once. Beside it, the store's own limit: the same slot
-//! claims with no run started. `scripts/bench-routines.sh` starts PostgreSQL for it;
-//! `AMBIT_BENCH_ROUTINES` sets how many routines (default 10,000).
+//! Routines: slots fired per second and pickup lag (slot due → run started) with 10,000 routines, on
+//! PostgreSQL with 1, 2 and 4 runners and on SQLite with 1 (SPEC §13), each run an ordinary session run
+//! of a scripted agent that answers at once. Twice: all due at once (the rate is the runners' ceiling),
+//! and due at a steady 1,000 a second (the lag says whether the runners keep up with that). Beside it,
+//! the store's own limit: the same slot claims with no run started. `scripts/bench-routines.sh` starts
+//! PostgreSQL for it; `AMBIT_BENCH_ROUTINES` sets how many routines (default 10,000),
+//! `AMBIT_BENCH_ROUTINES_PACE` the steady pace (default 1,000 a second).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,13 +57,19 @@ async fn fresh_postgres(admin: &str, name: &str) -> String {
     format!("{}/{db}", admin.rsplit_once('/').unwrap().0)
 }
 
-/// Creates `n` routines whose first slot is `due`.
-async fn seed(url: &str, n: usize, due: i64) -> Routines {
+/// Creates `n` routines whose first slot is `due`, or, with `pace` (slots per second), spread from `due`
+/// on at that pace (in steps of 32).
+async fn seed(url: &str, n: usize, due: i64, pace: Option<usize>) -> Routines {
     let clock = ManualClock::new(due);
     let routines =
-        Routines::open_with(url, RoutineOptions { clock: Arc::new(clock), max_connections: 8 }).await.unwrap();
+        Routines::open_with(url, RoutineOptions { clock: Arc::new(clock.clone()), max_connections: 8 }).await.unwrap();
     let mut pending = Vec::new();
     for i in 0..n {
+        if let Some(pace) = pace
+            && i % 32 == 0
+        {
+            clock.set(due + (i as i64) * 1000 / pace as i64);
+        }
         let r = routines.clone();
         pending.push(tokio::spawn(async move {
             r.create_with_id(&format!("r{i:05}"), RoutineSpec::every("bench", "go", 3600), "bench").await.unwrap();
@@ -83,19 +91,30 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 }
 
 /// Runners tick on the system clock until every routine has fired; slots/s and lag from the records.
-async fn fire(url: &str, runners: usize, n: usize) -> (f64, i64, i64) {
+/// With `pace`, the slots come due at that many a second (the lag then says whether the runners keep up
+/// with it); without, all at once (the rate is then how fast the runners can go).
+async fn fire(url: &str, runners: usize, n: usize, pace: Option<usize>) -> (f64, i64, i64) {
     // The routines come due an hour ahead; the runners' clock starts there once they are seeded and
     // runs at the real pace, so the lag is the real time from due to started.
     let due = now() + 3_600_000;
-    let routines = seed(url, n, due).await;
-    let sessions = Sessions::open(url).await.unwrap();
+    let routines = seed(url, n, due, pace).await;
     let mut handles = Vec::new();
     let mut all = Vec::new();
     let offset = due - now();
+    // Each runner its own stores, as a runner process has; AMBIT_BENCH_ROUTINES_SHARED=1 gives them one
+    // session store (as the benchmark did before 2026-12-06).
+    let shared = match std::env::var("AMBIT_BENCH_ROUTINES_SHARED").as_deref() {
+        Ok("1") => Some(Sessions::open(url).await.unwrap()),
+        _ => None,
+    };
     for i in 0..runners {
         let options = RoutineOptions { clock: Arc::new(Offset(offset)), max_connections: 8 };
         let own = Routines::open_with(url, options).await.unwrap();
-        let runner = Runner::builder(own, sessions.clone())
+        let sessions = match &shared {
+            Some(s) => s.clone(),
+            None => Sessions::open(url).await.unwrap(),
+        };
+        let runner = Runner::builder(own, sessions)
             .id(format!("bench-{i}"))
             .agent("bench", |_| Agent::builder().model(Answers).build())
             .batch(256)
@@ -134,7 +153,7 @@ async fn fire(url: &str, runners: usize, n: usize) -> (f64, i64, i64) {
 /// The store's own limit: `runners` claimers take every slot with no run started.
 async fn claims_only(url: &str, runners: usize, n: usize) -> f64 {
     let due = now();
-    let routines = seed(url, n, due).await;
+    let routines = seed(url, n, due, None).await;
     let claimed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let t0 = Instant::now();
     let mut handles = Vec::new();
@@ -175,24 +194,33 @@ async fn main() {
         eprintln!("AMBIT_BENCH_POSTGRES_URL is not set: SQLite only (scripts/bench-routines.sh starts PostgreSQL)");
     }
     configs.push(("sqlite".into(), 1));
-    println!("routines: {n} due at once; each run a session run of an agent that answers at once");
+    let pace: usize = std::env::var("AMBIT_BENCH_ROUTINES_PACE").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000);
+    println!("routines: {n}; each run a session run of an agent that answers at once");
+    println!("burst: all {n} due at once; paced: due {pace} a second");
     println!(
-        "{:<10} {:>7} {:>12} {:>10} {:>10} {:>16}",
-        "store", "runners", "slots/s", "lag p50", "lag p99", "claims-only/s"
+        "{:<10} {:>7} {:>12} {:>10} {:>10} {:>12} {:>12} {:>16}",
+        "store", "runners", "slots/s", "lag p50", "lag p99", "paced p50", "paced p99", "claims-only/s"
     );
     for (i, (store, runners)) in configs.iter().enumerate() {
         let url = |tag: &str| match store.as_str() {
             "postgres" => admin.clone().unwrap(),
             _ => format!("sqlite://{}", dir.path().join(format!("{i}-{tag}.db")).display()),
         };
-        let (fire_url, claim_url) = if store == "postgres" {
+        let (fire_url, paced_url, claim_url) = if store == "postgres" {
             let a = admin.as_deref().unwrap_or_default();
-            (fresh_postgres(a, &format!("f{i}")).await, fresh_postgres(a, &format!("c{i}")).await)
+            (
+                fresh_postgres(a, &format!("f{i}")).await,
+                fresh_postgres(a, &format!("p{i}")).await,
+                fresh_postgres(a, &format!("c{i}")).await,
+            )
         } else {
-            (url("fire"), url("claim"))
+            (url("fire"), url("paced"), url("claim"))
         };
-        let (rate, p50, p99) = fire(&fire_url, *runners, n).await;
+        let (rate, p50, p99) = fire(&fire_url, *runners, n, None).await;
+        let (_, paced50, paced99) = fire(&paced_url, *runners, n, Some(pace)).await;
         let limit = claims_only(&claim_url, *runners, n).await;
-        println!("{store:<10} {runners:>7} {rate:>12.0} {:>8}ms {:>8}ms {limit:>16.0}", p50, p99);
+        println!(
+            "{store:<10} {runners:>7} {rate:>12.0} {p50:>8}ms {p99:>8}ms {paced50:>10}ms {paced99:>10}ms {limit:>16.0}"
+        );
     }
 }

@@ -465,13 +465,8 @@ impl Runner {
                 return Err(format!("this runner has no agent '{}'", routine.spec.agent));
             };
             let agent = factory.make(&ctx).await.map_err(|e| format!("the agent factory failed: {e}"))?;
-            inner
-                .sessions
-                .store()
-                .create(&run.session_id, None, clock.now_ms())
-                .await
-                .map_err(|e| format!("the run's session could not be created: {e}"))?;
-            Ok(inner.sessions.run(&agent, &run.session_id, &routine.spec.instructions).await)
+            // The run's session is created held by the run, in the write that takes it.
+            Ok(inner.sessions.run_new(&agent, &run.session_id, &routine.spec.instructions).await)
         };
         let ended = tokio::select! {
             ended = work => ended,

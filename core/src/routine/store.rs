@@ -860,15 +860,18 @@ macro_rules! routine_store {
                 usage: &RunUsage,
                 now: i64,
             ) -> Result<Option<RunRecord>, RoutineError> {
-                let mut tx = self.pool.begin_with($dialect.begin).await?;
                 let finished = state == RunState::Finished;
+                // One statement (no transaction around it): the record, and whether its routine is still
+                // there to keep it.
                 let sql = format!(
                     "UPDATE ambit_routine_runs SET state = $3, ended_at = CASE WHEN $4 = 1 THEN $5 ELSE ended_at END, \
                      outcome = CASE WHEN $4 = 1 THEN COALESCE(outcome, 'unknown') ELSE outcome END, \
                      tool_calls = COALESCE(tool_calls, $6), tool_errors = COALESCE(tool_errors, $7), \
                      input_tokens = input_tokens + $8, output_tokens = output_tokens + $9, \
                      cost = CASE WHEN $10 IS NULL THEN cost ELSE COALESCE(cost, 0) + $10 END \
-                     WHERE id = $1 AND runner = $2 AND state = 'running' RETURNING {RUN_COLUMNS}"
+                     WHERE id = $1 AND runner = $2 AND state = 'running' RETURNING {RUN_COLUMNS}, \
+                     CAST(CASE WHEN EXISTS (SELECT 1 FROM ambit_routines r WHERE r.id = ambit_routine_runs.routine_id) \
+                     THEN 1 ELSE 0 END AS BIGINT)"
                 );
                 let row = sqlx::query(AssertSqlSafe(sql))
                     .bind(run_id)
@@ -881,18 +884,24 @@ macro_rules! routine_store {
                     .bind(usage.input_tokens)
                     .bind(usage.output_tokens)
                     .bind(usage.cost)
-                    .fetch_optional(&mut *tx)
+                    .fetch_optional(&self.pool)
                     .await?;
+                let kept = match &row {
+                    Some(r) => r.try_get::<i64, _>(17)? == 1,
+                    None => false,
+                };
                 let record = row.map(|r| Self::run_record(&r)).transpose()?;
-                // The routine was deleted while the run was in progress: its history goes now.
-                sqlx::query(
-                    "DELETE FROM ambit_routine_runs WHERE id = $1 AND state <> 'running' AND NOT EXISTS \
-                     (SELECT 1 FROM ambit_routines r WHERE r.id = ambit_routine_runs.routine_id)",
-                )
-                .bind(run_id)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
+                // The routine was deleted while the run was in progress: its history goes now (also the
+                // record of a run marked lost meanwhile).
+                if !kept {
+                    sqlx::query(
+                        "DELETE FROM ambit_routine_runs WHERE id = $1 AND state <> 'running' AND NOT EXISTS \
+                         (SELECT 1 FROM ambit_routines r WHERE r.id = ambit_routine_runs.routine_id)",
+                    )
+                    .bind(run_id)
+                    .execute(&self.pool)
+                    .await?;
+                }
                 Ok(record)
             }
 

@@ -126,8 +126,28 @@ impl Lease {
         released(session_id).await;
         let owner = fresh_id();
         let lease_ms = sessions.lease.as_millis() as i64;
-        let store = sessions.store.clone();
         let taken = Self::take_waiting(sessions, session_id, &owner, take, lease_ms).await?;
+        Ok((Self::held(sessions, session_id, owner), taken))
+    }
+
+    /// Creates the root session `session_id`, titled `title`, held by a new lease for a run: one write
+    /// where `create`, `take` and `title` make three. `None` when the session exists already (nothing
+    /// written): the run takes it with [`Lease::take`].
+    pub async fn create(sessions: &Sessions, session_id: &str, title: &str) -> Result<Option<Lease>, SessionError> {
+        let owner = fresh_id();
+        let lease_ms = sessions.lease.as_millis() as i64;
+        let title = (!title.is_empty()).then_some(title);
+        let now = sessions.clock.now_ms();
+        if !sessions.store.create_taken(session_id, title, &owner, now, lease_ms).await? {
+            return Ok(None);
+        }
+        Ok(Some(Self::held(sessions, session_id, owner)))
+    }
+
+    /// The lease `owner` holds on the session since a take: its heartbeat started.
+    fn held(sessions: &Sessions, session_id: &str, owner: String) -> Lease {
+        let lease_ms = sessions.lease.as_millis() as i64;
+        let store = sessions.store.clone();
         let lost = Arc::new(tokio::sync::watch::channel(false).0);
         let beat = (store.clone(), sessions.clock.clone(), session_id.to_string(), owner.clone(), lost.clone());
         let every = (sessions.lease / 3).max(Duration::from_millis(1));
@@ -148,7 +168,7 @@ impl Lease {
                 }
             }
         });
-        let lease = Lease {
+        Lease {
             store,
             clock: sessions.clock.clone(),
             session_id: session_id.to_string(),
@@ -157,8 +177,7 @@ impl Lease {
             settled: AtomicBool::new(false),
             lost,
             lease_ms,
-        };
-        Ok((lease, taken))
+        }
     }
 
     /// Takes the session, or, while another run holds it, waits for it up to the store's `busy_wait_ms`

@@ -340,7 +340,22 @@ impl Sessions {
         let span = session_span("session.run", session_id);
         // Boxed as a trait object: the future's type is deep enough already for the compiler's Send check.
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
-            Box::pin(self.run_session(agent, session_id, input));
+            Box::pin(self.run_session(agent, session_id, input, false));
+        crate::telemetry::in_conversation(session_id, run).instrument(span).await
+    }
+
+    /// [`Sessions::run`] in a session created for it (a routine's run): when the session does not exist
+    /// yet, it is created already held by the run and titled, in one write, and its empty log and
+    /// sub-agents are not read back; when it exists, this is `run`.
+    pub(crate) async fn run_new(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: &str,
+    ) -> Result<RunResult, SessionError> {
+        let span = session_span("session.run", session_id);
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            Box::pin(self.run_session(agent, session_id, input, true));
         crate::telemetry::in_conversation(session_id, run).instrument(span).await
     }
 
@@ -369,12 +384,25 @@ impl Sessions {
         crate::agent::context::scope(Some(context), self.resume(agent, session_id, decision)).await
     }
 
-    async fn run_session(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
-        // One run at a time (SPEC §8b): the lease, or session_busy.
-        let (lease, taken) = Lease::take(self, session_id, Take::Run).await?;
+    async fn run_session(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: &str,
+        new: bool,
+    ) -> Result<RunResult, SessionError> {
         // A root session's title: its first input's first line.
         let title = crate::agent::subagent::title_of(input);
-        if !title.is_empty()
+        // A session created for the run is held and titled as it is created, and its log is empty.
+        let created = if new { Lease::create(self, session_id, &title).await? } else { None };
+        let fresh = created.is_some();
+        // One run at a time (SPEC §8b): the lease, or session_busy.
+        let (lease, taken) = match created {
+            Some(lease) => (lease, super::store::Taken::default()),
+            None => Lease::take(self, session_id, Take::Run).await?,
+        };
+        if !fresh
+            && !title.is_empty()
             && let Err(e) = self.store.title(session_id, &title).await
         {
             return Err(idle_after(&lease, e).await);
@@ -385,12 +413,18 @@ impl Sessions {
             lease.append(&[Item::Message { message: note }]).await?;
         }
         let overhead = overhead(agent).await;
-        let mut live = match self.live(session_id).await {
-            Ok(live) => live,
-            Err(e) => return Err(idle_after(&lease, e).await),
+        let mut live = if fresh {
+            Live::default()
+        } else {
+            match self.live(session_id).await {
+                Ok(live) => live,
+                Err(e) => return Err(idle_after(&lease, e).await),
+            }
         };
         let mut carried = Usage::default();
+        let mut empty = fresh;
         if gauge(self, agent, &live, overhead).over() {
+            empty = false;
             match self.compact_with(agent, session_id, self.config.keep_recent, None, false, Some(&lease)).await {
                 Ok(spent) => carried = spent.unwrap_or_default(),
                 Err(e) => return Err(idle_after(&lease, e).await),
@@ -401,13 +435,16 @@ impl Sessions {
                 Err(e) => return Err(idle_after(&lease, e).await),
             };
         }
-        self.go_on(agent, session_id, Some(input), lease, carried, None, Some(live)).await
+        self.go_on(agent, session_id, Some(input), lease, carried, None, Some(live), empty).await
     }
 
     /// Runs the live window on, with `input` (or, resuming when `None`, from the tool results it ends
     /// with), appends what the run adds (what a compaction between rounds appended already, once), and
     /// parks the session when a call waits on an answer. `lease` holds the session; `carried` is what a
-    /// compaction before the run used; `restored` the state of the parked run it resumes.
+    /// compaction before the run used; `restored` the state of the parked run it resumes; `live` the window
+    /// when the caller read it already; `empty` that
+    /// the session was created for this run and nothing is in it yet (no log, no sub-agents to read).
+    #[allow(clippy::too_many_arguments)]
     async fn go_on(
         &self,
         agent: &Agent,
@@ -417,6 +454,7 @@ impl Sessions {
         carried: Usage,
         restored: Option<RunSnapshot>,
         live: Option<Live>,
+        empty: bool,
     ) -> Result<RunResult, SessionError> {
         let overhead = overhead(agent).await;
         let live = match live {
@@ -427,7 +465,7 @@ impl Sessions {
             },
         };
         // The sub-agents the session keeps (spawned by runs in any process) are this agent's too.
-        if let Err(e) = self.restore_subagents(agent, session_id).await {
+        if !empty && let Err(e) = self.restore_subagents(agent, session_id).await {
             return Err(idle_after(&lease, e).await);
         }
         let lease = Arc::new(lease);
@@ -586,7 +624,7 @@ impl Sessions {
         // The answered turn goes into the log as the parked state goes, in one transaction: a crash
         // leaves either the claim to take over or the run going on, never both.
         lease.settle(&added, SessionState { state: "running".into(), parked: None }).await?;
-        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run, None).await
+        self.go_on(agent, session_id, None, lease, Usage::default(), parked.run, None, false).await
     }
 
     /// Compacts the session now: a boundary and a summary the model writes are appended; nothing is

@@ -51,6 +51,17 @@ pub trait SessionStore: Send + Sync {
         now: i64,
         lease_ms: i64,
     ) -> Result<Taken, SessionError>;
+    /// Creates a root session already taken by `owner` for a run (its lease `lease_ms` past the store's
+    /// clock) and titled, in one statement: what `create` then `take` then `title` do for a session that
+    /// does not exist yet. False (nothing written) when the session exists: the caller takes it as usual.
+    async fn create_taken(
+        &self,
+        session_id: &str,
+        title: Option<&str>,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<bool, SessionError>;
     /// Extends `owner`'s lease to `lease_ms` past the store's clock; false when it no longer holds it.
     async fn renew(&self, session_id: &str, owner: &str, now: i64, lease_ms: i64) -> Result<bool, SessionError>;
     /// Appends `items` and sets the state in one transaction, only while `owner` holds the lease
@@ -347,6 +358,27 @@ macro_rules! session_store_impl {
                 if exists.is_none() {
                     return Err(SessionError::NotFound(session_id.to_string()));
                 }
+                let out = Self::insert_entries(tx, session_id, items, now).await?;
+                sqlx::query("UPDATE ambit_sessions SET updated_at = $1 WHERE session_id = $2")
+                    .bind(now)
+                    .bind(session_id)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_err)?;
+                Ok(out)
+            }
+
+            /// Numbers `items` after the log's last entry and inserts them, inside a transaction that
+            /// holds the session's row (the caller writes its `updated_at`).
+            async fn insert_entries(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                session_id: &str,
+                items: &[Item],
+                now: i64,
+            ) -> Result<Vec<i64>, SessionError> {
+                if items.is_empty() {
+                    return Ok(Vec::new());
+                }
                 let last: i64 = sqlx::query_scalar(
                     "SELECT CAST(COALESCE(MAX(idx), 0) AS BIGINT) FROM ambit_session_entries WHERE session_id = $1",
                 )
@@ -354,29 +386,25 @@ macro_rules! session_store_impl {
                 .fetch_one(&mut **tx)
                 .await
                 .map_err(store_err)?;
-                let mut out = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let idx = last + 1 + i as i64;
-                    sqlx::query(
-                        "INSERT INTO ambit_session_entries (session_id, idx, kind, body, created_at) \
-                         VALUES ($1, $2, $3, $4, $5)",
-                    )
-                    .bind(session_id)
-                    .bind(idx)
-                    .bind(item.kind())
-                    .bind(item.body().to_string())
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(store_err)?;
-                    out.push(idx);
+                let out: Vec<i64> = (0..items.len()).map(|i| last + 1 + i as i64).collect();
+                // One multi-row INSERT per 500 entries (3 parameters each, well under either store's
+                // limit), not one statement per entry.
+                for (n, chunk) in items.chunks(500).enumerate() {
+                    let mut sql =
+                        String::from("INSERT INTO ambit_session_entries (session_id, idx, kind, body, created_at) VALUES ");
+                    for i in 0..chunk.len() {
+                        let p = 3 + 3 * i;
+                        if i > 0 {
+                            sql.push_str(", ");
+                        }
+                        sql.push_str(&format!("($1, ${p}, ${}, ${}, $2)", p + 1, p + 2));
+                    }
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(session_id).bind(now);
+                    for (i, item) in chunk.iter().enumerate() {
+                        query = query.bind(out[n * 500 + i]).bind(item.kind()).bind(item.body().to_string());
+                    }
+                    query.execute(&mut **tx).await.map_err(store_err)?;
                 }
-                sqlx::query("UPDATE ambit_sessions SET updated_at = $1 WHERE session_id = $2")
-                    .bind(now)
-                    .bind(session_id)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(store_err)?;
                 Ok(out)
             }
         }
@@ -584,6 +612,33 @@ macro_rules! session_store_impl {
                 Ok(Taken { parked, interrupted, taken_over: taking_over, lost_tasks })
             }
 
+            async fn create_taken(
+                &self,
+                session_id: &str,
+                title: Option<&str>,
+                owner: &str,
+                now: i64,
+                lease_ms: i64,
+            ) -> Result<bool, SessionError> {
+                let sql = format!(
+                    "INSERT INTO ambit_sessions \
+                     (session_id, created_at, updated_at, title, state, lease_owner, lease_expires) \
+                     VALUES ($1, $2, $3, $4, 'running', $5, {} + $6) ON CONFLICT (session_id) DO NOTHING",
+                    Self::CLOCK_SQL
+                );
+                let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(session_id)
+                    .bind(now)
+                    .bind(now)
+                    .bind(title)
+                    .bind(owner)
+                    .bind(lease_ms)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_err)?;
+                Ok(done.rows_affected() > 0)
+            }
+
             async fn renew(
                 &self,
                 session_id: &str,
@@ -627,7 +682,8 @@ macro_rules! session_store_impl {
                     Some(h) if h.as_deref() != Some(owner) => return Err(lost_lease(session_id)),
                     Some(_) => {}
                 }
-                let indexes = Self::append_in(&mut tx, session_id, items, now).await?;
+                // The row is held (above); the UPDATE below writes its `updated_at`.
+                let indexes = Self::insert_entries(&mut tx, session_id, items, now).await?;
                 let keep = state.state == "running";
                 let parked = state.parked.as_ref().map(|p| p.to_string());
                 sqlx::query(
@@ -1036,6 +1092,10 @@ impl SqliteSessions {
 }
 
 impl SqliteSessions {
+    /// The store's clock in SQL, ms since the epoch: one host, the local clock (SQLite reads the same
+    /// system clock as [`super::now_ms`]).
+    const CLOCK_SQL: &'static str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
     /// The store's clock: one host, the local clock.
     async fn store_clock(_tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<i64, SessionError> {
         Ok(super::now_ms())
@@ -1067,6 +1127,9 @@ impl PgSessions {
 }
 
 impl PgSessions {
+    /// The store's clock in SQL: the server's, in ms since the epoch.
+    const CLOCK_SQL: &'static str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+
     /// The store's clock: the server's, in ms since the epoch.
     async fn store_clock(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> Result<i64, SessionError> {
         sqlx::query_scalar("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)")
