@@ -277,12 +277,12 @@ mod tests {
 
     #[test]
     fn blocks_round_trip_and_score_exactly_as_the_impacts_do() {
-        let mut a = vec![(BUCKET + 7, 1_200_000), (BUCKET + 3, 5), (BUCKET * 2 - 1, 2_200_000)];
+        let mut a = [(BUCKET + 7, 1_200_000), (BUCKET + 3, 5), (BUCKET * 2 - 1, 2_200_000)];
         let data = encode_block(&mut a);
         assert_eq!(decode_block(1, &data), [(BUCKET + 3, 5), (BUCKET + 7, 1_200_000), (BUCKET * 2 - 1, 2_200_000)]);
         let q = Query { term_ids: vec![10, 20], idf: vec![1.7, 0.3] };
-        let b = encode_block(&mut vec![(BUCKET + 7, 400_000), (BUCKET + 9, 900_000)]);
-        let c = encode_block(&mut vec![(3, 900_000)]);
+        let b = encode_block(&mut [(BUCKET + 7, 400_000), (BUCKET + 9, 900_000)]);
+        let c = encode_block(&mut [(3, 900_000)]);
         // Blocks come in any order; each memory scores its impacts in query order.
         let mut scored = score_blocks(&q, vec![(1, 1, b), (1, 0, c), (0, 1, data)]);
         scored.sort_by_key(|s| s.1);
