@@ -4,10 +4,10 @@
 //! driver.
 //!
 //! Ranking with a query: ambit's own index and score ([`super::index`]), kept by the store in the
-//! same transaction as the memory, read by the threshold algorithm: each term's postings in impact
-//! order, a few at a time, the memories met scored completely, until the `limit`-th beats what any
-//! unread memory could score. Ties, and the whole order without a query (the baseline): pinned first,
-//! higher salience, later update, higher id.
+//! same transaction as the memory: each term's postings packed in blocks (one row per term and bucket
+//! of memory ids), read whole and scored in Rust, the best then checked against the filters. Ties, and
+//! the whole order without a query (the baseline): pinned first, higher salience, later update, higher
+//! id.
 
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
