@@ -3,13 +3,14 @@
 //! transactions from a deterministic generator over the words of tests/memory/, and opened again: the
 //! rows are unindexed, as a store written before the index was, and opening indexes them (timed); the
 //! 62 questions of tests/memory/queries.tsv are then recalled through
-//! the public API (`Memory::recall`, limit 10) round after round, and the baseline (no query) too.
+//! the public API (`Memory::recall`, limit 10) round after round, and the baseline (no query) too; then
+//! writes on the full store: 200 memories remembered, updated in place and forgotten, each timed.
 //! PostgreSQL is measured when `AMBIT_BENCH_POSTGRES_URL` (or `AMBIT_TEST_POSTGRES_URL`) names a server.
 //! `AMBIT_BENCH_MEMORIES` changes the count.
 
 use std::time::{Duration, Instant};
 
-use ambit::memory::{Memory, Recall};
+use ambit::memory::{Memory, Recall, Remember, Target};
 
 const MEMORIES: [&str; 3] = [
     include_str!("../../tests/memory/memories_a.tsv"),
@@ -18,6 +19,8 @@ const MEMORIES: [&str; 3] = [
 ];
 const QUERIES: &str = include_str!("../../tests/memory/queries.tsv");
 const ROUNDS: usize = 2;
+/// How many memories the write measurement remembers, then updates, then forgets.
+const WRITES: usize = 200;
 
 /// A deterministic generator (xorshift).
 struct Rng(u64);
@@ -117,6 +120,44 @@ async fn measure(name: &str, memory: &Memory) {
         baseline.push(start.elapsed());
     }
     baseline.sort();
+    // Writes on the full store: new memories (their words drawn as the seeded ones were), then updates of
+    // them in place (new words), then forgets; each its own transaction through the public API.
+    let mut writes: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let fresh = rows(WRITES * 2);
+    for (i, (title, body, tags, salience)) in fresh.iter().take(WRITES).enumerate() {
+        let m = Remember::new(body.clone())
+            .title(title.clone())
+            .tags(tags.split(' '))
+            .salience(*salience)
+            .key(format!("w{i}"));
+        let start = Instant::now();
+        memory.remember("bench", m).await.expect("remember");
+        writes[0].push(start.elapsed());
+    }
+    for (i, (title, body, _, _)) in fresh.iter().skip(WRITES).enumerate() {
+        let m = Remember::new(body.clone()).title(title.clone()).key(format!("w{i}"));
+        let start = Instant::now();
+        memory.remember("bench", m).await.expect("update");
+        writes[1].push(start.elapsed());
+    }
+    for i in 0..WRITES {
+        let start = Instant::now();
+        memory.forget("bench", &Target::Key(format!("w{i}"))).await.expect("forget");
+        writes[2].push(start.elapsed());
+    }
+    for w in writes.iter_mut() {
+        w.sort();
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "memory writes {name}: remember p50 {:.2} ms, p99 {:.2} ms; update p50 {:.2} ms, p99 {:.2} ms; forget p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&writes[0], 0.5)),
+        ms(percentile(&writes[0], 0.99)),
+        ms(percentile(&writes[1], 0.5)),
+        ms(percentile(&writes[1], 0.99)),
+        ms(percentile(&writes[2], 0.5)),
+        ms(percentile(&writes[2], 0.99)),
+    );
     println!(
         "memory recall {name}: {} queries, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; baseline p50 {:.2} ms, p99 {:.2} ms",
         times.len(),

@@ -5,11 +5,10 @@
 //! term's *impact* in that memory, a BM25F weight (title counts 10, tags 5, body 1; saturation `K1`,
 //! length normalisation `B` against a fixed [`REFERENCE_LENGTH`]). A memory's relevance to a query is
 //! the sum over the query's terms of the term's inverse document frequency (in the agent's namespace)
-//! times its impact there. Impacts depend on the memory alone, so each term's postings are kept ordered
-//! by impact and a recall reads only their heads: it scores the memories met so far completely and
-//! stops once the `limit`-th best beats the best any unread memory could reach (the sum of the terms'
-//! last impacts read; the threshold algorithm). Scores are computed here, in `f64` from integer impacts
-//! and counts, so both stores rank alike to the last bit.
+//! times its impact there. Impacts depend on the memory alone; each term's postings are kept
+//! in blocks, one row per term and [`BUCKET`] of memory ids, and a recall reads its terms' blocks whole
+//! (a few rows a term) and scores every memory met here, in `f64` from integer impacts and counts, so
+//! both stores rank alike to the last bit.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -100,8 +99,9 @@ pub struct Query {
 
 impl Query {
     /// The relevance of a memory with these impacts (one per term, 0 where it lacks the term). Summed in
-    /// term order, so a larger impact never gives a smaller sum: the bound of [`settled`] is exact.
-    pub fn score(&self, impacts: &[i64]) -> f64 {
+    /// term order, from 0, so a memory's blocks can be summed a term at a time to the same bits.
+    #[cfg(test)]
+    fn score(&self, impacts: &[i64]) -> f64 {
         self.idf.iter().zip(impacts).fold(0.0, |sum, (w, i)| sum + w * (*i as f64 / IMPACT_SCALE))
     }
 
@@ -152,56 +152,99 @@ fn rank(query: &Query, candidates: impl IntoIterator<Item = (Candidate, Vec<i64>
     out
 }
 
-/// The memories met in the lists that could still be among the first `limit`, to be scored completely.
-/// `seen` holds, per memory, the impacts read for it (per term, `None` where its list did not reach
-/// it); `frontier` is as for [`settled`]; `exact` holds the scores of the memories known whole. A
-/// memory's score is at least its known impacts' sum and at most that plus the frontier of each term not
-/// read for it; every memory whose most is below the `limit`-th largest least is left out (strictly
-/// below: it cannot tie). With fewer than `limit` met, all.
-pub fn survivors(
-    query: &Query,
-    seen: &HashMap<i64, Vec<Option<i64>>>,
-    frontier: &[Option<i64>],
-    exact: &HashMap<i64, f64>,
-    limit: usize,
-) -> Vec<i64> {
-    let bounds: Vec<(i64, f64, f64)> = seen
-        .iter()
-        .map(|(id, known)| {
-            if let Some(score) = exact.get(id) {
-                return (*id, *score, *score);
-            }
-            let least: Vec<i64> = known.iter().map(|k| k.unwrap_or(0)).collect();
-            let most: Vec<i64> = known.iter().zip(frontier).map(|(k, f)| k.unwrap_or_else(|| f.unwrap_or(0))).collect();
-            (*id, query.score(&least), query.score(&most))
+/// How many consecutive memory ids share one block of a term's list: a term's postings are packed into
+/// one row per bucket of ids (`id / BUCKET`), so a list of 35,000 postings over 100,000 memories is 25
+/// rows, and a write rewrites one small row per term.
+pub const BUCKET: i64 = 4_096;
+/// The bytes of one posting in a block: the memory id's offset in its bucket (`u16`, little-endian) and
+/// the term's impact there (`u32`, little-endian; an impact is at most `(K1 + 1) * IMPACT_SCALE`).
+const POSTING_BYTES: usize = 6;
+
+/// The bucket (block) of a memory id.
+pub fn bucket(id: i64) -> i64 {
+    id.div_euclid(BUCKET)
+}
+
+/// The postings of a block: (memory id, impact), in memory id order.
+pub fn decode_block(bucket: i64, data: &[u8]) -> Vec<(i64, i64)> {
+    data.chunks_exact(POSTING_BYTES)
+        .map(|c| {
+            let offset = u16::from_le_bytes([c[0], c[1]]);
+            let impact = u32::from_le_bytes([c[2], c[3], c[4], c[5]]);
+            (bucket * BUCKET + i64::from(offset), i64::from(impact))
         })
-        .collect();
-    if bounds.len() <= limit {
-        return bounds.into_iter().map(|(id, _, _)| id).collect();
-    }
-    let mut leasts: Vec<f64> = bounds.iter().map(|b| b.1).collect();
-    leasts.sort_by(|a, b| b.total_cmp(a));
-    let threshold = leasts[limit - 1];
-    bounds.into_iter().filter(|b| b.2 >= threshold).map(|(id, _, _)| id).collect()
+        .collect()
 }
 
-/// Whether the first `limit` of `ranked` are the true first `limit`. `frontier` holds, per term, the
-/// last impact read from its list, or `None` when the list was read to its end. A memory not among the
-/// candidates was not read in any list, so each of its impacts is at most that term's frontier; the
-/// result is settled when every list was read whole, or when the `limit`-th candidate scores strictly
-/// more than that bound (strictly: an unread memory of equal score could win the tiebreak).
-#[cfg(test)]
-fn settled(query: &Query, ranked: &[Candidate], limit: usize, frontier: &[Option<i64>]) -> bool {
-    settled_at(query, ranked.get(limit.max(1) - 1).map(|c| c.score), frontier)
+/// A block's bytes from its postings (every id of the one bucket), sorted by memory id.
+pub fn encode_block(postings: &mut [(i64, i64)]) -> Vec<u8> {
+    postings.sort_unstable();
+    let mut out = Vec::with_capacity(postings.len() * POSTING_BYTES);
+    for (id, impact) in postings.iter() {
+        let offset = id.rem_euclid(BUCKET) as u16;
+        let impact = (*impact).clamp(0, i64::from(u32::MAX)) as u32;
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&impact.to_le_bytes());
+    }
+    out
 }
 
-/// [`settled`] given the `limit`-th best score (`None` when fewer were met).
-pub fn settled_at(query: &Query, kth: Option<f64>, frontier: &[Option<i64>]) -> bool {
-    if frontier.iter().all(Option::is_none) {
-        return true;
+/// Every memory holding a term of the query, with its score: `blocks` holds each block read, as (the
+/// term's position in the query, bucket, bytes). A bucket's blocks are summed into one array of scores
+/// in the query's term order, so each memory's score is exactly [`Query::score`] of its impacts (adding
+/// the 0 of a missing term changes no sum), on both stores alike.
+pub fn score_blocks(query: &Query, mut blocks: Vec<(usize, i64, Vec<u8>)>) -> Vec<(f64, i64)> {
+    blocks.sort_unstable_by_key(|(position, bucket, _)| (*bucket, *position));
+    let mut sums = vec![0.0f64; BUCKET as usize];
+    let mut met = vec![false; BUCKET as usize];
+    let mut touched: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let current = blocks[i].1;
+        while i < blocks.len() && blocks[i].1 == current {
+            let (position, _, data) = &blocks[i];
+            let w = query.idf[*position];
+            for c in data.chunks_exact(POSTING_BYTES) {
+                let offset = usize::from(u16::from_le_bytes([c[0], c[1]])) % BUCKET as usize;
+                let impact = u32::from_le_bytes([c[2], c[3], c[4], c[5]]);
+                if !met[offset] {
+                    met[offset] = true;
+                    touched.push(offset);
+                }
+                sums[offset] += w * (f64::from(impact) / IMPACT_SCALE);
+            }
+            i += 1;
+        }
+        for offset in touched.drain(..) {
+            out.push((sums[offset], current * BUCKET + offset as i64));
+            sums[offset] = 0.0;
+            met[offset] = false;
+        }
     }
-    let bound: Vec<i64> = frontier.iter().map(|f| f.unwrap_or(0)).collect();
-    kth.is_some_and(|k| k > query.score(&bound))
+    out
+}
+
+/// Moves the best of `candidates` (by score) to its front and returns how many: at least `want` of them
+/// (all when fewer), and every candidate tied with the last of those, so the tiebreak can order them.
+pub fn best_first(candidates: &mut [(f64, i64)], want: usize) -> usize {
+    if want == 0 {
+        return 0;
+    }
+    if candidates.len() <= want {
+        return candidates.len();
+    }
+    let by_score = |a: &(f64, i64), b: &(f64, i64)| b.0.total_cmp(&a.0);
+    candidates.select_nth_unstable_by(want - 1, by_score);
+    let bar = candidates[want - 1].0;
+    let mut end = want;
+    for i in want..candidates.len() {
+        if candidates[i].0.total_cmp(&bar) != Ordering::Less {
+            candidates.swap(i, end);
+            end += 1;
+        }
+    }
+    end
 }
 
 #[cfg(test)]
@@ -233,44 +276,39 @@ mod tests {
     }
 
     #[test]
-    fn settled_only_when_the_kth_beats_every_unread_memory() {
-        let q = Query { term_ids: vec![1, 2], idf: vec![1.0, 1.0] };
-        let ranked = rank(&q, [candidate(1, vec![900_000, 900_000]), candidate(2, vec![500_000, 0])]);
-        assert_eq!(ranked[0].id, 1);
-        // An unread memory could score at most 0.4 + 0.4 = 0.8 < 1.8: the first is settled.
-        assert!(settled(&q, &ranked, 1, &[Some(400_000), Some(400_000)]));
-        // ... but not the second (0.5 < 0.8), nor a tie at the bound.
-        assert!(!settled(&q, &ranked, 2, &[Some(400_000), Some(400_000)]));
-        assert!(!settled(&q, &ranked, 1, &[Some(900_000), Some(900_000)]));
-        // Fewer candidates than the limit: settled only when every list was read whole.
-        assert!(!settled(&q, &ranked, 3, &[None, Some(1)]));
-        assert!(settled(&q, &ranked, 3, &[None, None]));
+    fn blocks_round_trip_and_score_exactly_as_the_impacts_do() {
+        let mut a = [(BUCKET + 7, 1_200_000), (BUCKET + 3, 5), (BUCKET * 2 - 1, 2_200_000)];
+        let data = encode_block(&mut a);
+        assert_eq!(decode_block(1, &data), [(BUCKET + 3, 5), (BUCKET + 7, 1_200_000), (BUCKET * 2 - 1, 2_200_000)]);
+        let q = Query { term_ids: vec![10, 20], idf: vec![1.7, 0.3] };
+        let b = encode_block(&mut [(BUCKET + 7, 400_000), (BUCKET + 9, 900_000)]);
+        let c = encode_block(&mut [(3, 900_000)]);
+        // Blocks come in any order; each memory scores its impacts in query order.
+        let mut scored = score_blocks(&q, vec![(1, 1, b), (1, 0, c), (0, 1, data)]);
+        scored.sort_by_key(|s| s.1);
+        let expect = |i: &[i64]| q.score(i);
+        assert_eq!(
+            scored,
+            [
+                (expect(&[0, 900_000]), 3),
+                (expect(&[5, 0]), BUCKET + 3),
+                (expect(&[1_200_000, 400_000]), BUCKET + 7),
+                (expect(&[0, 900_000]), BUCKET + 9),
+                (expect(&[2_200_000, 0]), BUCKET * 2 - 1),
+            ]
+        );
     }
 
     #[test]
-    fn survivors_leave_out_only_memories_that_cannot_reach_the_kth() {
-        let q = Query { term_ids: vec![1, 2], idf: vec![1.0, 1.0] };
-        let seen: HashMap<i64, Vec<Option<i64>>> = [
-            (1, vec![Some(900_000), Some(900_000)]),
-            (2, vec![Some(800_000), None]),
-            (3, vec![None, Some(100_000)]),
-            (4, vec![Some(100_000), None]),
-        ]
-        .into();
-        // Least of the second best: 0.8; the most of 3 is 0.5 + 0.1, of 4 0.1 + 0.5: both left out.
-        let none = HashMap::new();
-        let mut s = survivors(&q, &seen, &[Some(500_000), Some(500_000)], &none, 2);
-        s.sort();
-        assert_eq!(s, [1, 2]);
-        // With a higher frontier, 3 and 4 could still reach 0.8 (0.8 + 0.1 = 0.9, 0.1 + 0.8 = 0.9).
-        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], &none, 2);
-        s.sort();
-        assert_eq!(s, [1, 2, 3, 4]);
-        // 2 known whole at 0.95 raises the bar above the most 3 and 4 could reach (0.9): they go.
-        let exact: HashMap<i64, f64> = [(2, 0.95)].into();
-        let mut s = survivors(&q, &seen, &[Some(800_000), Some(800_000)], &exact, 2);
-        s.sort();
-        assert_eq!(s, [1, 2]);
+    fn best_first_keeps_every_tie_of_the_last() {
+        let mut c = vec![(1.0, 1), (3.0, 2), (2.0, 3), (2.0, 4), (0.5, 5), (2.0, 6)];
+        let n = best_first(&mut c, 2);
+        let mut ids: Vec<i64> = c[..n].iter().map(|x| x.1).collect();
+        ids.sort();
+        // The second best is 2.0, which 3, 4 and 6 share: all three come along; 1 and 5 do not.
+        assert_eq!(ids, [2, 3, 4, 6]);
+        assert_eq!(best_first(&mut c, 1), 1);
+        assert_eq!(best_first(&mut c, 10), 6);
     }
 
     #[test]

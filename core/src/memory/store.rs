@@ -4,10 +4,10 @@
 //! driver.
 //!
 //! Ranking with a query: ambit's own index and score ([`super::index`]), kept by the store in the
-//! same transaction as the memory, read by the threshold algorithm: each term's postings in impact
-//! order, a few at a time, the memories met scored completely, until the `limit`-th beats what any
-//! unread memory could score. Ties, and the whole order without a query (the baseline): pinned first,
-//! higher salience, later update, higher id.
+//! same transaction as the memory: each term's postings packed in blocks (one row per term and bucket
+//! of memory ids), read whole and scored in Rust, the best then checked against the filters. Ties, and
+//! the whole order without a query (the baseline): pinned first, higher salience, later update, higher
+//! id.
 
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
@@ -34,8 +34,6 @@ struct Dialect {
     lock: &'static str,
     /// Appended to the read of rows to index: rows another opener is indexing are left to it.
     lock_skip: &'static str,
-    /// The join that keeps the left table the outer loop.
-    join: &'static str,
     /// Whether the text of `haystack` contains the text of parameter `$n`.
     contains: fn(haystack: &str, n: usize) -> String,
     /// A subquery of the values of list parameter `$n`.
@@ -47,6 +45,10 @@ struct Dialect {
     insert_postings: &'static str,
     /// Adds `(agent, delta)` rows (from `$1`) to the agents' counts of indexed memories.
     upsert_agents: &'static str,
+    /// Writes `(term_id, bucket, data)` rows (from `$1`) of the blocks, replacing those there.
+    upsert_blocks: &'static str,
+    /// Deletes the blocks of `(term_id, bucket)` rows (from `$1`).
+    delete_blocks: &'static str,
 }
 
 const SQLITE: Dialect = Dialect {
@@ -54,7 +56,6 @@ const SQLITE: Dialect = Dialect {
     begin_read: "BEGIN",
     lock: "",
     lock_skip: "",
-    join: "CROSS JOIN",
     contains: |h, n| format!("instr({h}, ${n}) > 0"),
     list: |n| format!("SELECT value FROM json_each(${n})"),
     upsert_terms: "INSERT INTO ambit_memory_terms (agent, term, df) \
@@ -66,6 +67,12 @@ const SQLITE: Dialect = Dialect {
     upsert_agents: "INSERT INTO ambit_memory_agents (agent, n) \
                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1) WHERE true \
                     ON CONFLICT (agent) DO UPDATE SET n = n + excluded.n",
+    upsert_blocks: "INSERT INTO ambit_memory_blocks (term_id, bucket, data) \
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), unhex(json_extract(value, '$[2]')) \
+                    FROM json_each($1) WHERE true \
+                    ON CONFLICT (term_id, bucket) DO UPDATE SET data = excluded.data",
+    delete_blocks: "DELETE FROM ambit_memory_blocks WHERE (term_id, bucket) IN \
+                    (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1))",
 };
 
 const POSTGRES: Dialect = Dialect {
@@ -73,7 +80,6 @@ const POSTGRES: Dialect = Dialect {
     begin_read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     lock: " FOR UPDATE",
     lock_skip: " FOR UPDATE SKIP LOCKED",
-    join: "JOIN",
     contains: |h, n| format!("strpos({h}, ${n}) > 0"),
     list: |n| format!("SELECT unnest(${n})"),
     // The rows come sorted (by term, by agent), so two writers lock shared rows in one order.
@@ -85,21 +91,17 @@ const POSTGRES: Dialect = Dialect {
     upsert_agents: "INSERT INTO ambit_memory_agents (agent, n) \
                     SELECT a, d FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS x(a, d, o) ORDER BY o \
                     ON CONFLICT (agent) DO UPDATE SET n = ambit_memory_agents.n + excluded.n",
+    upsert_blocks: "INSERT INTO ambit_memory_blocks (term_id, bucket, data) \
+                    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) \
+                    ON CONFLICT (term_id, bucket) DO UPDATE SET data = excluded.data",
+    delete_blocks: "DELETE FROM ambit_memory_blocks WHERE (term_id, bucket) IN \
+                    (SELECT * FROM unnest($1::bigint[], $2::bigint[]))",
 };
 
 const COLUMNS: &str = "m.id, m.agent, m.mkey, m.subject, m.kind, m.title, m.body, m.tags, m.salience, m.pinned, \
                        m.source, m.created_at, m.updated_at";
 /// The tiebreak, and the whole order without a query.
 const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC, m.id DESC";
-/// How many postings of each term a recall reads first, per memory asked for; each further round reads
-/// on from there, [`DEEPER`] times as many.
-const FIRST_READ_PER_RESULT: usize = 16;
-/// The fewest postings of a long list read first.
-const FIRST_READ: usize = 1_000;
-/// A list of at most this many postings is read whole in one statement (reading a list in order costs
-/// far less per posting than looking a memory's impacts up).
-const WHOLE_LIST: i64 = 3_000;
-const DEEPER: usize = 4;
 /// How many memories one transaction indexes when a store opens with unindexed rows.
 const INDEX_BATCH: i64 = 1_000;
 
@@ -110,10 +112,12 @@ const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
     sqlite: &[
         (1, "memory", include_str!("../../migrations/sqlite/memory_0001.sql")),
         (2, "memory_index", include_str!("../../migrations/sqlite/memory_0002.sql")),
+        (3, "memory_blocks", include_str!("../../migrations/sqlite/memory_0003.sql")),
     ],
     postgres: &[
         (1, "memory", include_str!("../../migrations/postgres/memory_0001.sql")),
         (2, "memory_index", include_str!("../../migrations/postgres/memory_0002.sql")),
+        (3, "memory_blocks", include_str!("../../migrations/postgres/memory_0003.sql")),
     ],
 };
 
@@ -121,6 +125,19 @@ const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
 enum Column {
     Texts(Vec<String>),
     Ints(Vec<i64>),
+    /// Bytes: hexadecimal text in SQLite's JSON (`unhex` reads it back), `bytea` on PostgreSQL.
+    Blobs(Vec<Vec<u8>>),
+}
+
+/// Bytes as lower-case hexadecimal text.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 impl Column {
@@ -128,12 +145,14 @@ impl Column {
         match self {
             Column::Texts(v) => v.get(i).map_or(serde_json::Value::Null, |t| serde_json::Value::from(t.as_str())),
             Column::Ints(v) => v.get(i).map_or(serde_json::Value::Null, |n| serde_json::Value::from(*n)),
+            Column::Blobs(v) => v.get(i).map_or(serde_json::Value::Null, |b| serde_json::Value::from(hex(b))),
         }
     }
     fn len(&self) -> usize {
         match self {
             Column::Texts(v) => v.len(),
             Column::Ints(v) => v.len(),
+            Column::Blobs(v) => v.len(),
         }
     }
 }
@@ -193,6 +212,7 @@ macro_rules! bind_params {
                 q = match c {
                     Column::Texts(v) => q.bind(v),
                     Column::Ints(v) => q.bind(v),
+                    Column::Blobs(v) => q.bind(v),
                 };
             }
         }
@@ -234,30 +254,6 @@ fn baseline_sql(d: &Dialect, agent: &str, s: &Search) -> (String, Vec<Param>) {
     sql.push_str(&format!(" ORDER BY {BASELINE_ORDER}"));
     params.push(Param::Int(s.limit as i64));
     sql.push_str(&format!(" LIMIT ${}", params.len()));
-    (sql, params)
-}
-
-/// The read of the next `$2` postings of term `$1` in impact order, after the posting `($3, $4)` (impact,
-/// memory), of memories that pass the filters. Without filters the postings alone answer it (a term's
-/// id is of one agent's namespace).
-fn list_sql(
-    d: &Dialect,
-    agent: &str,
-    s: &Search,
-    term_id: i64,
-    depth: usize,
-    after: (i64, i64),
-) -> (String, Vec<Param>) {
-    let mut params = vec![Param::Int(term_id), Param::Int(depth as i64), Param::Int(after.0), Param::Int(after.1)];
-    let mut sql = "SELECT p.memory_id, p.impact FROM ambit_memory_postings p".to_string();
-    if s.kind.is_some() || !s.tags.is_empty() || !s.subjects.is_empty() || s.no_subject {
-        sql.push_str(&format!(" {} ambit_memories m ON m.id = p.memory_id", d.join));
-    }
-    sql.push_str(" WHERE p.term_id = $1 AND (p.impact, p.memory_id) < ($3, $4)");
-    if sql.contains(" m ON ") {
-        sql.push_str(&filters(d, agent, s, &mut params));
-    }
-    sql.push_str(" ORDER BY p.impact DESC, p.memory_id DESC LIMIT $2");
     (sql, params)
 }
 
@@ -375,6 +371,7 @@ macro_rules! memory_store {
                         .await?;
                 }
                 let (mut term_ids, mut impacts, mut memory_ids) = (Vec::new(), Vec::new(), Vec::new());
+                let mut removed_ids: Vec<(i64, i64)> = Vec::new();
                 for (agent, terms) in by_agent {
                     if terms.is_empty() {
                         continue;
@@ -388,6 +385,11 @@ macro_rules! memory_store {
                         ids.insert(r.try_get(1)?, r.try_get(0)?);
                     }
                     for e in entries.iter().filter(|e| e.agent == agent) {
+                        for t in &e.removed {
+                            if let Some(id) = ids.get(t) {
+                                removed_ids.push((*id, e.id));
+                            }
+                        }
                         for (t, impact) in &e.postings {
                             let id = ids.get(t).copied().ok_or_else(|| {
                                 sqlx::Error::Protocol(format!("the index returned no id for term {t:?}"))
@@ -399,8 +401,64 @@ macro_rules! memory_store {
                     }
                 }
                 if !term_ids.is_empty() {
-                    let rows = vec![Column::Ints(term_ids), Column::Ints(impacts), Column::Ints(memory_ids)];
+                    let rows = vec![
+                        Column::Ints(term_ids.clone()),
+                        Column::Ints(impacts.clone()),
+                        Column::Ints(memory_ids.clone()),
+                    ];
                     bind_params!($arrays, sqlx::query($dialect.insert_postings), [Param::Rows(rows)]).execute(&mut *tx).await?;
+                }
+                // The blocks: each (term, bucket) touched read once, the removed postings taken out, the new
+                // ones put in, written back (or deleted when empty). The terms' rows were written above, so
+                // a concurrent writer of the same term waits for this transaction.
+                let mut changes: BTreeMap<(i64, i64), (Vec<i64>, Vec<(i64, i64)>)> = BTreeMap::new();
+                for (term_id, id) in removed_ids {
+                    changes.entry((term_id, index::bucket(id))).or_default().0.push(id);
+                }
+                for ((term_id, impact), id) in term_ids.iter().zip(&impacts).zip(&memory_ids) {
+                    changes.entry((*term_id, index::bucket(*id))).or_default().1.push((*id, *impact));
+                }
+                if !changes.is_empty() {
+                    let mut wanted_terms: Vec<i64> = changes.keys().map(|(t, _)| *t).collect();
+                    wanted_terms.dedup();
+                    let mut wanted_buckets: Vec<i64> = changes.keys().map(|(_, b)| *b).collect();
+                    wanted_buckets.sort_unstable();
+                    wanted_buckets.dedup();
+                    let sql = format!(
+                        "SELECT term_id, bucket, data FROM ambit_memory_blocks WHERE term_id IN ({}) AND bucket IN ({}){}",
+                        ($dialect.list)(1),
+                        ($dialect.list)(2),
+                        $dialect.lock
+                    );
+                    let params = [Param::List(Column::Ints(wanted_terms)), Param::List(Column::Ints(wanted_buckets))];
+                    let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                    let mut old: HashMap<(i64, i64), Vec<u8>> = HashMap::with_capacity(rows.len());
+                    for r in &rows {
+                        old.insert((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?);
+                    }
+                    let (mut put_terms, mut put_buckets, mut put_data) = (Vec::new(), Vec::new(), Vec::new());
+                    let (mut gone_terms, mut gone_buckets) = (Vec::new(), Vec::new());
+                    for ((term_id, bucket), (removed, added)) in changes {
+                        let mut postings = old.get(&(term_id, bucket)).map_or_else(Vec::new, |d| index::decode_block(bucket, d));
+                        postings.retain(|(id, _)| !removed.contains(id) && !added.iter().any(|(a, _)| a == id));
+                        postings.extend(added);
+                        if postings.is_empty() {
+                            gone_terms.push(term_id);
+                            gone_buckets.push(bucket);
+                        } else {
+                            put_terms.push(term_id);
+                            put_buckets.push(bucket);
+                            put_data.push(index::encode_block(&mut postings));
+                        }
+                    }
+                    if !put_terms.is_empty() {
+                        let rows = vec![Column::Ints(put_terms), Column::Ints(put_buckets), Column::Blobs(put_data)];
+                        bind_params!($arrays, sqlx::query($dialect.upsert_blocks), [Param::Rows(rows)]).execute(&mut *tx).await?;
+                    }
+                    if !gone_terms.is_empty() {
+                        let rows = vec![Column::Ints(gone_terms), Column::Ints(gone_buckets)];
+                        bind_params!($arrays, sqlx::query($dialect.delete_blocks), [Param::Rows(rows)]).execute(&mut *tx).await?;
+                    }
                 }
                 let ids = Column::Ints(entries.iter().filter(|e| e.counted >= 0).map(|e| e.id).collect());
                 if ids.len() > 0 {
@@ -440,7 +498,8 @@ macro_rules! memory_store {
                 }
             }
 
-            /// The first `search.limit` memories for a query, by the threshold algorithm over the index.
+            /// The first `search.limit` memories for a query: every block of the query's terms read whole and
+            /// scored, then the best checked against the filters (and ordered by the tiebreak) in rounds.
             async fn ranked(&self, agent: &str, s: &Search) -> Result<Vec<MemoryRecord>, MemoryError> {
                 let terms = index::query_terms(&s.terms);
                 let mut tx = self.pool.begin_with($dialect.begin_read).await?;
@@ -459,128 +518,62 @@ macro_rules! memory_store {
                     found.insert(r.try_get(1)?, (r.try_get(0)?, r.try_get(2)?));
                 }
                 let mut query = Query { term_ids: Vec::new(), idf: Vec::new() };
-                let mut dfs = Vec::new();
                 for t in &terms {
                     if let Some((id, df)) = found.get(t) {
                         query.term_ids.push(*id);
                         query.idf.push(index::idf(n.unwrap_or(0), *df));
-                        dfs.push(*df);
                     }
                 }
                 if query.term_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                let terms = query.term_ids.len();
                 let limit = s.limit.max(1);
-                // A short list is read whole at once; a longer one a head at a time, deeper each round.
-                let first = (limit * FIRST_READ_PER_RESULT).max(FIRST_READ);
-                let mut depth: Vec<usize> = dfs
-                    .iter()
-                    .map(|df| if *df <= WHOLE_LIST { usize::try_from(*df).unwrap_or(0) + 1 } else { first })
-                    .collect();
-                // Per term: where its list was left (impact, memory), `None` once read to its end.
-                let mut cursors: Vec<Option<(i64, i64)>> = vec![Some((i64::MAX, i64::MAX)); terms];
-                let mut seen: HashMap<i64, Vec<Option<i64>>> = HashMap::new();
-                // The memories whose every impact is known (read in every list, or fetched), scored once.
-                let mut exact: HashMap<i64, f64> = HashMap::new();
-                let (ranked, kth) = loop {
-                    for (i, &term_id) in query.term_ids.iter().enumerate() {
-                        let Some(after) = cursors[i] else { continue };
-                        let (sql, params) = list_sql(&$dialect, agent, s, term_id, depth[i], after);
-                        let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                        for r in &rows {
-                            let (id, impact): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
-                            seen.entry(id).or_insert_with(|| vec![None; terms])[i] = Some(impact);
-                            cursors[i] = Some((impact, id));
-                        }
-                        if rows.len() < depth[i] {
-                            cursors[i] = None;
-                        }
-                    }
-                    let frontier: Vec<Option<i64>> = cursors.iter().map(|c| c.map(|(impact, _)| impact)).collect();
-                    // A list read to its end holds no more of a memory's impacts: 0 where it was not met.
-                    for known in seen.values_mut() {
-                        for (k, f) in known.iter_mut().zip(&frontier) {
-                            if k.is_none() && f.is_none() {
-                                *k = Some(0);
-                            }
-                        }
-                    }
-                    for (id, known) in &seen {
-                        if !exact.contains_key(id) && known.iter().all(Option::is_some) {
-                            let impacts: Vec<i64> = known.iter().map(|k| k.unwrap_or(0)).collect();
-                            exact.insert(*id, query.score(&impacts));
-                        }
-                    }
-                    // The memories that could still be among the first `limit`: those not known whole are
-                    // completed from the index (once each), which can only raise the bar for the rest.
-                    let met = loop {
-                        let met = index::survivors(&query, &seen, &frontier, &exact, limit);
-                        let mut missing: Vec<i64> = met.iter().copied().filter(|id| !exact.contains_key(id)).collect();
-                        if missing.is_empty() {
-                            break met;
-                        }
-                        missing.sort_unstable();
-                        let sql = format!(
-                            "SELECT p.memory_id, p.term_id, p.impact FROM ambit_memory_postings p \
-                             WHERE p.memory_id IN ({}) AND p.term_id IN ({})",
-                            ($dialect.list)(1),
-                            ($dialect.list)(2)
-                        );
-                        let params =
-                            [Param::List(Column::Ints(missing.clone())), Param::List(Column::Ints(query.term_ids.clone()))];
-                        let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                        let mut impacts: HashMap<i64, Vec<i64>> =
-                            missing.iter().map(|id| (*id, vec![0; terms])).collect();
-                        for r in &rows {
-                            let id: i64 = r.try_get(0)?;
-                            if let (Some(v), Some(i)) = (impacts.get_mut(&id), query.position(r.try_get(1)?)) {
-                                v[i] = r.try_get(2)?;
-                            }
-                        }
-                        for (id, v) in impacts {
-                            if let Some(known) = seen.get_mut(&id) {
-                                *known = v.iter().map(|i| Some(*i)).collect();
-                            }
-                            exact.insert(id, query.score(&v));
-                        }
-                    };
-                    let mut scores: Vec<f64> = met.iter().filter_map(|id| exact.get(id).copied()).collect();
-                    scores.sort_by(|a, b| b.total_cmp(a));
-                    let kth = scores.get(limit - 1).copied();
-                    if index::settled_at(&query, kth, &frontier) {
-                        break (met, kth);
-                    }
-                    for d in depth.iter_mut() {
-                        *d = d.saturating_mul(DEEPER);
-                    }
-                };
-                // The first `limit` by score, and every memory tied with the last of them: the tiebreak
-                // (pinned, salience, updated, id) orders those.
-                let mut contenders: Vec<i64> = ranked
-                    .into_iter()
-                    .filter(|id| kth.is_none_or(|k| exact.get(id).is_some_and(|s| *s >= k)))
-                    .collect();
-                contenders.sort_unstable();
                 let sql = format!(
-                    "SELECT m.id, m.pinned, m.salience, m.updated_at FROM ambit_memories m WHERE m.id IN ({})",
+                    "SELECT term_id, bucket, data FROM ambit_memory_blocks WHERE term_id IN ({})",
                     ($dialect.list)(1)
                 );
-                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(contenders))])
-                    .fetch_all(&mut *tx)
-                    .await?;
-                let mut candidates = Vec::with_capacity(rows.len());
+                let params = [Param::List(Column::Ints(query.term_ids.clone()))];
+                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                let mut blocks = Vec::with_capacity(rows.len());
                 for r in &rows {
-                    let id: i64 = r.try_get(0)?;
-                    candidates.push(Candidate {
-                        id,
-                        pinned: r.try_get(1)?,
-                        salience: r.try_get(2)?,
-                        updated_at: r.try_get(3)?,
-                        score: exact.get(&id).copied().unwrap_or(0.0),
-                    });
+                    if let Some(position) = query.position(r.try_get(0)?) {
+                        blocks.push((position, r.try_get::<i64, _>(1)?, r.try_get::<Vec<u8>, _>(2)?));
+                    }
                 }
-                let best: Vec<i64> = index::order_scored(candidates).into_iter().take(limit).map(|c| c.id).collect();
+                drop(rows);
+                let mut scored = index::score_blocks(&query, blocks);
+                // The best not yet checked, with every tie of the last, against the filters (and for the
+                // tiebreak's fields); each unchecked memory then scores strictly less than every checked
+                // one, so once `limit` pass, the order of those that passed is the answer.
+                let mut passed: Vec<Candidate> = Vec::new();
+                let (mut checked, mut want) = (0, limit);
+                while passed.len() < limit && checked < scored.len() {
+                    let taken = index::best_first(&mut scored[checked..], want);
+                    let chunk = &scored[checked..checked + taken];
+                    let scores: HashMap<i64, f64> = chunk.iter().map(|(score, id)| (*id, *score)).collect();
+                    let mut ids: Vec<i64> = chunk.iter().map(|(_, id)| *id).collect();
+                    ids.sort_unstable();
+                    let mut params = vec![Param::List(Column::Ints(ids))];
+                    let mut sql = format!(
+                        "SELECT m.id, m.pinned, m.salience, m.updated_at FROM ambit_memories m WHERE m.id IN ({})",
+                        ($dialect.list)(1)
+                    );
+                    sql.push_str(&filters(&$dialect, agent, s, &mut params));
+                    let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
+                    for r in &rows {
+                        let id: i64 = r.try_get(0)?;
+                        passed.push(Candidate {
+                            id,
+                            pinned: r.try_get(1)?,
+                            salience: r.try_get(2)?,
+                            updated_at: r.try_get(3)?,
+                            score: scores.get(&id).copied().unwrap_or(0.0),
+                        });
+                    }
+                    checked += taken;
+                    want = want.saturating_mul(4);
+                }
+                let best: Vec<i64> = index::order_scored(passed).into_iter().take(limit).map(|c| c.id).collect();
                 let sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE m.id IN ({})", ($dialect.list)(1));
                 let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(best.clone()))])
                     .fetch_all(&mut *tx)
