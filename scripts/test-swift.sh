@@ -233,6 +233,10 @@ grep -q "(scripted) In Paris it is sunny" <<<"$out" || { echo "test-swift: the e
 # PKG_CONFIG_PATH, as the README says), and runs a small agent. The clone is this checkout's tracked
 # files as they are now (HEAD and uncommitted changes to tracked files): an untracked generated source
 # or manifest is missing there, as it would be for a user.
+if ! git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+  echo "test-swift: not a git checkout: the package by URL is not tested" >&2
+  exit 0
+fi
 echo "test-swift: a package depending on the clone by URL" >&2
 byurl="${AMBIT_CACHE:-$HOME/.cache/ambit}/swift-by-url"
 rm -rf "$byurl/ambit" "$byurl/consumer/Package.resolved"

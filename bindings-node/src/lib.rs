@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 mod envelope;
 pub mod ledger;
-mod logging;
+pub mod logging;
 mod mcp;
 pub mod memory;
 mod policy;

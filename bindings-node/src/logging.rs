@@ -19,7 +19,7 @@ pub type JsLogFn = ThreadsafeFunction<String, UnknownReturnValue, String, Status
 
 static SINK: RwLock<Option<JsLogFn>> = RwLock::new(None);
 
-struct Bridge;
+pub struct Bridge;
 
 static BRIDGE: Bridge = Bridge;
 
