@@ -1491,4 +1491,21 @@ export declare const telemetry: {
   flush(): void;
   /** Exports what is pending and turns export off. */
   disable(): void;
+  /**
+   * The logging bridge: calls `logger` with every record of the core at `level` or above (default
+   * `info`), on the JS thread, in order; `null` stops it. Unknown options or levels: `ConfigError`.
+   */
+  setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void;
 };
+
+/** A log level of the core, most severe first. */
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace';
+
+/** One record of the core's log (`telemetry.setLogger`). */
+export interface LogRecord {
+  readonly level: LogLevel;
+  /** The core's module: `ambit::agent`, `ambit::tools`, `ambit::mcp::client`, ... */
+  readonly target: string;
+  /** The message, then its fields as `name=value`. */
+  readonly message: string;
+}

@@ -2,7 +2,8 @@
 // Telemetry in Node: the core's spans (OpenTelemetry GenAI conventions: invoke_agent > turn > chat
 // {model} + execute_tool {name}) exported over OTLP/HTTP with protobuf bodies. Off by default; message
 // contents only with `recordContent: true`, and then after the credential redactor. The core does the
-// work; this module only translates.
+// work; this module only translates. `setLogger` is the logging bridge: the core's `tracing` events
+// (what Rust logs with `RUST_LOG`, Python with `logging`) handed to a JS function.
 
 const native = require('./native.js');
 const { ConfigError, InternalError } = require('./errors.js');
@@ -53,4 +54,30 @@ function disable() {
   unwrap(native.telemetryDisable());
 }
 
-module.exports = { telemetry: Object.freeze({ enable, flush, disable }) };
+const LEVELS = ['error', 'warn', 'info', 'debug', 'trace'];
+
+/**
+ * The logging bridge: `setLogger((record) => ..., { level: 'info' })` calls the function with every
+ * record of the core at `level` or above (`error` < `warn` < `info` < `debug` < `trace`; default
+ * `info`), as `{ level, target, message }` (`target` names the core's module: `ambit::agent`,
+ * `ambit::tools`, `ambit::mcp::client`, ...), on the JS thread, in order; `setLogger(null)` stops it.
+ * Off by default. The function's own exceptions are not the core's concern: they are reported as
+ * uncaught, as any callback's.
+ */
+function setLogger(logger, options = {}) {
+  if (logger !== null && typeof logger !== 'function') {
+    throw new ConfigError(`telemetry.setLogger takes a function or null, got ${typeof logger}`);
+  }
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ConfigError('telemetry.setLogger: options must be an object: { level? }');
+  }
+  refuseUnknown('telemetry.setLogger', options, ['level']);
+  const { level = 'info' } = options;
+  if (!LEVELS.includes(level)) {
+    throw new ConfigError(`telemetry.setLogger: level must be one of ${LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
+  }
+  const callback = logger === null ? null : (text) => logger(Object.freeze(JSON.parse(text)));
+  native.telemetrySetLogger(callback, level);
+}
+
+module.exports = { telemetry: Object.freeze({ enable, flush, disable, setLogger }) };

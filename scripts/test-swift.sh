@@ -39,9 +39,21 @@ if grep -nE 'try! +rustCall\(\) \{|try! +await uniffiRustCallAsync|errorHandler:
 fi
 put "$gen/ambit_swift.swift" "$pkg/Sources/Ambit/ambit_swift.swift"
 put "$gen/ambit_swiftFFI.h" "$pkg/Sources/AmbitFFI/ambit_swiftFFI.h"
-# SwiftPM wants `module.modulemap`; the generated one also `use`s Darwin modules, which Linux lacks.
-printf 'module ambit_swiftFFI {\n    header "ambit_swiftFFI.h"\n    export *\n}\n' >"$gen/module.modulemap"
+# SwiftPM wants `module.modulemap`; the generated one also `use`s Darwin modules, which Linux lacks. It
+# links `ambit_swift` (found through pkg-config by a package that depends on the root Package.swift).
+printf 'module ambit_swiftFFI {\n    header "ambit_swiftFFI.h"\n    link "ambit_swift"\n    export *\n}\n' >"$gen/module.modulemap"
 put "$gen/module.modulemap" "$pkg/Sources/AmbitFFI/module.modulemap"
+# The generated sources are committed (a package by URL builds from them): what was just generated must be
+# what the checkout holds (in a git checkout; a tarball has nothing to compare with).
+generated=(bindings-swift/swift/Sources/Ambit/ambit_swift.swift bindings-swift/swift/Sources/AmbitFFI/ambit_swiftFFI.h
+  bindings-swift/swift/Sources/AmbitFFI/module.modulemap)
+if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+  if ! git -C "$repo" ls-files --error-unmatch "${generated[@]}" >/dev/null 2>&1 \
+    || ! git -C "$repo" diff --exit-code --stat -- "${generated[@]}" >&2; then
+    echo "test-swift: the generated Swift sources are stale or not tracked: they were just regenerated; commit them (git add ${generated[*]})" >&2
+    exit 1
+  fi
+fi
 
 put "$repo/examples/swift/main.swift" "$pkg/Sources/AmbitWeather/main.swift"
 
@@ -214,3 +226,83 @@ out="$(bash "$repo/scripts/swift-toolchain.sh" run "$pkg" swift run -q --scratch
 kill "$provider_pid" 2>/dev/null || true
 echo "$out"
 grep -q "(scripted) In Paris it is sunny" <<<"$out" || { echo "test-swift: the example did not print the scripted answer" >&2; exit 1; }
+
+# The package by URL, as a user gets it: a fresh package outside the tree ($AMBIT_CACHE/swift-by-url)
+# depends on a clone of this repository by a git URL (a local one: file://), with no `unsafeFlags`
+# anywhere, builds against the static library bindings-swift/scripts/build-lib.sh makes (found through
+# PKG_CONFIG_PATH, as the README says), and runs a small agent. The clone is this checkout's tracked
+# files as they are now (HEAD and uncommitted changes to tracked files): an untracked generated source
+# or manifest is missing there, as it would be for a user.
+if ! git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+  echo "test-swift: not a git checkout: the package by URL is not tested" >&2
+  exit 0
+fi
+echo "test-swift: a package depending on the clone by URL" >&2
+byurl="${AMBIT_CACHE:-$HOME/.cache/ambit}/swift-by-url"
+rm -rf "$byurl/ambit" "$byurl/consumer/Package.resolved"
+mkdir -p "$byurl/ambit" "$byurl/consumer/Sources/Consumer"
+snapshot="$(git -C "$repo" stash create)"
+git -C "$repo" archive "${snapshot:-HEAD}" | tar -x -C "$byurl/ambit"
+git -C "$byurl/ambit" init -q -b main
+git -C "$byurl/ambit" add -A
+git -C "$byurl/ambit" -c user.name=ambit -c user.email=ambit@localhost commit -q -m snapshot
+# Tagged with the workspace's version and taken by that version, as users take a release (SwiftPM holds
+# a package taken by version to the strictest rules: no unsafeFlags).
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n 1)"
+git -C "$byurl/ambit" tag "$version"
+bash "$repo/bindings-swift/scripts/build-lib.sh" "$byurl/lib" --debug
+cat >"$byurl/consumer/Package.swift" <<SWIFT
+// swift-tools-version:5.9
+import PackageDescription
+
+let package = Package(
+    name: "Consumer",
+    platforms: [.macOS(.v12)],
+    dependencies: [.package(url: "file://$byurl/ambit", exact: "$version")],
+    targets: [.executableTarget(name: "Consumer", dependencies: [.product(name: "Ambit", package: "ambit")])]
+)
+SWIFT
+cat >"$byurl/consumer/Sources/Consumer/main.swift" <<'SWIFT'
+import Ambit
+
+struct GetWeather: AmbitTool {
+    let name = "get_weather"
+    let description = "Current weather for a city."
+    let parameters = #"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+
+    func call(arguments: [String: Any]) async throws -> String {
+        "sunny in \(arguments["city"] as? String ?? "?")"
+    }
+}
+
+let agent = try Agent(model: .testModel([.toolCall("get_weather", arguments: #"{"city":"Paris"}"#),
+                                         .text("It is sunny in Paris.")]),
+                      tools: [GetWeather()])
+let result = try await agent.run("Weather in Paris?")
+for call in result.toolCalls { print("tool \(call.name) -> \(call.result)") }
+print(result.output)
+SWIFT
+out="$(bash "$repo/scripts/swift-toolchain.sh" run "$byurl" env PKG_CONFIG_PATH="$byurl/lib" \
+  swift run -q --package-path "$byurl/consumer" Consumer)" || { echo "$out"; exit 1; }
+echo "$out"
+grep -q "tool get_weather -> sunny in Paris" <<<"$out" && grep -q "^It is sunny in Paris.$" <<<"$out" \
+  || { echo "test-swift: the package by URL did not run its agent" >&2; exit 1; }
+
+# Negative control: the same clone with `unsafeFlags` in the Ambit target (what the manifest had before),
+# taken by version, is refused by SwiftPM, so the run above shows the root manifest is free of them.
+git -C "$byurl/ambit" checkout -q -b unsafe
+sed -i 's|path: "bindings-swift/swift/Sources/Ambit",|path: "bindings-swift/swift/Sources/Ambit", swiftSettings: [.unsafeFlags(["-Onone"])],|' "$byurl/ambit/Package.swift"
+grep -q unsafeFlags "$byurl/ambit/Package.swift"
+git -C "$byurl/ambit" -c user.name=ambit -c user.email=ambit@localhost commit -q -am "unsafe flags"
+git -C "$byurl/ambit" tag 0.0.1-unsafe
+mkdir -p "$byurl/unsafe/Sources/Consumer"
+sed "s|exact: \"$version\"|exact: \"0.0.1-unsafe\"|" "$byurl/consumer/Package.swift" >"$byurl/unsafe/Package.swift"
+cp "$byurl/consumer/Sources/Consumer/main.swift" "$byurl/unsafe/Sources/Consumer/main.swift"
+rm -f "$byurl/unsafe/Package.resolved"
+if out="$(bash "$repo/scripts/swift-toolchain.sh" run "$byurl" env PKG_CONFIG_PATH="$byurl/lib" \
+  swift build -q --package-path "$byurl/unsafe" 2>&1)"; then
+  echo "test-swift: a dependency by URL with unsafeFlags was accepted (the negative control did not fail)" >&2
+  exit 1
+fi
+grep -q "contains unsafe build flags" <<<"$out" || { echo "$out"; echo "test-swift: the unsafeFlags control failed for another reason" >&2; exit 1; }
+echo "test-swift: by URL: runs; with unsafeFlags: refused ($(grep -m1 "contains unsafe build flags" <<<"$out"))" >&2

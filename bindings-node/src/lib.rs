@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 mod envelope;
 pub mod ledger;
+pub mod logging;
 mod mcp;
 pub mod memory;
 mod policy;

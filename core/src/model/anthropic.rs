@@ -405,6 +405,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
         }
     }
     let stop = stop_reason(body.get("stop_reason").and_then(Value::as_str), !tool_calls.is_empty());
+    crate::telemetry::response_model(body.get("model"));
     let response = ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,

@@ -237,6 +237,7 @@ pub fn parse_response_within(body: &Value, limits: &WireLimits) -> Result<ModelR
     let stop =
         stop_reason(choice.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty(), refusal.is_some());
     let usage = parse_usage(body.get("usage"));
+    crate::telemetry::response_model(body.get("model"));
     Ok(ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,
@@ -287,6 +288,8 @@ pub struct StreamDecoder {
     /// The refusal the deltas carried, if any.
     refusal: Option<String>,
     usage: Option<Value>,
+    /// Whether a chunk's `model` was recorded (the first that names one).
+    model_seen: bool,
 }
 
 impl StreamDecoder {
@@ -316,6 +319,10 @@ impl StreamDecoder {
             && let Some(id) = chunk.get("id").and_then(Value::as_str)
         {
             self.id = id.to_string();
+        }
+        if !self.model_seen && chunk.get("model").is_some_and(|m| m.as_str().is_some_and(|m| !m.is_empty())) {
+            self.model_seen = true;
+            crate::telemetry::response_model(chunk.get("model"));
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
             self.usage = Some(u.clone());

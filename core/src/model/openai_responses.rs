@@ -289,6 +289,7 @@ pub fn parse_reply_within(body: &Value, limits: &WireLimits) -> Result<ModelRepl
         cache_read_tokens: cached,
         cache_write_tokens: written,
     };
+    crate::telemetry::response_model(body.get("model"));
     let response = ModelResponse {
         id: body.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
         text,

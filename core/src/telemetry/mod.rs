@@ -7,8 +7,8 @@
 //!   `gen_ai.usage.input_tokens` / `gen_ai.usage.output_tokens`, or `error.type`;
 //! - `turn` (one round of the loop: its model request and the tool calls it asked for): `ambit.turn`;
 //! - `chat {model}` (a model request): `gen_ai.operation.name` = `chat`, `gen_ai.provider.name` (and the
-//!   older `gen_ai.system`), `gen_ai.request.model`, `gen_ai.response.id`,
-//!   `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens` / `output_tokens`;
+//!   older `gen_ai.system`), `gen_ai.request.model`, `gen_ai.response.id`, `gen_ai.response.model` (the
+//!   model the provider says answered, as each wire's answer names it), `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens` / `output_tokens`;
 //! - `execute_tool {name}` (a tool call): `gen_ai.operation.name` = `execute_tool`, `gen_ai.tool.name`,
 //!   `gen_ai.tool.call.id`, `gen_ai.tool.type`, and `error.type` when the call failed or was refused;
 //!   the approval, an MCP call, ledger and session operations are spans of their own inside.
@@ -128,6 +128,7 @@ pub(crate) fn chat_span(parent: &Span, model: &str, request: &ModelRequest, reda
         gen_ai.system = Empty,
         gen_ai.request.model = model,
         gen_ai.response.id = Empty,
+        gen_ai.response.model = Empty,
         gen_ai.response.finish_reasons = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
@@ -206,6 +207,16 @@ pub(crate) fn provider(name: &'static str) {
     if !span.is_disabled() {
         span.record("gen_ai.provider.name", name);
         span.record("gen_ai.system", name);
+    }
+}
+
+/// Records the model the provider says answered (`gen_ai.response.model`) on the model request in flight
+/// (called by a wire with its answer's `model`; nothing when it names none).
+pub(crate) fn response_model(model: Option<&serde_json::Value>) {
+    let Some(model) = model.and_then(serde_json::Value::as_str).filter(|m| !m.is_empty()) else { return };
+    let span = Span::current();
+    if !span.is_disabled() {
+        span.record("gen_ai.response.model", model);
     }
 }
 

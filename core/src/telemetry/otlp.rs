@@ -80,8 +80,13 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
         .get_or_init(|| {
             let provider = build_provider(endpoint.clone(), config.headers.clone(), config.service_name.clone())?;
             // The conventions' attributes only: no source location, thread, target or busy/idle times.
+            // No OpenTelemetry context activation (on by default): it attaches and detaches an
+            // OpenTelemetry `Context` on every poll of every instrumented future (a run's, its turn's,
+            // its model request's). Parents come from `tracing`'s own current span instead, and nothing
+            // in the process reads the OpenTelemetry context.
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(provider.tracer("ambit"))
+                .with_context_activation(false)
                 .with_location(false)
                 .with_threads(false)
                 .with_target(false)

@@ -280,7 +280,16 @@ async fn handle(
         record(json!({"status": status, "body": error_body(wire, status, message)}));
         return Ok(error_response(wire, status, message, retry_after));
     }
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("unknown");
+    // The model the answer names: the scripted `model` (a provider answering with a dated version of the
+    // name asked for), else the one asked for.
+    let model = exchange
+        .respond
+        .get("model")
+        .and_then(Value::as_str)
+        .or_else(|| body.get("model").and_then(Value::as_str))
+        .unwrap_or("unknown")
+        .to_string();
+    let model = model.as_str();
     let tag = format!("{}{:02}", hash(&script.name), index + 1);
     let mut respond = exchange.respond.clone();
     if script.prompt_cache && wire == "anthropic" {
