@@ -67,7 +67,7 @@ fn cpu() -> Duration {
 
 /// Message `i` of a long conversation: questions and answers of a realistic length.
 fn message(i: usize) -> Message {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Message::user(format!(
             "Question {i}: which of the open purchase orders for the Hamburg warehouse still have no tracking \
              number, and who was the last person to chase them?"
