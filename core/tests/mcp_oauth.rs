@@ -595,3 +595,67 @@ fn attack_concurrent_writers_sharing_a_token_file_lose_no_entry() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(all.len(), 200, "lost entries: {}", 200 - all.len());
 }
+
+/// A loopback HTTP endpoint that answers every request with `answer` (its status line and headers) and
+/// records each request's head.
+async fn endpoint(answer: impl Fn(u16) -> String + Send + Sync + 'static) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (record, answer) = (seen.clone(), Arc::new(answer));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (record, answer) = (record.clone(), answer.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                record.lock().unwrap().push(String::from_utf8_lossy(&head).to_lowercase());
+                let reply = format!("{}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", answer(port));
+                let _ = socket.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Finding 10: an MCP HTTP server's redirect is not followed, so its headers (here a static API key;
+/// a bearer or OAuth token alike) never go where it points. Control: the sink, reached directly, does
+/// see the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_an_mcp_server_redirect_does_not_carry_its_headers_away() {
+    let (sink, sunk) = endpoint(|_| "HTTP/1.1 500 Internal Server Error".to_string()).await;
+    let (redirector, asked) =
+        endpoint(move |_| format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{sink}/mcp")).await;
+    let server = |port: u16| {
+        McpServer::http("r", format!("http://127.0.0.1:{port}/mcp")).header("x-api-key", "key-that-must-stay-home")
+    };
+    let reason = reason_of(&McpHub::new(vec![server(redirector)], Deferral::Eager, None)).await;
+    assert!(!reason.is_empty(), "the redirect is an error");
+    assert!(!asked.lock().unwrap().is_empty(), "the redirector was asked");
+    assert!(sunk.lock().unwrap().is_empty(), "the redirect was followed: {:?}", sunk.lock().unwrap());
+    // Control: the sink reached directly gets the header (so the check above can see one).
+    let _ = reason_of(&McpHub::new(vec![server(sink)], Deferral::Eager, None)).await;
+    assert!(sunk.lock().unwrap().iter().any(|h| h.contains("x-api-key: key-that-must-stay-home")));
+}
+
+/// Finding 10: a token goes over plain http only to a loopback address: OAuth on an http URL elsewhere
+/// is refused by name. Control: https, and loopback http, pass.
+#[test]
+fn attack_oauth_over_plain_http_off_loopback_is_refused() {
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = || McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let err = McpServer::http("s", "http://mcp.example.com/mcp").oauth(oauth()).validate().unwrap_err();
+    assert!(err.contains("MCP server 's': url") && err.contains("plain http is allowed only to a loopback"), "{err}");
+    let err = McpServer::http("s", "http://evil.localhost/mcp").oauth(oauth()).validate().unwrap_err();
+    assert!(err.contains("plain http"), "{err}");
+    for ok in ["https://mcp.example.com/mcp", "http://127.0.0.1:9/mcp", "http://localhost:9/mcp"] {
+        assert!(McpServer::http("s", ok).oauth(oauth()).validate().is_ok(), "{ok}");
+    }
+}

@@ -195,7 +195,7 @@ async fn attack_a_parked_call_that_returns_an_image_resumes_with_the_image_as_pa
             {"expect": {"messages_count": 4, "messages_tail": [
                 {"role": "tool", "tool_call_id": "c", "content": "the chart\n[image image/png, 69 bytes]"},
                 {"role": "user", "content": [
-                    {"type": "text", "text": "The images render_chart returned (call c):"},
+                    {"type": "text", "text": "[tool output, not the user's words] The images tool render_chart returned (call c):"},
                     {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
                 ]}
             ]}, "respond": {"content": "A green pixel."}}

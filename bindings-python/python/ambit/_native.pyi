@@ -6,7 +6,7 @@ import builtins
 from typing import Any, Awaitable, Callable, final
 
 __all__ = [
-    "NativeAgent", "task_progress", "task_cancelled", "wire_name", "_drain", "_testing_force_panic",
+    "NativeAgent", "task_progress", "task_cancelled", "wire_name", "host_content_tag", "_drain", "_testing_force_panic",
     "_testing_panicking_tools", "_testing_open_ledger", "_testing_open_sessions", "_testing_open_routines",
     "_TestingClock", "NativeRunStream", "NativeLedger", "NativeLedgerTools", "NativeSessions", "NativeDeliveries",
     "NativeMemory", "knowledge_publish", "NativeRoutines", "NativeRunner", "telemetry_enable", "telemetry_flush",
