@@ -148,8 +148,8 @@ pub(crate) async fn guard_async<T, E: CaughtPanic>(
 /// The tag a tool's typed content return (`toolContent([...])`) starts with: put before the content
 /// value's JSON, so a plain string a tool returns can never pass for content.
 #[uniffi::export]
-pub fn host_content_tag() -> String {
-    ambit::content::host_content_tag().to_string()
+pub fn host_content_tag() -> Result<String, CoreError> {
+    guard(|| Ok(ambit::content::host_content_tag().to_string()))
 }
 
 /// Test hook: panics inside the core, in a synchronous export (throws `CoreError.Internal`).

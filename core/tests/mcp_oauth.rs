@@ -659,3 +659,53 @@ fn attack_oauth_over_plain_http_off_loopback_is_refused() {
         assert!(McpServer::http("s", ok).oauth(oauth()).validate().is_ok(), "{ok}");
     }
 }
+
+/// Finding 11: two requests that hit a 401 together (every token revoked) ask for consent once: the
+/// second waits for the first's authorization and goes with its token. The consent step holds its
+/// answer until the server has answered both requests 401, so both were refused before any new token
+/// existed. Control: the first connection consented, and the revoke made a new consent necessary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_concurrent_401s_share_one_consent() {
+    let server = Arc::new(Server::start().await);
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    // 0: consent at once; n: first wait until the server has answered n 401s.
+    let hold = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (seen, wait, stats_url) = (urls.clone(), hold.clone(), format!("{}/stats", server.base()));
+    let consent = AuthorizeFn(move |url: String| {
+        seen.lock().unwrap().push(url.clone());
+        let (wait, stats_url) = (wait.load(std::sync::atomic::Ordering::SeqCst), stats_url.clone());
+        let fut: futures::future::BoxFuture<'static, Result<String, String>> = Box::pin(async move {
+            for _ in 0..500 {
+                let stats: Value = reqwest::get(&stats_url).await.unwrap().json().await.unwrap();
+                if stats["unauthorized"].as_u64().unwrap_or(0) >= wait {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+            let resp = http.get(&url).send().await.map_err(|e| e.to_string())?;
+            resp.headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| "no redirect".into())
+        });
+        fut
+    });
+    let oauth = McpOAuth::authorization_code(REDIRECT, consent);
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    hub.refresh().await;
+    let listing = hub.listing();
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert_eq!(urls.lock().unwrap().len(), 1, "the first connection consented");
+    let whoami = listing.entries.iter().find(|e| e.tool.spec().name == "mcp__notes__whoami").unwrap().tool.clone();
+
+    reqwest::Client::new().post(format!("{}/revoke", server.base())).send().await.unwrap();
+    let refused_before = server.stats().await["unauthorized"].as_u64().unwrap();
+    hold.store(refused_before + 2, std::sync::atomic::Ordering::SeqCst);
+    let (a, b) = futures::join!(whoami.call(json!({})), whoami.call(json!({})));
+    let (a, b) = (a.unwrap().to_string(), b.unwrap().to_string());
+    assert!(a.contains("notes:read") && b.contains("notes:read"), "{a} / {b}");
+    assert!(server.stats().await["unauthorized"].as_u64().unwrap() >= refused_before + 2, "both were refused");
+    assert_eq!(urls.lock().unwrap().len(), 2, "one consent for the two refused requests: {:?}", urls.lock().unwrap());
+}

@@ -772,6 +772,9 @@ pub(super) struct Flow {
     secrets: Secrets,
     /// Serializes authorizations: two requests that hit a 401 together consent once.
     authorizing: tokio::sync::Mutex<()>,
+    /// Authorizations (and step-ups) that succeeded so far: a request that waited on `authorizing`
+    /// while another consented sees it moved and tries the new token before asking again.
+    authorized: std::sync::atomic::AtomicU64,
     /// The network setting for the flow's own requests.
     net: NetPolicy,
     /// Why the flow's last refused request was refused, to say so in the error.
@@ -826,6 +829,7 @@ impl Flow {
             store,
             secrets,
             authorizing: Default::default(),
+            authorized: Default::default(),
             net,
             refusal: Default::default(),
             refused: Default::default(),
@@ -1053,9 +1057,25 @@ impl OAuthHttp {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, HttpError>>,
     {
-        match call().await {
+        use std::sync::atomic::Ordering;
+        // The authorizations done before this request went out: one done since (by a request that hit
+        // the same 401 at the same time) is tried before this one asks for consent again.
+        let before = self.flow.authorized.load(Ordering::SeqCst);
+        let first = call().await;
+        let first = match first {
+            Err(StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_)) => {
+                let one = self.flow.authorizing.lock().await;
+                if self.flow.authorized.load(Ordering::SeqCst) == before {
+                    first
+                } else {
+                    drop(one);
+                    call().await
+                }
+            }
+            other => other,
+        };
+        match first {
             Err(StreamableHttpError::AuthRequired(e)) => {
-                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
                 let refused = self.flow.refused.load(Ordering::SeqCst);
                 if refused >= MAX_REFUSED {
@@ -1070,6 +1090,7 @@ impl OAuthHttp {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
                 }
+                self.flow.authorized.fetch_add(1, Ordering::SeqCst);
                 let out = call().await;
                 if matches!(out, Err(StreamableHttpError::AuthRequired(_))) {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
@@ -1084,7 +1105,6 @@ impl OAuthHttp {
                     &url::Url::parse(&self.flow.url).map_err(|e| StreamableHttpError::Auth(AuthError::from(e)))?,
                 );
                 let required = e.required_scope.clone().or(params.scope.clone()).unwrap_or_default();
-                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
                 // Step-ups share the bound of authorizations in a row.
                 let refused = self.flow.refused.load(Ordering::SeqCst);
@@ -1098,6 +1118,7 @@ impl OAuthHttp {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
                 }
+                self.flow.authorized.fetch_add(1, Ordering::SeqCst);
                 let out = call().await;
                 if matches!(out, Err(StreamableHttpError::InsufficientScope(_) | StreamableHttpError::AuthRequired(_)))
                 {

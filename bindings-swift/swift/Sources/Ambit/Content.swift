@@ -33,7 +33,7 @@ public func toolContent(_ parts: [Part]) -> String {
     let body = ["$ambit_content": parts.map(\.json)]
     let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data("{}".utf8)
     // The core's tag marks it as the typed return it is: a plain string never reads as content.
-    return hostContentTag() + String(decoding: data, as: UTF8.self)
+    return ((try? hostContentTag()) ?? "") + String(decoding: data, as: UTF8.self)
 }
 
 extension Agent {
