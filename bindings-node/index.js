@@ -177,6 +177,9 @@ const TOOL = Symbol('ambit.tool');
  */
 const CONTEXTS = new Map();
 let nextContext = 0;
+/** A stream's iterator dropped before it ended (never run out, returned or aborted): its context is
+ * given back and its run cancelled when the iterator is collected. */
+const ABANDONED = new FinalizationRegistry((held) => held.release());
 
 /** Keeps `options.context` for one run; its id (undefined: the run has none). */
 function enterContext(options) {
@@ -692,18 +695,35 @@ class Agent {
    * @param {string} input
    * @param {{signal?: AbortSignal}} [options]
    */
-  async *stream(input, options = {}) {
+  stream(input, options = {}) {
+    // What the iteration holds (its run's context, its feed), released however it ends: run to its end
+    // or returned (the generator's finally), aborted (the signal), or dropped unfinished (collected).
+    const held = {
+      context: undefined,
+      feed: undefined,
+      release() {
+        this.feed?.cancel();
+        if (this.context !== undefined) CONTEXTS.delete(this.context);
+        this.context = undefined;
+      },
+    };
+    const events = this.#stream(input, options, held);
+    ABANDONED.register(events, held, held);
+    return events;
+  }
+
+  async *#stream(input, options, held) {
     const [text, messages] = runInput('Agent.stream', input);
     const signal = cancelSignal('Agent.stream', options);
-    const context = enterContext(options);
-    let feed;
+    held.context = enterContext(options);
     try {
-      feed = this.#native.stream(text, messages, context);
+      held.feed = this.#native.stream(text, messages, held.context);
     } catch (e) {
-      if (context !== undefined) CONTEXTS.delete(context);
+      held.release();
       throw e;
     }
-    const abort = () => feed.cancel();
+    const feed = held.feed;
+    const abort = () => held.release();
     signal?.addEventListener('abort', abort, { once: true });
     try {
       for (;;) {
@@ -717,8 +737,8 @@ class Agent {
       }
     } finally {
       signal?.removeEventListener('abort', abort);
-      feed.cancel();
-      if (context !== undefined) CONTEXTS.delete(context);
+      held.release();
+      ABANDONED.unregister(held);
     }
   }
 
@@ -963,6 +983,8 @@ Object.defineProperty(module.exports, '_toRunResult', { value: toRunResult });
 Object.defineProperty(module.exports, '_enterContext', { value: enterContext });
 Object.defineProperty(module.exports, '_leaveContext', { value: (id) => id !== undefined && CONTEXTS.delete(id) });
 Object.defineProperty(module.exports, '_toError', { value: toError });
+// For the tests: how many run contexts are held now.
+Object.defineProperty(module.exports, '_heldContexts', { value: () => CONTEXTS.size });
 Object.assign(module.exports, require('./sessions.js'));
 // Routines (after Sessions and the ledger, which its Runner takes).
 Object.assign(module.exports, require('./routines.js'));

@@ -161,3 +161,56 @@ test('session runs each see their own context; none is stored; resume refuses un
   await assert.rejects(sessions.run(agent, s1, 'hi', { contxt: {} }), (e) => e instanceof ConfigError && /unknown option 'contxt'/.test(e.message));
   await assert.rejects(sessions.resume(agent, s1, { decision: 'approve' }, { contxt: {} }), ConfigError);
 });
+
+/** Collects garbage until `done()` holds (FinalizationRegistry callbacks run after a collection, on a
+ * later task), at most 50 rounds. */
+async function collectUntil(done) {
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  for (let i = 0; i < 50 && !done(); i += 1) {
+    gc();
+    await new Promise((r) => setImmediate(r));
+  }
+  return done();
+}
+
+test('attack: a stream iterator dropped unfinished, returned or aborted gives back its context', async () => {
+  const core = require('..');
+  const held = core._heldContexts;
+  const agent = new Agent({
+    model: new TestModel(['hello', 'hello', 'hello']),
+  });
+  const before = held();
+  // Dropped after its first event, never returned: the leak the GC now closes.
+  await (async () => {
+    const events = agent.stream('hi', { context: { name: 'ada' } });
+    assert.equal((await events.next()).value.type, 'run_started');
+    assert.equal(held(), before + 1, 'the running stream holds its context');
+  })();
+  assert.ok(await collectUntil(() => held() === before), `held ${held()} contexts, wanted ${before}`);
+  // Returned early (a loop left with break): given back at once.
+  for await (const event of agent.stream('hi', { context: { name: 'bob' } })) {
+    assert.equal(event.type, 'run_started');
+    break;
+  }
+  assert.equal(held(), before);
+  // Aborted while the consumer is not pulling: given back at once.
+  const controller = new AbortController();
+  const events = agent.stream('hi', { context: { name: 'cy' }, signal: controller.signal });
+  await events.next();
+  assert.equal(held(), before + 1);
+  controller.abort();
+  assert.equal(held(), before);
+  // Control: a stream run to its end sees its context until then, and gives it back.
+  const seen = [];
+  const whoami = new Agent({
+    model: whoamiModel(),
+    tools: [tool({ name: 'whoami', description: 'Who is asking.', parameters: { type: 'object', properties: {} },
+      run: (_args, ctx) => ctx.context.name })],
+  });
+  for await (const event of whoami.stream('who am I?', { context: { name: 'dee' } })) seen.push(event.type);
+  assert.equal(seen.at(-1), 'run_finished');
+  assert.equal(held(), before);
+});

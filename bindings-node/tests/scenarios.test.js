@@ -208,7 +208,8 @@ function scenarioTool(spec) {
     const image = behavior.returns_image;
     run = async (args) => [
       new Text(substitute(image.text, args)),
-      Image.fromBytes(Buffer.from(image.data, 'base64'), image.media_type),
+      ...Array.from({ length: behavior.repeat ?? 1 }, () =>
+        Image.fromBytes(Buffer.from(image.data, 'base64'), image.media_type)),
     ];
   } else if (Object.prototype.hasOwnProperty.call(behavior, 'returns')) {
     run = async (args, ctx) => substitute(withCredentials(behavior.returns, spec, ctx), args);

@@ -637,6 +637,13 @@ fn task_cancelled(token: u64) -> PyResult<bool> {
     guard(|| Ok(ambit::agent::background::host_task_cancelled(token)))
 }
 
+/// The tag a tool's typed content return (an `Image`, a list of parts) starts with: the facade puts it
+/// before the content value's JSON, so a plain string a tool returns can never pass for content.
+#[pyfunction]
+fn host_content_tag() -> &'static str {
+    ambit::content::host_content_tag()
+}
+
 /// The name a model sees for the tool `name` on a wire that takes names of at most `max_bytes` bytes
 /// (64 on Chat Completions, 128 on Anthropic and Responses): the name itself when the wire takes it,
 /// else its head, `_` and 12 hex digits of its SHA-256 (SPEC §3).
@@ -755,6 +762,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(task_progress, m)?)?;
     m.add_function(wrap_pyfunction!(task_cancelled, m)?)?;
     m.add_function(wrap_pyfunction!(wire_name, m)?)?;
+    m.add_function(wrap_pyfunction!(host_content_tag, m)?)?;
     m.add_function(wrap_pyfunction!(awaitable::_drain, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_force_panic, m)?)?;
     m.add_function(wrap_pyfunction!(_testing_panicking_tools, m)?)?;

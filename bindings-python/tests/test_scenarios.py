@@ -59,7 +59,8 @@ def scenario_tool(spec: dict[str, Any], use_async: bool) -> ambit.Tool:
 
         def chart(**kwargs: Any) -> list[Any]:
             data = base64.b64decode(image["data"])
-            return [ambit.Text(fill(image["text"], kwargs)), ambit.Image.from_bytes(data, image["media_type"])]
+            images = [ambit.Image.from_bytes(data, image["media_type"])] * behavior.get("repeat", 1)
+            return [ambit.Text(fill(image["text"], kwargs)), *images]
 
         async def chart_async(**kwargs: Any) -> list[Any]:
             return chart(**kwargs)

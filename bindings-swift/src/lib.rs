@@ -145,6 +145,13 @@ pub(crate) async fn guard_async<T, E: CaughtPanic>(
         .unwrap_or_else(|p| Err(E::internal(ambit::Error::from_panic(&*p))))
 }
 
+/// The tag a tool's typed content return (`toolContent([...])`) starts with: put before the content
+/// value's JSON, so a plain string a tool returns can never pass for content.
+#[uniffi::export]
+pub fn host_content_tag() -> Result<String, CoreError> {
+    guard(|| Ok(ambit::content::host_content_tag().to_string()))
+}
+
 /// Test hook: panics inside the core, in a synchronous export (throws `CoreError.Internal`).
 #[uniffi::export]
 pub fn testing_force_panic() -> Result<(), CoreError> {

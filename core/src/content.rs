@@ -17,6 +17,19 @@ pub const IMAGE_MAX_BYTES: usize = 5 * 1024 * 1024;
 /// for a PDF, the smallest of the three wires'.
 pub const FILE_MAX_BYTES: usize = 32 * 1024 * 1024;
 
+/// The most images one tool result may carry: past it, each image is replaced by a text note saying so
+/// ([`budget_result`]).
+pub const RESULT_IMAGES_MAX: usize = 8;
+/// The most bytes (decoded) the images and files of one tool result may hold together: past it, each
+/// part that does not fit is replaced by a text note.
+pub const RESULT_MEDIA_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// The most images the tool results of one model request may carry together (the newest are kept;
+/// [`budget_request`]): well under the 100 images per request the Anthropic Messages API takes.
+pub const REQUEST_TOOL_IMAGES_MAX: usize = 20;
+/// The most bytes (decoded) the tool results' images and files of one model request may hold together:
+/// their base64 stays well under the Anthropic Messages API's 32 MB request cap.
+pub const REQUEST_TOOL_MEDIA_MAX_BYTES: usize = 16 * 1024 * 1024;
+
 /// The image types every wire accepts.
 pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 /// The file types every wire accepts as a document.
@@ -129,8 +142,15 @@ impl Part {
     pub fn check(&self) -> Result<(), PartError> {
         match self {
             Part::Text { .. } => Ok(()),
+            Part::ImageUrl { url } if url.starts_with("data:") => {
+                // A `data:` URL carries its bytes: checked as an image's are (type, cap, bytes).
+                let (media_type, data) = split_data_url(url).ok_or_else(|| {
+                    PartError(format!("a data: image URL must be data:<image type>;base64,<data>, got '{}'", cut(url)))
+                })?;
+                Part::Image { media_type: media_type.to_string(), data: data.to_string() }.check()
+            }
             Part::ImageUrl { url } => {
-                if ["https://", "http://", "data:image/"].iter().any(|p| url.starts_with(p)) {
+                if ["https://", "http://"].iter().any(|p| url.starts_with(p)) {
                     Ok(())
                 } else {
                     Err(PartError(format!(
@@ -192,18 +212,86 @@ impl Part {
     }
 }
 
+/// A `data:<media type>;base64,<data>` URL's media type and data.
+fn split_data_url(url: &str) -> Option<(&str, &str)> {
+    let (head, data) = url.strip_prefix("data:")?.split_once(',')?;
+    let media_type = head.strip_suffix(";base64")?;
+    Some((media_type, data))
+}
+
+/// The bytes a part carries (decoded): an image's or a file's, a `data:` URL's; 0 for text and a URL
+/// the provider fetches.
+fn media_bytes(part: &Part) -> usize {
+    match part {
+        Part::Image { data, .. } | Part::File { data, .. } => decoded_len(data),
+        Part::ImageUrl { url } => split_data_url(url).map_or(0, |(_, d)| decoded_len(d)),
+        Part::Text { .. } => 0,
+    }
+}
+
+/// Keeps each media part in turn while it fits in what is left of the budget (`images` images,
+/// `bytes` bytes); one that does not is replaced by a text note naming it and the budget (`what`).
+fn spend(part: &mut Part, images: &mut usize, bytes: &mut usize, what: &str) -> bool {
+    if matches!(part, Part::Text { .. }) {
+        return false;
+    }
+    let size = media_bytes(part);
+    let image = !matches!(part, Part::File { .. });
+    if (image && *images == 0) || size > *bytes {
+        *part = Part::text(format!("{} [left out: over {what}]", part.describe()));
+        return true;
+    }
+    *images -= usize::from(image);
+    *bytes -= size;
+    false
+}
+
+/// A tool result's parts within its budget ([`RESULT_IMAGES_MAX`] images, [`RESULT_MEDIA_MAX_BYTES`]
+/// bytes), in order: each image or file over it is replaced by a text note saying so.
+pub fn budget_result(mut parts: Vec<Part>) -> Vec<Part> {
+    let (mut images, mut bytes) = (RESULT_IMAGES_MAX, RESULT_MEDIA_MAX_BYTES);
+    let what = format!("one tool result's budget of {RESULT_IMAGES_MAX} images and {RESULT_MEDIA_MAX_BYTES} bytes");
+    for p in &mut parts {
+        spend(p, &mut images, &mut bytes, &what);
+    }
+    parts
+}
+
+/// The tool results of one request within its budget ([`REQUEST_TOOL_IMAGES_MAX`] images,
+/// [`REQUEST_TOOL_MEDIA_MAX_BYTES`] bytes): the newest results keep theirs; each image or file of an
+/// older one over the budget is replaced by a text note saying so (and the result's text view follows).
+/// Returns whether anything was left out.
+pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
+    let (mut images, mut bytes) = (REQUEST_TOOL_IMAGES_MAX, REQUEST_TOOL_MEDIA_MAX_BYTES);
+    let what = format!(
+        "one request's budget of {REQUEST_TOOL_IMAGES_MAX} images and {REQUEST_TOOL_MEDIA_MAX_BYTES} bytes from tools"
+    );
+    let mut any = false;
+    for m in messages.iter_mut().rev() {
+        let crate::model::Message::Tool { content, parts, .. } = m else { continue };
+        let view = text_view(parts);
+        let mut cut_here = false;
+        for p in parts.iter_mut() {
+            cut_here |= spend(p, &mut images, &mut bytes, &what);
+        }
+        if cut_here && *content == view {
+            *content = text_view(parts);
+        }
+        any |= cut_here;
+    }
+    any
+}
+
 /// The text view of a list of parts: the parts described, one after another, separated by newlines.
 pub fn text_view(parts: &[Part]) -> String {
     parts.iter().map(Part::describe).collect::<Vec<_>>().join("\n")
 }
 
 /// A tool result's parts after the loop's hooks saw its text: as they were when `text` is still their
-/// text view, else `text` followed by the parts that are not text.
+/// text view; none when a hook replaced the result (withheld means nothing of it reaches the model:
+/// the replacement text is the whole result).
 pub fn with_text(parts: Vec<Part>, text: &str) -> Vec<Part> {
-    if text_view(&parts) == text {
-        return parts;
-    }
-    std::iter::once(Part::text(text)).chain(parts.into_iter().filter(|p| !matches!(p, Part::Text { .. }))).collect()
+    if text_view(&parts) == text { parts } else { Vec::new() }
 }
 
 /// Whether any part is not text (the message needs content blocks).
@@ -252,11 +340,28 @@ pub fn read_tool_content(value: &Value) -> Option<Result<Vec<Part>, String>> {
     Some(Ok(parts))
 }
 
+/// The tag a binding's typed content return starts with (Python `ambit.Image` / a list of parts, Swift
+/// `toolContent([...])`): a marker chosen at random once per process, so no string a tool returns (from
+/// a web page, a file, a hostile server) can pass for content; only the binding's own typed return,
+/// which asks for this tag, does. The content value's JSON follows it.
+pub fn host_content_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let mut bytes = [0u8; 16];
+        // Without randomness the tag is still never a prefix a plain string has by chance: it starts
+        // with a NUL.
+        let _ = getrandom::fill(&mut bytes);
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("\u{0}ambit-content:{hex}:")
+    })
+}
+
 /// A host-language tool's answer as the bindings hand it over (text): the content value when the text
-/// is a [`tool_content`] value's JSON (the binding's `Image` / parts return), else the text itself.
+/// is [`host_content_tag`] followed by a [`tool_content`] value's JSON (the binding's typed parts
+/// return), else the text itself. A string that merely looks like content JSON stays a string.
 pub fn from_host_text(text: String) -> Value {
-    if text.starts_with(&format!("{{\"{TOOL_CONTENT_KEY}\""))
-        && let Ok(v) = serde_json::from_str::<Value>(&text)
+    if let Some(json) = text.strip_prefix(host_content_tag())
+        && let Ok(v) = serde_json::from_str::<Value>(json)
         && read_tool_content(&v).is_some()
     {
         return v;
@@ -363,6 +468,102 @@ mod tests {
         assert_eq!(v["media_type"], "image/png");
         assert_eq!(serde_json::from_value::<Part>(v).unwrap(), p);
         assert_eq!(p.describe(), format!("[image image/png, {} bytes]", PNG.len()));
+    }
+
+    /// A PNG of `len` bytes (its signature, then zeros): what a part's checks and budgets read.
+    fn png_of(len: usize) -> Part {
+        let mut bytes = PNG.to_vec();
+        bytes.resize(len, 0);
+        Part::image(&bytes).unwrap()
+    }
+
+    fn left_out(parts: &[Part]) -> usize {
+        parts.iter().filter(|p| matches!(p, Part::Text { text } if text.contains("[left out: over"))).count()
+    }
+
+    #[test]
+    fn attack_a_result_of_large_images_keeps_only_its_byte_budget() {
+        // 7 images of 5 MiB (each within its own cap): 35 MiB would break every later request.
+        let parts = budget_result(vec![png_of(IMAGE_MAX_BYTES); 7]);
+        let kept = parts.iter().filter(|p| matches!(p, Part::Image { .. })).count();
+        assert_eq!(kept, RESULT_MEDIA_MAX_BYTES / IMAGE_MAX_BYTES);
+        assert_eq!(left_out(&parts), 7 - kept);
+        assert!(text_view(&parts).contains("over one tool result's budget of 8 images and 8388608 bytes"));
+        // Control: small images up to the count budget all pass, in order.
+        let small = vec![png_of(100); RESULT_IMAGES_MAX];
+        assert_eq!(budget_result(small.clone()), small);
+    }
+
+    #[test]
+    fn attack_101_images_in_one_result_keep_the_count_budget() {
+        let parts = budget_result(std::iter::once(Part::text("flood")).chain(vec![png_of(100); 101]).collect());
+        assert_eq!(parts.iter().filter(|p| matches!(p, Part::Image { .. })).count(), RESULT_IMAGES_MAX);
+        assert_eq!(left_out(&parts), 101 - RESULT_IMAGES_MAX);
+        assert_eq!(parts[0], Part::text("flood"));
+    }
+
+    #[test]
+    fn a_request_keeps_the_newest_tool_images_within_its_budget() {
+        use crate::model::Message;
+        let result = |id: &str, n: usize, len: usize| {
+            let parts = vec![png_of(len); n];
+            Message::Tool { call_id: id.into(), name: "t".into(), content: text_view(&parts), is_error: false, parts }
+        };
+        // Bytes: three results of one 5 MiB image and one of 2 MiB, the oldest first.
+        let mut messages = vec![
+            Message::user("go"),
+            result("a", 1, IMAGE_MAX_BYTES),
+            result("b", 1, IMAGE_MAX_BYTES),
+            result("c", 1, IMAGE_MAX_BYTES),
+            result("d", 1, 2 << 20),
+        ];
+        assert!(budget_request(&mut messages));
+        let media = |m: &Message| match m {
+            Message::Tool { parts, content, .. } => (has_media(parts), content.contains("left out")),
+            _ => (false, false),
+        };
+        assert_eq!(media(&messages[1]), (false, true), "the oldest is left out, its text view says so");
+        assert_eq!([media(&messages[2]), media(&messages[3]), media(&messages[4])], [(true, false); 3]);
+        // Count: 30 small images over four results; the newest 20 stay.
+        let mut messages: Vec<Message> = (0..3).map(|i| result(&i.to_string(), 10, 100)).collect();
+        assert!(budget_request(&mut messages));
+        let images = |m: &Message| match m {
+            Message::Tool { parts, .. } => parts.iter().filter(|p| matches!(p, Part::Image { .. })).count(),
+            _ => 0,
+        };
+        assert_eq!(messages.iter().map(images).collect::<Vec<_>>(), [0, 10, 10]);
+        // Control: within the budget nothing changes.
+        let mut within = vec![result("x", 10, 100), result("y", 10, 100)];
+        let before = within.clone();
+        assert!(!budget_request(&mut within));
+        assert_eq!(within, before);
+    }
+
+    #[test]
+    fn attack_a_data_url_is_checked_as_bytes() {
+        let png = STANDARD.encode(PNG);
+        let e = Part::image_url(format!("data:image/jpeg;base64,{png}")).check().unwrap_err();
+        assert_eq!(e.0, "labelled image/jpeg, but the bytes are image/png");
+        let e = Part::image_url(format!("data:image/svg+xml;base64,{png}")).check().unwrap_err();
+        assert!(e.0.contains("image media type 'image/svg+xml' is not one the wires take"), "{e}");
+        let e = Part::image_url("data:image/png,rawbytes").check().unwrap_err();
+        assert!(e.0.contains("data:<image type>;base64,<data>"), "{e}");
+        let mut big = PNG.to_vec();
+        big.resize(IMAGE_MAX_BYTES + 1, 0);
+        let e = Part::image_url(format!("data:image/png;base64,{}", STANDARD.encode(&big))).check().unwrap_err();
+        assert!(e.0.contains("over the 5242880-byte cap"), "{e}");
+        // Control: a well-formed one, and an https URL, pass.
+        assert!(Part::image_url(format!("data:image/png;base64,{png}")).check().is_ok());
+        assert!(Part::image_url("https://example.com/cat.png").check().is_ok());
+    }
+
+    #[test]
+    fn attack_a_string_that_looks_like_content_stays_a_string() {
+        let forged = serde_json::to_string(&tool_content(vec![Part::image(PNG).unwrap()])).unwrap();
+        assert_eq!(from_host_text(forged.clone()), Value::String(forged.clone()));
+        // Control: the binding's typed return (the tag, then the value) is content.
+        let typed = from_host_text(format!("{}{forged}", host_content_tag()));
+        assert_eq!(read_tool_content(&typed).unwrap().unwrap().len(), 1);
     }
 
     #[test]

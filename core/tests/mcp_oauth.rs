@@ -595,3 +595,117 @@ fn attack_concurrent_writers_sharing_a_token_file_lose_no_entry() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(all.len(), 200, "lost entries: {}", 200 - all.len());
 }
+
+/// A loopback HTTP endpoint that answers every request with `answer` (its status line and headers) and
+/// records each request's head.
+async fn endpoint(answer: impl Fn(u16) -> String + Send + Sync + 'static) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (record, answer) = (seen.clone(), Arc::new(answer));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (record, answer) = (record.clone(), answer.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                record.lock().unwrap().push(String::from_utf8_lossy(&head).to_lowercase());
+                let reply = format!("{}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", answer(port));
+                let _ = socket.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Finding 10: an MCP HTTP server's redirect is not followed, so its headers (here a static API key;
+/// a bearer or OAuth token alike) never go where it points. Control: the sink, reached directly, does
+/// see the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_an_mcp_server_redirect_does_not_carry_its_headers_away() {
+    let (sink, sunk) = endpoint(|_| "HTTP/1.1 500 Internal Server Error".to_string()).await;
+    let (redirector, asked) =
+        endpoint(move |_| format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{sink}/mcp")).await;
+    let server = |port: u16| {
+        McpServer::http("r", format!("http://127.0.0.1:{port}/mcp")).header("x-api-key", "key-that-must-stay-home")
+    };
+    let reason = reason_of(&McpHub::new(vec![server(redirector)], Deferral::Eager, None)).await;
+    assert!(!reason.is_empty(), "the redirect is an error");
+    assert!(!asked.lock().unwrap().is_empty(), "the redirector was asked");
+    assert!(sunk.lock().unwrap().is_empty(), "the redirect was followed: {:?}", sunk.lock().unwrap());
+    // Control: the sink reached directly gets the header (so the check above can see one).
+    let _ = reason_of(&McpHub::new(vec![server(sink)], Deferral::Eager, None)).await;
+    assert!(sunk.lock().unwrap().iter().any(|h| h.contains("x-api-key: key-that-must-stay-home")));
+}
+
+/// Finding 10: a token goes over plain http only to a loopback address: OAuth on an http URL elsewhere
+/// is refused by name. Control: https, and loopback http, pass.
+#[test]
+fn attack_oauth_over_plain_http_off_loopback_is_refused() {
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    let oauth = || McpOAuth::authorization_code(REDIRECT, browser(urls.clone()));
+    let err = McpServer::http("s", "http://mcp.example.com/mcp").oauth(oauth()).validate().unwrap_err();
+    assert!(err.contains("MCP server 's': url") && err.contains("plain http is allowed only to a loopback"), "{err}");
+    let err = McpServer::http("s", "http://evil.localhost/mcp").oauth(oauth()).validate().unwrap_err();
+    assert!(err.contains("plain http"), "{err}");
+    for ok in ["https://mcp.example.com/mcp", "http://127.0.0.1:9/mcp", "http://localhost:9/mcp"] {
+        assert!(McpServer::http("s", ok).oauth(oauth()).validate().is_ok(), "{ok}");
+    }
+}
+
+/// Finding 11: two requests that hit a 401 together (every token revoked) ask for consent once: the
+/// second waits for the first's authorization and goes with its token. The consent step holds its
+/// answer until the server has answered both requests 401, so both were refused before any new token
+/// existed. Control: the first connection consented, and the revoke made a new consent necessary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_concurrent_401s_share_one_consent() {
+    let server = Arc::new(Server::start().await);
+    let urls = Arc::new(Mutex::new(Vec::new()));
+    // 0: consent at once; n: first wait until the server has answered n 401s.
+    let hold = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (seen, wait, stats_url) = (urls.clone(), hold.clone(), format!("{}/stats", server.base()));
+    let consent = AuthorizeFn(move |url: String| {
+        seen.lock().unwrap().push(url.clone());
+        let (wait, stats_url) = (wait.load(std::sync::atomic::Ordering::SeqCst), stats_url.clone());
+        let fut: futures::future::BoxFuture<'static, Result<String, String>> = Box::pin(async move {
+            for _ in 0..500 {
+                let stats: Value = reqwest::get(&stats_url).await.unwrap().json().await.unwrap();
+                if stats["unauthorized"].as_u64().unwrap_or(0) >= wait {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+            let resp = http.get(&url).send().await.map_err(|e| e.to_string())?;
+            resp.headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| "no redirect".into())
+        });
+        fut
+    });
+    let oauth = McpOAuth::authorization_code(REDIRECT, consent);
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    hub.refresh().await;
+    let listing = hub.listing();
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    assert_eq!(urls.lock().unwrap().len(), 1, "the first connection consented");
+    let whoami = listing.entries.iter().find(|e| e.tool.spec().name == "mcp__notes__whoami").unwrap().tool.clone();
+
+    reqwest::Client::new().post(format!("{}/revoke", server.base())).send().await.unwrap();
+    let refused_before = server.stats().await["unauthorized"].as_u64().unwrap();
+    hold.store(refused_before + 2, std::sync::atomic::Ordering::SeqCst);
+    let (a, b) = futures::join!(whoami.call(json!({})), whoami.call(json!({})));
+    let (a, b) = (a.unwrap().to_string(), b.unwrap().to_string());
+    assert!(a.contains("notes:read") && b.contains("notes:read"), "{a} / {b}");
+    assert!(server.stats().await["unauthorized"].as_u64().unwrap() >= refused_before + 2, "both were refused");
+    assert_eq!(urls.lock().unwrap().len(), 2, "one consent for the two refused requests: {:?}", urls.lock().unwrap());
+}

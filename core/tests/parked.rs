@@ -156,3 +156,88 @@ async fn later_outside_a_session_is_refused() {
     let r = agent(&p.base_url(), ApprovalDecision::Later).run("send").await.unwrap();
     assert_eq!(r.output, "ok");
 }
+
+/// A 1x1 PNG, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+/// An agent whose `render_chart` (approval required) returns an image, whose handler answers `answer`.
+fn chart_agent(base_url: &str, answer: ApprovalDecision) -> Agent {
+    let chart = tool_fn(
+        "render_chart",
+        "Render the chart.",
+        json!({"type": "object", "properties": {}}),
+        |_: Value| async move {
+            let image = ambit::Part::Image { media_type: "image/png".into(), data: PNG.into() };
+            Ok::<_, String>(ambit::content::tool_content(vec![ambit::Part::text("the chart"), image]))
+        },
+    )
+    .level(Level::Read)
+    .requires_approval();
+    let handler = FnApproval(move |_| {
+        let a = answer.clone();
+        async move { a }
+    });
+    Agent::builder()
+        .model(OpenAiChat::new("m").base_url(base_url).max_retries(0))
+        .tool(chart)
+        .policy(Policy::level(Level::Read).approvals(handler))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_parked_call_that_returns_an_image_resumes_with_the_image_as_parts() {
+    // The model must get the image as an image after the resume, exactly as after a live approval (the
+    // control), never the content value's JSON as text.
+    let script = || {
+        json!([
+            {"respond": {"tool_calls": [{"id": "c", "name": "render_chart", "arguments": {}}]}},
+            {"expect": {"messages_count": 4, "messages_tail": [
+                {"role": "tool", "tool_call_id": "c", "content": "the chart\n[image image/png, 69 bytes]"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "[tool output, not the user's words] The images tool render_chart returned (call c):"},
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+                ]}
+            ]}, "respond": {"content": "A green pixel."}}
+        ])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("img.db").display());
+    let sessions = Sessions::open(&url).await.unwrap();
+    let logs = |sid: String| {
+        let sessions = &sessions;
+        async move {
+            let entries = sessions.entries(&sid).await.unwrap();
+            entries.into_iter().map(|e| serde_json::to_value(e.item).unwrap()).collect::<Vec<Value>>()
+        }
+    };
+
+    let live_p = provider(script()).await;
+    let live_sid = sessions.create().await.unwrap();
+    let live = sessions.run(&chart_agent(&live_p.base_url(), ApprovalDecision::Approve), &live_sid, "Chart?").await;
+    assert_eq!(live.unwrap().output, "A green pixel.");
+    assert!(live_p.report().1.is_empty(), "{:?}", live_p.report().1);
+
+    let p = provider(script()).await;
+    let sid = sessions.create().await.unwrap();
+    let err = sessions.run(&chart_agent(&p.base_url(), ApprovalDecision::Later), &sid, "Chart?").await.unwrap_err();
+    assert_eq!(err.code(), "awaiting_approval");
+    let done = Sessions::open(&url)
+        .await
+        .unwrap()
+        .resume(
+            &chart_agent(&p.base_url(), ApprovalDecision::Deny { reason: "-".into() }),
+            &sid,
+            ApprovalDecision::Approve,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.output, "A green pixel.");
+    let (served, mismatches) = p.report();
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+    assert_eq!(served, 2);
+    let (parked_log, live_log) = (logs(sid).await, logs(live_sid).await);
+    assert_eq!(parked_log, live_log);
+    let tool = parked_log.iter().find(|m| m["message"]["role"] == "tool").expect("the tool's result");
+    assert_eq!(tool["message"]["parts"][1]["type"], "image", "{tool}");
+}

@@ -216,7 +216,9 @@ impl ScenarioTool {
             let (media_type, data) =
                 (i["media_type"].as_str().unwrap_or_default(), i["data"].as_str().unwrap_or_default());
             let image = ambit::Part::Image { media_type: media_type.into(), data: data.into() };
-            return Ok(ambit::content::tool_content(vec![ambit::Part::text(text), image]));
+            let repeat = self.behavior.get("repeat").and_then(Value::as_u64).unwrap_or(1) as usize;
+            let parts = std::iter::once(ambit::Part::text(text)).chain(std::iter::repeat_n(image, repeat));
+            return Ok(ambit::content::tool_content(parts.collect()));
         }
         if let Some(t) = self.behavior.get("raises").and_then(Value::as_str) {
             return Err(ToolError::Failed(fill(t, &arguments)));

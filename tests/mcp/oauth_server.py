@@ -10,7 +10,8 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
 Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
 Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations", "last_access_token",
-"secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /expire` makes every access token invalid (refresh tokens stay), so the next
+"secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /revoke` makes every access and refresh token invalid (a new consent is needed), and
+`unauthorized` in /stats counts the MCP endpoint's 401s; `POST /expire` makes every access token invalid (refresh tokens stay), so the next
 request must refresh. The Rust, Python, Node and Swift suites run it.
 
 Hostile modes (the attack tests), as arguments:
@@ -73,6 +74,7 @@ class Provider:
             "refreshes": 0,
             "registrations": 0,
             "secrets_received": 0,
+            "unauthorized": 0,
         }
         self.clients[PRE_CLIENT] = OAuthClientInformationFull(
             client_id=PRE_CLIENT,
@@ -216,6 +218,13 @@ def build(port: int, host: str = "127.0.0.1", authorization_server: str | None =
         """A redirect URI a test's browser can follow: answers the URL it was reached at (code, state)."""
         return PlainTextResponse(str(request.url))
 
+    @server.custom_route("/revoke", methods=["POST"])
+    async def revoke(request: Request) -> JSONResponse:
+        """Every access and refresh token invalid: the next request needs a new consent."""
+        provider.access.clear()
+        provider.refresh.clear()
+        return JSONResponse({"revoked": True})
+
     @server.custom_route("/expire", methods=["POST"])
     async def expire(request: Request) -> JSONResponse:
         provider.access.clear()
@@ -243,6 +252,14 @@ class Hostile:
             challenge = f'Bearer error="invalid_token", resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
             await respond(send, 401, b'{"error":"invalid_token"}', [(b"www-authenticate", challenge.encode())])
             return
+        if path.startswith("/mcp"):
+            # Counts the 401s the MCP endpoint answers (`unauthorized` in /stats).
+            async def counted(message):  # type: ignore[no-untyped-def]
+                if message["type"] == "http.response.start" and message["status"] == 401:
+                    self.provider.stats["unauthorized"] += 1
+                await send(message)
+
+            return await self.app(scope, receive, counted)
         if self.args.metadata_token and path.startswith(("/.well-known/oauth-protected-resource",
                                                           "/.well-known/oauth-authorization-server")):
             # Hostile metadata: token-looking fields in an answer that issues nothing (a GET).

@@ -460,9 +460,10 @@ def _instance(cls: type[Any]) -> Callable[[Any], Any]:
 def _to_text(value: Any) -> str:
     # An Image (or a list of parts holding one): the core's content value, its images sent in the
     # wire's tool-result blocks.
+    # The core's tag marks it as the typed return it is: a plain string never reads as content.
     parts = content.tool_content(value)
     if parts is not None:
-        return json.dumps(parts)
+        return _native.host_content_tag() + json.dumps(parts)
     return value if isinstance(value, str) else json.dumps(value)
 
 

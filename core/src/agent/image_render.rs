@@ -79,7 +79,12 @@ impl Tool for ImageRender {
         let bytes = STANDARD
             .decode(compact.as_bytes())
             .map_err(|e| ToolError::failed(format!("the {source} is not valid base64: {e}")))?;
-        let (media_type, bytes) = render(bytes).map_err(ToolError::failed)?;
+        // Decoding and converting is CPU work of up to seconds: on a blocking thread, never a runtime
+        // worker (which would stall every other task of the process meanwhile).
+        let (media_type, bytes) = tokio::task::spawn_blocking(move || render(bytes))
+            .await
+            .map_err(|e| ToolError::failed(format!("the image could not be rendered: {e}")))?
+            .map_err(ToolError::failed)?;
         if bytes.len() > MAX_BYTES {
             return Err(ToolError::failed(format!(
                 "the image is {} bytes ({media_type}), over the {MAX_BYTES}-byte cap",

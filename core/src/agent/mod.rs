@@ -1314,33 +1314,41 @@ impl Agent {
                 let msg = refused(format!("the call to tool '{}' was denied: {reason}", call.name));
                 (arguments, format!("Error: {msg}"), true)
             }
-            gate::GateOutcome::Ran { arguments, result } => match result {
-                Ok(Value::String(s)) => (arguments, s, false),
-                Ok(v) if crate::content::read_tool_content(&v).is_some() => {
-                    match crate::content::read_tool_content(&v).unwrap_or_else(|| Ok(Vec::new())) {
-                        Ok(parts) => {
-                            // The images go to the model in the wire's blocks; the result's text (events,
-                            // hooks, the record) describes them.
-                            let text = crate::content::text_view(&parts);
-                            if let Some(state) = run_state::RunState::current() {
-                                state.media.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), parts);
-                            }
-                            (arguments, text, false)
-                        }
-                        Err(why) => (
-                            arguments,
-                            format!("Error: tool '{}' returned content that was refused: {why}", call.name),
-                            true,
-                        ),
-                    }
+            gate::GateOutcome::Ran { arguments, result } => {
+                let (text, is_error, parts) = ran_result(&call.name, result);
+                if let (Some(parts), Some(state)) = (parts, run_state::RunState::current()) {
+                    state.media.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), parts);
                 }
-                Ok(v) => (arguments, v.to_string(), false),
-                Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
-                    (arguments, format!("Error: tool '{}' failed: {m}", call.name), true)
-                }
-                Err(ToolError::Cancelled) => (arguments, format!("Error: tool '{}' was cancelled", call.name), true),
-            },
+                (arguments, text, is_error)
+            }
         }
+    }
+}
+
+/// What a tool that ran answered, as the model reads it: its text, whether it failed, and, for a result
+/// of parts ([`crate::content::tool_content`]), the parts within one result's budget
+/// ([`crate::content::budget_result`]), whose text view the text is. A live call and a parked call
+/// answered later ([`Agent::answer_parked`]) read it alike.
+pub(crate) fn ran_result(
+    name: &str,
+    result: Result<Value, ToolError>,
+) -> (String, bool, Option<Vec<crate::content::Part>>) {
+    match result {
+        Ok(Value::String(s)) => (s, false, None),
+        Ok(v) => match crate::content::read_tool_content(&v) {
+            // The images go to the model in the wire's blocks; the result's text (events, hooks, the
+            // record) describes them.
+            Some(Ok(parts)) => {
+                let parts = crate::content::budget_result(parts);
+                (crate::content::text_view(&parts), false, Some(parts))
+            }
+            Some(Err(why)) => (format!("Error: tool '{name}' returned content that was refused: {why}"), true, None),
+            None => (v.to_string(), false, None),
+        },
+        Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
+            (format!("Error: tool '{name}' failed: {m}"), true, None)
+        }
+        Err(ToolError::Cancelled) => (format!("Error: tool '{name}' was cancelled"), true, None),
     }
 }
 

@@ -198,24 +198,23 @@ impl Agent {
         name: &str,
         arguments: Value,
         answer: crate::permission::ApprovalDecision,
-    ) -> (String, bool) {
+    ) -> (String, bool, Vec<crate::content::Part>) {
         let Some(tool) = self.lookup_tool(name) else {
-            return (format!("Error: there is no tool named '{name}'"), true);
+            return (format!("Error: there is no tool named '{name}'"), true, Vec::new());
         };
         match super::gate::answered(&self.inner.session, tool.as_ref(), call_id, arguments, answer, || {}).await {
-            super::gate::GateOutcome::Refused { message } => (format!("Error: {message}"), true),
+            super::gate::GateOutcome::Refused { message } => (format!("Error: {message}"), true, Vec::new()),
             super::gate::GateOutcome::Denied { reason } => {
-                (format!("Error: the call to tool '{name}' was denied: {reason}"), true)
+                (format!("Error: the call to tool '{name}' was denied: {reason}"), true, Vec::new())
             }
-            super::gate::GateOutcome::Parked { .. } => (format!("Error: tool '{name}' needs an answer now"), true),
-            super::gate::GateOutcome::Ran { result, .. } => match result {
-                Ok(Value::String(s)) => (s, false),
-                Ok(v) => (v.to_string(), false),
-                Err(ToolError::Failed(m) | ToolError::Raised { message: m, .. }) => {
-                    (format!("Error: tool '{name}' failed: {m}"), true)
-                }
-                Err(ToolError::Cancelled) => (format!("Error: tool '{name}' was cancelled"), true),
-            },
+            super::gate::GateOutcome::Parked { .. } => {
+                (format!("Error: tool '{name}' needs an answer now"), true, Vec::new())
+            }
+            // As a live call's: a result of parts is stored as parts (its images sent as images).
+            super::gate::GateOutcome::Ran { result, .. } => {
+                let (text, is_error, parts) = super::ran_result(name, result);
+                (text, is_error, parts.unwrap_or_default())
+            }
         }
     }
 
@@ -413,12 +412,16 @@ impl Agent {
     /// One model request of the loop. In a sub-agent it is raced against an interrupting steer
     /// (SPEC §7): the request is dropped, the text it had streamed kept as the assistant's (partial)
     /// message, the steered messages follow, and the request goes again. Elsewhere it is the plain
-    /// request.
+    /// request. Either way the request's tool images are held to their budget first
+    /// ([`crate::content::budget_request`]).
     pub(crate) async fn model_request(
         &self,
         request: &mut ModelRequest,
         sink: Option<&TextSink<'_>>,
     ) -> Result<ModelReply, ModelError> {
+        // However many tool results carry images by now, the request takes no more than its budget
+        // (the newest kept): a hostile server's flood cannot break every later request of the run.
+        crate::content::budget_request(&mut request.messages);
         let Ok(child) = RUNNING.try_with(|r| r.child.clone()) else {
             return self.inner.model.respond_with_items(request, sink).await;
         };

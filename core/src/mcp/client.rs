@@ -47,8 +47,8 @@ impl rmcp::ClientHandler for Handler {
         let Some(handler) = &self.elicit else {
             return Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline));
         };
-        let request = super::elicit::request(&self.server, request);
-        if let Some(why) = super::elicit::refusal(&request) {
+        let mut request = super::elicit::request(&self.server, request);
+        if let Some(why) = super::elicit::refusal(&mut request) {
             tracing::warn!(server = %self.server, "elicitation declined: {why}");
             return Ok(super::elicit::declined(why));
         }
@@ -298,7 +298,12 @@ impl ServerConn {
             McpTransport::Http { url } => {
                 // The same TLS stack as the model wires: rustls with ring.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let client = reqwest::Client::builder().build().map_err(|e| format!("HTTP client: {e}"))?;
+                // Redirects are not followed: a server's 3xx would take its headers, bearer or OAuth
+                // token to wherever it points (the answer is an error naming the status instead).
+                let client = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| format!("HTTP client: {e}"))?;
                 let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                     url.as_str(),
                 );

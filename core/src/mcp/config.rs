@@ -228,6 +228,13 @@ impl McpServer {
                 return Err(format!("MCP server '{}': bearer and oauth both set the Authorization header", self.name));
             }
             oauth.validate(&self.name)?;
+            // Tokens travel to this URL: https only (plain http to a loopback address, for tests and
+            // local servers, as OAuth's own endpoints).
+            if let McpTransport::Http { url } = &self.transport {
+                let parsed = url::Url::parse(url)
+                    .map_err(|e| format!("MCP server '{}': url '{url}' is not a URL: {e}", self.name))?;
+                super::oauth::check_scheme(&parsed).map_err(|e| format!("MCP server '{}': url: {e}", self.name))?;
+            }
         }
         if http && !self.credential_env.is_empty() {
             return Err(format!("MCP server '{}': credential_env is for a stdio server, not HTTP", self.name));

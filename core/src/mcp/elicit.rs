@@ -91,13 +91,23 @@ pub(super) fn request(server: &str, params: rmcp::model::ElicitRequestParams) ->
 
 /// Why a request must not reach the host, or `None`: a URL-mode request's URL must be https (http only
 /// to a loopback address), so a server cannot hand the host a `javascript:`, `file:` or plain-http link
-/// to open.
-pub(super) fn refusal(request: &ElicitationRequest) -> Option<String> {
+/// to open. A URL that passes reaches the host as parsed and serialized again (its host in ASCII,
+/// punycode for a non-ASCII name; spaces and control characters percent-encoded or refused), never as
+/// the raw text the server sent.
+pub(super) fn refusal(request: &mut ElicitationRequest) -> Option<String> {
     if request.mode != "url" {
         return None;
     }
     let Some(text) = &request.url else { return Some("a URL-mode elicitation without a URL".to_string()) };
     let Ok(url) = url::Url::parse(text) else { return Some(format!("'{text}' is not a URL")) };
+    let why = refused_url(&url);
+    if why.is_none() {
+        request.url = Some(url.to_string());
+    }
+    why
+}
+
+fn refused_url(url: &url::Url) -> Option<String> {
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(a)) => a.is_loopback(),
@@ -138,5 +148,38 @@ pub(super) fn result(response: ElicitationResponse) -> rmcp::model::ElicitResult
         }
         ElicitationResponse::Decline => ElicitResult::new(ElicitationAction::Decline),
         ElicitationResponse::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url_request(url: &str) -> ElicitationRequest {
+        ElicitationRequest {
+            server: "s".into(),
+            message: "open this".into(),
+            mode: "url".into(),
+            schema: None,
+            url: Some(url.into()),
+        }
+    }
+
+    #[test]
+    fn attack_an_elicitation_url_reaches_the_host_parsed_not_raw() {
+        // A lookalike non-ASCII host and a space: the host gets the punycode host and an encoded path.
+        let mut r = url_request("https://аpple.com/sign in");
+        assert_eq!(refusal(&mut r), None);
+        assert_eq!(r.url.as_deref(), Some("https://xn--pple-43d.com/sign%20in"));
+        // Refused ones are declined (their text never reaches the host).
+        for bad in
+            ["javascript:alert(1)", "http://example.com/x", "https://user@example.com/", "http://evil.localhost/"]
+        {
+            assert!(refusal(&mut url_request(bad)).is_some(), "{bad}");
+        }
+        // Control: an ordinary https URL passes as it was.
+        let mut ok = url_request("https://example.com/consent?x=1");
+        assert_eq!(refusal(&mut ok), None);
+        assert_eq!(ok.url.as_deref(), Some("https://example.com/consent?x=1"));
     }
 }

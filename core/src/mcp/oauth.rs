@@ -499,17 +499,27 @@ impl Default for NetPolicy {
     }
 }
 
-/// Whether `url` names this machine by a loopback name or address.
+/// Whether `url` names this machine by a loopback address or the name `localhost` itself (as the
+/// elicitation check reads it). A subdomain (`evil.localhost`) is not taken by name: a resolver may
+/// answer it with any address.
 fn loopback_host(url: &url::Url) -> bool {
     match url.host() {
-        Some(url::Host::Domain(d)) => {
-            let d = d.trim_end_matches('.').to_ascii_lowercase();
-            d == "localhost" || d.ends_with(".localhost")
-        }
+        Some(url::Host::Domain(d)) => d.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(a)) => a.is_loopback(),
         Some(url::Host::Ipv6(a)) => a.is_loopback(),
         None => false,
     }
+}
+
+/// Whether two issuer URLs name the same authorization server: scheme and host compare without case (the
+/// URL parser lowers them), a trailing `/` aside; the path compares as written (`/Tenant-A` and
+/// `/tenant-a` are two issuers on a multi-tenant host).
+fn same_issuer(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        let parsed = url::Url::parse(s).map(|u| u.to_string()).unwrap_or_else(|_| s.to_string());
+        parsed.trim_end_matches('/').to_string()
+    };
+    norm(a) == norm(b)
 }
 
 /// OAuth's metadata and endpoints are reached over https only; plain http only on loopback.
@@ -762,6 +772,9 @@ pub(super) struct Flow {
     secrets: Secrets,
     /// Serializes authorizations: two requests that hit a 401 together consent once.
     authorizing: tokio::sync::Mutex<()>,
+    /// Authorizations (and step-ups) that succeeded so far: a request that waited on `authorizing`
+    /// while another consented sees it moved and tries the new token before asking again.
+    authorized: std::sync::atomic::AtomicU64,
     /// The network setting for the flow's own requests.
     net: NetPolicy,
     /// Why the flow's last refused request was refused, to say so in the error.
@@ -816,6 +829,7 @@ impl Flow {
             store,
             secrets,
             authorizing: Default::default(),
+            authorized: Default::default(),
             net,
             refusal: Default::default(),
             refused: Default::default(),
@@ -881,10 +895,9 @@ impl Flow {
                 .map(|u| u.origin().ascii_serialization())
                 .unwrap_or_else(|_| metadata.authorization_endpoint.clone())
         });
-        let norm = |s: &str| s.trim_end_matches('/').to_ascii_lowercase();
         let server = &self.server;
         if let Some(pin) = &self.oauth.issuer {
-            if norm(pin) != norm(&named) {
+            if !same_issuer(pin, &named) {
                 return Err(format!(
                     "OAuth for MCP server '{server}': oauth.issuer: the server's metadata names the authorization server '{named}', not '{pin}'; refused"
                 ));
@@ -1044,9 +1057,25 @@ impl OAuthHttp {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, HttpError>>,
     {
-        match call().await {
+        use std::sync::atomic::Ordering;
+        // The authorizations done before this request went out: one done since (by a request that hit
+        // the same 401 at the same time) is tried before this one asks for consent again.
+        let before = self.flow.authorized.load(Ordering::SeqCst);
+        let first = call().await;
+        let first = match first {
+            Err(StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_)) => {
+                let one = self.flow.authorizing.lock().await;
+                if self.flow.authorized.load(Ordering::SeqCst) == before {
+                    first
+                } else {
+                    drop(one);
+                    call().await
+                }
+            }
+            other => other,
+        };
+        match first {
             Err(StreamableHttpError::AuthRequired(e)) => {
-                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
                 let refused = self.flow.refused.load(Ordering::SeqCst);
                 if refused >= MAX_REFUSED {
@@ -1061,6 +1090,7 @@ impl OAuthHttp {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
                 }
+                self.flow.authorized.fetch_add(1, Ordering::SeqCst);
                 let out = call().await;
                 if matches!(out, Err(StreamableHttpError::AuthRequired(_))) {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
@@ -1075,7 +1105,6 @@ impl OAuthHttp {
                     &url::Url::parse(&self.flow.url).map_err(|e| StreamableHttpError::Auth(AuthError::from(e)))?,
                 );
                 let required = e.required_scope.clone().or(params.scope.clone()).unwrap_or_default();
-                use std::sync::atomic::Ordering;
                 let _one = self.flow.authorizing.lock().await;
                 // Step-ups share the bound of authorizations in a row.
                 let refused = self.flow.refused.load(Ordering::SeqCst);
@@ -1089,6 +1118,7 @@ impl OAuthHttp {
                     self.flow.refused.fetch_add(1, Ordering::SeqCst);
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(reason)));
                 }
+                self.flow.authorized.fetch_add(1, Ordering::SeqCst);
                 let out = call().await;
                 if matches!(out, Err(StreamableHttpError::InsufficientScope(_) | StreamableHttpError::AuthRequired(_)))
                 {
@@ -1171,5 +1201,36 @@ impl StreamableHttpClient for OAuthHttp {
     ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
         let _ = auth_token;
         self.inner.get_stream(uri, session_id, last_event_id, None, custom_headers).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attack_a_localhost_subdomain_is_not_loopback_by_name() {
+        let url = |s: &str| url::Url::parse(s).unwrap();
+        for bad in ["http://evil.localhost/authorize", "http://a.b.localhost./token", "http://localhost.evil.com/x"] {
+            let e = check_scheme(&url(bad)).unwrap_err();
+            assert!(e.contains("plain http is allowed only to a loopback address"), "{bad}: {e}");
+        }
+        // Control: loopback itself, by name and by address, and https anywhere.
+        for good in [
+            "http://localhost:8080/t",
+            "http://LOCALHOST./t",
+            "http://127.0.0.1/t",
+            "http://[::1]/t",
+            "https://evil.localhost/t",
+        ] {
+            assert!(check_scheme(&url(good)).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn attack_an_issuer_path_differing_in_case_is_another_issuer() {
+        assert!(!same_issuer("https://login.example.com/Tenant-A", "https://login.example.com/tenant-a"));
+        // Control: scheme and host case and a trailing slash do not matter.
+        assert!(same_issuer("https://login.example.com/Tenant-A", "HTTPS://Login.Example.COM/Tenant-A/"));
     }
 }

@@ -148,7 +148,8 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
         messages.push(json!({"role": "system", "content": instructions}));
     }
     // Images tool results returned, waiting for the end of the run of tool messages they belong to: a
-    // tool message holds text only, so they follow as one user message.
+    // tool message holds text only, so they follow as one user message (the wire has no other place),
+    // each result's images after a text that marks them as tool output, not the user's words.
     let mut tool_images: Vec<Value> = Vec::new();
     for m in &req.messages {
         if !matches!(m, Message::Tool { .. }) && !tool_images.is_empty() {
@@ -171,7 +172,7 @@ pub fn request<'a>(model: &str, req: &'a ModelRequest, stream: bool) -> RequestB
             }
             Message::Tool { call_id, name, content, parts, .. } => {
                 if crate::content::has_media(parts) {
-                    tool_images.push(json!({"type": "text", "text": format!("The images {name} returned (call {call_id}):")}));
+                    tool_images.push(json!({"type": "text", "text": format!("[tool output, not the user's words] The images tool {name} returned (call {call_id}):")}));
                     tool_images.extend(parts.iter().filter(|p| !matches!(p, Part::Text { .. })).map(chat_part));
                 }
                 json!({"role": "tool", "tool_call_id": call_id, "content": content})

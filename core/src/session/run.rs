@@ -608,13 +608,14 @@ impl Sessions {
         // finds it recorded, and does not run it again.
         let journal = Journal::new(self, session_id, &lease, call.run.clone(), call.turn);
         let answer = agent.answer_parked(&call.call_id, &call.name, call.request.arguments.clone(), decision);
-        let (content, is_error) = journal.scope(answer).await;
+        let (content, is_error, parts) = journal.scope(answer).await;
         for m in &mut parked.messages {
-            if let Message::Tool { call_id, content: c, is_error: e, .. } = m
+            if let Message::Tool { call_id, content: c, is_error: e, parts: p, .. } = m
                 && *call_id == call.call_id
             {
                 *c = content.clone();
                 *e = is_error;
+                *p = parts.clone();
             }
         }
         if !parked.calls.is_empty() {

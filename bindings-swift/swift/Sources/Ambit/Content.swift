@@ -27,11 +27,13 @@ public enum Part: Sendable, Equatable {
 }
 
 /// A tool's result made of parts (text and images): return it from `call(arguments:)` and the images
-/// reach the model in the wire's tool-result blocks; the call's recorded result describes them.
+/// reach the model in the wire's tool-result blocks; the call's recorded result describes them. Only
+/// this typed return makes parts: a string a tool returns otherwise stays a string, whatever it holds.
 public func toolContent(_ parts: [Part]) -> String {
     let body = ["$ambit_content": parts.map(\.json)]
     let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self)
+    // The core's tag marks it as the typed return it is: a plain string never reads as content.
+    return ((try? hostContentTag()) ?? "") + String(decoding: data, as: UTF8.self)
 }
 
 extension Agent {

@@ -300,6 +300,8 @@ struct ScenarioTool: AmbitTool {
     let raises: String?
     /// `returns_image`: the text (`text`), then the image (`media_type`, `data` in base64).
     var returnsImage: [String: String]? = nil
+    /// `repeat`: how many times the image comes after the text.
+    var imageRepeat = 1
     var level: Level = .unrestricted
     var requiresApproval = false
     var allowBlank: [String] = []
@@ -351,7 +353,8 @@ struct ScenarioTool: AmbitTool {
         if let sleepsMs { try await Task.sleep(nanoseconds: UInt64(sleepsMs) * 1_000_000) }
         if let image = returnsImage {
             let data = Data(base64Encoded: image["data"] ?? "") ?? Data()
-            return toolContent([.text(substitute(image["text"] ?? "", arguments)), .image(data, mediaType: image["media_type"])])
+            let images = [Part](repeating: .image(data, mediaType: image["media_type"]), count: imageRepeat)
+            return toolContent([.text(substitute(image["text"] ?? "", arguments))] + images)
         }
         if let raises { throw ToolError(substitute(raises, arguments)) }
         return substitute(returns ?? "", arguments)
@@ -717,6 +720,7 @@ func int(_ value: Any?) -> Int? {
                 returns: behavior["returns"] as? String,
                 raises: behavior["raises"] as? String,
                 returnsImage: behavior["returns_image"] as? [String: String],
+                imageRepeat: int(behavior["repeat"]) ?? 1,
                 level: try (t["level"] as? String).map { try Level($0) } ?? .unrestricted,
                 requiresApproval: t["requires_approval"] as? Bool ?? false,
                 allowBlank: t["allow_blank"] as? [String] ?? [],
