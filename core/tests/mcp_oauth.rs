@@ -675,7 +675,9 @@ async fn attack_concurrent_401s_share_one_consent() {
         seen.lock().unwrap().push(url.clone());
         let (wait, stats_url) = (wait.load(std::sync::atomic::Ordering::SeqCst), stats_url.clone());
         let fut: futures::future::BoxFuture<'static, Result<String, String>> = Box::pin(async move {
-            for _ in 0..500 {
+            // Polls for the condition (both requests refused), not for a time; the bound only stops a
+            // broken build from hanging the suite.
+            for _ in 0..3000 {
                 let stats: Value = reqwest::get(&stats_url).await.unwrap().json().await.unwrap();
                 if stats["unauthorized"].as_u64().unwrap_or(0) >= wait {
                     break;
