@@ -10906,6 +10906,17 @@ public func uniffiForeignFutureHandleCountAmbitSwift() -> Int {
     UNIFFI_FOREIGN_FUTURE_HANDLE_MAP.count
 }
 /**
+ * The tag a tool's typed content return (`toolContent([...])`) starts with: put before the content
+ * value's JSON, so a plain string a tool returns can never pass for content.
+ */
+public func hostContentTag()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeCoreError_lift) {
+        uniffiCallStatus in
+    uniffi_ambit_swift_fn_func_host_content_tag(uniffiCallStatus
+    )
+})
+}
+/**
  * Whether the background task of a tool call was asked to stop.
  */
 public func taskCancelled(token: UInt64)throws  -> Bool  {
@@ -11096,6 +11107,9 @@ private let initializationResult: InitializationResult = {
     let scaffolding_contract_version = ffi_ambit_swift_uniffi_contract_version()
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
+    }
+    if (uniffi_ambit_swift_checksum_func_host_content_tag() != 42621) {
+        return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_ambit_swift_checksum_func_task_cancelled() != 36225) {
         return InitializationResult.apiChecksumMismatch

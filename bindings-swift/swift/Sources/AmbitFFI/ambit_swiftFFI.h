@@ -789,6 +789,12 @@ uint64_t uniffi_ambit_swift_fn_method_coresessions_search(uint64_t ptr, RustBuff
 uint64_t uniffi_ambit_swift_fn_method_coresessions_task_result_json(uint64_t ptr, RustBuffer session_id, RustBuffer task_id
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FUNC_HOST_CONTENT_TAG
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FUNC_HOST_CONTENT_TAG
+RustBuffer uniffi_ambit_swift_fn_func_host_content_tag(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FUNC_TASK_CANCELLED
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FUNC_TASK_CANCELLED
 int8_t uniffi_ambit_swift_fn_func_task_cancelled(uint64_t token, RustCallStatus *_Nonnull out_status
@@ -1122,6 +1128,12 @@ void ffi_ambit_swift_rust_future_free_void(uint64_t handle
 #ifndef UNIFFI_FFIDEF_FFI_AMBIT_SWIFT_RUST_FUTURE_COMPLETE_VOID
 #define UNIFFI_FFIDEF_FFI_AMBIT_SWIFT_RUST_FUTURE_COMPLETE_VOID
 void ffi_ambit_swift_rust_future_complete_void(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_FUNC_HOST_CONTENT_TAG
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_FUNC_HOST_CONTENT_TAG
+uint16_t uniffi_ambit_swift_checksum_func_host_content_tag(void
+    
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_FUNC_TASK_CANCELLED
