@@ -91,7 +91,7 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
                 .with_threads(false)
                 .with_target(false)
                 .with_tracked_inactivity(false)
-                .with_filter(filter::filter_fn(|m| ON.load(Ordering::Relaxed) && *m.level() <= tracing::Level::INFO));
+                .with_filter(filter::filter_fn(|m| ON.load(Ordering::Relaxed) && exported(m)));
             // Events only: without export on, no span is made at all.
             let log = LogForward.with_filter(filter::filter_fn(|m| m.is_event()));
             let subscriber = Registry::default().with(layer).with(log).with(LevelFilter::DEBUG);
@@ -171,6 +171,13 @@ fn build_provider(
         Ok::<_, String>(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
     });
     made.join().unwrap_or_else(|_| Err("the exporter could not be made".to_string()))
+}
+
+/// What the exporting layer takes: spans at INFO and above, and events at WARN and above (a tool's
+/// traceback). An INFO event such as "run finished" repeats its span's attributes: it goes to the log
+/// (Python's `logging`, Node's logger), not into the trace, where it would cost each run a span event.
+fn exported(m: &tracing::Metadata<'_>) -> bool {
+    if m.is_span() { *m.level() <= tracing::Level::INFO } else { *m.level() <= tracing::Level::WARN }
 }
 
 /// A `tracing` layer passing every event on to the `log` crate, with its target and level: with a
