@@ -13,6 +13,9 @@
 //! append is O(new messages)). The sessions' window is set far above what they hold, so no compaction
 //! runs in a timed turn. `1000 ÷ 10` is the 1,000-message turn's CPU over the 10-message turn's (goal ≤ 2).
 //! One compacted session of 1,000 messages whose live window is 10 shows a turn reads the window only.
+//! With a store, two turns per session: the first this process runs of it (the window read from the
+//! store, as a new process resuming the session would) and the next (the window the process keeps,
+//! plus what was appended since).
 //!
 //!   cargo bench -p ambit-sdk --bench long_sessions
 //!   AMBIT_BENCH_POSTGRES_URL=postgres://… cargo bench -p ambit-sdk --bench long_sessions
@@ -166,8 +169,10 @@ async fn seeded(sessions: &Sessions, n: usize, compacted: bool) -> String {
     id
 }
 
-/// One turn on each of `SESSIONS` stored sessions of `n` messages.
-async fn with_store(url: &str, n: usize, compacted: bool) -> Row {
+/// One turn on each of `SESSIONS` stored sessions of `n` messages: the first this process runs of each
+/// (`cold`: the live window read from the store, as a new process resuming it would) and the next one
+/// (`warm`: the conversation going on, the window this process keeps plus what was appended since).
+async fn with_store(url: &str, n: usize, compacted: bool) -> (Row, Row) {
     let (agent, handed, measure) = agent();
     // A window no session here fills: no compaction runs inside the timed turns.
     let config = SessionConfig { context_window: Some(100_000_000), ..SessionConfig::default() };
@@ -180,16 +185,26 @@ async fn with_store(url: &str, n: usize, compacted: bool) -> Row {
         sessions.run(&agent, id, "And the Bremen ones?").await.unwrap();
         measure.store(false, Ordering::Relaxed);
     }
-    let before = stored_bytes(url, &ids[0]).await;
-    let (mut cpus, mut walls) = (Vec::new(), Vec::new());
-    for id in &ids[..SESSIONS] {
-        let (c0, w0) = (cpu(), Instant::now());
-        sessions.run(&agent, id, "And the Bremen ones?").await.unwrap();
-        cpus.push((cpu() - c0).as_secs_f64() * 1e6);
-        walls.push(w0.elapsed().as_secs_f64() * 1e6);
+    let mut rows = Vec::new();
+    for _pass in ["cold", "warm"] {
+        let before = stored_bytes(url, &ids[0]).await;
+        let (mut cpus, mut walls) = (Vec::new(), Vec::new());
+        for id in &ids[..SESSIONS] {
+            let (c0, w0) = (cpu(), Instant::now());
+            sessions.run(&agent, id, "And the Bremen ones?").await.unwrap();
+            cpus.push((cpu() - c0).as_secs_f64() * 1e6);
+            walls.push(w0.elapsed().as_secs_f64() * 1e6);
+        }
+        let appended = stored_bytes(url, &ids[0]).await - before;
+        rows.push(Row {
+            cpu_us: median(cpus),
+            wall_us: median(walls),
+            handed: handed.load(Ordering::Relaxed),
+            appended,
+        });
     }
-    let appended = stored_bytes(url, &ids[0]).await - before;
-    Row { cpu_us: median(cpus), wall_us: median(walls), handed: handed.load(Ordering::Relaxed), appended }
+    let warm = rows.pop().unwrap_or_default();
+    (rows.pop().unwrap_or_default(), warm)
 }
 
 fn print(label: &str, rows: &[(String, Row)]) {
@@ -225,12 +240,17 @@ fn main() {
             stores.push(("PostgreSQL".to_string(), fresh_postgres(&admin).await));
         }
         for (name, url) in &stores {
-            let mut rows = Vec::new();
+            let (mut cold, mut warm) = (Vec::new(), Vec::new());
             for n in SIZES {
-                rows.push((n.to_string(), with_store(url, n, false).await));
+                let (c, w) = with_store(url, n, false).await;
+                cold.push((n.to_string(), c));
+                warm.push((n.to_string(), w));
             }
-            rows.push(("1000, compacted to 10 live".to_string(), with_store(url, 1000, true).await));
-            print(&format!("{name} session store (`Sessions::run`)"), &rows);
+            let (c, w) = with_store(url, 1000, true).await;
+            cold.push(("1000, compacted to 10 live".to_string(), c));
+            warm.push(("1000, compacted to 10 live".to_string(), w));
+            print(&format!("{name} session store, the conversation going on (`Sessions::run`, the next turn)"), &warm);
+            print(&format!("{name} session store, the first turn this process runs of it (a resume)"), &cold);
         }
     });
 }
