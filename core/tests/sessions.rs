@@ -536,6 +536,15 @@ async fn the_context_gauge_counts_the_final_answer_tool_the_request_carries() {
     assert_eq!(counted, sent.len(), "{report}");
 }
 
+/// An agent on the loopback provider with the session tools.
+fn session_agent(p: &Provider) -> Agent {
+    Agent::builder()
+        .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+        .tools(ambit::session::tools())
+        .build()
+        .unwrap()
+}
+
 /// Sets one stored entry's body to text that is not an entry, straight in the store.
 async fn spoil_entry(url: &str, session_id: &str, index: i64) {
     use sqlx::Connection;
@@ -595,12 +604,7 @@ async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
              "respond": {"content": "Carry on."}}
         ]))
         .await;
-        let agent = Agent::builder()
-            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
-            .tools(ambit::session::tools())
-            .build()
-            .unwrap();
-        let r = sessions.run(&agent, &id, "And now?").await.unwrap();
+        let r = sessions.run(&session_agent(&p), &id, "And now?").await.unwrap();
         assert_eq!(r.output, "Carry on.", "{}", s.name);
         check(&p, 1);
         let live = sessions.store().live(&id).await.unwrap();
@@ -623,12 +627,7 @@ async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
             {"respond": {"content": "Yes."}}
         ]))
         .await;
-        let agent = Agent::builder()
-            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
-            .tools(ambit::session::tools())
-            .build()
-            .unwrap();
-        let r = sessions.run(&agent, &id, "Still there?").await.unwrap();
+        let r = sessions.run(&session_agent(&p), &id, "Still there?").await.unwrap();
         assert_eq!(r.output, "Yes.", "{}", s.name);
         // The three compactions: two read from the store, one appended since by the other handle.
         assert!(r.tool_calls[0].result.contains("Compactions so far: 3;"), "{}: {}", s.name, r.tool_calls[0].result);

@@ -323,6 +323,21 @@ macro_rules! session_store_impl {
                     .collect()
             }
 
+            /// The entries a `SELECT idx, kind, body … WHERE session_id = $1 [AND … $2] ORDER BY idx` reads.
+            async fn select_entries(
+                &self,
+                sql: &'static str,
+                session_id: &str,
+                at: Option<i64>,
+            ) -> Result<Vec<Entry>, SessionError> {
+                let mut query = sqlx::query(sql).bind(session_id);
+                if let Some(at) = at {
+                    query = query.bind(at);
+                }
+                let rows = query.fetch_all(&self.pool).await.map_err(store_err)?;
+                Self::entries_of(&rows)
+            }
+
             /// What the journal holds for a call.
             async fn call_in(
                 tx: &mut sqlx::Transaction<'_, $db>,
@@ -435,53 +450,30 @@ macro_rules! session_store_impl {
             }
 
             async fn entries(&self, session_id: &str) -> Result<Vec<Entry>, SessionError> {
-                let rows =
-                    sqlx::query("SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 ORDER BY idx")
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(store_err)?;
-                Self::entries_of(&rows)
+                let sql = "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 ORDER BY idx";
+                self.select_entries(sql, session_id, None).await
             }
 
             async fn entries_after(&self, session_id: &str, after: i64) -> Result<Vec<Entry>, SessionError> {
-                let rows = sqlx::query(
-                    "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx > $2 ORDER BY idx",
-                )
-                .bind(session_id)
-                .bind(after)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(store_err)?;
-                Self::entries_of(&rows)
+                let sql = "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx > $2 \
+                           ORDER BY idx";
+                self.select_entries(sql, session_id, Some(after)).await
             }
 
             async fn live(&self, session_id: &str) -> Result<Live, SessionError> {
                 // The boundaries first (from their own index), then the entries from the last one's first
                 // kept entry on. The log is only appended to: a compaction appended between the two reads
                 // is in the second, and the window is taken from the last boundary that one holds.
-                let boundaries = sqlx::query(
-                    "SELECT idx, kind, body FROM ambit_session_entries \
-                     WHERE session_id = $1 AND kind = 'boundary' ORDER BY idx",
-                )
-                .bind(session_id)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(store_err)?;
-                let boundaries = Self::entries_of(&boundaries)?;
+                let sql = "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND kind = 'boundary' \
+                           ORDER BY idx";
+                let boundaries = self.select_entries(sql, session_id, None).await?;
                 let from = match boundaries.last() {
                     Some(Entry { item: Item::Boundary { keep_from }, index }) => (*keep_from).min(*index),
                     _ => 0,
                 };
-                let rows = sqlx::query(
-                    "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx >= $2 ORDER BY idx",
-                )
-                .bind(session_id)
-                .bind(from)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(store_err)?;
-                let entries = Self::entries_of(&rows)?;
+                let sql = "SELECT idx, kind, body FROM ambit_session_entries WHERE session_id = $1 AND idx >= $2 \
+                           ORDER BY idx";
+                let entries = self.select_entries(sql, session_id, Some(from)).await?;
                 let compactions = boundaries.iter().filter(|b| b.index < from).count()
                     + entries.iter().filter(|e| matches!(e.item, Item::Boundary { .. })).count();
                 Ok(Live { entries, compactions })
