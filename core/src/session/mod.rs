@@ -22,6 +22,8 @@ mod tools;
 
 use std::sync::Arc;
 
+use crate::model::Message;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -204,31 +206,69 @@ pub struct Sessions {
 
 /// The live windows of the sessions this process ran last, so the next run of one reads only what was
 /// appended since (by any process): the log is append-only, so a window read once stays a true prefix.
-/// At most [`Windows::SESSIONS`] sessions, the oldest dropped first; a window over
-/// [`Windows::ENTRIES`] entries is not kept.
+/// Bounded: a window over [`Windows::WINDOW_BYTES`] (its text, roughly) is not kept, and the oldest
+/// windows go first past [`Windows::SESSIONS`] sessions or [`Windows::BYTES`] in all.
 #[derive(Default)]
 struct Windows {
-    kept: std::collections::HashMap<String, store::Live>,
+    kept: std::collections::HashMap<String, (store::Live, usize)>,
     order: std::collections::VecDeque<String>,
+    bytes: usize,
 }
 
 impl Windows {
     const SESSIONS: usize = 64;
-    const ENTRIES: usize = 20_000;
+    const WINDOW_BYTES: usize = 16 << 20;
+    const BYTES: usize = 64 << 20;
 
-    fn keep(&mut self, session_id: &str, live: &store::Live) {
-        if live.entries.len() > Self::ENTRIES {
-            self.kept.remove(session_id);
+    /// Keeps `live`, of `size` ([`approx_size`] summed), in place of what was kept for the session.
+    fn keep(&mut self, session_id: &str, live: &store::Live, size: usize) {
+        if let Some((_, size)) = self.kept.remove(session_id) {
+            self.bytes -= size;
+            self.order.retain(|id| id != session_id);
+        }
+        if size > Self::WINDOW_BYTES {
             return;
         }
-        if self.kept.insert(session_id.to_string(), live.clone()).is_none() {
-            self.order.push_back(session_id.to_string());
-            while self.order.len() > Self::SESSIONS {
-                if let Some(old) = self.order.pop_front() {
-                    self.kept.remove(&old);
-                }
+        self.kept.insert(session_id.to_string(), (live.clone(), size));
+        self.order.push_back(session_id.to_string());
+        self.bytes += size;
+        while self.order.len() > Self::SESSIONS || self.bytes > Self::BYTES {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some((_, size)) = self.kept.remove(&old) {
+                self.bytes -= size;
             }
         }
+    }
+}
+
+/// An entry's size in memory, roughly: its strings' lengths.
+fn approx_size(entry: &rules::Entry) -> usize {
+    use crate::content::Part;
+    let parts = |parts: &[Part]| -> usize {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Text { text } => text.len(),
+                Part::Image { media_type, data } => media_type.len() + data.len(),
+                Part::ImageUrl { url } => url.len(),
+                Part::File { media_type, filename, data } => media_type.len() + filename.len() + data.len(),
+            })
+            .sum()
+    };
+    64 + match &entry.item {
+        Item::Message { message } => match message {
+            Message::User { content, parts: p } => content.len() + parts(p),
+            Message::Assistant { content, tool_calls } => {
+                content.as_ref().map_or(0, String::len)
+                    + tool_calls.iter().map(|c| c.id.len() + c.name.len() + c.arguments.len()).sum::<usize>()
+            }
+            Message::Tool { call_id, name, content, parts: p, .. } => {
+                call_id.len() + name.len() + content.len() + parts(p)
+            }
+            Message::Provider { wire, items } => wire.len() + items.iter().map(|v| v.to_string().len()).sum::<usize>(),
+        },
+        Item::Boundary { .. } => 0,
+        Item::Summary { text } => text.len(),
     }
 }
 
@@ -325,16 +365,24 @@ impl Sessions {
     /// what was appended since (one read of the new entries), or the store's [`SessionStore::live`].
     pub(crate) async fn live(&self, session_id: &str) -> Result<store::Live, SessionError> {
         let kept = self.windows.lock().unwrap_or_else(|p| p.into_inner()).kept.get(session_id).cloned();
-        let live = match kept {
-            None => self.store.live(session_id).await?,
-            Some(mut live) => {
+        let (live, size) = match kept {
+            None => {
+                let live = self.store.live(session_id).await?;
+                let size = live.entries.iter().map(approx_size).sum();
+                (live, size)
+            }
+            Some((mut live, size)) => {
                 let last = live.entries.last().map_or(0, |e| e.index);
                 let added = self.store.entries_after(session_id, last).await?;
+                let compacted = added.iter().any(|e| matches!(e.item, Item::Boundary { .. }));
+                let added_size: usize = added.iter().map(approx_size).sum();
                 live.add(added);
-                live
+                // A compaction moved the window's start: measured again (once per compaction).
+                let size = if compacted { live.entries.iter().map(approx_size).sum() } else { size + added_size };
+                (live, size)
             }
         };
-        self.windows.lock().unwrap_or_else(|p| p.into_inner()).keep(session_id, &live);
+        self.windows.lock().unwrap_or_else(|p| p.into_inner()).keep(session_id, &live, size);
         Ok(live)
     }
 
@@ -376,5 +424,47 @@ impl Sessions {
     /// `conversation_read` over a session.
     pub async fn read(&self, session_id: &str, start: i64, limit: usize) -> Result<String, SessionError> {
         rules::read(&self.entries(session_id).await?, start, limit).map_err(SessionError::InvalidArgument)
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    fn window(text_bytes: usize) -> store::Live {
+        let message = Message::user("x".repeat(text_bytes));
+        store::Live { entries: vec![rules::Entry { index: 1, item: Item::Message { message } }], compactions: 0 }
+    }
+
+    fn keep(w: &mut Windows, id: &str, live: &store::Live) {
+        let size = live.entries.iter().map(approx_size).sum();
+        w.keep(id, live, size);
+    }
+
+    #[test]
+    fn the_kept_windows_are_bounded_by_count_and_by_size() {
+        let mut w = Windows::default();
+        for i in 0..Windows::SESSIONS + 6 {
+            keep(&mut w, &format!("s{i}"), &window(10));
+        }
+        // The oldest went first.
+        assert_eq!(w.kept.len(), Windows::SESSIONS);
+        assert!(!w.kept.contains_key("s0") && w.kept.contains_key(&format!("s{}", Windows::SESSIONS + 5)));
+        // A window over the per-session bound is not kept (and what was kept for it goes).
+        keep(&mut w, "s10", &window(Windows::WINDOW_BYTES + 1));
+        assert!(!w.kept.contains_key("s10"));
+        // Windows under the per-session bound, over the total: the oldest go until it holds.
+        let mut big = Windows::default();
+        for i in 0..8 {
+            keep(&mut big, &format!("b{i}"), &window(Windows::WINDOW_BYTES - 1024));
+        }
+        assert!(big.bytes <= Windows::BYTES, "{}", big.bytes);
+        assert_eq!(big.kept.len(), 4);
+        assert!(big.kept.contains_key("b7") && !big.kept.contains_key("b3"));
+        // Keeping a session again replaces its window and its size.
+        let before = big.bytes;
+        keep(&mut big, "b7", &window(10));
+        assert_eq!(big.kept.len(), 4);
+        assert!(big.bytes < before);
     }
 }
