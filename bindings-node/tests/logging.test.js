@@ -29,7 +29,12 @@ function collector() {
     records.push(record);
     waiters = waiters.filter(([pred, n, resolve]) => (count(pred) >= n ? (resolve(), false) : true));
   };
-  const until = (pred, n = 1) => (count(pred) >= n ? Promise.resolve() : new Promise((resolve) => waiters.push([pred, n, resolve])));
+  // The logger does not keep the event loop alive (a program that logs must still exit): while a test
+  // waits for a record, an idle interval does, or the loop could end with the record still queued.
+  const until = (pred, n = 1) => (count(pred) >= n ? Promise.resolve() : new Promise((resolve) => {
+    const alive = setInterval(() => {}, 1_000);
+    waiters.push([pred, n, () => { clearInterval(alive); resolve(); }]);
+  }));
   return { records, fn, until };
 }
 
