@@ -210,7 +210,7 @@ pub struct Sessions {
 /// windows go first past [`Windows::SESSIONS`] sessions or [`Windows::BYTES`] in all.
 #[derive(Default)]
 struct Windows {
-    kept: std::collections::HashMap<String, (store::Live, usize)>,
+    kept: std::collections::HashMap<String, (Arc<store::Live>, usize)>,
     order: std::collections::VecDeque<String>,
     bytes: usize,
 }
@@ -220,8 +220,16 @@ impl Windows {
     const WINDOW_BYTES: usize = 16 << 20;
     const BYTES: usize = 64 << 20;
 
+    /// Takes the session's window out (a read puts it back with what was appended since).
+    fn take(&mut self, session_id: &str) -> Option<(Arc<store::Live>, usize)> {
+        let kept = self.kept.remove(session_id)?;
+        self.bytes -= kept.1;
+        self.order.retain(|id| id != session_id);
+        Some(kept)
+    }
+
     /// Keeps `live`, of `size` ([`approx_size`] summed), in place of what was kept for the session.
-    fn keep(&mut self, session_id: &str, live: &store::Live, size: usize) {
+    fn keep(&mut self, session_id: &str, live: &Arc<store::Live>, size: usize) {
         if let Some((_, size)) = self.kept.remove(session_id) {
             self.bytes -= size;
             self.order.retain(|id| id != session_id);
@@ -229,7 +237,7 @@ impl Windows {
         if size > Self::WINDOW_BYTES {
             return;
         }
-        self.kept.insert(session_id.to_string(), (live.clone(), size));
+        self.kept.insert(session_id.to_string(), (Arc::clone(live), size));
         self.order.push_back(session_id.to_string());
         self.bytes += size;
         while self.order.len() > Self::SESSIONS || self.bytes > Self::BYTES {
@@ -363,20 +371,21 @@ impl Sessions {
 
     /// The session's log from where its live window starts: the window this process read last with
     /// what was appended since (one read of the new entries), or the store's [`SessionStore::live`].
-    pub(crate) async fn live(&self, session_id: &str) -> Result<store::Live, SessionError> {
-        let kept = self.windows.lock().unwrap_or_else(|p| p.into_inner()).kept.get(session_id).cloned();
+    pub(crate) async fn live(&self, session_id: &str) -> Result<Arc<store::Live>, SessionError> {
+        // Taken out of the cache, so the window is copied only when a caller still holds it.
+        let kept = self.windows.lock().unwrap_or_else(|p| p.into_inner()).take(session_id);
         let (live, size) = match kept {
             None => {
                 let live = self.store.live(session_id).await?;
                 let size = live.entries.iter().map(approx_size).sum();
-                (live, size)
+                (Arc::new(live), size)
             }
             Some((mut live, size)) => {
                 let last = live.entries.last().map_or(0, |e| e.index);
                 let added = self.store.entries_after(session_id, last).await?;
                 let compacted = added.iter().any(|e| matches!(e.item, Item::Boundary { .. }));
                 let added_size: usize = added.iter().map(approx_size).sum();
-                live.add(added);
+                Arc::make_mut(&mut live).add(added);
                 // A compaction moved the window's start: measured again (once per compaction).
                 let size = if compacted { live.entries.iter().map(approx_size).sum() } else { size + added_size };
                 (live, size)
@@ -438,7 +447,7 @@ mod window_tests {
 
     fn keep(w: &mut Windows, id: &str, live: &store::Live) {
         let size = live.entries.iter().map(approx_size).sum();
-        w.keep(id, live, size);
+        w.keep(id, &Arc::new(live.clone()), size);
     }
 
     #[test]

@@ -414,7 +414,7 @@ impl Sessions {
         }
         let overhead = overhead(agent).await;
         let mut live = if fresh {
-            Live::default()
+            Arc::new(Live::default())
         } else {
             match self.live(session_id).await {
                 Ok(live) => live,
@@ -453,7 +453,7 @@ impl Sessions {
         lease: Lease,
         carried: Usage,
         restored: Option<RunSnapshot>,
-        live: Option<Live>,
+        live: Option<Arc<Live>>,
         empty: bool,
     ) -> Result<RunResult, SessionError> {
         let overhead = overhead(agent).await;
@@ -648,8 +648,9 @@ impl Sessions {
         in_run: bool,
         lease: Option<&Lease>,
     ) -> Result<Option<Usage>, SessionError> {
-        let entries = self.live(session_id).await?.entries;
-        let window = rules::live_window(&entries);
+        let live = self.live(session_id).await?;
+        let entries = &live.entries;
+        let window = rules::live_window(entries);
         if window.len() <= 1 {
             // Nothing since the last summary, or a lone message: nothing worth summarising.
             return Ok(None);
