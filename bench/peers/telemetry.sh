@@ -4,7 +4,8 @@
 # its own process), and on with contents; rounds interleaved; per-run CPU of the runner's process (every
 # thread, the exporter's included) and the ratios to off.
 #
-#   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up)
+#   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up;
+#                                                      the runs' spans flushed inside the measured window)
 #   BENCH_NO_BUILD=1 bash bench/peers/telemetry.sh …   (the wheel and provider of the last run)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -60,5 +61,11 @@ per = {m: [r["result"]["cpu_ms"] / r["result"]["runs"] for r in rows if r["mode"
 med = {m: statistics.median(v) for m, v in per.items()}
 print(f"per-run CPU (median of {len(per['off'])} rounds, ms): " + ", ".join(f"{m} {v:.3f}" for m, v in med.items()))
 print(f"on / off = {med['on'] / med['off']:.3f}; on with contents / off = {med['content'] / med['off']:.3f}")
+# Each round's modes ran one after the other: a round's ratio compares runs made under the same load.
+paired = {m: sorted(a / b for a, b in zip(per[m], per["off"])) for m in ("on", "content")}
+print("per round, on / off: " + " ".join(f"{r:.3f}" for r in paired["on"])
+      + f" (median {statistics.median(paired['on']):.3f})")
+print("per round, contents / off: " + " ".join(f"{r:.3f}" for r in paired["content"])
+      + f" (median {statistics.median(paired['content']):.3f})")
 print(f"spans received by the OTLP receiver: {sys.argv[2]}")
 PY

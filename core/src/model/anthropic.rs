@@ -1,8 +1,6 @@
 //! The Anthropic Messages wire (`POST {base_url}/messages`, base URL `https://api.anthropic.com/v1` by
 //! default), streamed (SSE) or not.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
@@ -101,66 +99,11 @@ impl Anthropic {
         }
     }
 
-    /// The base URL the `/messages` path is appended to (`…/v1`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.endpoint.base_url = url.into();
-        self
-    }
-
-    /// Sets the API key (default: from `ANTHROPIC_API_KEY`).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.endpoint.api_key = Some(key.into());
-        self
-    }
-
-    /// The limit on one HTTP request, retries not included (default 600 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.endpoint.timeout = timeout;
-        self.endpoint.reset_client();
-        self
-    }
-
-    /// Sets how many times a failed request is retried (default 2).
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.endpoint.retry.max_retries = n;
-        self
-    }
-
-    /// The context window in tokens (default: the model family's, [`super::window`]).
-    pub fn context_window(mut self, tokens: u64) -> Self {
-        self.endpoint.context_window = Some(tokens);
-        self
-    }
-
-    /// A header every request carries, replacing the wire's own of that name (Azure OpenAI's `api-key`,
-    /// `OpenAI-Organization`, `OpenAI-Project`, …); a name that is not a header's, one the HTTP exchange
-    /// sets itself, or a value a header cannot carry is a configuration error naming the header.
-    pub fn header(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
-        self.endpoint.add_header(name, value).map_err(crate::model::settings::config_error)?;
-        Ok(self)
-    }
-
-    /// A query parameter every request's URL carries (Azure OpenAI's `api-version`).
-    pub fn query(mut self, name: &str, value: &str) -> Result<Self, crate::Error> {
-        self.endpoint.add_query(name, value).map_err(crate::model::settings::config_error)?;
-        Ok(self)
-    }
-
-    /// Streams answers (SSE).
-    pub fn stream(mut self, on: bool) -> Self {
-        self.endpoint.stream = on;
-        self
-    }
+    super::builder::endpoint_builders!(wire: "anthropic", name_limit: LONG_WIRE_LIMIT);
 
     /// The most tokens one answer may have (default [`DEFAULT_MAX_TOKENS`]).
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = n;
-        self
-    }
-
-    /// What one answer may hold (default [`WireLimits::default`]).
-    pub fn limits(mut self, limits: WireLimits) -> Self {
-        self.endpoint.limits = limits;
         self
     }
 
@@ -180,18 +123,6 @@ impl Anthropic {
             )));
         }
         self.endpoint.settings = settings;
-        Ok(self)
-    }
-
-    /// A limit on tool names smaller than the wire's own ([`LONG_WIRE_LIMIT`] bytes), for an endpoint that
-    /// holds names shorter (SPEC §3): longer names reach it cut to fit. A value above the wire's limit, or
-    /// below [`MIN_TOOL_NAME_BYTES`], is a configuration error naming `max_tool_name_bytes`.
-    ///
-    /// [`LONG_WIRE_LIMIT`]: crate::tools::wire_name::LONG_WIRE_LIMIT
-    /// [`MIN_TOOL_NAME_BYTES`]: crate::tools::wire_name::MIN_TOOL_NAME_BYTES
-    pub fn with_max_tool_name_bytes(mut self, bytes: usize) -> Result<Self, crate::Error> {
-        let limit = crate::tools::wire_name::LONG_WIRE_LIMIT;
-        self.endpoint.max_tool_name_bytes = Some(crate::tools::wire_name::endpoint_limit("anthropic", limit, bytes)?);
         Ok(self)
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod body;
+mod builder;
 mod config;
 pub(crate) mod http;
 pub mod limits;

@@ -51,4 +51,4 @@ async def run_once() -> str:
     return (await agent.run("weather in Paris?")).output
 
 
-asyncio.run(measure("ambit_py.py", run_once, lambda: calls))
+asyncio.run(measure("ambit_py.py", run_once, lambda: calls, ambit.telemetry.flush if env.get("BENCH_OTEL") else None))

@@ -63,17 +63,24 @@ async def concurrent(name: str, run_once: Callable[[], Awaitable[str]], calls: C
                       "fds_before": fds0, "fds_peak": peak_fds, "tool_calls": calls(), "output": output}), flush=True)
 
 
-async def measure(name: str, run_once: Callable[[], Awaitable[str]], calls: Callable[[], int]) -> None:
-    """Runs ``run_once`` WARMUP + RUNS times and prints the JSON line; exits 1 on a wrong answer or count."""
+async def measure(name: str, run_once: Callable[[], Awaitable[str]], calls: Callable[[], int],
+                  finish: Callable[[], None] | None = None) -> None:
+    """Runs ``run_once`` WARMUP + RUNS times and prints the JSON line; exits 1 on a wrong answer or count.
+    ``finish`` runs inside the measured window after the last run (telemetry's flush: exporting every
+    span the measured runs made is part of their cost)."""
     if CONCURRENCY > 0:
         await concurrent(name, run_once, calls)
         return
     output = ""
     for _ in range(WARMUP):
         output = await run_once()
+    if finish is not None:
+        finish()  # the warm-up's spans are not the measured runs'
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for _ in range(RUNS):
         output = await run_once()
+    if finish is not None:
+        finish()
     t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     if "sunny" not in str(output) or calls() != WARMUP + RUNS:
         sys.exit(f"{name}: wrong result: output={output!r}, tool calls={calls()}")
