@@ -78,11 +78,24 @@ impl Serialize for ChatFunction<'_> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("name", &self.0.name)?;
         map.serialize_entry("description", &self.0.description)?;
-        map.serialize_entry("parameters", &self.0.parameters)?;
+        map.serialize_entry("parameters", &Params(&self.0.parameters))?;
         if self.1 {
             map.serialize_entry("strict", &true)?;
         }
         map.end()
+    }
+}
+
+/// A tool's schema as a body writes it: its JSON text, written once and kept by the schema, copied
+/// into every request after; the value itself where the text cannot be had.
+struct Params<'a>(&'a crate::tools::Schema);
+
+impl Serialize for Params<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.raw_json() {
+            Some(raw) => raw.serialize(s),
+            None => self.0.serialize(s),
+        }
     }
 }
 
@@ -119,7 +132,7 @@ impl WireTool<'_> {
             }
             WireTool::Function(shape, t) => (*shape, *t),
         };
-        let strict = strict && shape != ToolShape::Anthropic && super::strict::why_not_strict(&t.parameters).is_none();
+        let strict = strict && shape != ToolShape::Anthropic && t.parameters.strict_ok();
         let mut map = s.serialize_map(None)?;
         match shape {
             ToolShape::Chat => {
@@ -130,13 +143,13 @@ impl WireTool<'_> {
                 map.serialize_entry("type", "function")?;
                 map.serialize_entry("name", &t.name)?;
                 map.serialize_entry("description", &t.description)?;
-                map.serialize_entry("parameters", &t.parameters)?;
+                map.serialize_entry("parameters", &Params(&t.parameters))?;
                 map.serialize_entry("strict", &strict)?;
             }
             ToolShape::Anthropic => {
                 map.serialize_entry("name", &t.name)?;
                 map.serialize_entry("description", &t.description)?;
-                map.serialize_entry("input_schema", &t.parameters)?;
+                map.serialize_entry("input_schema", &Params(&t.parameters))?;
             }
         }
         if t.defer_loading && shape != ToolShape::Chat {
@@ -206,5 +219,34 @@ mod tests {
         assert_eq!((&responses["tools"][0]["strict"], &responses["tools"][1]["strict"]), (&json!(true), &json!(false)));
         assert_eq!(body(ToolShape::Responses, false)["tools"][0]["strict"], json!(false));
         assert_eq!(body(ToolShape::Anthropic, true)["tools"][0].get("strict"), None);
+    }
+
+    /// A schema's JSON text is written once and kept; a change to the schema after a request was built
+    /// reaches the next request (the kept text and strict verdict go with the change), and a copy of
+    /// the spec changed on its own leaves the original's text alone.
+    #[test]
+    fn a_schema_changed_after_a_request_reaches_the_next_one() {
+        let loose = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        let mut spec = ToolSpec::new("f", "", loose.clone());
+        let text = |spec: &ToolSpec| {
+            let tools = vec![WireTool::Function(ToolShape::Responses, spec)];
+            serde_json::to_string(&RequestBody { fields: Map::new(), tools, cache_last_tool: None, strict: true })
+                .unwrap()
+        };
+        let first = text(&spec);
+        assert_eq!(first, text(&spec));
+        assert!(first.contains(r#""strict":false"#), "{first}");
+        let copy = spec.clone();
+        spec.parameters["required"] = json!(["city"]);
+        spec.parameters["additionalProperties"] = json!(false);
+        let second = text(&spec);
+        assert!(second.contains(r#""required":["city"]"#) && second.contains(r#""strict":true"#), "{second}");
+        // The bytes are the value's own serialization, key order included.
+        let expected = serde_json::to_string(&json!({"tools": [{"type": "function", "name": "f", "description": "",
+            "parameters": &*spec.parameters, "strict": true}]}))
+        .unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&second).unwrap(), serde_json::from_str::<Value>(&expected).unwrap());
+        assert!(second.contains(&serde_json::to_string(&*spec.parameters).unwrap()));
+        assert_eq!(text(&copy), first, "the copy kept the old schema");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -62,14 +62,42 @@ pub struct ToolSpec {
 }
 
 /// A tool's JSON Schema: a [`Value`] behind an `Arc`, read through `Deref`; a write (`DerefMut`)
-/// copies it first when it is shared, so no other spec sees the change.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Schema(Arc<Value>);
+/// copies it first when it is shared, so no other spec sees the change. The schema's JSON text and
+/// whether it qualifies for strict mode are worked out once, at the first request that needs them, and
+/// shared by every request after (a catalog of hundreds of tools is most of every request's bytes).
+#[derive(Debug, Clone, Default)]
+pub struct Schema(Arc<SchemaInner>);
+
+#[derive(Debug, Default)]
+struct SchemaInner {
+    value: Value,
+    /// The value as JSON text, once written.
+    json: OnceLock<Option<Box<serde_json::value::RawValue>>>,
+    /// Whether the value qualifies for strict mode ([`crate::model::strict::why_not_strict`]), once asked.
+    strict: OnceLock<bool>,
+}
+
+impl Clone for SchemaInner {
+    fn clone(&self) -> Self {
+        SchemaInner { value: self.value.clone(), json: OnceLock::new(), strict: OnceLock::new() }
+    }
+}
 
 impl Schema {
     /// A schema holding `value`.
     pub fn new(value: Value) -> Self {
-        Schema(Arc::new(value))
+        Schema(Arc::new(SchemaInner { value, json: OnceLock::new(), strict: OnceLock::new() }))
+    }
+
+    /// The schema as JSON text, written at the first call and kept (the text a request body carries).
+    pub(crate) fn raw_json(&self) -> Option<&serde_json::value::RawValue> {
+        self.0.json.get_or_init(|| serde_json::value::to_raw_value(&self.0.value).ok()).as_deref()
+    }
+
+    /// Whether the schema qualifies for strict mode ([`crate::model::strict::why_not_strict`]), worked
+    /// out at the first call and kept.
+    pub(crate) fn strict_ok(&self) -> bool {
+        *self.0.strict.get_or_init(|| crate::model::strict::why_not_strict(&self.0.value).is_none())
     }
 }
 
@@ -82,25 +110,35 @@ impl From<Value> for Schema {
 impl std::ops::Deref for Schema {
     type Target = Value;
     fn deref(&self) -> &Value {
-        &self.0
+        &self.0.value
     }
 }
 
 impl std::ops::DerefMut for Schema {
     fn deref_mut(&mut self) -> &mut Value {
-        Arc::make_mut(&mut self.0)
+        let inner = Arc::make_mut(&mut self.0);
+        // What was worked out from the value no longer holds once it is written.
+        inner.json = OnceLock::new();
+        inner.strict = OnceLock::new();
+        &mut inner.value
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Schema) -> bool {
+        self.0.value == other.0.value
     }
 }
 
 impl PartialEq<Value> for Schema {
     fn eq(&self, other: &Value) -> bool {
-        *self.0 == *other
+        self.0.value == *other
     }
 }
 
 impl Serialize for Schema {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        self.0.value.serialize(s)
     }
 }
 
