@@ -260,6 +260,7 @@ pub fn budget_result(mut parts: Vec<Part>) -> Vec<Part> {
 /// The tool results of one request within its budget ([`REQUEST_TOOL_IMAGES_MAX`] images,
 /// [`REQUEST_TOOL_MEDIA_MAX_BYTES`] bytes): the newest results keep theirs; each image or file of an
 /// older one over the budget is replaced by a text note saying so (and the result's text view follows).
+/// A background task's result delivered as its own user turn counts as a tool result.
 /// Returns whether anything was left out.
 pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
     let (mut images, mut bytes) = (REQUEST_TOOL_IMAGES_MAX, REQUEST_TOOL_MEDIA_MAX_BYTES);
@@ -268,7 +269,11 @@ pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
     );
     let mut any = false;
     for m in messages.iter_mut().rev() {
-        let crate::model::Message::Tool { content, parts, .. } = m else { continue };
+        let (content, parts) = match m {
+            crate::model::Message::Tool { content, parts, .. } => (content, parts),
+            crate::model::Message::User { content, parts } if is_task_report(parts) => (content, parts),
+            _ => continue,
+        };
         let view = text_view(parts);
         let mut cut_here = false;
         for p in parts.iter_mut() {
@@ -280,6 +285,13 @@ pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
         any |= cut_here;
     }
     any
+}
+
+/// Whether a user message's parts are a background task's result with media
+/// ([`crate::agent::background`]'s report: its header text, then the result's parts).
+fn is_task_report(parts: &[Part]) -> bool {
+    matches!(parts.first(), Some(Part::Text { text }) if text.starts_with(crate::agent::background::TASK_REPORT_PREFIX))
+        && has_media(parts)
 }
 
 /// The text view of a list of parts: the parts described, one after another, separated by newlines.
