@@ -552,6 +552,34 @@ mod tests {
     }
 
     #[test]
+    fn background_task_images_count_in_the_request_budget_and_the_users_own_do_not() {
+        use crate::model::Message;
+        // Three background reports of 10 images each (a task's result delivered as its own user turn):
+        // the newest 20 stay, the oldest report's are left out and its text view says so.
+        let report = |id: usize| {
+            let mut parts = vec![Part::text(format!("[background task task_{id} (chart) finished]"))];
+            parts.extend(vec![png_of(100); 10]);
+            Message::user_parts(parts)
+        };
+        let mut messages: Vec<Message> = (1..=3).map(report).collect();
+        assert!(budget_request(&mut messages));
+        let images = |m: &Message| match m {
+            Message::User { parts, .. } => parts.iter().filter(|p| matches!(p, Part::Image { .. })).count(),
+            _ => 0,
+        };
+        assert_eq!(messages.iter().map(images).collect::<Vec<_>>(), [0, 10, 10]);
+        assert!(
+            matches!(&messages[0], Message::User { content, .. } if content.contains("left out: over one request's budget"))
+        );
+        // Control: the user's own images (30 in three turns) are the input, not tool output: untouched.
+        let own = |_| Message::user_parts(std::iter::once(Part::text("look")).chain(vec![png_of(100); 10]).collect());
+        let mut messages: Vec<Message> = (0..3).map(own).collect();
+        let before = messages.clone();
+        assert!(!budget_request(&mut messages));
+        assert_eq!(messages, before);
+    }
+
+    #[test]
     fn attack_a_data_url_is_checked_as_bytes() {
         let png = STANDARD.encode(PNG);
         let e = Part::image_url(format!("data:image/jpeg;base64,{png}")).check().unwrap_err();

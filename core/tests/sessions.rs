@@ -634,3 +634,48 @@ async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
         check(&p, 2);
     }
 }
+
+/// A session turn of parts (issue 17): stored in the log as the wire gets them, so the next turn through
+/// a fresh store handle (as another process) sends the same bytes; a refused part, or a history, fails
+/// before anything is stored (the log stays empty: the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_of_parts_is_sent_again_from_a_new_handle_and_a_refused_one_stores_nothing() {
+    use ambit::content::Part;
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+    let image = json!({"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+    ]});
+    for s in stores().await {
+        let p = provider(json!([
+            {"expect": {"messages_count": 1, "messages_tail": [image]}, "respond": {"content": "A dot."}},
+            {"expect": {"messages_count": 3, "messages_tail": [image, {"role": "assistant"}, {"role": "user", "content": "Which colour?"}]},
+             "respond": {"content": "Green."}}
+        ]))
+        .await;
+        let agent = session_agent(&p);
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        let png = Part::Image { media_type: "image/png".into(), data: PNG.into() };
+        let mislabelled = Part::Image { media_type: "image/jpeg".into(), data: PNG.into() };
+        let e = sessions.run(&agent, &id, ambit::Input::parts([Part::text("hi"), mislabelled])).await.unwrap_err();
+        assert_eq!(e.code(), "invalid_message", "{}", s.name);
+        assert!(e.to_string().contains("parts[1]: labelled image/jpeg, but the bytes are image/png"), "{e}");
+        let history = vec![
+            ambit::Message::user("hi"),
+            ambit::Message::Assistant { content: Some("yo".into()), tool_calls: vec![] },
+            ambit::Message::user("again"),
+        ];
+        let e = sessions.run(&agent, &id, history).await.unwrap_err();
+        assert!(e.to_string().contains("a session keeps its own history"), "{e}");
+        assert!(sessions.entries(&id).await.unwrap().is_empty(), "{}: a refused turn stored nothing", s.name);
+        let r = sessions.run(&agent, &id, ambit::Input::parts([Part::text("What is this?"), png.clone()])).await;
+        assert_eq!(r.unwrap().output, "A dot.");
+        let fresh = Sessions::open(&s.url).await.unwrap();
+        assert_eq!(fresh.run(&agent, &id, "Which colour?").await.unwrap().output, "Green.");
+        check(&p, 2);
+        let first = &fresh.entries(&id).await.unwrap()[0].item;
+        let Item::Message { message: ambit::Message::User { parts, .. } } = first else { panic!("{first:?}") };
+        assert_eq!(parts[1], png, "{}", s.name);
+    }
+}

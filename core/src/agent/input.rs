@@ -91,7 +91,9 @@ impl Input {
             Input::Text(s) => Ok(vec![Message::user(s)]),
             Input::Messages(messages) => {
                 if messages.is_empty() {
-                    return Err(Error::Config("a session run's input is text or a list of parts, not an empty list".into()));
+                    return Err(Error::Config(
+                        "a session run's input is text or a list of parts, not an empty list".into(),
+                    ));
                 }
                 for (index, m) in messages.iter().enumerate() {
                     if !matches!(m, Message::User { .. }) {
