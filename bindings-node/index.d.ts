@@ -1164,10 +1164,13 @@ export declare class Sessions {
    * Runs the agent in the session, continuing its conversation; a parked run rejects with
    * AwaitingApprovalError. One run at a time per session, across processes: while another run holds the
    * session this rejects with an AmbitError of code `session_busy`. The session is the history: `input`
-   * is the next user message; an array of messages is refused (ConfigError) and nothing is stored (run
-   * the agent without a session to keep a history yourself).
+   * is the next user message, a string or an array of parts (`[new Text('What is this?'),
+   * Image.fromBytes(png)]`), stored in the session so later turns (and a resume in another process) send
+   * the image again; a refused part rejects with InvalidMessageError naming it, and nothing is stored.
+   * An array of messages is refused (ConfigError) and nothing is stored (run the agent without a session
+   * to keep a history yourself).
    */
-  run(agent: Agent<any>, sessionId: string, input: string, options?: { context?: unknown }): Promise<RunResult>;
+  run(agent: Agent<any>, sessionId: string, input: string | Part[], options?: { context?: unknown }): Promise<RunResult>;
   /**
    * Answers the approval a parked session waits on, from any process or language, and continues the run.
    * Exactly once: a resume of a session no longer waiting (another resume claimed it first, or it was

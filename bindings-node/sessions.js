@@ -7,6 +7,7 @@
 
 const native = require('./native.js');
 const { refuseUnknown } = require('./options.js');
+const content = require('./content.js');
 const core = require('./index.js');
 const { toApprovalRequest } = require('./policy.js');
 
@@ -37,7 +38,8 @@ function toError(error) {
     return new core.AmbitError(error.message, error.code);
   }
   // A run's own failure: the same error class Agent.run would throw.
-  const details = error.details && error.details.usage ? JSON.stringify({ usage: error.details.usage }) : undefined;
+  const { usage, index, field } = error.details ?? {};
+  const details = usage ? JSON.stringify({ usage }) : field !== undefined ? JSON.stringify({ index, field }) : undefined;
   return core._toError({ code: error.code, message: error.message, details });
 }
 
@@ -100,21 +102,30 @@ class Sessions {
     return unwrap(await this._native.create());
   }
 
-  /** Runs `agent` on `input` in the session, continuing its conversation. `options.context`: a value of
-   *  yours every tool, hook and guardrail of the run reads as `ctx.context` (never sent, never stored). */
+  /** Runs `agent` on `input` in the session, continuing its conversation. `input` is the next user
+   *  message: a string, or an array of parts (`Text`, `Image`, `File`, strings as text) stored in the
+   *  session so later turns send them again. `options.context`: a value of yours every tool, hook and
+   *  guardrail of the run reads as `ctx.context` (never sent, never stored). */
   async run(agent, sessionId, input, options = {}) {
     refuseUnknown('Sessions.run', options ?? {}, ['context']);
     // The session is the history: a list of messages is refused, nothing stored (run the agent without
     // a session to keep a history yourself).
-    if (typeof input !== 'string') {
+    const parts = Array.isArray(input) && input.length > 0 && input.some(content.isPart)
+      && input.every((p) => content.isPart(p) || typeof p === 'string');
+    if (typeof input !== 'string' && !parts) {
       throw new core.ConfigError(
-        `a session keeps its own history: Sessions.run takes the next user message (a string), not ${Array.isArray(input) ? 'an array' : typeof input}; ` +
+        `a session keeps its own history: Sessions.run takes the next user message (a string or an array of parts), not ${Array.isArray(input) ? 'an array of messages' : typeof input}; ` +
           'to pass a history of your own, run the agent without a session (agent.run(messages))',
       );
     }
+    const messages = parts ? JSON.stringify([{ role: 'user', content: input.map(content.partJson) }]) : undefined;
+    const text = parts ? '' : input;
     const context = core._enterContext(options);
     try {
-      return core._toRunResult(unwrap(await this._native.run(handle(agent), sessionId, input, context)), agent._outputParser());
+      return core._toRunResult(
+        unwrap(await this._native.run(handle(agent), sessionId, text, context, messages)),
+        agent._outputParser(),
+      );
     } finally {
       core._leaveContext(context);
     }

@@ -18,6 +18,9 @@ impl JsError for SessionError {
             SessionError::AwaitingApproval { session_id, request } => {
                 json!({"sessionId": session_id, "request": request})
             }
+            SessionError::Run(ambit::Error::InvalidMessage { index, field, .. }) => {
+                json!({"index": index, "field": field})
+            }
             SessionError::Run(err) => json!({"usage": err.usage()}),
             _ => json!({}),
         };
@@ -80,14 +83,17 @@ impl NativeSessions {
         session_id: String,
         input: String,
         context: Option<u32>,
+        messages: Option<String>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let (s, agent) = (self.sessions.clone(), agent.agent.clone());
         crate::guard(|| {
             env.spawn_future(async move {
                 Ok(envelope(async move {
+                    // `messages`: the user message of parts as a JSON list (the facade's `runInput`).
+                    let input = crate::run_input(input, messages)?;
                     value!(match crate::run_context(context) {
-                        Some(c) => s.run_with_context(&agent, &session_id, &input, c).await?,
-                        None => s.run(&agent, &session_id, &input).await?,
+                        Some(c) => s.run_with_context(&agent, &session_id, input, c).await?,
+                        None => s.run(&agent, &session_id, input).await?,
                     })
                 })
                 .await)

@@ -131,3 +131,43 @@ test('image_render is offered only with vision: true, and shows the model the im
     p.stop();
   }
 });
+
+test('a session turn of parts is sent again from a new store handle; a refused part stores nothing', async () => {
+  const { Sessions, ConfigError } = require('..');
+  const url = `data:image/png;base64,${PNG.toString('base64')}`;
+  const image = { role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url } }] };
+  const p = await scripted('node_session_parts', 'openai_chat', [
+    { expect: { messages_count: 1, messages_tail: [image] }, respond: { content: 'A dot.' } },
+    {
+      expect: { messages_count: 3, messages_tail: [image, { role: 'assistant' }, { role: 'user', content: 'Which colour?' }] },
+      respond: { content: 'Green.' },
+    },
+  ]);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-node-session-parts-'));
+  try {
+    const agent = new Agent({ model: new OpenAIChat('gpt-4.1', { baseUrl: p.baseUrl, apiKey: 'sk-test-ambit' }) });
+    const store = `sqlite://${path.join(dir, 'sessions.db')}`;
+    const first = await Sessions.open(store);
+    const sid = await first.create();
+    await assert.rejects(
+      first.run(agent, sid, ['hi', Image.fromBytes(PNG, 'image/jpeg')]),
+      (e) => e instanceof InvalidMessageError && e.field === 'parts[1]' &&
+        e.message.includes('labelled image/jpeg, but the bytes are image/png'),
+    );
+    await assert.rejects(first.run(agent, sid, [{ role: 'user', content: 'hi' }]),
+      (e) => e instanceof ConfigError && e.message.includes('a session keeps its own history'));
+    assert.deepEqual(await first.entries(sid), []);
+    assert.equal((await p.state()).served, 0);
+    assert.equal((await first.run(agent, sid, [new Text('What is this?'), Image.fromBytes(PNG)])).output, 'A dot.');
+    const second = await Sessions.open(store);
+    assert.equal((await second.run(agent, sid, 'Which colour?')).output, 'Green.');
+    const state = await p.state();
+    assert.deepEqual(state.mismatches, []);
+    assert.equal(state.served, 2);
+    const sent = state.requests.map((r) => r.body.messages[0].content[1].image_url.url);
+    assert.deepEqual(sent, [url, url]);
+  } finally {
+    p.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -42,6 +42,7 @@ const {
   GuardrailTrippedError,
   Text,
   Image,
+  File,
 } = require('..');
 const native = require('../native.js');
 
@@ -875,6 +876,17 @@ async function checkTaskStep(sessions, deliveries, sid, want, at) {
   if (want.task) matchCamel(want.task, await sessions.taskResult(sid, want.task.task_id), `${at}: task`);
 }
 
+/** A session step's input: its text, or its parts as the typed `Text`, `Image` and `File`. */
+function sessionInput(input) {
+  if (typeof input === 'string') return input;
+  return input.map((p) => {
+    if (p.type === 'text') return new Text(p.text);
+    if (p.type === 'image') return Image.fromBytes(Buffer.from(p.data, 'base64'), p.media_type);
+    if (p.type === 'image_url') return Image.fromUrl(p.url);
+    return File.fromBytes(Buffer.from(p.data, 'base64'), p.media_type, p.filename);
+  });
+}
+
 /** A `session` scenario: its steps (runs and resumes) in one session through `Sessions`, on the store at `url`. */
 async function runSessionScenario(file, url) {
   const scenario = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -908,7 +920,7 @@ async function runSessionScenario(file, url) {
           agent = await buildAgent(scenario, provider.baseUrl, approvals);
           result = await sessions.resume(agent, sid, step.resume);
         } else {
-          result = await sessions.run(agent, sid, step.input);
+          result = await sessions.run(agent, sid, sessionInput(step.input));
         }
       } catch (e) {
         if (e instanceof AwaitingApprovalError) {

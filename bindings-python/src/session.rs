@@ -84,9 +84,10 @@ impl NativeSessions {
         })
     }
 
-    /// Runs `agent` in the session, with the run context `context` (an id of the facade's; 0: none);
-    /// the RunResult as JSON.
-    #[pyo3(signature = (agent, session_id, input, context=0))]
+    /// Runs `agent` in the session on `input`, or on `messages` (a JSON list holding the user message of
+    /// parts) when given, with the run context `context` (an id of the facade's; 0: none); the RunResult
+    /// as JSON.
+    #[pyo3(signature = (agent, session_id, input, context=0, messages=None))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -94,16 +95,18 @@ impl NativeSessions {
         session_id: String,
         input: String,
         context: u64,
+        messages: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::guard(|| {
             let (s, agent) = (self.sessions.clone(), agent.agent.clone());
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
             let carrier = carrier(&locals);
             awaitable::into_awaitable(py, locals, async move {
+                let input = crate::run_input(input, messages).map_err(crate::core_err)?;
                 let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
                     match crate::run_context(context) {
-                        Some(c) => Box::pin(s.run_with_context(&agent, &session_id, &input, c)),
-                        None => Box::pin(s.run(&agent, &session_id, &input)),
+                        Some(c) => Box::pin(s.run_with_context(&agent, &session_id, input, c)),
+                        None => Box::pin(s.run(&agent, &session_id, input)),
                     };
                 let result = ambit::runtime::with_carrier(carrier, run).await.map_err(session_err)?;
                 serde_json::to_string(&result).map_err(json_err)

@@ -133,3 +133,45 @@ def test_image_render_is_offered_only_with_vision_and_shows_the_image(start_prov
     state = provider.state()
     assert state["mismatches"] == [], state["mismatches"]
     validate_exchanges({**state, "scenario": "image_render", "wire": "anthropic"})
+
+
+def test_a_session_turn_of_parts_is_stored_and_sent_again_from_a_new_store_handle(
+        start_provider: Any, tmp_path: Path) -> None:
+    # Turn 1 gives an image through one store handle; turn 2, through a fresh handle on the same SQLite
+    # file (as another process would), sends the same bytes again. A refused part stores nothing.
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    image_message = {"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                                 {"type": "image_url", "image_url": {"url": url}}]}
+    scenario = {
+        "name": "session_parts_two_handles", "wire": "openai_chat",
+        "agent": {"model": "gpt-4.1", "api_key": "sk-test-ambit"}, "tools": [], "input": "",
+        "exchanges": [
+            {"expect": {"messages_count": 1, "messages_tail": [image_message]}, "respond": {"content": "A dot."}},
+            {"expect": {"messages_count": 3, "messages_tail": [image_message, {"role": "assistant"},
+                                                               {"role": "user", "content": "Which colour?"}]},
+             "respond": {"content": "Green."}},
+        ],
+        "expect": {"output": "Green."},
+    }
+    path = tmp_path / "session_parts.json"
+    path.write_text(json.dumps(scenario))
+    provider = start_provider(path)
+    agent = build_agent(scenario, provider.base_url)
+    store = f"sqlite://{tmp_path}/sessions.db"
+    first = ambit.Sessions.open_sync(store)
+    sid = first.create_sync()
+    with pytest.raises(ambit.InvalidMessage) as e:
+        first.run_sync(agent, sid, ["hi", ambit.Image.from_bytes(PNG, "image/jpeg")])
+    assert e.value.field == "parts[1]" and "labelled image/jpeg, but the bytes are image/png" in str(e.value)
+    assert first.entries_sync(sid) == [] and provider.state()["served"] == 0
+    with pytest.raises(ambit.ConfigError, match="a session keeps its own history"):
+        first.run_sync(agent, sid, [ambit.UserMessage("hi")])  # type: ignore[list-item]
+    assert first.run_sync(agent, sid, [ambit.Text("What is this?"), ambit.Image.from_bytes(PNG)]).output == "A dot."
+    second = ambit.Sessions.open_sync(store)
+    assert second.run_sync(agent, sid, "Which colour?").output == "Green."
+    state = check_provider(scenario, provider)
+    assert validate_exchanges(state) == 2
+    sent = [r["body"]["messages"][0]["content"][1]["image_url"]["url"] for r in state["requests"]]
+    assert sent == [url, url]
+    stored = second.entries_sync(sid)[0]
+    assert stored["kind"] == "message" and stored["message"]["parts"][1]["data"] == base64.b64encode(PNG).decode()

@@ -829,7 +829,7 @@ async def run_session(scenario: dict[str, Any], url: str, base_url: str,
                 agent = build_agent(scenario, base_url, use_async=True, approvals=approvals)
                 result = await sessions.resume(agent, sid, decision(step["resume"]))
             else:
-                result = await sessions.run(agent, sid, step["input"])
+                result = await sessions.run(agent, sid, session_input(step["input"]))
         except ambit.AwaitingApproval as e:
             assert "parked" in want, (n, e)
             assert e.code == "awaiting_approval" and e.session_id == sid, (n, e)
@@ -850,6 +850,23 @@ async def run_session(scenario: dict[str, Any], url: str, base_url: str,
     if "session_log" in scenario["expect"]:
         assert [e["kind"] for e in await sessions.entries(sid)] == scenario["expect"]["session_log"]
     return agent, result
+
+
+def session_input(raw: str | list[dict[str, Any]]) -> str | list[ambit.content.Part]:
+    """A session step's input: its text, or its parts as the typed ``ambit.Text``/``Image``/``File``."""
+    if isinstance(raw, str):
+        return raw
+    parts: list[ambit.content.Part] = []
+    for p in raw:
+        if p["type"] == "text":
+            parts.append(ambit.Text(p["text"]))
+        elif p["type"] == "image":
+            parts.append(ambit.Image.from_bytes(base64.b64decode(p["data"]), p.get("media_type")))
+        elif p["type"] == "image_url":
+            parts.append(ambit.Image.from_url(p["url"]))
+        else:
+            parts.append(ambit.File.from_bytes(base64.b64decode(p["data"]), p["media_type"], p["filename"]))
+    return parts
 
 
 async def check_task_step(sessions: ambit.Sessions, deliveries: ambit.Deliveries, sid: str,

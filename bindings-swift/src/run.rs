@@ -221,6 +221,9 @@ pub struct LoopSettings {
     /// The scratchpad parameter and tools.
     #[uniffi(default = false)]
     pub scratchpad: bool,
+    /// The model takes images: adds `image_render` (as Python `vision=True`, Node `vision: true`).
+    #[uniffi(default = false)]
+    pub vision: bool,
 }
 
 impl LoopSettings {
@@ -233,6 +236,9 @@ impl LoopSettings {
             b = b.checklist_nudge_cap(n);
         }
         b = b.background(self.background).scratchpad(self.scratchpad);
+        if self.vision {
+            b = b.vision(true);
+        }
         if let Some(s) = self.heartbeat_secs {
             // A bad number becomes a zero window, which the core refuses by name.
             b = b.heartbeat(std::time::Duration::try_from_secs_f64(s).unwrap_or(std::time::Duration::ZERO));

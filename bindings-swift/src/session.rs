@@ -104,20 +104,29 @@ impl CoreSessions {
     }
 
     /// Runs the agent in the session, continuing its conversation, with the run context `context` (an id
-    /// of the facade's; 0: none).
+    /// of the facade's; 0: none). `messages_json`: the user message of parts as a JSON list (the
+    /// facade's `run(_:sessionId:parts:)`), else `input` is the message.
     pub async fn run(
         &self,
         agent: Arc<CoreAgent>,
         session_id: String,
         input: String,
         context: u64,
+        messages_json: Option<String>,
     ) -> Result<RunResult, SessionCoreError> {
         guard_async(async move {
+            let input = match messages_json {
+                None => ambit::Input::Text(input),
+                Some(json) => serde_json::from_str(&json)
+                    .map_err(|e| ambit::Error::Config(format!("messages: {e}")))
+                    .and_then(ambit::Input::from_json)
+                    .map_err(ambit::session::SessionError::from)?,
+            };
             let result = match context {
-                0 => self.sessions.run(&agent.inner, &session_id, &input).await?,
+                0 => self.sessions.run(&agent.inner, &session_id, input).await?,
                 c => {
                     let c = ambit::RunContextValue::new(crate::RunContextId(c));
-                    self.sessions.run_with_context(&agent.inner, &session_id, &input, c).await?
+                    self.sessions.run_with_context(&agent.inner, &session_id, input, c).await?
                 }
             };
             Ok(result.into())

@@ -260,6 +260,7 @@ pub fn budget_result(mut parts: Vec<Part>) -> Vec<Part> {
 /// The tool results of one request within its budget ([`REQUEST_TOOL_IMAGES_MAX`] images,
 /// [`REQUEST_TOOL_MEDIA_MAX_BYTES`] bytes): the newest results keep theirs; each image or file of an
 /// older one over the budget is replaced by a text note saying so (and the result's text view follows).
+/// A background task's result delivered as its own user turn counts as a tool result.
 /// Returns whether anything was left out.
 pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
     let (mut images, mut bytes) = (REQUEST_TOOL_IMAGES_MAX, REQUEST_TOOL_MEDIA_MAX_BYTES);
@@ -268,7 +269,11 @@ pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
     );
     let mut any = false;
     for m in messages.iter_mut().rev() {
-        let crate::model::Message::Tool { content, parts, .. } = m else { continue };
+        let (content, parts) = match m {
+            crate::model::Message::Tool { content, parts, .. } => (content, parts),
+            crate::model::Message::User { content, parts } if is_task_report(parts) => (content, parts),
+            _ => continue,
+        };
         let view = text_view(parts);
         let mut cut_here = false;
         for p in parts.iter_mut() {
@@ -280,6 +285,13 @@ pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
         any |= cut_here;
     }
     any
+}
+
+/// Whether a user message's parts are a background task's result with media
+/// ([`crate::agent::background`]'s report: its header text, then the result's parts).
+fn is_task_report(parts: &[Part]) -> bool {
+    matches!(parts.first(), Some(Part::Text { text }) if text.starts_with(crate::agent::background::TASK_REPORT_PREFIX))
+        && has_media(parts)
 }
 
 /// The text view of a list of parts: the parts described, one after another, separated by newlines.
@@ -537,6 +549,34 @@ mod tests {
         let before = within.clone();
         assert!(!budget_request(&mut within));
         assert_eq!(within, before);
+    }
+
+    #[test]
+    fn background_task_images_count_in_the_request_budget_and_the_users_own_do_not() {
+        use crate::model::Message;
+        // Three background reports of 10 images each (a task's result delivered as its own user turn):
+        // the newest 20 stay, the oldest report's are left out and its text view says so.
+        let report = |id: usize| {
+            let mut parts = vec![Part::text(format!("[background task task_{id} (chart) finished]"))];
+            parts.extend(vec![png_of(100); 10]);
+            Message::user_parts(parts)
+        };
+        let mut messages: Vec<Message> = (1..=3).map(report).collect();
+        assert!(budget_request(&mut messages));
+        let images = |m: &Message| match m {
+            Message::User { parts, .. } => parts.iter().filter(|p| matches!(p, Part::Image { .. })).count(),
+            _ => 0,
+        };
+        assert_eq!(messages.iter().map(images).collect::<Vec<_>>(), [0, 10, 10]);
+        assert!(
+            matches!(&messages[0], Message::User { content, .. } if content.contains("left out: over one request's budget"))
+        );
+        // Control: the user's own images (30 in three turns) are the input, not tool output: untouched.
+        let own = |_| Message::user_parts(std::iter::once(Part::text("look")).chain(vec![png_of(100); 10]).collect());
+        let mut messages: Vec<Message> = (0..3).map(own).collect();
+        let before = messages.clone();
+        assert!(!budget_request(&mut messages));
+        assert_eq!(messages, before);
     }
 
     #[test]

@@ -968,6 +968,11 @@ async fn run_session_on(path: &Path, scenario: &Value, url: &str) -> Result<(), 
         }
         let outcome = if let Some(input) = step["input"].as_str() {
             sessions.run(&agent, &sid, input).await
+        } else if let Some(parts) = step["input"].as_array() {
+            // A user message of parts (text, images, files), as a plain run's input of parts.
+            let parts: Vec<ambit::content::Part> =
+                serde_json::from_value(Value::Array(parts.clone())).map_err(|e| format!("{at}: input: {e}"))?;
+            sessions.run(&agent, &sid, ambit::Input::parts(parts)).await
         } else if let Some(answer) = step.get("resume") {
             // As another process would: a new store handle, a new agent.
             sessions = open().await?;

@@ -634,3 +634,106 @@ async fn a_run_reads_the_live_window_and_never_the_log_before_it() {
         check(&p, 2);
     }
 }
+
+/// A session turn of parts (issue 17): stored in the log as the wire gets them, so the next turn through
+/// a fresh store handle (as another process) sends the same bytes; a refused part, or a history, fails
+/// before anything is stored (the log stays empty: the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_of_parts_is_sent_again_from_a_new_handle_and_a_refused_one_stores_nothing() {
+    use ambit::content::Part;
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+    let image = json!({"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+    ]});
+    for s in stores().await {
+        let p = provider(json!([
+            {"expect": {"messages_count": 1, "messages_tail": [image]}, "respond": {"content": "A dot."}},
+            {"expect": {"messages_count": 3, "messages_tail": [image, {"role": "assistant"}, {"role": "user", "content": "Which colour?"}]},
+             "respond": {"content": "Green."}}
+        ]))
+        .await;
+        let agent = session_agent(&p);
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let id = sessions.create().await.unwrap();
+        let png = Part::Image { media_type: "image/png".into(), data: PNG.into() };
+        let mislabelled = Part::Image { media_type: "image/jpeg".into(), data: PNG.into() };
+        let e = sessions.run(&agent, &id, ambit::Input::parts([Part::text("hi"), mislabelled])).await.unwrap_err();
+        assert_eq!(e.code(), "invalid_message", "{}", s.name);
+        assert!(e.to_string().contains("parts[1]: labelled image/jpeg, but the bytes are image/png"), "{e}");
+        let history = vec![
+            ambit::Message::user("hi"),
+            ambit::Message::Assistant { content: Some("yo".into()), tool_calls: vec![] },
+            ambit::Message::user("again"),
+        ];
+        let e = sessions.run(&agent, &id, history).await.unwrap_err();
+        assert!(e.to_string().contains("a session keeps its own history"), "{e}");
+        assert!(sessions.entries(&id).await.unwrap().is_empty(), "{}: a refused turn stored nothing", s.name);
+        let r = sessions.run(&agent, &id, ambit::Input::parts([Part::text("What is this?"), png.clone()])).await;
+        assert_eq!(r.unwrap().output, "A dot.");
+        let fresh = Sessions::open(&s.url).await.unwrap();
+        assert_eq!(fresh.run(&agent, &id, "Which colour?").await.unwrap().output, "Green.");
+        check(&p, 2);
+        let first = &fresh.entries(&id).await.unwrap()[0].item;
+        let Item::Message { message: ambit::Message::User { parts, .. } } = first else { panic!("{first:?}") };
+        assert_eq!(parts[1], png, "{}", s.name);
+    }
+}
+
+/// A background task's image result that lands after its session run ended (SPEC §8b) is stored as
+/// parts, so the session's next turn shows the model the image (not a text note of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_image_that_lands_after_the_run_reaches_the_next_turn_as_an_image() {
+    use ambit::content::Part;
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+    let report = json!({"role": "user", "content": [
+        {"type": "text", "text": "[background task task_1 (chart) finished]"},
+        {"type": "text", "text": "the chart"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+    ]});
+    for s in stores().await {
+        let p = provider(json!([
+            {"respond": {"tool_calls": [{"id": "c", "name": "chart", "arguments": {"background": true}}]}},
+            {"respond": {"content": "Rendering."}},
+            {"expect": {"messages_count": 6, "messages_tail": [report, {"role": "user", "content": "Show me."}]},
+             "respond": {"content": "One green pixel."}}
+        ]))
+        .await;
+        let (release, held) = tokio::sync::watch::channel(false);
+        let chart = ambit::tool_fn(
+            "chart",
+            "Renders the chart (slow).",
+            json!({"type": "object", "properties": {}}),
+            move |_: Value| {
+                let mut held = held.clone();
+                async move {
+                    let _ = held.wait_for(|r| *r).await;
+                    let image = Part::Image { media_type: "image/png".into(), data: PNG.into() };
+                    Ok::<_, String>(ambit::content::tool_content(vec![Part::text("the chart"), image]))
+                }
+            },
+        );
+        let agent = Agent::builder()
+            .model(OpenAiChat::new("m").base_url(p.base_url()).max_retries(0))
+            .tool(chart)
+            .background(true)
+            .build()
+            .unwrap();
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let mut deliveries = sessions.deliveries();
+        let id = sessions.create().await.unwrap();
+        assert_eq!(sessions.run(&agent, &id, "Render the chart.").await.unwrap().output, "Rendering.");
+        release.send_replace(true);
+        let landed =
+            tokio::time::timeout(std::time::Duration::from_secs(60), deliveries.next()).await.unwrap().unwrap();
+        assert_eq!(landed.result.as_str(), "the chart\n[image image/png, 69 bytes]", "{}", s.name);
+        let entries = sessions.entries(&id).await.unwrap();
+        let Some(Item::Message { message: ambit::Message::User { parts, .. } }) = entries.last().map(|e| &e.item)
+        else {
+            panic!("{}: {entries:?}", s.name)
+        };
+        assert!(ambit::content::has_media(parts), "{}: the landed result kept its image", s.name);
+        assert_eq!(sessions.run(&agent, &id, "Show me.").await.unwrap().output, "One green pixel.");
+        check(&p, 3);
+    }
+}

@@ -29,7 +29,10 @@ def _context_key(context: Any) -> int:
     return _enter_context(none if context is _NO_CONTEXT else context)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from . import Agent, RunResult
+    from .content import Part
     from .policy import ApprovalRequest, Decision
 
 __all__ = ["Sessions", "SESSION_TOOLS", "Delivery", "Deliveries", "TaskSnapshot"]
@@ -138,28 +141,40 @@ class Sessions:
         """:meth:`create` for code outside asyncio."""
         return _sync("create", self.create)
 
-    async def run(self, agent: "Agent", session_id: str, input: str, *, context: Any = _NO_CONTEXT) -> "RunResult":
+    async def run(self, agent: "Agent", session_id: str, input: "str | Sequence[Part | str]", *,
+                  context: Any = _NO_CONTEXT) -> "RunResult":
         """Runs ``agent`` on ``input`` in the session, continuing its conversation.
 
-        The session is the history: ``input`` is the next user message (a string). A list of messages is
-        refused with :class:`ConfigError` and nothing is stored; to keep a history yourself, run the agent
-        without a session (``agent.run(messages)``). ``context`` is a value of yours every tool, hook and
+        The session is the history: ``input`` is the next user message, a string or a list of parts
+        (:class:`ambit.Text`, :class:`ambit.Image`, :class:`ambit.File`, strings as text), as
+        ``agent.run`` takes them. The parts are stored in the session, so later turns (and a resume in
+        another process) send the image again; a part the core refuses raises
+        :class:`InvalidMessage` naming it, and nothing is stored. A list of messages is refused with
+        :class:`ConfigError` and nothing is stored; to keep a history yourself, run the agent without a
+        session (``agent.run(messages)``). ``context`` is a value of yours every tool, hook and
         guardrail of the run reads as ``ctx.context``, as in ``agent.run(..., context=...)``: never sent to
         the model, never stored (a parked run's resume is given it again)."""
         from . import _result, _leave_context
-        if not isinstance(input, str):
+        from .content import is_part, part_to_dict
+        messages: str | None = None
+        if isinstance(input, (list, tuple)) and input and all(is_part(p) or isinstance(p, str) for p in input) \
+                and any(is_part(p) for p in input):
+            messages = json.dumps([{"role": "user", "content": [part_to_dict(p) for p in input]}])
+            input = ""
+        elif not isinstance(input, str):
             from .errors import ConfigError
-            raise ConfigError(f"a session keeps its own history: Sessions.run takes the next user message (a string), "
-                              f"not {type(input).__name__}; to pass a history of your own, run the agent without a "
-                              f"session (agent.run(messages))")
+            raise ConfigError(f"a session keeps its own history: Sessions.run takes the next user message (a string "
+                              f"or a list of parts), not {type(input).__name__}; to pass a history of your own, run "
+                              f"the agent without a session (agent.run(messages))")
         key = _context_key(context)
         try:
-            raw = await self._native.run(agent._native, session_id, input, key)
+            raw = await self._native.run(agent._native, session_id, input, key, messages)
         finally:
             _leave_context(key)
         return _result(json.loads(raw), agent._decode_output)
 
-    def run_sync(self, agent: "Agent", session_id: str, input: str, *, context: Any = _NO_CONTEXT) -> "RunResult":
+    def run_sync(self, agent: "Agent", session_id: str, input: "str | Sequence[Part | str]", *,
+                 context: Any = _NO_CONTEXT) -> "RunResult":
         """:meth:`run` for code outside asyncio."""
         return _sync("run", lambda: self.run(agent, session_id, input, context=context))
 

@@ -133,20 +133,43 @@ pub(crate) struct Report {
     pub result: String,
     pub is_error: bool,
     pub status: TaskStatus,
+    /// The result's content parts when the tool returned images ([`crate::content::tool_content`]),
+    /// within one result's budget; `result` is their text view. Empty for a text result.
+    pub parts: Vec<crate::content::Part>,
 }
 
 impl Report {
     fn new(id: String, name: String, result: String, is_error: bool) -> Report {
         let status = if is_error { TaskStatus::Failed } else { TaskStatus::Finished };
-        Report { id, name, result, is_error, status }
+        Report { id, name, result, is_error, status, parts: Vec::new() }
     }
 
-    /// The turn that carries the result to the model.
+    /// The turn that carries the result to the model, as text.
     pub fn message(&self) -> String {
+        format!("{}\n{}", self.header(), self.result)
+    }
+
+    fn header(&self) -> String {
         let how = if self.is_error { "failed" } else { "finished" };
-        format!("[background task {} ({}) {how}]\n{}", self.id, self.name, self.result)
+        format!("{TASK_REPORT_PREFIX}{} ({}) {how}]", self.id, self.name)
+    }
+
+    /// The user message that carries the result to the model: its text ([`Report::message`]), or, for
+    /// a result with images, the header then the result's parts (their text view is that same text),
+    /// so the images reach the model as a live call's do, on every wire.
+    pub fn to_message(&self) -> crate::model::Message {
+        if self.parts.is_empty() {
+            return crate::model::Message::user(self.message());
+        }
+        let mut parts = vec![crate::content::Part::text(self.header())];
+        parts.extend(self.parts.iter().cloned());
+        crate::model::Message::user_parts(parts)
     }
 }
+
+/// How the message carrying a background task's result starts ([`Report::to_message`]): the per-request
+/// tool image budget counts such a message's images as a tool result's ([`crate::content::budget_request`]).
+pub(crate) const TASK_REPORT_PREFIX: &str = "[background task ";
 
 /// The message that tells the model a task was lost with the process that ran it.
 pub(crate) fn lost_message(id: &str, name: &str) -> String {
@@ -319,12 +342,13 @@ impl Tasks {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts `work` (a tool call: its result text and whether it is an error) as task `task_N` (N
+    /// Starts `work` (a tool call: its result text, whether it is an error, and the result's content
+    /// parts when it carries images) as task `task_N` (N
     /// counting in the run, or in the session that keeps the tasks). Fails when the session could not
     /// record it: the work does not start.
     pub async fn spawn<F>(self: &Arc<Self>, name: &str, events: &Emitter, work: F) -> Result<String, String>
     where
-        F: Future<Output = (String, bool)> + Send + 'static,
+        F: Future<Output = (String, bool, Vec<crate::content::Part>)> + Send + 'static,
     {
         let id = match self.sink.get() {
             Some(sink) => sink.started(name).await?,
@@ -344,9 +368,11 @@ impl Tasks {
         let (task_id, task_name, scoped) = (id.clone(), name.to_string(), handle.clone());
         // Registered before it is polled, so its report always finds its entry.
         let (work, abort) = futures::future::abortable(async move {
-            let (result, is_error) = CURRENT.scope(scoped, work).await;
+            let (result, is_error, parts) = CURRENT.scope(scoped, work).await;
             if let Some(tasks) = tasks.upgrade() {
-                tasks.report(Report::new(task_id, task_name, result, is_error));
+                let mut report = Report::new(task_id, task_name, result, is_error);
+                report.parts = parts;
+                tasks.report(report);
             }
         });
         self.lock().insert(id.clone(), Entry { name: name.to_string(), handle, abort, state: State::Running });
@@ -592,7 +618,7 @@ mod tests {
         let id = tasks
             .spawn("sleepy", &events, async {
                 std::future::pending::<()>().await;
-                (String::new(), false)
+                (String::new(), false, Vec::new())
             })
             .await
             .unwrap();
@@ -606,7 +632,7 @@ mod tests {
                 let me = TaskHandle::current().unwrap();
                 me.progress("started");
                 me.cancelled().await;
-                ("unwound".to_string(), false)
+                ("unwound".to_string(), false, Vec::new())
             })
             .await
             .unwrap();
@@ -657,7 +683,7 @@ mod tests {
                     tokio::task::yield_now().await;
                 }
                 flag.store(true, Ordering::SeqCst);
-                ("unwound".to_string(), false)
+                ("unwound".to_string(), false, Vec::new())
             })
             .await
             .unwrap();
@@ -673,7 +699,7 @@ mod tests {
             .spawn("stubborn", &events, async move {
                 let _guard = guard;
                 std::future::pending::<()>().await;
-                (String::new(), false)
+                (String::new(), false, Vec::new())
             })
             .await
             .unwrap();

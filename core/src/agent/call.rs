@@ -115,7 +115,12 @@ impl Agent {
             let started = state.tasks.spawn(&call.name, events, async move {
                 let (_, result, is_error) =
                     st.clone().scope(scratchpad::with_saving(save.is_some(), agent.dispatch(&c, &ev))).await;
-                finish(&st, save.as_deref(), result, is_error)
+                // A result with images keeps them (as a live call's does), unless a hook replaced its text
+                // or the scratchpad took it.
+                let media = st.media.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
+                let (result, is_error) = finish(&st, save.as_deref(), result, is_error);
+                let parts = media.map(|parts| crate::content::with_text(parts, &result)).unwrap_or_default();
+                (result, is_error, parts)
             });
             let id = match started.await {
                 Ok(id) => id,

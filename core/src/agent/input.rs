@@ -82,6 +82,34 @@ impl Input {
         }
     }
 
+    /// A session run's input as the user messages it adds to the session: text is one message, parts
+    /// ([`Input::parts`]) one message made of them. The session holds the conversation, so a history
+    /// (an assistant or tool message) is refused with [`Error::Config`], and each part is checked
+    /// ([`Error::InvalidMessage`] naming it) before anything is stored.
+    pub(crate) fn into_session_messages(self) -> Result<Vec<Message>, Error> {
+        match self {
+            Input::Text(s) => Ok(vec![Message::user(s)]),
+            Input::Messages(messages) => {
+                if messages.is_empty() {
+                    return Err(Error::Config(
+                        "a session run's input is text or a list of parts, not an empty list".into(),
+                    ));
+                }
+                for (index, m) in messages.iter().enumerate() {
+                    if !matches!(m, Message::User { .. }) {
+                        return Err(Error::Config(format!(
+                            "a session keeps its own history: a session run takes the next user message (text or a \
+                             list of parts), not a history (messages[{index}] is not a user message); to pass a \
+                             history of your own, run the agent without a session"
+                        )));
+                    }
+                    check_parts(index, m)?;
+                }
+                Ok(messages)
+            }
+        }
+    }
+
     /// The text `run_started` reports: the input, or the history's last user message.
     pub(crate) fn summary(&self) -> String {
         match self {

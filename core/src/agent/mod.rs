@@ -775,7 +775,7 @@ impl Agent {
             instructions: inner.instructions.clone(),
             messages: match input {
                 Input::Text(text) => subagent::opening(text),
-                Input::Messages(history) => history,
+                Input::Messages(history) => subagent::opening_messages(history),
             },
             tools: self.offered_specs(),
             output: output.filter(|_| !via_tool).map(output::OutputType::structured),
@@ -1360,7 +1360,7 @@ fn deliver(request: &mut ModelRequest, events: &Emitter, r: background::Report) 
         result: r.result.clone(),
         is_error: r.is_error,
     });
-    request.messages.push(Message::user(r.message()));
+    request.messages.push(r.to_message());
 }
 
 /// A `before_model_request` hook's replacement: `instructions` (a string or null) and/or `messages` (a

@@ -354,6 +354,20 @@ pub(crate) fn opening(input: String) -> Vec<Message> {
     messages
 }
 
+/// The messages a run given a list of messages opens with: in a session run (crate::session), the
+/// session's live window, then the new user messages (text or parts) it adds; elsewhere the list itself.
+pub(crate) fn opening_messages(input: Vec<Message>) -> Vec<Message> {
+    match PRIOR.try_with(|p| lock(p).take()).ok().flatten() {
+        Some((mut messages, resume)) => {
+            if !resume {
+                messages.extend(input);
+            }
+            messages
+        }
+        None => input,
+    }
+}
+
 /// At a round boundary: the steering messages waiting in the inbox of the sub-agent this run is, as
 /// user turns. Whether there were any.
 pub(crate) fn steer_into(messages: &mut Vec<Message>) -> bool {

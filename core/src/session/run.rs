@@ -335,8 +335,18 @@ impl Sessions {
     }
 
     /// Runs `agent` on `input` in the session: it continues the session's live window, and what it adds
-    /// is appended to the log when it ends.
-    pub async fn run(&self, agent: &Agent, session_id: &str, input: &str) -> Result<RunResult, SessionError> {
+    /// is appended to the log when it ends. `input` is the next user message: text, or parts
+    /// ([`crate::Input::parts`]: text, images, files), stored in the log as the wire gets them, so every
+    /// later turn (and a resume in another process) sends them again. A part that is refused
+    /// ([`crate::Error::InvalidMessage`], naming it) or a history ([`crate::Error::Config`]: the session
+    /// holds the history) fails the run before anything is stored.
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        session_id: &str,
+        input: impl Into<crate::Input>,
+    ) -> Result<RunResult, SessionError> {
+        let input = input.into().into_session_messages()?;
         let span = session_span("session.run", session_id);
         // Boxed as a trait object: the future's type is deep enough already for the compiler's Send check.
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
@@ -354,6 +364,7 @@ impl Sessions {
         input: &str,
     ) -> Result<RunResult, SessionError> {
         let span = session_span("session.run", session_id);
+        let input = vec![Message::user(input)];
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
             Box::pin(self.run_session(agent, session_id, input, true));
         crate::telemetry::in_conversation(session_id, run).instrument(span).await
@@ -366,7 +377,7 @@ impl Sessions {
         &self,
         agent: &Agent,
         session_id: &str,
-        input: &str,
+        input: impl Into<crate::Input>,
         context: crate::agent::RunContextValue,
     ) -> Result<RunResult, SessionError> {
         crate::agent::context::scope(Some(context), self.run(agent, session_id, input)).await
@@ -388,11 +399,15 @@ impl Sessions {
         &self,
         agent: &Agent,
         session_id: &str,
-        input: &str,
+        input: Vec<Message>,
         new: bool,
     ) -> Result<RunResult, SessionError> {
-        // A root session's title: its first input's first line.
-        let title = crate::agent::subagent::title_of(input);
+        // A root session's title: its first input's first line (of parts: their text view's).
+        let text = input.iter().find_map(|m| match m {
+            Message::User { content, .. } => Some(content.as_str()),
+            _ => None,
+        });
+        let title = crate::agent::subagent::title_of(text.unwrap_or_default());
         // A session created for the run is held and titled as it is created, and its log is empty.
         let created = if new { Lease::create(self, session_id, &title).await? } else { None };
         let fresh = created.is_some();
@@ -449,7 +464,7 @@ impl Sessions {
         &self,
         agent: &Agent,
         session_id: &str,
-        input: Option<&str>,
+        input: Option<Vec<Message>>,
         lease: Lease,
         carried: Usage,
         restored: Option<RunSnapshot>,
@@ -493,8 +508,9 @@ impl Sessions {
         // Boxed: a run's future is large, and the stack of the thread polling it (a binding's worker)
         // is not.
         // A run context a `*_with_context` call set around it is the run's (`Agent::run` inherits it).
-        let run =
-            Box::pin(crate::agent::subagent::with_history(history, input.is_none(), agent.run(input.unwrap_or(""))));
+        let resume = input.is_none();
+        let input = input.map_or(crate::Input::Text(String::new()), crate::Input::Messages);
+        let run = Box::pin(crate::agent::subagent::with_history(history, resume, agent.run(input)));
         let run = run_state::with_rounds(current.clone(), run);
         let run = CURRENT.scope(current.clone(), journal.scope(run));
         // A run whose lease is lost (taken over while it was paused) is cancelled: it runs no more tools

@@ -107,7 +107,7 @@ impl TaskSink for SessionTasks {
 
     async fn landed(&self, report: Report, note: Option<String>) {
         let task = self.snapshot(&report, note);
-        let item = Item::Message { message: Message::user(report.message()) };
+        let item = Item::Message { message: report.to_message() };
         let now = self.sessions.clock.now_ms();
         match self.sessions.store.task_landed(&self.session_id, &task, Some(&item), now).await {
             Ok(true) => {

@@ -514,12 +514,14 @@ public final class Agent: Sendable {
     /// `agents` (`["name": NamedAgent(agent, description:)]`): `agent_list_named` and `agent_delegate`.
     /// `hooks` (`[Hook(.beforeToolCall, name: "audit") { ctx, payload in .proceed }]`): your code at each
     /// point of a run (Hooks.swift); `inputGuardrails`, `outputGuardrails` (`Guardrail(name:) { ... }`):
-    /// checks that stop the run with `AmbitError.guardrailTripped`.
+    /// checks that stop the run with `AmbitError.guardrailTripped`. `vision`: the model takes images (as
+    /// Python `vision=True`, Node `vision: true`): adds `image_render`, which shows the model an image
+    /// held as base64 or in a scratchpad entry; off, a text-only model is never offered it.
     public init(
         model: Model, instructions: String? = nil, tools: [any AmbitTool] = [], maxTurns: Int? = nil,
         policy: Policy? = nil, builtins: [String] = [], maxConcurrency: Int? = nil, maxTokens: Int? = nil,
         maxCost: Double? = nil, prices: [String: Price] = [:], checklist: Bool = false, checklistNudgeCap: Int? = nil,
-        background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false,
+        background: Bool = false, heartbeat: Double? = nil, scratchpad: Bool = false, vision: Bool = false,
         mcpServers: [McpServer] = [], deferral: Deferral? = nil, subagents: SubagentSettings? = nil,
         ledger: LedgerTools? = nil, memory: Memory? = nil, agentName: String? = nil,
         outputType: OutputSchema? = nil, skills: Skills? = nil, knowledge: Knowledge? = nil,
@@ -544,7 +546,8 @@ public final class Agent: Sendable {
                 checklistNudgeCap: checklistNudgeCap.map { UInt32(clamping: max($0, 0)) },
                 background: background,
                 heartbeatSecs: heartbeat,
-                scratchpad: scratchpad
+                scratchpad: scratchpad,
+                vision: vision
             ),
             instructions: instructions,
             maxTurns: turns,

@@ -142,7 +142,22 @@ public final class Sessions: @unchecked Sendable {
         let id = RunContexts.shared.enter(context)
         defer { RunContexts.shared.leave(id) }
         return try await Sessions.wrap {
-            try await self.core.run(agent: agent.core, sessionId: sessionId, input: input, context: id)
+            try await self.core.run(agent: agent.core, sessionId: sessionId, input: input, context: id, messagesJson: nil)
+        }
+    }
+
+    /// Runs `agent` in the session on one user message made of parts (text, images, files), as
+    /// `agent.run(parts:)` takes them. The parts are stored in the session, so later turns (and a resume
+    /// in another process) send the image again; a part the core refuses throws
+    /// `SessionError.run(code: "invalid_message", ...)` naming it, and nothing is stored.
+    public func run(_ agent: Agent, sessionId: String, parts: [Part], context: (any Sendable)? = nil) async throws
+        -> RunResult
+    {
+        let id = RunContexts.shared.enter(context)
+        defer { RunContexts.shared.leave(id) }
+        let json = Agent.partsJSON(parts)
+        return try await Sessions.wrap {
+            try await self.core.run(agent: agent.core, sessionId: sessionId, input: "", context: id, messagesJson: json)
         }
     }
 

@@ -2516,9 +2516,10 @@ public protocol CoreSessionsProtocol: AnyObject, Sendable {
     
     /**
      * Runs the agent in the session, continuing its conversation, with the run context `context` (an id
-     * of the facade's; 0: none).
+     * of the facade's; 0: none). `messages_json`: the user message of parts as a JSON list (the
+     * facade's `run(_:sessionId:parts:)`), else `input` is the message.
      */
-    func run(agent: CoreAgent, sessionId: String, input: String, context: UInt64) async throws  -> RunResult
+    func run(agent: CoreAgent, sessionId: String, input: String, context: UInt64, messagesJson: String?) async throws  -> RunResult
     
     /**
      * `conversation_search`.
@@ -2733,14 +2734,15 @@ open func resume(agent: CoreAgent, sessionId: String, decision: ApprovalDecision
     
     /**
      * Runs the agent in the session, continuing its conversation, with the run context `context` (an id
-     * of the facade's; 0: none).
+     * of the facade's; 0: none). `messages_json`: the user message of parts as a JSON list (the
+     * facade's `run(_:sessionId:parts:)`), else `input` is the message.
      */
-open func run(agent: CoreAgent, sessionId: String, input: String, context: UInt64)async throws  -> RunResult  {
+open func run(agent: CoreAgent, sessionId: String, input: String, context: UInt64, messagesJson: String?)async throws  -> RunResult  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_ambit_swift_fn_method_coresessions_run(
-                        self.uniffiCloneHandle(),FfiConverterTypeCoreAgent_lower(agent),FfiConverterString.lower(sessionId),FfiConverterString.lower(input),FfiConverterUInt64.lower(context)
+                        self.uniffiCloneHandle(),FfiConverterTypeCoreAgent_lower(agent),FfiConverterString.lower(sessionId),FfiConverterString.lower(input),FfiConverterUInt64.lower(context),FfiConverterOptionString.lower(messagesJson)
                 )
             },
             pollFunc: ffi_ambit_swift_rust_future_poll_rust_buffer,
@@ -5161,6 +5163,10 @@ public struct LoopSettings: Equatable, Hashable {
      * The scratchpad parameter and tools.
      */
     public var scratchpad: Bool
+    /**
+     * The model takes images: adds `image_render` (as Python `vision=True`, Node `vision: true`).
+     */
+    public var vision: Bool
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -5192,7 +5198,10 @@ public struct LoopSettings: Equatable, Hashable {
          */heartbeatSecs: Double? = nil, 
         /**
          * The scratchpad parameter and tools.
-         */scratchpad: Bool = false) {
+         */scratchpad: Bool = false, 
+        /**
+         * The model takes images: adds `image_render` (as Python `vision=True`, Node `vision: true`).
+         */vision: Bool = false) {
         self.maxConcurrency = maxConcurrency
         self.maxTokens = maxTokens
         self.maxCost = maxCost
@@ -5202,6 +5211,7 @@ public struct LoopSettings: Equatable, Hashable {
         self.background = background
         self.heartbeatSecs = heartbeatSecs
         self.scratchpad = scratchpad
+        self.vision = vision
     }
 
     
@@ -5228,7 +5238,8 @@ public struct FfiConverterTypeLoopSettings: FfiConverterRustBuffer {
                 checklistNudgeCap: FfiConverterOptionUInt32.read(from: &buf), 
                 background: FfiConverterBool.read(from: &buf), 
                 heartbeatSecs: FfiConverterOptionDouble.read(from: &buf), 
-                scratchpad: FfiConverterBool.read(from: &buf)
+                scratchpad: FfiConverterBool.read(from: &buf), 
+                vision: FfiConverterBool.read(from: &buf)
         )
     }
 
@@ -5242,6 +5253,7 @@ public struct FfiConverterTypeLoopSettings: FfiConverterRustBuffer {
         FfiConverterBool.write(value.background, into: &buf)
         FfiConverterOptionDouble.write(value.heartbeatSecs, into: &buf)
         FfiConverterBool.write(value.scratchpad, into: &buf)
+        FfiConverterBool.write(value.vision, into: &buf)
     }
 }
 
@@ -11309,7 +11321,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_ambit_swift_checksum_method_coresessions_resume() != 7361) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_ambit_swift_checksum_method_coresessions_run() != 20236) {
+    if (uniffi_ambit_swift_checksum_method_coresessions_run() != 16886) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_ambit_swift_checksum_method_coresessions_search() != 18271) {

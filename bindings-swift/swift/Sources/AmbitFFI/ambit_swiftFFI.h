@@ -776,7 +776,7 @@ uint64_t uniffi_ambit_swift_fn_method_coresessions_resume(uint64_t ptr, uint64_t
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORESESSIONS_RUN
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORESESSIONS_RUN
-uint64_t uniffi_ambit_swift_fn_method_coresessions_run(uint64_t ptr, uint64_t agent, RustBuffer session_id, RustBuffer input, uint64_t context
+uint64_t uniffi_ambit_swift_fn_method_coresessions_run(uint64_t ptr, uint64_t agent, RustBuffer session_id, RustBuffer input, uint64_t context, RustBuffer messages_json
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORESESSIONS_SEARCH

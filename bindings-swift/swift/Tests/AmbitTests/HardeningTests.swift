@@ -159,7 +159,7 @@ private struct Blank: AmbitTool {
             url: url, contextWindow: 200_000, compactAt: 0.85, keepRecent: 2, leaseMs: nil, busyWaitMs: nil)
         let first = try await core.create()
         do {
-            _ = try await core.run(agent: agent.core, sessionId: first, input: "go", context: 0)
+            _ = try await core.run(agent: agent.core, sessionId: first, input: "go", context: 0, messagesJson: nil)
             Issue.record("CoreSessions.run: no error")
         } catch let e as SessionCoreError {
             guard case let .Internal(message) = e else { Issue.record("not Internal: \(e)"); return }

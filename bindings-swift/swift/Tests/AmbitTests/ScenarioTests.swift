@@ -1198,6 +1198,9 @@ func int(_ value: Any?) -> Int? {
                     sessions = try await open()
                     agent = try await makeAgent(scenario, baseURL: provider.baseURL, approvals: approvals, place)
                     result = try await sessions.resume(agent, sessionId: sid, decision: try decision(answer))
+                } else if let parts = step["input"] as? [[String: String]] {
+                    // A user message of parts, through the typed `Part`s.
+                    result = try await sessions.run(agent, sessionId: sid, parts: try parts.map(scenarioPart))
                 } else {
                     result = try await sessions.run(agent, sessionId: sid, input: step["input"] as? String ?? "")
                 }
@@ -1229,6 +1232,19 @@ func int(_ value: Any?) -> Int? {
             let text = try await sessions.entriesJSON(sid)
             let entries = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
             #expect(entries.map { $0["kind"] as? String ?? "" } == log, "\(place): session_log")
+        }
+    }
+
+    /// A part of a session step's input as the typed `Part` (`data` base64).
+    func scenarioPart(_ p: [String: String]) throws -> Part {
+        let bytes = { (key: String) throws -> Data in
+            try #require(Data(base64Encoded: p[key] ?? ""), "a part's \(key) is not base64")
+        }
+        switch p["type"] {
+        case "text": return .text(p["text"] ?? "")
+        case "image": return .image(try bytes("data"), mediaType: p["media_type"])
+        case "image_url": return .imageURL(p["url"] ?? "")
+        default: return .file(try bytes("data"), mediaType: p["media_type"] ?? "", filename: p["filename"] ?? "")
         }
     }
 

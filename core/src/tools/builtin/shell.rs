@@ -352,7 +352,7 @@ mod tests {
                 w.write_all(format!("step 1\n{long}\n\n").as_bytes()).await.unwrap();
                 drop(w);
                 let kept = keep(r).await.unwrap();
-                (format!("{}", !kept.is_empty()), false)
+                (format!("{}", !kept.is_empty()), false, Vec::new())
             })
             .await
             .unwrap();
