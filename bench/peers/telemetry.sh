@@ -7,7 +7,15 @@
 #   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up;
 #                                                      the runs' spans flushed inside the measured window)
 #   BENCH_NO_BUILD=1 bash bench/peers/telemetry.sh …   (the wheel and provider of the last run)
+#   bash bench/peers/telemetry.sh --instructions [RUNS]  (instructions per run instead of CPU time)
+#
+# `--instructions` counts the runner's instructions under valgrind (cachegrind, no cache simulation:
+# every thread's, the exporter's included), which, unlike CPU time, does not move with the machine's
+# load. Each mode runs twice, with 20 and with 20 + RUNS measured runs (default 200), and the difference
+# over RUNS is the instructions of one run (start-up, the warm-up and the final flush cancel out).
 set -euo pipefail
+instructions=""
+if [ "${1:-}" = --instructions ]; then instructions=1; shift; fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/scripts/env.sh"
 source "$repo/scripts/llama-env.sh"  # the venv with opentelemetry-proto (the receiver)
@@ -46,6 +54,29 @@ one() {  # $1: off | on | content
   (cd "$repo/bench/peers/runners/python" && env BENCH_BASE_URL="$base_url" BENCH_WIRE=chat BENCH_STREAM=0 \
     BENCH_RUNS="$runs" BENCH_WARMUP="$warmup" "${extra[@]}" "$work/venv/bin/python" ambit_py.py | tail -1)
 }
+if [ -n "$instructions" ]; then
+  runs="${1:-200}"
+  count() {  # $1: mode, $2: measured runs -> instructions of the whole process
+    local extra=()
+    case "$1" in
+      on) extra=(BENCH_OTEL="$otlp") ;;
+      content) extra=(BENCH_OTEL="$otlp" BENCH_OTEL_CONTENT=1) ;;
+    esac
+    (cd "$repo/bench/peers/runners/python" && env PYTHONHASHSEED=0 BENCH_BASE_URL="$base_url" BENCH_WIRE=chat \
+      BENCH_STREAM=0 BENCH_RUNS="$2" BENCH_WARMUP=10 "${extra[@]}" valgrind --tool=cachegrind --cache-sim=no \
+      --cachegrind-out-file=/dev/null "$work/venv/bin/python" ambit_py.py 2>&1 >/dev/null \
+      | sed -n 's/.*I *refs: *//p' | tr -d ,)
+  }
+  declare -A per
+  for mode in off on content; do
+    a="$(count "$mode" 20)" b="$(count "$mode" $((20 + runs)))"
+    per[$mode]=$(( (b - a) / runs ))
+    echo "$mode: $a and $b instructions for 20 and $((20 + runs)) runs: ${per[$mode]} per run"
+  done
+  "$AMBIT_PY" -c "import sys; off, on, c = map(int, sys.argv[1:]); print(f'instructions per run: on / off = {on / off:.3f}; on with contents / off = {c / off:.3f}')" \
+    "${per[off]}" "${per[on]}" "${per[content]}"
+  exit 0
+fi
 results="$work/results.jsonl"
 : >"$results"
 for r in $(seq "$rounds"); do
