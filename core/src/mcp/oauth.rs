@@ -108,6 +108,40 @@ pub trait TokenStore: Send + Sync {
     /// only. A store shared by several processes (a database, a keychain) coordinates them only if it
     /// overrides this with a lock they all see ([`FileTokenStore`] takes a `flock`); `Ok(None)` is no
     /// guard at all. Implementations must not take the guard again in `load` or `save`.
+    ///
+    /// A store kept elsewhere can borrow a token file's guard, a `flock` every process sees:
+    /// ```
+    /// use ambit::mcp::{FileTokenStore, RefreshGuard, TokenStore};
+    /// # mod keychain {
+    /// #     pub fn get(_: &str) -> Result<Option<String>, String> { Ok(None) }
+    /// #     pub fn set(_: &str, _: &str) -> Result<(), String> { Ok(()) }
+    /// #     pub fn delete(_: &str) -> Result<(), String> { Ok(()) }
+    /// # }
+    ///
+    /// /// Tokens in the system keychain; refreshes coordinated by a lock file every process sees.
+    /// struct Keychain {
+    ///     lock: FileTokenStore, // FileTokenStore::new("/var/lib/my-agent/tokens")
+    /// }
+    ///
+    /// #[async_trait::async_trait]
+    /// impl TokenStore for Keychain {
+    ///     async fn load(&self, key: &str) -> Result<Option<String>, String> { keychain::get(key) }
+    ///     async fn save(&self, key: &str, value: &str) -> Result<(), String> { keychain::set(key, value) }
+    ///     async fn clear(&self, key: &str) -> Result<(), String> { keychain::delete(key) }
+    ///     async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
+    ///         self.lock.refresh_guard(key).await // a flock on /var/lib/my-agent/tokens.refresh.lock
+    ///     }
+    /// }
+    /// # let dir = std::env::temp_dir().join(format!("ambit-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let store = Keychain { lock: FileTokenStore::new(dir.join("tokens")) };
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # rt.block_on(async {
+    /// let held = store.refresh_guard("https://mcp.example.com/mcp").await.unwrap();
+    /// assert!(held.is_some());
+    /// # });
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
     async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
         Ok(Some(RefreshGuard::new(process_lock(&format!("token-store-key:{key}")).await)))
     }
@@ -1219,7 +1253,7 @@ impl OAuthHttp {
     /// client, not through rmcp's `AuthClient`: that would read the store again and refresh a second time
     /// (after a refused refresh, with the refresh token just refused).
     async fn token(&self) -> Result<Option<String>, HttpError> {
-        self.flow.token(&self.inner).await.map_err(|e| StreamableHttpError::Auth(e))
+        self.flow.token(&self.inner).await.map_err(StreamableHttpError::Auth)
     }
 
     /// Runs `call`; on an auth challenge, authorizes (or steps up) and runs it once more.
