@@ -72,9 +72,22 @@ async fn consent(url: String) -> Result<String, String> {
     resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string).ok_or("no redirect".into())
 }
 
+/// How the stored access token goes stale: aged past its expiry (the client sees it), or invalid at the
+/// server although not expired (revoked: the server's 401 says so).
+#[derive(Clone, Copy, Debug)]
+enum Stale {
+    Aged,
+    Revoked,
+}
+
 /// Consents once and puts the tokens in `store`, the token aged an hour past its expiry. (The consenting
 /// client keeps its own store: once dropped, it may still close its session with its fresh token.)
 async fn authorized_then_expired(server: &Server, store: Arc<dyn TokenStore>) {
+    authorized_then_stale(server, store, Stale::Aged).await
+}
+
+/// [`authorized_then_expired`], the token made stale as `stale` says.
+async fn authorized_then_stale(server: &Server, store: Arc<dyn TokenStore>, stale: Stale) {
     let own = MemoryTokenStore::new();
     let oauth = McpOAuth::authorization_code(REDIRECT, AuthorizeFn(consent)).token_store(own.clone());
     let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
@@ -83,7 +96,13 @@ async fn authorized_then_expired(server: &Server, store: Arc<dyn TokenStore>) {
     let mut entry: Value = serde_json::from_str(&own.load(&server.url).await.unwrap().unwrap()).unwrap();
     let received = entry["token_received_at"].as_u64().unwrap();
     assert_eq!(entry["token_response"]["expires_in"], 3600, "{entry}");
-    entry["token_received_at"] = json!(received - 7200);
+    match stale {
+        Stale::Aged => entry["token_received_at"] = json!(received - 7200),
+        Stale::Revoked => {
+            let base = server.url.trim_end_matches("/mcp");
+            reqwest::Client::new().post(format!("{base}/expire")).send().await.unwrap();
+        }
+    }
     store.save(&server.url, &entry.to_string()).await.unwrap();
     assert_eq!(server.counts().await, (0, 0, 1));
 }
@@ -238,8 +257,9 @@ async fn two_clients(
     server: &Server,
     inner: Arc<dyn TokenStore>,
     guarded: bool,
+    stale: Stale,
 ) -> (Vec<Result<String, String>>, usize) {
-    authorized_then_expired(server, inner.clone()).await;
+    authorized_then_stale(server, inner.clone(), stale).await;
     let shared: Arc<dyn TokenStore> =
         Arc::new(Meeting { inner, meet: tokio::sync::Barrier::new(2), arrived: Default::default(), guarded });
     let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -272,7 +292,7 @@ async fn attack_two_clients_in_one_process_sharing_a_store_refresh_once() {
         [Arc::new(MemoryTokenStore::new()), Arc::new(FileTokenStore::new(dir.path().join("tokens.json")))];
     for (i, store) in stores.into_iter().enumerate() {
         let server = Server::start(&[]).await;
-        let (answers, asked) = two_clients(&server, store.clone(), true).await;
+        let (answers, asked) = two_clients(&server, store.clone(), true, Stale::Aged).await;
         for a in &answers {
             assert!(a.as_ref().is_ok_and(|a| a.contains("notes:read")), "store {i}: {answers:?}");
         }
@@ -284,8 +304,25 @@ async fn attack_two_clients_in_one_process_sharing_a_store_refresh_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_two_clients_in_one_process_without_a_guard_spend_one_refresh_token_twice() {
-    let server = Server::start(&["--refresh-barrier", "2"]).await;
-    let (answers, asked) = two_clients(&server, Arc::new(MemoryTokenStore::new()), false).await;
-    assert_eq!((server.counts().await, asked), ((1, 1, 1), 1), "{answers:?}");
-    assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{answers:?}");
+    for stale in [Stale::Aged, Stale::Revoked] {
+        let server = Server::start(&["--refresh-barrier", "2"]).await;
+        let (answers, asked) = two_clients(&server, Arc::new(MemoryTokenStore::new()), false, stale).await;
+        assert_eq!((server.counts().await, asked), ((1, 1, 1), 1), "{stale:?}: {answers:?}");
+        assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{stale:?}: {answers:?}");
+    }
+}
+
+/// A token the server rejects before it expires (revoked, or the server restarted): both clients get a
+/// 401 with the same token; the first refreshes, the second finds the new token in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_two_clients_whose_token_was_rejected_refresh_once() {
+    let server = Server::start(&[]).await;
+    let store: Arc<dyn TokenStore> = Arc::new(MemoryTokenStore::new());
+    let (answers, asked) = two_clients(&server, store.clone(), true, Stale::Revoked).await;
+    for a in &answers {
+        assert!(a.as_ref().is_ok_and(|a| a.contains("notes:read")), "{answers:?}");
+    }
+    assert_eq!((server.counts().await, asked), ((1, 0, 1), 0), "{answers:?}");
+    let newest = server.stats().await["last_access_token"].as_str().unwrap().to_string();
+    assert_eq!(stored_access_token(&store.load(&server.url).await.unwrap().unwrap()), newest);
 }

@@ -998,25 +998,38 @@ impl Flow {
         }
     }
 
-    /// The access token for the next request, refreshed first when it is expiring; `None` when there
-    /// is none (the request goes out without one and the server's 401 starts an authorization). An
-    /// expiring token is refreshed under the store's refresh guard, and read again once the guard is
-    /// held: a client (in this process or another) that refreshed it meanwhile left a fresh token,
-    /// which is used without a refresh of its own. rmcp's manager refreshes without that second read,
-    /// which with rotating refresh tokens would spend the new refresh token (or, without the guard, be
-    /// rejected for reusing the old one).
-    async fn token(&self, client: &AuthClient<reqwest::Client>) -> Result<Option<String>, AuthError> {
+    /// The access token for the next request, refreshed first when it is expiring, or when the server
+    /// refused it (`rejected`: the token it refused); `None` when there is none (the request goes out
+    /// without one and the server's 401 starts an authorization). The refresh runs under the store's
+    /// refresh guard, and the token is read again once the guard is held: a client (in this process or
+    /// another) that refreshed it meanwhile left a fresh token, which is used without a refresh of its
+    /// own. rmcp's manager refreshes without that second read, which with rotating refresh tokens would
+    /// spend the new refresh token (or, without the guard, be refused for reusing the old one).
+    async fn token(
+        &self,
+        client: &AuthClient<reqwest::Client>,
+        rejected: Option<&str>,
+    ) -> Result<Option<String>, AuthError> {
         let manager = client.auth_manager.lock().await;
         let adapter = self.adapter();
-        let Some(stored) = adapter.load().await? else { return Ok(None) };
-        if !expiring(&stored, now_secs()) {
-            return Ok(access_token(&stored));
+        // What this client can send as it is: no token at all, or a fresh one it was not just refused.
+        let usable = |stored: &Option<StoredCredentials>| match stored {
+            None => Some(None),
+            Some(s) => {
+                let token = access_token(s);
+                let fresh = token.is_some() && !expiring(s, now_secs()) && token.as_deref() != rejected;
+                (token.is_none() || fresh).then_some(token)
+            }
+        };
+        if rejected.is_none()
+            && let Some(token) = usable(&adapter.load().await?)
+        {
+            return Ok(token);
         }
         let guard = self.store.refresh_guard(&self.url).await.map_err(store_error)?;
-        let Some(stored) = adapter.load().await? else { return Ok(None) };
-        if !expiring(&stored, now_secs()) {
+        if let Some(token) = usable(&adapter.load().await?) {
             tracing::debug!(server = %self.server, "another client refreshed the token; using the one it stored");
-            return Ok(access_token(&stored));
+            return Ok(token);
         }
         let refreshed = {
             self.guard_held.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -1249,11 +1262,28 @@ pub(super) struct OAuthHttp {
 type HttpError = StreamableHttpError<reqwest::Error>;
 
 impl OAuthHttp {
-    /// The token for the next request ([`Flow::token`]). A request without one goes to the plain HTTP
-    /// client, not through rmcp's `AuthClient`: that would read the store again and refresh a second time
-    /// (after a refused refresh, with the refresh token just refused).
-    async fn token(&self) -> Result<Option<String>, HttpError> {
-        self.flow.token(&self.inner).await.map_err(StreamableHttpError::Auth)
+    /// Sends with the stored token ([`Flow::token`]), or without one when there is none; a token the
+    /// server refuses (401) is refreshed once ([`Flow::token`] again, which takes a token another client
+    /// stored meanwhile) and the request sent again with the new one. rmcp's `AuthClient` does the same
+    /// but refreshes without reading the store again under the guard: its manager is used, its sending
+    /// is not.
+    async fn send<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        let Some(sent) = self.flow.token(&self.inner, None).await.map_err(StreamableHttpError::Auth)? else {
+            return call(None).await;
+        };
+        match call(Some(sent.clone())).await {
+            Err(StreamableHttpError::AuthRequired(challenge)) => {
+                match self.flow.token(&self.inner, Some(&sent)).await.map_err(StreamableHttpError::Auth)? {
+                    Some(fresh) if fresh != sent => call(Some(fresh)).await,
+                    _ => Err(StreamableHttpError::AuthRequired(challenge)),
+                }
+            }
+            other => other,
+        }
     }
 
     /// Runs `call`; on an auth challenge, authorizes (or steps up) and runs it once more.
@@ -1356,13 +1386,11 @@ impl StreamableHttpClient for OAuthHttp {
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         // A token the caller passed is the transport's static one (none with OAuth).
         let _ = auth_token;
-        self.with_auth(|| async {
-            let (uri, message, session_id, headers) =
-                (uri.clone(), message.clone(), session_id.clone(), custom_headers.clone());
-            match self.token().await? {
-                Some(token) => self.inner.post_message(uri, message, session_id, Some(token), headers).await,
-                None => self.inner.http_client.post_message(uri, message, session_id, None, headers).await,
-            }
+        let http = &self.inner.http_client;
+        self.with_auth(|| {
+            self.send(|token| {
+                http.post_message(uri.clone(), message.clone(), session_id.clone(), token, custom_headers.clone())
+            })
         })
         .await
     }
@@ -1377,22 +1405,18 @@ impl StreamableHttpClient for OAuthHttp {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let _ = auth_token;
-        self.with_auth(|| async {
-            let (uri, message, session_id, headers) =
-                (uri.clone(), message.clone(), session_id.clone(), custom_headers.clone());
-            match self.token().await? {
-                Some(token) => {
-                    self.inner
-                        .post_message_with_response_limits(uri, message, session_id, Some(token), headers, limits)
-                        .await
-                }
-                None => {
-                    self.inner
-                        .http_client
-                        .post_message_with_response_limits(uri, message, session_id, None, headers, limits)
-                        .await
-                }
-            }
+        let http = &self.inner.http_client;
+        self.with_auth(|| {
+            self.send(|token| {
+                http.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
         })
         .await
     }
@@ -1405,10 +1429,8 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> Result<(), HttpError> {
         let _ = auth_token;
-        match self.token().await? {
-            Some(token) => self.inner.delete_session(uri, session_id, Some(token), custom_headers).await,
-            None => self.inner.http_client.delete_session(uri, session_id, None, custom_headers).await,
-        }
+        let http = &self.inner.http_client;
+        self.send(|token| http.delete_session(uri.clone(), session_id.clone(), token, custom_headers.clone())).await
     }
 
     async fn get_stream(
@@ -1420,10 +1442,11 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
         let _ = auth_token;
-        match self.token().await? {
-            Some(token) => self.inner.get_stream(uri, session_id, last_event_id, Some(token), custom_headers).await,
-            None => self.inner.http_client.get_stream(uri, session_id, last_event_id, None, custom_headers).await,
-        }
+        let http = &self.inner.http_client;
+        self.send(|token| {
+            http.get_stream(uri.clone(), session_id.clone(), last_event_id.clone(), token, custom_headers.clone())
+        })
+        .await
     }
 }
 
