@@ -98,8 +98,8 @@ pub trait TokenStore: Send + Sync {
     async fn save(&self, key: &str, value: &str) -> Result<(), String>;
     /// Forgets what is kept under `key`.
     async fn clear(&self, key: &str) -> Result<(), String>;
-    /// The refresh guard for `key`: held from reading an expired token, through the refresh, to saving
-    /// the new one, so that clients sharing the store refresh once. With refresh-token rotation (OAuth
+    /// The refresh guard for `key`: held from reading an expired token (or one the server refused),
+    /// through the refresh, to saving the new one, so that clients sharing the store refresh once. With refresh-token rotation (OAuth
     /// 2.1: a refresh token is used once) two clients refreshing the same token would have the second
     /// rejected (and the user asked to consent again), or one overwrite the other's newer token with a
     /// stale one. A client that waited re-reads the token and uses what the holder stored.
@@ -320,9 +320,12 @@ impl FileTokenStore {
                     return Err(self.fail(busy));
                 }
                 tracing::debug!(lock = %lock_path.display(), "waiting for another holder of the token file's lock");
-                // SAFETY: as above.
-                if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                    return Err(self.fail(std::io::Error::last_os_error()));
+                // SAFETY: as above. A signal interrupting the wait (EINTR) is not a failure: wait again.
+                while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(self.fail(e));
+                    }
                 }
             }
         }
