@@ -9,8 +9,9 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
 
 Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
-Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "registrations", "last_access_token",
-"secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /revoke` makes every access and refresh token invalid (a new consent is needed), and
+Refresh tokens rotate: each is used once; a reused one is refused (`invalid_grant`) and counted.
+Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "refresh_rejected", "registrations",
+"last_access_token", "secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /revoke` makes every access and refresh token invalid (a new consent is needed), and
 `unauthorized` in /stats counts the MCP endpoint's 401s; `POST /expire` makes every access token invalid (refresh tokens stay), so the next
 request must refresh. The Rust, Python, Node and Swift suites run it.
 
@@ -23,12 +24,15 @@ Hostile modes (the attack tests), as arguments:
     --register-error-bytes N  /register answers 400 with an N-byte body
     --register-secret         /register issues a client secret (the registration is rewritten to
                               client_secret_basic); the `leak_client_secret` tool answers it
+    --refresh-barrier N       /token holds refresh requests until N have arrived, then answers them all
+                              (clients racing to refresh one token, without timing)
 A pre-registered confidential client `pre-client` (secret `pre-secret-0123456789`, any loopback redirect)
 is always known; `secrets_received` counts token and registration requests that carried a client secret."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import secrets
@@ -48,6 +52,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     RefreshToken,
+    TokenError,
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
@@ -72,6 +77,7 @@ class Provider:
             "authorizations": 0,
             "codes_exchanged": 0,
             "refreshes": 0,
+            "refresh_rejected": 0,
             "registrations": 0,
             "secrets_received": 0,
             "unauthorized": 0,
@@ -133,12 +139,19 @@ class Provider:
         return self.issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
-        return self.refresh.get(refresh_token)
+        found = self.refresh.get(refresh_token)
+        if found is None:
+            self.stats["refresh_rejected"] += 1
+        return found
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
-        self.refresh.pop(refresh_token.token, None)
+        # Rotation (OAuth 2.1): a refresh token is used once; a second use is refused, even one that was
+        # loaded before the first one was spent.
+        if self.refresh.pop(refresh_token.token, None) is None:
+            self.stats["refresh_rejected"] += 1
+            raise TokenError("invalid_grant", "refresh token already used")
         self.stats["refreshes"] += 1
         return self.issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
 
@@ -242,6 +255,8 @@ class Hostile:
         self.provider = provider
         self.args = args
         self.base = base
+        self.refreshes_arrived = 0
+        self.barrier = asyncio.Event()
 
     async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
         if scope["type"] != "http":
@@ -281,6 +296,11 @@ class Hostile:
             if path == "/register" and self.args.register_error_bytes:
                 await respond(send, 400, b"E" * self.args.register_error_bytes, [])
                 return
+            if path == "/token" and self.args.refresh_barrier and b"grant_type=refresh_token" in body:
+                self.refreshes_arrived += 1
+                if self.refreshes_arrived >= self.args.refresh_barrier:
+                    self.barrier.set()
+                await self.barrier.wait()
             if path == "/register" and self.args.register_secret:
                 meta = json.loads(body)
                 meta["token_endpoint_auth_method"] = "client_secret_basic"
@@ -358,6 +378,7 @@ def main() -> None:
     parser.add_argument("--metadata-token")
     parser.add_argument("--register-error-bytes", type=int, default=0)
     parser.add_argument("--register-secret", action="store_true")
+    parser.add_argument("--refresh-barrier", type=int, default=0)
     args = parser.parse_args()
     bind = "127.0.0.1" if args.host == "localhost" else args.host
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 pub use config::{McpProtocol, McpServer, McpTransport};
 pub use elicit::{Elicit, ElicitFn, ElicitationRequest, ElicitationResponse};
-pub use oauth::{Authorize, AuthorizeFn, FileTokenStore, Hook, McpOAuth, MemoryTokenStore, OAuthGrant, TokenStore};
+pub use oauth::{
+    Authorize, AuthorizeFn, FileTokenStore, Hook, McpOAuth, MemoryTokenStore, OAuthGrant, RefreshGuard, TokenStore,
+};
 pub use tool::{McpTool, exposed_name, result_text, tool_level};
 
 use crate::deferral::{Deferral, Entry, SourceListing, ToolSource, resolve};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
-    ClientCredentialsConfig, CredentialStore, StoredCredentials,
+    ClientCredentialsConfig, CredentialRefreshGuard, CredentialStore, StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -56,6 +56,38 @@ where
     }
 }
 
+/// Held while one client refreshes the tokens under a key: the refresh guard (see
+/// [`TokenStore::refresh_guard`]). Dropping it lets the next holder in.
+#[must_use = "dropping the guard lets another refresh in"]
+pub struct RefreshGuard {
+    _held: Box<dyn Send>,
+}
+
+impl RefreshGuard {
+    /// A guard whose lifetime is `held`'s: a lock guard, a locked file, a lease to give back on drop.
+    pub fn new(held: impl Send + 'static) -> RefreshGuard {
+        RefreshGuard { _held: Box::new(held) }
+    }
+}
+
+impl std::fmt::Debug for RefreshGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RefreshGuard")
+    }
+}
+
+/// The process-wide lock for `name`: one async mutex per name, for the life of the process (a name is
+/// a server URL or a token file, a handful per process).
+async fn process_lock(name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+        std::sync::OnceLock::new();
+    let lock = {
+        let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(name.to_string()).or_default().clone()
+    };
+    lock.lock_owned().await
+}
+
 /// Where tokens are kept, by key (the server's URL): an opaque text (JSON) per key. A store the host
 /// implements decides how it is protected (a keychain, a database).
 #[async_trait]
@@ -66,6 +98,53 @@ pub trait TokenStore: Send + Sync {
     async fn save(&self, key: &str, value: &str) -> Result<(), String>;
     /// Forgets what is kept under `key`.
     async fn clear(&self, key: &str) -> Result<(), String>;
+    /// The refresh guard for `key`: held from reading an expired token (or one the server refused),
+    /// through the refresh, to saving the new one, so that clients sharing the store refresh once. With refresh-token rotation (OAuth
+    /// 2.1: a refresh token is used once) two clients refreshing the same token would have the second
+    /// rejected (and the user asked to consent again), or one overwrite the other's newer token with a
+    /// stale one. A client that waited re-reads the token and uses what the holder stored.
+    ///
+    /// The default is a process-wide async mutex per key: it coordinates the clients of one process
+    /// only. A store shared by several processes (a database, a keychain) coordinates them only if it
+    /// overrides this with a lock they all see ([`FileTokenStore`] takes a `flock`); `Ok(None)` is no
+    /// guard at all. Implementations must not take the guard again in `load` or `save`.
+    ///
+    /// A store kept elsewhere can borrow a token file's guard, a `flock` every process sees:
+    /// ```
+    /// use ambit::mcp::{FileTokenStore, RefreshGuard, TokenStore};
+    /// # mod keychain {
+    /// #     pub fn get(_: &str) -> Result<Option<String>, String> { Ok(None) }
+    /// #     pub fn set(_: &str, _: &str) -> Result<(), String> { Ok(()) }
+    /// #     pub fn delete(_: &str) -> Result<(), String> { Ok(()) }
+    /// # }
+    ///
+    /// /// Tokens in the system keychain; refreshes coordinated by a lock file every process sees.
+    /// struct Keychain {
+    ///     lock: FileTokenStore, // FileTokenStore::new("/var/lib/my-agent/tokens")
+    /// }
+    ///
+    /// #[async_trait::async_trait]
+    /// impl TokenStore for Keychain {
+    ///     async fn load(&self, key: &str) -> Result<Option<String>, String> { keychain::get(key) }
+    ///     async fn save(&self, key: &str, value: &str) -> Result<(), String> { keychain::set(key, value) }
+    ///     async fn clear(&self, key: &str) -> Result<(), String> { keychain::delete(key) }
+    ///     async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
+    ///         self.lock.refresh_guard(key).await // a flock on /var/lib/my-agent/tokens.refresh.lock
+    ///     }
+    /// }
+    /// # let dir = std::env::temp_dir().join(format!("ambit-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let store = Keychain { lock: FileTokenStore::new(dir.join("tokens")) };
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # rt.block_on(async {
+    /// let held = store.refresh_guard("https://mcp.example.com/mcp").await.unwrap();
+    /// assert!(held.is_some());
+    /// # });
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
+        Ok(Some(RefreshGuard::new(process_lock(&format!("token-store-key:{key}")).await)))
+    }
 }
 
 /// Tokens in memory, for the life of the process (the default).
@@ -102,6 +181,10 @@ impl TokenStore for MemoryTokenStore {
 /// file in the same directory (created exclusively, never through a link) that is then renamed over
 /// the file. A token file that is a symbolic link is refused: a link planted where the tokens go (the
 /// file inside a workspace the model's shell can write) must not redirect them.
+///
+/// Its refresh guard ([`TokenStore::refresh_guard`]) is an exclusive `flock` on the sibling
+/// `<file>.refresh.lock`, held across a refresh: processes (and clients in one process) sharing the file
+/// refresh an expired token once, and the others use the token the first one stored.
 #[derive(Debug, Clone)]
 pub struct FileTokenStore {
     path: std::path::PathBuf,
@@ -208,6 +291,47 @@ impl FileTokenStore {
         Ok(())
     }
 
+    /// `<file><suffix>`: a lock file beside the token file.
+    fn sibling(&self, suffix: &str) -> std::path::PathBuf {
+        let mut path = self.path.clone().into_os_string();
+        path.push(suffix);
+        std::path::PathBuf::from(path)
+    }
+
+    /// Opens (creating it, mode 0600) the lock file at `lock_path` and takes an exclusive `flock` on it,
+    /// blocking until it is free. Refuses a link or anything but a regular file there.
+    fn lock_file(&self, lock_path: &std::path::Path) -> Result<std::fs::File, String> {
+        self.refuse_link(lock_path)?;
+        let mut options = Self::options(true);
+        options.create(true);
+        let lock = options.open(lock_path).map_err(|e| match e.raw_os_error() {
+            // A FIFO with no reader, opened to write without blocking.
+            Some(libc::ENXIO) => self.fail(format!("'{}' is not a regular file", lock_path.display())),
+            _ => self.fail(e),
+        })?;
+        self.regular(&lock, lock_path)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let busy = std::io::Error::last_os_error();
+                if busy.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    return Err(self.fail(busy));
+                }
+                tracing::debug!(lock = %lock_path.display(), "waiting for another holder of the token file's lock");
+                // SAFETY: as above. A signal interrupting the wait (EINTR) is not a failure: wait again.
+                while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(self.fail(e));
+                    }
+                }
+            }
+        }
+        Ok(lock)
+    }
+
     /// Runs `f` holding the exclusive lock on `<file>.lock` (on a blocking thread).
     async fn locked<T: Send + 'static>(
         &self,
@@ -215,26 +339,7 @@ impl FileTokenStore {
     ) -> Result<T, String> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut lock_path = store.path.clone().into_os_string();
-            lock_path.push(".lock");
-            let lock_path = std::path::PathBuf::from(lock_path);
-            store.refuse_link(&lock_path)?;
-            let mut options = Self::options(true);
-            options.create(true);
-            let lock = options.open(&lock_path).map_err(|e| match e.raw_os_error() {
-                // A FIFO with no reader, opened to write without blocking.
-                Some(libc::ENXIO) => store.fail(format!("'{}' is not a regular file", lock_path.display())),
-                _ => store.fail(e),
-            })?;
-            store.regular(&lock, &lock_path)?;
-            #[cfg(unix)]
-            {
-                use std::os::fd::AsRawFd;
-                // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
-                if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                    return Err(store.fail(std::io::Error::last_os_error()));
-                }
-            }
+            let lock = store.lock_file(&store.sibling(".lock"))?;
             let out = f(&store);
             drop(lock);
             out
@@ -258,6 +363,17 @@ impl TokenStore for FileTokenStore {
             s.write(&entries)
         })
         .await
+    }
+    /// An exclusive `flock` on `<file>.refresh.lock` (not `<file>.lock`, which every load and save takes),
+    /// for every key in the file; clients of this process queue on an async mutex first, so a waiting
+    /// one holds no thread.
+    async fn refresh_guard(&self, _key: &str) -> Result<Option<RefreshGuard>, String> {
+        let lock_path = self.sibling(".refresh.lock");
+        let queued = process_lock(&format!("token-file:{}", lock_path.display())).await;
+        let store = self.clone();
+        let file =
+            tokio::task::spawn_blocking(move || store.lock_file(&lock_path)).await.map_err(|e| self.fail(e))??;
+        Ok(Some(RefreshGuard::new((file, queued))))
     }
     async fn clear(&self, key: &str) -> Result<(), String> {
         let key = key.to_string();
@@ -733,6 +849,9 @@ struct StoreAdapter {
     store: Arc<dyn TokenStore>,
     key: String,
     secrets: Secrets,
+    /// Set while [`Flow::token`] holds the refresh guard (and the manager's lock) and has the manager
+    /// refresh: the manager's own request for the guard is then already answered.
+    guard_held: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn store_error(e: impl std::fmt::Display) -> AuthError {
@@ -757,6 +876,43 @@ impl CredentialStore for StoreAdapter {
     }
     async fn clear(&self) -> Result<(), AuthError> {
         self.store.clear(&self.key).await.map_err(store_error)
+    }
+    /// The store's refresh guard, for the refreshes rmcp starts itself (a token the server rejected).
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        if self.guard_held.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let guard = self.store.refresh_guard(&self.key).await.map_err(store_error)?;
+        Ok(guard.map(CredentialRefreshGuard::new))
+    }
+}
+
+/// Whether the stored access token must be refreshed before use: rmcp's rule (`get_access_token`), so
+/// that a token this says is fresh is used as it is. Expired, or less than `min(30 s, half its life)`
+/// left; a token without expiry information is used as it is.
+fn expiring(stored: &StoredCredentials, now: u64) -> bool {
+    use oauth2::TokenResponse;
+    let Some(tokens) = &stored.token_response else { return false };
+    let (Some(life), Some(received)) = (tokens.expires_in(), stored.token_received_at) else { return false };
+    let remaining = life.as_secs().saturating_sub(now.saturating_sub(received));
+    remaining < 30u64.min(life.as_secs() / 2).max(1)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+fn access_token(stored: &StoredCredentials) -> Option<String> {
+    use oauth2::TokenResponse;
+    stored.token_response.as_ref().map(|t| t.access_token().secret().to_string())
+}
+
+/// Clears a flag when dropped (a refresh that panicked or was cancelled included).
+struct Unset(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Unset {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -783,6 +939,8 @@ pub(super) struct Flow {
     refused: std::sync::atomic::AtomicU32,
     /// Values this server's answers fed the redactor (bounded: [`MAX_REMEMBERED`]).
     remembered: Arc<std::sync::atomic::AtomicUsize>,
+    /// Set while [`Flow::token`] holds the store's refresh guard (see [`StoreAdapter`]).
+    guard_held: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A server that refuses every token it is given gets this many authorizations (consents) in a row,
@@ -799,11 +957,7 @@ async fn manager(flow: &Flow) -> Result<AuthorizationManager, AuthError> {
         remembered: flow.remembered.clone(),
     };
     let mut m = AuthorizationManager::new_with_oauth_http_client(flow.url.as_str(), Arc::new(http)).await?;
-    m.set_credential_store(StoreAdapter {
-        store: flow.store.clone(),
-        key: flow.url.clone(),
-        secrets: flow.secrets.clone(),
-    });
+    m.set_credential_store(flow.adapter());
     Ok(m)
 }
 
@@ -834,6 +988,66 @@ impl Flow {
             refusal: Default::default(),
             refused: Default::default(),
             remembered: Default::default(),
+            guard_held: Default::default(),
+        }
+    }
+
+    fn adapter(&self) -> StoreAdapter {
+        StoreAdapter {
+            store: self.store.clone(),
+            key: self.url.clone(),
+            secrets: self.secrets.clone(),
+            guard_held: self.guard_held.clone(),
+        }
+    }
+
+    /// The access token for the next request, refreshed first when it is expiring, or when the server
+    /// refused it (`rejected`: the token it refused); `None` when there is none (the request goes out
+    /// without one and the server's 401 starts an authorization). The refresh runs under the store's
+    /// refresh guard, and the token is read again once the guard is held: a client (in this process or
+    /// another) that refreshed it meanwhile left a fresh token, which is used without a refresh of its
+    /// own. rmcp's manager refreshes without that second read, which with rotating refresh tokens would
+    /// spend the new refresh token (or, without the guard, be refused for reusing the old one).
+    async fn token(
+        &self,
+        client: &AuthClient<reqwest::Client>,
+        rejected: Option<&str>,
+    ) -> Result<Option<String>, AuthError> {
+        let manager = client.auth_manager.lock().await;
+        let adapter = self.adapter();
+        // What this client can send as it is: no token at all, or a fresh one it was not just refused.
+        let usable = |stored: &Option<StoredCredentials>| match stored {
+            None => Some(None),
+            Some(s) => {
+                let token = access_token(s);
+                let fresh = token.is_some() && !expiring(s, now_secs()) && token.as_deref() != rejected;
+                (token.is_none() || fresh).then_some(token)
+            }
+        };
+        if rejected.is_none()
+            && let Some(token) = usable(&adapter.load().await?)
+        {
+            return Ok(token);
+        }
+        let guard = self.store.refresh_guard(&self.url).await.map_err(store_error)?;
+        if let Some(token) = usable(&adapter.load().await?) {
+            tracing::debug!(server = %self.server, "another client refreshed the token; using the one it stored");
+            return Ok(token);
+        }
+        let refreshed = {
+            self.guard_held.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _unset = Unset(self.guard_held.clone());
+            manager.refresh_token().await
+        };
+        drop(guard);
+        match refreshed {
+            Ok(tokens) => {
+                use oauth2::TokenResponse;
+                Ok(Some(tokens.access_token().secret().to_string()))
+            }
+            // As rmcp's own refresh: no refresh token, or the server refused it: authorize again.
+            Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -1051,6 +1265,30 @@ pub(super) struct OAuthHttp {
 type HttpError = StreamableHttpError<reqwest::Error>;
 
 impl OAuthHttp {
+    /// Sends with the stored token ([`Flow::token`]), or without one when there is none; a token the
+    /// server refuses (401) is refreshed once ([`Flow::token`] again, which takes a token another client
+    /// stored meanwhile) and the request sent again with the new one. rmcp's `AuthClient` does the same
+    /// but refreshes without reading the store again under the guard: its manager is used, its sending
+    /// is not.
+    async fn send<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        let Some(sent) = self.flow.token(&self.inner, None).await.map_err(StreamableHttpError::Auth)? else {
+            return call(None).await;
+        };
+        match call(Some(sent.clone())).await {
+            Err(StreamableHttpError::AuthRequired(challenge)) => {
+                match self.flow.token(&self.inner, Some(&sent)).await.map_err(StreamableHttpError::Auth)? {
+                    Some(fresh) if fresh != sent => call(Some(fresh)).await,
+                    _ => Err(StreamableHttpError::AuthRequired(challenge)),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Runs `call`; on an auth challenge, authorizes (or steps up) and runs it once more.
     async fn with_auth<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
     where
@@ -1151,8 +1389,11 @@ impl StreamableHttpClient for OAuthHttp {
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         // A token the caller passed is the transport's static one (none with OAuth).
         let _ = auth_token;
+        let http = &self.inner.http_client;
         self.with_auth(|| {
-            self.inner.post_message(uri.clone(), message.clone(), session_id.clone(), None, custom_headers.clone())
+            self.send(|token| {
+                http.post_message(uri.clone(), message.clone(), session_id.clone(), token, custom_headers.clone())
+            })
         })
         .await
     }
@@ -1167,15 +1408,18 @@ impl StreamableHttpClient for OAuthHttp {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let _ = auth_token;
+        let http = &self.inner.http_client;
         self.with_auth(|| {
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                None,
-                custom_headers.clone(),
-                limits,
-            )
+            self.send(|token| {
+                http.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
         })
         .await
     }
@@ -1188,7 +1432,8 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> Result<(), HttpError> {
         let _ = auth_token;
-        self.inner.delete_session(uri, session_id, None, custom_headers).await
+        let http = &self.inner.http_client;
+        self.send(|token| http.delete_session(uri.clone(), session_id.clone(), token, custom_headers.clone())).await
     }
 
     async fn get_stream(
@@ -1200,7 +1445,11 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
         let _ = auth_token;
-        self.inner.get_stream(uri, session_id, last_event_id, None, custom_headers).await
+        let http = &self.inner.http_client;
+        self.send(|token| {
+            http.get_stream(uri.clone(), session_id.clone(), last_event_id.clone(), token, custom_headers.clone())
+        })
+        .await
     }
 }
 
