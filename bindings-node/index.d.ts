@@ -1499,6 +1499,11 @@ export declare const telemetry: {
    * `info`), on the JS thread, in order; `null` stops it. Unknown options or levels: `ConfigError`.
    */
   setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void;
+  /**
+   * Resolves once every record handed to the logger before the call has reached it (the logger does not
+   * keep the process alive: await this before a program ends to be sure its last records were logged).
+   */
+  flushLogger(): Promise<void>;
 };
 
 /** A log level of the core, most severe first. */

@@ -76,8 +76,18 @@ function setLogger(logger, options = {}) {
   if (!LEVELS.includes(level)) {
     throw new ConfigError(`telemetry.setLogger: level must be one of ${LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
   }
-  const callback = logger === null ? null : (text) => logger(Object.freeze(JSON.parse(text)));
+  // The empty text is `flushLogger`'s marker, not a record.
+  const callback = logger === null ? null : (text) => { if (text !== '') logger(Object.freeze(JSON.parse(text))); };
   native.telemetrySetLogger(callback, level);
 }
 
-module.exports = { telemetry: Object.freeze({ enable, flush, disable, setLogger }) };
+/**
+ * Resolves once every record handed to the logger before the call has reached it. The logger does not
+ * keep the process alive: a program that ends right after a run awaits this to be sure its last records
+ * were logged. Resolves at once without a logger.
+ */
+function flushLogger() {
+  return native.telemetryFlushLogger();
+}
+
+module.exports = { telemetry: Object.freeze({ enable, flush, disable, setLogger, flushLogger }) };

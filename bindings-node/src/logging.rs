@@ -49,6 +49,31 @@ impl log::Log for Bridge {
     fn flush(&self) {}
 }
 
+/// Waits until every record handed to the logger before this call has reached it
+/// (`telemetry.flushLogger`): the logger is weak, so a program that ends at once after a run may
+/// otherwise end with the run's last records still queued. A marker (the empty text, which the facade
+/// does not pass on) follows the records through the logger's queue, which keeps its order; nothing to
+/// wait for without a logger.
+#[napi]
+pub async fn telemetry_flush_logger() -> napi::Result<()> {
+    let done = {
+        let sink = SINK.read().unwrap_or_else(|p| p.into_inner());
+        let Some(f) = sink.as_ref() else { return Ok(()) };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let status = f.call_with_return_value(String::new(), ThreadsafeFunctionCallMode::NonBlocking, move |_, _| {
+            let _ = tx.send(());
+            Ok(())
+        });
+        if status != Status::Ok {
+            return Ok(());
+        }
+        rx
+    };
+    // A logger removed or replaced before the marker ran drops it unsent: nothing is left to wait for.
+    let _ = done.await;
+    Ok(())
+}
+
 /// Sets the logger (`telemetry.setLogger`): `callback` gets every record at `level` (`error`, `warn`,
 /// `info`, `debug`, `trace`) or above; `None` removes it. An unknown level is refused (the facade
 /// checks it first).

@@ -107,7 +107,26 @@ test("the README's logging example runs as written", () => {
     const out = execFileSync(process.execPath, [file], { encoding: 'utf8' });
     assert.match(out, /^\[warn ambit::tools\] tool 'fail' raised/m);
     assert.match(out, /^Done\.$/m);
+    // flushLogger: the run's warning was logged before the program printed its answer and ended.
+    assert.ok(out.indexOf('[warn ambit::tools]') < out.indexOf('Done.'), out);
   } finally {
     fs.rmSync(file, { force: true });
+  }
+});
+
+test('flushLogger resolves after every record made before it reached the logger', async () => {
+  await telemetry.flushLogger(); // no logger: resolves at once
+  const { records, fn } = collector();
+  telemetry.setLogger(fn, { level: 'warn' });
+  try {
+    const r = await agent().run('Go.');
+    assert.equal(r.output, 'Done.');
+    // No waiting for a record: the flush alone orders it before this line. The empty marker text is not
+    // a record.
+    await telemetry.flushLogger();
+    assert.ok(records.some((x) => x.level === 'warn' && x.target === 'ambit::tools'), JSON.stringify(records));
+    assert.ok(records.every((x) => typeof x.message === 'string' && x.message !== ''));
+  } finally {
+    telemetry.setLogger(null);
   }
 });
