@@ -6,7 +6,8 @@
 //! the public API (`Memory::recall`, limit 10) round after round, and the baseline (no query) too; then
 //! writes on the full store: 200 memories remembered, updated in place and forgotten, each timed.
 //! PostgreSQL is measured when `AMBIT_BENCH_POSTGRES_URL` (or `AMBIT_TEST_POSTGRES_URL`) names a server.
-//! `AMBIT_BENCH_MEMORIES` changes the count, `AMBIT_BENCH_ROUNDS` the rounds of questions (for a profile).
+//! `AMBIT_BENCH_MEMORIES` changes the count, `AMBIT_BENCH_ROUNDS` the rounds of questions (for a profile);
+//! `AMBIT_BENCH_VACUUM` vacuums the PostgreSQL store after it is indexed, before the measurement.
 
 use std::time::{Duration, Instant};
 
@@ -117,7 +118,7 @@ async fn measure(name: &str, memory: &Memory) {
         }
     }
     times.sort();
-    slowest.sort_by(|a, b| b.0.cmp(&a.0));
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
     let mut baseline = Vec::new();
     for _ in 0..100 {
         let start = Instant::now();
@@ -218,6 +219,14 @@ fn main() {
                 let start = Instant::now();
                 let memory = Memory::open(&url).await.expect("open");
                 println!("indexed them on open in {:.1} s", start.elapsed().as_secs_f64());
+                if std::env::var_os("AMBIT_BENCH_VACUUM").is_some() {
+                    // Settles the freshly indexed tables first, so autovacuum does not run during the
+                    // measurement (to tell its share of the tail from the machine's).
+                    use sqlx::Connection;
+                    let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+                    sqlx::query("VACUUM ANALYZE").execute(&mut c).await.expect("vacuum");
+                    println!("vacuumed");
+                }
                 measure(&format!("postgres, {n} memories"), &memory).await;
             }
             Err(_) => {
