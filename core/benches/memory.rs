@@ -6,7 +6,8 @@
 //! the public API (`Memory::recall`, limit 10) round after round, and the baseline (no query) too; then
 //! writes on the full store: 200 memories remembered, updated in place and forgotten, each timed.
 //! PostgreSQL is measured when `AMBIT_BENCH_POSTGRES_URL` (or `AMBIT_TEST_POSTGRES_URL`) names a server.
-//! `AMBIT_BENCH_MEMORIES` changes the count.
+//! `AMBIT_BENCH_MEMORIES` changes the count, `AMBIT_BENCH_ROUNDS` the rounds of questions (for a profile);
+//! `AMBIT_BENCH_VACUUM` vacuums the PostgreSQL store after it is indexed, before the measurement.
 
 use std::time::{Duration, Instant};
 
@@ -104,15 +105,20 @@ async fn measure(name: &str, memory: &Memory) {
         memory.recall("bench", &Recall::query(*q)).await.expect("recall");
     }
     let mut times = Vec::new();
-    for _ in 0..ROUNDS {
+    let mut slowest: Vec<(Duration, &str)> = Vec::new();
+    let rounds = std::env::var("AMBIT_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(ROUNDS);
+    for _ in 0..rounds {
         for q in &queries {
             let start = Instant::now();
             let hits = memory.recall("bench", &Recall::query(*q)).await.expect("recall");
-            times.push(start.elapsed());
+            let took = start.elapsed();
+            times.push(took);
+            slowest.push((took, q));
             std::hint::black_box(hits);
         }
     }
     times.sort();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
     let mut baseline = Vec::new();
     for _ in 0..100 {
         let start = Instant::now();
@@ -167,6 +173,8 @@ async fn measure(name: &str, memory: &Memory) {
         percentile(&baseline, 0.5).as_secs_f64() * 1e3,
         percentile(&baseline, 0.99).as_secs_f64() * 1e3,
     );
+    let slow: Vec<String> = slowest.iter().take(4).map(|(d, q)| format!("{:.2} ms {q:?}", ms(*d))).collect();
+    println!("memory recall {name}: slowest {}", slow.join("; "));
 }
 
 async fn fresh_postgres(admin: &str) -> String {
@@ -211,6 +219,14 @@ fn main() {
                 let start = Instant::now();
                 let memory = Memory::open(&url).await.expect("open");
                 println!("indexed them on open in {:.1} s", start.elapsed().as_secs_f64());
+                if std::env::var_os("AMBIT_BENCH_VACUUM").is_some() {
+                    // Settles the freshly indexed tables first, so autovacuum does not run during the
+                    // measurement (to tell its share of the tail from the machine's).
+                    use sqlx::Connection;
+                    let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+                    sqlx::query("VACUUM ANALYZE").execute(&mut c).await.expect("vacuum");
+                    println!("vacuumed");
+                }
                 measure(&format!("postgres, {n} memories"), &memory).await;
             }
             Err(_) => {

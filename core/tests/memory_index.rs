@@ -241,3 +241,38 @@ async fn the_early_stop_returns_exactly_the_full_order_with_and_without_filters(
     }
     assert_eq!(orders[0], orders[1], "both stores rank alike");
 }
+
+#[tokio::test]
+async fn a_long_run_of_ties_is_ordered_by_the_tiebreak_with_and_without_a_filter() {
+    for s in [sqlite_store().await, postgres_store().await] {
+        let mem = open(&s).await;
+        // Thirty memories the query matches equally, told apart only by the tiebreak. A small limit checks
+        // the whole run at once for the tiebreak's fields alone (more than the check reads whole); a limit
+        // of 30 reads them whole: both give the baseline's order.
+        for i in 0..30i64 {
+            let kind = if i % 2 == 0 { MemoryKind::Lesson } else { MemoryKind::Fact };
+            let m = Remember::new("rotate the signing keys")
+                .title("Key rotation")
+                .salience(1 + (i * 7) % 10)
+                .pinned(i % 11 == 4)
+                .kind(kind);
+            mem.remember("a", m).await.unwrap();
+        }
+        let ids = |ms: Vec<ambit::memory::MemoryRecord>| ms.iter().map(|m| m.id).collect::<Vec<_>>();
+        for kind in [None, Some(MemoryKind::Lesson)] {
+            let with = |r: Recall| match kind {
+                Some(k) => r.kind(k),
+                None => r,
+            };
+            let baseline = ids(mem.recall("a", &with(Recall::baseline().limit(30))).await.unwrap());
+            assert_eq!(baseline.len(), if kind.is_some() { 15 } else { 30 }, "{}", s.name);
+            let mut by_id = baseline.clone();
+            by_id.sort_unstable_by(|a, b| b.cmp(a));
+            assert_ne!(baseline, by_id, "{}: the control, the tiebreak is not the id order alone", s.name);
+            for k in [1, 2, 3, baseline.len()] {
+                let q = ids(mem.recall("a", &with(Recall::query("signing key rotation").limit(k))).await.unwrap());
+                assert_eq!(q, baseline[..k], "{}: {kind:?} limit {k}", s.name);
+            }
+        }
+    }
+}

@@ -90,7 +90,7 @@ pub fn idf(n: i64, df: i64) -> f64 {
 }
 
 /// A query against the index: its terms' ids in the agent's namespace and their weights, in the
-/// query's order.
+/// query's order (a term the namespace lacks keeps its place, id 0 and weight 0).
 #[derive(Debug, Clone)]
 pub struct Query {
     pub term_ids: Vec<i64>,
@@ -103,11 +103,6 @@ impl Query {
     #[cfg(test)]
     fn score(&self, impacts: &[i64]) -> f64 {
         self.idf.iter().zip(impacts).fold(0.0, |sum, (w, i)| sum + w * (*i as f64 / IMPACT_SCALE))
-    }
-
-    /// The position of a term id in the query.
-    pub fn position(&self, term_id: i64) -> Option<usize> {
-        self.term_ids.iter().position(|t| *t == term_id)
     }
 }
 

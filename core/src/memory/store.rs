@@ -34,6 +34,9 @@ struct Dialect {
     lock: &'static str,
     /// Appended to the read of rows to index: rows another opener is indexing are left to it.
     lock_skip: &'static str,
+    /// After `ambit_memories m` in a read of rows by id: SQLite's planner otherwise reads them through the
+    /// baseline index on the agent filter, every memory of the agent (measured: most of a recall's time).
+    by_id: &'static str,
     /// Whether the text of `haystack` contains the text of parameter `$n`.
     contains: fn(haystack: &str, n: usize) -> String,
     /// A subquery of the values of list parameter `$n`.
@@ -56,6 +59,7 @@ const SQLITE: Dialect = Dialect {
     begin_read: "BEGIN",
     lock: "",
     lock_skip: "",
+    by_id: " NOT INDEXED",
     contains: |h, n| format!("instr({h}, ${n}) > 0"),
     list: |n| format!("SELECT value FROM json_each(${n})"),
     upsert_terms: "INSERT INTO ambit_memory_terms (agent, term, df) \
@@ -80,6 +84,7 @@ const POSTGRES: Dialect = Dialect {
     begin_read: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     lock: " FOR UPDATE",
     lock_skip: " FOR UPDATE SKIP LOCKED",
+    by_id: "",
     contains: |h, n| format!("strpos({h}, ${n}) > 0"),
     list: |n| format!("SELECT unnest(${n})"),
     // The rows come sorted (by term, by agent), so two writers lock shared rows in one order.
@@ -100,6 +105,8 @@ const POSTGRES: Dialect = Dialect {
 
 const COLUMNS: &str = "m.id, m.agent, m.mkey, m.subject, m.kind, m.title, m.body, m.tags, m.salience, m.pinned, \
                        m.source, m.created_at, m.updated_at";
+/// The tiebreak's fields of a memory `m`, by id.
+const TIEBREAK_COLUMNS: &str = "m.id, m.pinned, m.salience, m.updated_at";
 /// The tiebreak, and the whole order without a query.
 const BASELINE_ORDER: &str = "m.pinned DESC, m.salience DESC, m.updated_at DESC, m.id DESC";
 /// How many memories one transaction indexes when a store opens with unindexed rows.
@@ -503,87 +510,89 @@ macro_rules! memory_store {
             async fn ranked(&self, agent: &str, s: &Search) -> Result<Vec<MemoryRecord>, MemoryError> {
                 let terms = index::query_terms(&s.terms);
                 let mut tx = self.pool.begin_with($dialect.begin_read).await?;
-                let n: Option<i64> = sqlx::query_scalar("SELECT n FROM ambit_memory_agents WHERE agent = $1")
-                    .bind(agent)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                // One statement: the agent's count of memories, and each query term's document frequency
+                // with its blocks (a term with no posting has no block, and adds nothing to any score).
                 let sql = format!(
-                    "SELECT id, term, df FROM ambit_memory_terms WHERE agent = $1 AND df > 0 AND term IN ({})",
+                    "SELECT t.id, t.term, t.df, (SELECT n FROM ambit_memory_agents WHERE agent = $1), b.bucket, b.data \
+                     FROM ambit_memory_terms t JOIN ambit_memory_blocks b ON b.term_id = t.id \
+                     WHERE t.agent = $1 AND t.df > 0 AND t.term IN ({})",
                     ($dialect.list)(2)
                 );
                 let params = [Param::Text(agent.to_string()), Param::List(Column::Texts(terms.clone()))];
                 let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                let mut found: HashMap<String, (i64, i64)> = HashMap::new();
+                // Positions are the query's term order (a term not found keeps its place with weight 0 and
+                // no blocks), so the scores are summed in the same order as ever.
+                let mut query = Query { term_ids: vec![0; terms.len()], idf: vec![0.0; terms.len()] };
+                let mut blocks = Vec::with_capacity(rows.len());
                 for r in &rows {
-                    found.insert(r.try_get(1)?, (r.try_get(0)?, r.try_get(2)?));
+                    let term: &str = r.try_get(1)?;
+                    let Some(position) = terms.iter().position(|t| t == term) else { continue };
+                    let n: Option<i64> = r.try_get(3)?;
+                    query.term_ids[position] = r.try_get(0)?;
+                    query.idf[position] = index::idf(n.unwrap_or(0), r.try_get(2)?);
+                    blocks.push((position, r.try_get::<i64, _>(4)?, r.try_get::<Vec<u8>, _>(5)?));
                 }
-                let mut query = Query { term_ids: Vec::new(), idf: Vec::new() };
-                for t in &terms {
-                    if let Some((id, df)) = found.get(t) {
-                        query.term_ids.push(*id);
-                        query.idf.push(index::idf(n.unwrap_or(0), *df));
-                    }
-                }
-                if query.term_ids.is_empty() {
+                drop(rows);
+                if blocks.is_empty() {
+                    tx.commit().await?;
                     return Ok(Vec::new());
                 }
                 let limit = s.limit.max(1);
-                let sql = format!(
-                    "SELECT term_id, bucket, data FROM ambit_memory_blocks WHERE term_id IN ({})",
-                    ($dialect.list)(1)
-                );
-                let params = [Param::List(Column::Ints(query.term_ids.clone()))];
-                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
-                let mut blocks = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    if let Some(position) = query.position(r.try_get(0)?) {
-                        blocks.push((position, r.try_get::<i64, _>(1)?, r.try_get::<Vec<u8>, _>(2)?));
-                    }
-                }
-                drop(rows);
                 let mut scored = index::score_blocks(&query, blocks);
                 // The best not yet checked, with every tie of the last, against the filters (and for the
                 // tiebreak's fields); each unchecked memory then scores strictly less than every checked
-                // one, so once `limit` pass, the order of those that passed is the answer.
+                // one, so once `limit` pass, the order of those that passed is the answer. A few are read
+                // whole at once (no second read for the answer); a long run of ties only for the tiebreak.
                 let mut passed: Vec<Candidate> = Vec::new();
+                let mut records: HashMap<i64, MemoryRecord> = HashMap::new();
                 let (mut checked, mut want) = (0, limit);
                 while passed.len() < limit && checked < scored.len() {
                     let taken = index::best_first(&mut scored[checked..], want);
                     let chunk = &scored[checked..checked + taken];
+                    let whole = taken <= limit.saturating_mul(4);
                     let scores: HashMap<i64, f64> = chunk.iter().map(|(score, id)| (*id, *score)).collect();
                     let mut ids: Vec<i64> = chunk.iter().map(|(_, id)| *id).collect();
                     ids.sort_unstable();
                     let mut params = vec![Param::List(Column::Ints(ids))];
+                    let columns = if whole { COLUMNS } else { TIEBREAK_COLUMNS };
                     let mut sql = format!(
-                        "SELECT m.id, m.pinned, m.salience, m.updated_at FROM ambit_memories m WHERE m.id IN ({})",
+                        "SELECT {columns} FROM ambit_memories m{} WHERE m.id IN ({})",
+                        $dialect.by_id,
                         ($dialect.list)(1)
                     );
                     sql.push_str(&filters(&$dialect, agent, s, &mut params));
                     let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), params).fetch_all(&mut *tx).await?;
                     for r in &rows {
                         let id: i64 = r.try_get(0)?;
+                        // The tiebreak's fields as stored, at their places in `COLUMNS` or `TIEBREAK_COLUMNS`.
+                        let (pinned, salience, updated_at) = if whole { (9, 8, 12) } else { (1, 2, 3) };
                         passed.push(Candidate {
                             id,
-                            pinned: r.try_get(1)?,
-                            salience: r.try_get(2)?,
-                            updated_at: r.try_get(3)?,
+                            pinned: r.try_get(pinned)?,
+                            salience: r.try_get(salience)?,
+                            updated_at: r.try_get(updated_at)?,
                             score: scores.get(&id).copied().unwrap_or(0.0),
                         });
+                        if whole {
+                            records.insert(id, Self::record(r)?);
+                        }
                     }
                     checked += taken;
                     want = want.saturating_mul(4);
                 }
                 let best: Vec<i64> = index::order_scored(passed).into_iter().take(limit).map(|c| c.id).collect();
-                let sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE m.id IN ({})", ($dialect.list)(1));
-                let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(best.clone()))])
-                    .fetch_all(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                let mut records: HashMap<i64, MemoryRecord> = HashMap::with_capacity(rows.len());
-                for r in &rows {
-                    let m = Self::record(r)?;
-                    records.insert(m.id, m);
+                let missing: Vec<i64> = best.iter().filter(|id| !records.contains_key(id)).copied().collect();
+                if !missing.is_empty() {
+                    let sql = format!("SELECT {COLUMNS} FROM ambit_memories m WHERE m.id IN ({})", ($dialect.list)(1));
+                    let rows = bind_params!($arrays, sqlx::query(AssertSqlSafe(sql)), [Param::List(Column::Ints(missing))])
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    for r in &rows {
+                        let m = Self::record(r)?;
+                        records.insert(m.id, m);
+                    }
                 }
+                tx.commit().await?;
                 Ok(best.iter().filter_map(|id| records.remove(id)).collect())
             }
 
