@@ -896,3 +896,52 @@ async fn a_steer_to_a_finished_subagent_is_stored_at_once() {
         assert!(peeked.contains("Check /srv/archive too."), "{}: the stored inbox: {peeked}", store.name);
     }
 }
+
+/// A settle (a run's last write: its entries appended, its state set, its lease let go) writes only while
+/// its caller holds the session's lease, on both stores (PostgreSQL settles in one call of
+/// `ambit_session_settle`, SQLite in a transaction of its own): another owner's settle, or a second one
+/// after the lease was let go, is refused with `session_busy` and writes nothing; a session that does
+/// not exist is `NotFound`. The negative control is the holder's own settle, which writes.
+#[tokio::test]
+async fn a_settle_writes_only_under_its_own_lease() {
+    use ambit::model::Message;
+    use ambit::session::SessionState;
+    for store in stores().await {
+        let sessions = Sessions::open(&store.url).await.unwrap();
+        let s = sessions.store();
+        let now = 1_000;
+        assert!(s.create_taken("settled", Some("t"), "owner-a", now, 60_000).await.unwrap(), "{}", store.name);
+        let items = |text: &str| {
+            vec![
+                Item::Message { message: Message::user(format!("{text} 1")) },
+                Item::Message { message: Message::user(format!("{text} 2")) },
+            ]
+        };
+        let idle = SessionState { state: "idle".into(), parked: None };
+        let other = s.settle("settled", "owner-b", &items("b"), &idle, now).await;
+        assert!(matches!(other, Err(SessionError::Busy(_))), "{}: another owner's settle: {other:?}", store.name);
+        assert!(sessions.entries("settled").await.unwrap().is_empty(), "{}: nothing written", store.name);
+        // The holder's settle writes (the control): entries numbered from 1, the lease let go.
+        let running = SessionState { state: "running".into(), parked: None };
+        assert_eq!(s.settle("settled", "owner-a", &items("a"), &running, now).await.unwrap(), vec![1, 2]);
+        assert_eq!(s.settle("settled", "owner-a", &[], &running, now).await.unwrap(), Vec::<i64>::new());
+        assert_eq!(
+            s.settle("settled", "owner-a", &items("c"), &idle, now).await.unwrap(),
+            vec![3, 4],
+            "{}",
+            store.name
+        );
+        let entries = sessions.entries("settled").await.unwrap();
+        assert_eq!(entries.iter().map(|e| e.index).collect::<Vec<_>>(), vec![1, 2, 3, 4], "{}", store.name);
+        assert_eq!(s.state("settled").await.unwrap().state, "idle", "{}", store.name);
+        let again = s.settle("settled", "owner-a", &items("d"), &idle, now).await;
+        assert!(
+            matches!(again, Err(SessionError::Busy(_))),
+            "{}: a settle after the lease went: {again:?}",
+            store.name
+        );
+        assert_eq!(sessions.entries("settled").await.unwrap().len(), 4, "{}: nothing more written", store.name);
+        let missing = s.settle("no-such-session", "owner-a", &items("e"), &idle, now).await;
+        assert!(matches!(missing, Err(SessionError::NotFound(_))), "{}: {missing:?}", store.name);
+    }
+}

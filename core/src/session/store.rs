@@ -286,6 +286,7 @@ const MIGRATIONS: crate::migrate::Plan = crate::migrate::Plan {
         (3, "session tasks", include_str!("../../migrations/postgres/sessions_0003.sql")),
         (4, "child sessions", include_str!("../../migrations/postgres/sessions_0004.sql")),
         (5, "live window", include_str!("../../migrations/postgres/sessions_0005.sql")),
+        (6, "settle in one call", include_str!("../../migrations/postgres/sessions_0006.sql")),
     ],
 };
 
@@ -662,6 +663,9 @@ macro_rules! session_store_impl {
                 state: &SessionState,
                 now: i64,
             ) -> Result<Vec<i64>, SessionError> {
+                if let Some(indexes) = self.settle_in_one_call(session_id, owner, items, state, now).await? {
+                    return Ok(indexes);
+                }
                 let mut tx = self.begin_write().await?;
                 let holder: Option<Option<String>> =
                     sqlx::query_scalar(concat!("SELECT lease_owner FROM ambit_sessions WHERE session_id = $1", $lock))
@@ -1101,6 +1105,20 @@ impl SqliteSessions {
 
 session_store_impl!(SqliteSessions, sqlx::Sqlite, "");
 
+impl SqliteSessions {
+    /// SQLite has no round trips to save: `None`, and `settle` writes in its own transaction.
+    async fn settle_in_one_call(
+        &self,
+        _session_id: &str,
+        _owner: &str,
+        _items: &[Item],
+        _state: &SessionState,
+        _now: i64,
+    ) -> Result<Option<Vec<i64>>, SessionError> {
+        Ok(None)
+    }
+}
+
 /// Sessions in a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PgSessions {
@@ -1137,3 +1155,41 @@ impl PgSessions {
 }
 
 session_store_impl!(PgSessions, sqlx::Postgres, " FOR UPDATE");
+
+impl PgSessions {
+    /// `settle` as one call of `ambit_session_settle` (migration `sessions_0006.sql`): the same steps in
+    /// one transaction, in one round trip instead of six.
+    async fn settle_in_one_call(
+        &self,
+        session_id: &str,
+        owner: &str,
+        items: &[Item],
+        state: &SessionState,
+        now: i64,
+    ) -> Result<Option<Vec<i64>>, SessionError> {
+        let kinds: Vec<String> = items.iter().map(|i| i.kind().to_string()).collect();
+        let bodies: Vec<String> = items.iter().map(|i| i.body().to_string()).collect();
+        let keep = state.state == "running";
+        let parked = state.parked.as_ref().map(|p| p.to_string());
+        let row = sqlx::query("SELECT outcome, first_idx FROM ambit_session_settle($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(session_id)
+            .bind(owner)
+            .bind(kinds)
+            .bind(bodies)
+            .bind(&state.state)
+            .bind(parked)
+            .bind(now)
+            .bind(keep)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(store_err)?;
+        let outcome: String = row.try_get(0).map_err(store_err)?;
+        let first: i64 = row.try_get(1).map_err(store_err)?;
+        match outcome.as_str() {
+            "ok" => Ok(Some((0..items.len()).map(|i| first + i as i64).collect())),
+            "not_found" => Err(SessionError::NotFound(session_id.to_string())),
+            "lost" => Err(lost_lease(session_id)),
+            other => Err(SessionError::Store(format!("ambit_session_settle answered '{other}'"))),
+        }
+    }
+}
