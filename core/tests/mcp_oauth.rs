@@ -19,9 +19,8 @@ use ambit::mcp::{
     AuthorizeFn, ElicitFn, ElicitationRequest, ElicitationResponse, FileTokenStore, McpHub, McpOAuth, McpServer,
     MemoryTokenStore,
 };
-use mcp_support::{call, installed, repo_root, scripted, servers_dir, text};
+use mcp_support::{call, scripted, text};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 const REDIRECT: &str = "http://127.0.0.1:1/callback";
 
@@ -37,19 +36,7 @@ impl Server {
 
     /// The server in a hostile mode (its arguments: see tests/mcp/oauth_server.py).
     async fn start_with(args: &[&str]) -> Server {
-        let dir = servers_dir();
-        let python = installed(&dir, "venv/bin/python");
-        let mut child = tokio::process::Command::new(python)
-            .arg(repo_root().join("tests/mcp/oauth_server.py"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = lines.next_line().await.unwrap().expect("the server prints its URL");
+        let (url, child) = mcp_support::oauth_server(args).await;
         Server { url, _child: child }
     }
 

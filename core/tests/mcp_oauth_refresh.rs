@@ -23,7 +23,7 @@ use ambit::mcp::{
     AuthorizeFn, FileTokenStore, McpHub, McpOAuth, McpServer, MemoryTokenStore, RefreshGuard, TokenStore,
 };
 use async_trait::async_trait;
-use mcp_support::{installed, repo_root, servers_dir};
+
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
@@ -36,19 +36,7 @@ struct Server {
 
 impl Server {
     async fn start(args: &[&str]) -> Server {
-        let dir = servers_dir();
-        let python = installed(&dir, "venv/bin/python");
-        let mut child = tokio::process::Command::new(python)
-            .arg(repo_root().join("tests/mcp/oauth_server.py"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = lines.next_line().await.unwrap().expect("the server prints its URL");
+        let (url, child) = mcp_support::oauth_server(args).await;
         Server { url, _child: child }
     }
 

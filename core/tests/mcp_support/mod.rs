@@ -99,3 +99,23 @@ pub async fn wait_for_port(port: u16, child: &mut tokio::process::Child) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Starts the OAuth-protected MCP test server (tests/mcp/oauth_server.py, its arguments there) and
+/// returns its MCP URL, which it prints first, and the process (killed when dropped).
+pub async fn oauth_server(args: &[&str]) -> (String, tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt;
+    let dir = servers_dir();
+    let python = installed(&dir, "venv/bin/python");
+    let mut child = tokio::process::Command::new(python)
+        .arg(repo_root().join("tests/mcp/oauth_server.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = lines.next_line().await.unwrap().expect("the server prints its URL");
+    (url, child)
+}
