@@ -32,6 +32,47 @@ fn wait_for(effects: &str, line: &str) {
     }
 }
 
+/// Stops the worker (SIGSTOP) at a moment it holds no lock on the store. A process paused inside a write
+/// (its lease's heartbeat) keeps every other writer out: on SQLite the new owner's run fails with
+/// "database is locked", a different attack from the paused owner these tests make. Stopped inside
+/// one, the worker is let go and stopped again (bounded by a count, not a time).
+async fn pause_outside_a_write(w: &Worker, url: &str) {
+    for _ in 0..1000 {
+        w.signal("-STOP");
+        if !holds_a_lock(url).await {
+            return;
+        }
+        w.signal("-CONT");
+        tokio::task::yield_now().await;
+    }
+    panic!("the worker held a lock on the store each of 1,000 times it was stopped");
+}
+
+/// Whether another connection holds a lock on the store: on SQLite an exclusive transaction cannot
+/// start at once; on PostgreSQL another client of the database is inside a statement or a transaction.
+async fn holds_a_lock(url: &str) -> bool {
+    use sqlx::Connection;
+    if url.starts_with("sqlite:") {
+        let options = url.parse::<sqlx::sqlite::SqliteConnectOptions>().unwrap().busy_timeout(Duration::ZERO);
+        let mut c = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+        let held = sqlx::query("BEGIN EXCLUSIVE").execute(&mut c).await.is_err();
+        if !held {
+            sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
+        }
+        held
+    } else {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND backend_type = 'client backend' AND state <> 'idle'",
+        )
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        busy > 0
+    }
+}
+
 async fn log_messages(sessions: &Sessions, sid: &str) -> Vec<Value> {
     sessions
         .entries(sid)
@@ -126,7 +167,7 @@ async fn a_paused_owner_taken_over_runs_no_more_tools_when_it_wakes() {
         let mut w = Worker::start(&store.url, &effects, &["--lease-ms", "1500"]);
         w.send(&format!("run {sid} {}", old.base_url()));
         wait_for(&effects, &format!("entered:{sid}"));
-        w.signal("-STOP");
+        pause_outside_a_write(&w, &store.url).await;
         // The owner is alive but paused: its lease runs out in real time and a new run takes over.
         let new = provider(json!([{"respond": {"content": "new done"}}])).await;
         let a = agent(&new.base_url(), &effects, false, false);
@@ -316,7 +357,7 @@ async fn a_paused_owner_taken_over_appends_nothing_to_the_log_when_it_wakes() {
         let mut w = Worker::start(&store.url, &effects, &["--lease-ms", "1500", "--session-tools"]);
         w.send(&format!("run {sid} {}", old.base_url()));
         wait_for(&effects, &format!("entered:{sid}"));
-        w.signal("-STOP");
+        pause_outside_a_write(&w, &store.url).await;
         let new = provider(json!([{"respond": {"content": "new done"}}])).await;
         let a = agent(&new.base_url(), &effects, false, false);
         assert_eq!(run_once_free(&sessions, &a, &sid).await.output, "new done");

@@ -1,5 +1,9 @@
 //! The Rust floor of bench/peers: raw reqwest doing the weather job's two requests by hand (Chat
 //! Completions or Responses, streamed or not), parsing just what the job needs.
+//!
+//! With `BENCH_MINIMAL=1` it is the minimal floor (issue 18, item 4): a current-thread runtime, and the
+//! tool list written to JSON once, its text copied into each body, instead of a multi-thread runtime and
+//! the tools copied into a `Value` and written again for every request.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -28,12 +32,36 @@ fn tools(s: &Settings) -> Vec<Value> {
         .collect()
 }
 
+/// How a runner writes its request bodies.
+enum Bodies {
+    /// Each body a `Value` holding a copy of the tools, written out per request.
+    Values(Vec<Value>),
+    /// The tools written to JSON once; each body copies the text.
+    Written(String),
+}
+
+impl Bodies {
+    /// The body `{"model", key: list, "tools", "stream"}`, as JSON text.
+    fn body(&self, key: &str, list: &[Value], stream: bool) -> String {
+        match self {
+            Bodies::Values(tools) => {
+                json!({"model": "gpt-4.1", key: list, "tools": tools, "stream": stream}).to_string()
+            }
+            Bodies::Written(tools) => {
+                let list = serde_json::to_string(list).unwrap_or_default();
+                format!(r#"{{"model":"gpt-4.1","{key}":{list},"tools":{tools},"stream":{stream}}}"#)
+            }
+        }
+    }
+}
+
 /// The answer's JSON objects: the body, or every SSE `data:` payload.
-async fn post(client: &reqwest::Client, url: &str, body: &Value, stream: bool) -> Vec<Value> {
+async fn post(client: &reqwest::Client, url: &str, body: String, stream: bool) -> Vec<Value> {
     let resp = client
         .post(url)
         .bearer_auth("bench-key")
-        .json(body)
+        .header("content-type", "application/json")
+        .body(body)
         .send()
         .await
         .unwrap_or_else(|e| fail(&format!("request: {e}")));
@@ -83,20 +111,18 @@ fn responses_output(parts: &[Value]) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-async fn run(client: &reqwest::Client, s: &Settings, tools: &[Value]) -> String {
+async fn run(client: &reqwest::Client, s: &Settings, bodies: &Bodies) -> String {
     let question = "weather in Paris?";
     if s.wire == "responses" {
         let url = format!("{}/responses", s.base_url);
         let mut input = vec![json!({"role": "user", "content": question})];
-        let body = json!({"model": "gpt-4.1", "input": input, "tools": tools, "stream": s.stream});
-        let output = responses_output(&post(client, &url, &body, s.stream).await);
+        let output = responses_output(&post(client, &url, bodies.body("input", &input, s.stream), s.stream).await);
         let Some(call) = output.iter().find(|i| i["type"] == "function_call").cloned() else { fail("no call") };
         let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap_or("{}")).unwrap_or_default();
         let result = get_weather(args["city"].as_str().unwrap_or(""));
         input.push(call.clone());
         input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": result}));
-        let body = json!({"model": "gpt-4.1", "input": input, "tools": tools, "stream": s.stream});
-        let output = responses_output(&post(client, &url, &body, s.stream).await);
+        let output = responses_output(&post(client, &url, bodies.body("input", &input, s.stream), s.stream).await);
         return output
             .iter()
             .filter(|i| i["type"] == "message")
@@ -106,24 +132,34 @@ async fn run(client: &reqwest::Client, s: &Settings, tools: &[Value]) -> String 
     }
     let url = format!("{}/chat/completions", s.base_url);
     let mut messages = vec![json!({"role": "user", "content": question})];
-    let body = json!({"model": "gpt-4.1", "messages": messages, "tools": tools, "stream": s.stream});
-    let (call, _) = chat_answer(&post(client, &url, &body, s.stream).await);
+    let (call, _) = chat_answer(&post(client, &url, bodies.body("messages", &messages, s.stream), s.stream).await);
     let Some((id, name, arguments)) = call else { fail("no call") };
     let args: Value = serde_json::from_str(&arguments).unwrap_or_default();
     let result = get_weather(args["city"].as_str().unwrap_or(""));
     messages.push(json!({"role": "assistant", "content": null,
         "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]}));
     messages.push(json!({"role": "tool", "tool_call_id": id, "content": result}));
-    let body = json!({"model": "gpt-4.1", "messages": messages, "tools": tools, "stream": s.stream});
-    chat_answer(&post(client, &url, &body, s.stream).await).1
+    chat_answer(&post(client, &url, bodies.body("messages", &messages, s.stream), s.stream).await).1
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let s = Settings::from_env();
+    let minimal = std::env::var("BENCH_MINIMAL").is_ok_and(|v| v == "1");
+    let runtime = if minimal {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    }
+    .unwrap_or_else(|e| fail(&format!("runtime: {e}")));
     // reqwest is built with rustls and no default crypto provider (as in ambit): install ring's.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::new();
-    let tools = tools(&s);
-    measure(&s, || CALLS.load(Ordering::Relaxed), || run(&client, &s, &tools)).await;
+    let bodies = if minimal {
+        Bodies::Written(serde_json::to_string(&tools(&s)).unwrap_or_default())
+    } else {
+        Bodies::Values(tools(&s))
+    };
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        measure(&s, || CALLS.load(Ordering::Relaxed), || run(&client, &s, &bodies)).await;
+    });
 }
