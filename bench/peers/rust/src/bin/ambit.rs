@@ -14,8 +14,18 @@ struct Weather {
     city: String,
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // `BENCH_MINIMAL=1`: the runtime of the minimal floor (`reqwest minimal chat`), a current-thread one,
+    // to tell the framework's cost from the multi-thread runtime's.
+    let runtime = if std::env::var("BENCH_MINIMAL").is_ok_and(|v| v == "1") {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    };
+    runtime.unwrap_or_else(|e| fail(&format!("runtime: {e}"))).block_on(run());
+}
+
+async fn run() {
     let s = Settings::from_env();
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
