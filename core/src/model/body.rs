@@ -249,4 +249,31 @@ mod tests {
         assert!(second.contains(&serde_json::to_string(&*spec.parameters).unwrap()));
         assert_eq!(text(&copy), first, "the copy kept the old schema");
     }
+
+    /// A schema nested past serde_json's parse limit (128) still reads back whole from a body's value
+    /// (`to_value`, what the wires' `request_body` and wrappers return): its kept text is not what the
+    /// value is made from.
+    #[test]
+    fn a_deeply_nested_schema_reads_back_from_the_body_value() {
+        let mut schema = json!({"type": "string"});
+        for _ in 0..140 {
+            schema = json!({"type": "array", "items": schema});
+        }
+        let spec = ToolSpec::new("deep", "", schema.clone());
+        for shape in [ToolShape::Chat, ToolShape::Responses, ToolShape::Anthropic] {
+            let body = RequestBody {
+                fields: Map::new(),
+                tools: vec![WireTool::Function(shape, &spec)],
+                cache_last_tool: None,
+                strict: false,
+            };
+            let value = body.to_value();
+            let tool = &value["tools"][0];
+            let written = [&tool["function"]["parameters"], &tool["parameters"], &tool["input_schema"]];
+            assert!(written.iter().any(|w| **w == schema), "{shape:?}: the schema did not read back: {value}");
+            // The bytes sent are the same as before.
+            let text = serde_json::to_string(&body).unwrap();
+            assert!(text.contains(&serde_json::to_string(&schema).unwrap()), "{shape:?}");
+        }
+    }
 }

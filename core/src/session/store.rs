@@ -639,19 +639,20 @@ macro_rules! session_store_impl {
                 _now: i64,
                 lease_ms: i64,
             ) -> Result<bool, SessionError> {
-                let mut tx = self.begin_write().await?;
-                let clock = Self::store_clock(&mut tx).await?;
-                let done = sqlx::query(
-                    "UPDATE ambit_sessions SET lease_expires = $1 \
+                // One statement, committed by itself: an owner paused between the write and its commit
+                // would hold the row, and every new owner waiting for it, for as long as it stays paused.
+                let sql = format!(
+                    "UPDATE ambit_sessions SET lease_expires = {} + $1 \
                      WHERE session_id = $2 AND lease_owner = $3 AND state = 'running'",
-                )
-                .bind(clock.saturating_add(lease_ms))
-                .bind(session_id)
-                .bind(owner)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_err)?;
-                tx.commit().await.map_err(store_err)?;
+                    Self::CLOCK_SQL
+                );
+                let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(lease_ms)
+                    .bind(session_id)
+                    .bind(owner)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_err)?;
                 Ok(done.rows_affected() > 0)
             }
 
@@ -1130,6 +1131,7 @@ impl PgSessions {
     pub async fn open(url: &str, now: i64) -> Result<PgSessions, SessionError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| SessionError::InvalidArgument(format!("bad PostgreSQL URL: {e}")))?;
+        let connect = crate::migrate::pg_connect_options(connect);
         let pool = PgPoolOptions::new().max_connections(4).connect_with(connect).await.map_err(store_err)?;
         crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(SessionError::Store)?;
         Ok(PgSessions { pool })
@@ -1191,5 +1193,84 @@ impl PgSessions {
             "lost" => Err(lost_lease(session_id)),
             other => Err(SessionError::Store(format!("ambit_session_settle answered '{other}'"))),
         }
+    }
+}
+
+/// An owner paused inside a transaction on PostgreSQL (SIGSTOP, a frozen VM, a lost network), holding
+/// its session's row: the next owner waits only until the server ends the paused connection
+/// (`idle_in_transaction_session_timeout`, set on every store's connections by
+/// [`crate::migrate::pg_connect_options`]), never for as long as the pause lasts.
+#[cfg(test)]
+mod paused_owner_tests {
+    use super::*;
+    use sqlx::Connection;
+
+    /// A fresh database on the server of `AMBIT_TEST_POSTGRES_URL` (scripts/test.sh starts one).
+    async fn fresh_database(name: &str) -> String {
+        let admin = std::env::var("AMBIT_TEST_POSTGRES_URL")
+            .expect("AMBIT_TEST_POSTGRES_URL is not set: run `bash scripts/test.sh`");
+        let db = format!("ambit_paused_{name}_{}", std::process::id());
+        let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}"))).execute(&mut c).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut c).await.unwrap();
+        let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+        format!("{base}/{db}")
+    }
+
+    /// Owner "a" holds session `s` with a lease that already ran out, and is paused inside a
+    /// transaction holding the session's row. Owner "b" then tries to take the session over, waiting at
+    /// most `b_lock_timeout_ms` for the row. Returns b's answer and whether a's commit failed on waking.
+    async fn a_paused_owner(
+        a_idle_bound: &str,
+        b_lock_timeout_ms: u64,
+        name: &str,
+    ) -> (Result<Taken, SessionError>, bool) {
+        let url = fresh_database(name).await;
+        let a = PgSessions::open(&format!("{url}?options[idle_in_transaction_session_timeout]={a_idle_bound}"), 0)
+            .await
+            .unwrap();
+        assert!(a.create_taken("s", None, "a", 0, -60_000).await.unwrap());
+        let mut paused = a.pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM ambit_sessions WHERE session_id = 's' FOR UPDATE")
+            .execute(&mut *paused)
+            .await
+            .unwrap();
+        let b = PgSessions::open(&format!("{url}?options[lock_timeout]={b_lock_timeout_ms}"), 0).await.unwrap();
+        let taken = b.take("s", "b", Take::Run, super::super::now_ms(), 30_000).await;
+        let a_cut_off = paused.commit().await.is_err();
+        (taken, a_cut_off)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_owner_takes_over_once_the_server_cuts_the_paused_owner_off() {
+        // A bound of 1 s, named in the URL as a user would (the default is 30 s); b would give up after a
+        // minute, so a paused owner that is never cut off fails the test instead of hanging it.
+        let (taken, a_cut_off) = a_paused_owner("1000", 60_000, "attack").await;
+        let taken = taken.expect("b takes the session over");
+        assert!(taken.taken_over, "b took over from a");
+        assert!(a_cut_off, "a's transaction was ended by the server while it was paused");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn control_without_the_bound_a_paused_owner_keeps_the_next_owner_out() {
+        // `0` turns the bound off: a holds the row for as long as it stays paused, so b's wait (2 s)
+        // always runs out, however loaded the machine.
+        let (taken, _) = a_paused_owner("0", 2_000, "control").await;
+        let err = taken.expect_err("b cannot take the row a holds");
+        assert!(err.to_string().contains("lock timeout"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_store_connection_has_the_bound_unless_the_url_names_its_own() {
+        let url = fresh_database("default").await;
+        let store = PgSessions::open(&url, 0).await.unwrap();
+        let shown: String =
+            sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&store.pool).await.unwrap();
+        assert_eq!(shown, format!("{}s", crate::migrate::PG_IDLE_IN_TRANSACTION_MS / 1000));
+        let own =
+            PgSessions::open(&format!("{url}?options[idle_in_transaction_session_timeout]=5000"), 0).await.unwrap();
+        let shown: String =
+            sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&own.pool).await.unwrap();
+        assert_eq!(shown, "5s");
     }
 }

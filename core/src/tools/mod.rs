@@ -90,14 +90,39 @@ impl Schema {
     }
 
     /// The schema as JSON text, written at the first call and kept (the text a request body carries).
+    /// None for a schema nested deeper than [`RAW_MAX_DEPTH`], which is written from its value each time:
+    /// a body read back as a `Value` (`RequestBody::to_value`) parses the kept text again, and serde_json
+    /// refuses to parse nesting past 128 levels.
     pub(crate) fn raw_json(&self) -> Option<&serde_json::value::RawValue> {
-        self.0.json.get_or_init(|| serde_json::value::to_raw_value(&self.0.value).ok()).as_deref()
+        self.0
+            .json
+            .get_or_init(|| {
+                if deeper_than(&self.0.value, RAW_MAX_DEPTH) {
+                    return None;
+                }
+                serde_json::value::to_raw_value(&self.0.value).ok()
+            })
+            .as_deref()
     }
 
     /// Whether the schema qualifies for strict mode ([`crate::model::strict::why_not_strict`]), worked
     /// out at the first call and kept.
     pub(crate) fn strict_ok(&self) -> bool {
         *self.0.strict.get_or_init(|| crate::model::strict::why_not_strict(&self.0.value).is_none())
+    }
+}
+
+/// How deep a schema's kept text may nest (see [`Schema::raw_json`]): well inside serde_json's parse
+/// limit of 128 with a body's own levels around it.
+const RAW_MAX_DEPTH: usize = 64;
+
+/// Whether `v` nests arrays or objects more than `limit` levels deep (it stops looking at the limit).
+fn deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(_) | Value::Object(_) if limit == 0 => true,
+        Value::Array(a) => a.iter().any(|x| deeper_than(x, limit - 1)),
+        Value::Object(o) => o.values().any(|x| deeper_than(x, limit - 1)),
+        _ => false,
     }
 }
 
