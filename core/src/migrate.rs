@@ -4,24 +4,6 @@
 //! record table (`ambit_<store>_migrations`) and its own numbering.
 
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::PgConnectOptions;
-
-/// How long the server lets a connection of any PostgreSQL store sit idle inside a transaction, in ms,
-/// before it ends that connection (`idle_in_transaction_session_timeout`). The stores' transactions send
-/// their statements back to back; an idle one is a client paused or cut off mid-transaction (SIGSTOP, a
-/// frozen VM, a lost network), and the rows it holds would otherwise keep every other process out (a new
-/// owner taking over its session, a claim) for as long as the pause lasts. A URL that sets the parameter
-/// itself (`?options[idle_in_transaction_session_timeout]=…`) keeps its own value.
-pub(crate) const PG_IDLE_IN_TRANSACTION_MS: u64 = 30_000;
-
-/// The connect options every PostgreSQL store opens with: `options` plus the idle-in-transaction bound
-/// ([`PG_IDLE_IN_TRANSACTION_MS`]) unless the URL names one.
-pub(crate) fn pg_connect_options(options: PgConnectOptions) -> PgConnectOptions {
-    if options.get_options().is_some_and(|o| o.contains("idle_in_transaction_session_timeout")) {
-        return options;
-    }
-    options.options([("idle_in_transaction_session_timeout", PG_IDLE_IN_TRANSACTION_MS)])
-}
 
 /// One migration: (version, name, SQL).
 pub(crate) type Migration = (i64, &'static str, &'static str);

@@ -53,7 +53,6 @@ impl PgStore {
                 // most of a claim's server time). The other statements are still planned each time.
                 ("plan_cache_mode", "force_custom_plan"),
             ]);
-        let connect = crate::migrate::pg_connect_options(connect);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(Duration::from_secs(60))

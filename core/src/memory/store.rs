@@ -801,7 +801,6 @@ impl PgMemories {
     pub async fn open(url: &str, options: &MemoryOptions, now: i64) -> Result<PgMemories, MemoryError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| MemoryError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
-        let connect = crate::migrate::pg_connect_options(connect);
         let pool = PgPoolOptions::new().max_connections(options.max_connections.max(1)).connect_with(connect).await?;
         crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(MemoryError::Store)?;
         let store = PgMemories { pool };

@@ -1011,7 +1011,6 @@ impl PgRoutines {
     pub async fn open(url: &str, max_connections: u32, now: i64) -> Result<PgRoutines, RoutineError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| RoutineError::invalid("url", format!("bad PostgreSQL URL: {e}")))?;
-        let connect = crate::migrate::pg_connect_options(connect);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(Duration::from_secs(60))

@@ -963,6 +963,13 @@ macro_rules! session_store_impl {
                 now: i64,
             ) -> Result<bool, SessionError> {
                 let mut tx = self.begin_write().await?;
+                // The session's row first, as `take` and `append` hold it: transactions that hold the
+                // same rows in one order never deadlock (a task landing while a new owner takes over).
+                sqlx::query(concat!("SELECT 1 FROM ambit_sessions WHERE session_id = $1", $lock))
+                    .bind(session_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
                 let done = sqlx::query(
                     "UPDATE ambit_session_tasks SET status = $1, result = $2, note = COALESCE($3, note), \
                      updated_at = $4 WHERE session_id = $5 AND task_id = $6 AND status IN ('running', 'lost')",
@@ -993,6 +1000,13 @@ macro_rules! session_store_impl {
                 now: i64,
             ) -> Result<Option<TaskSnapshot>, SessionError> {
                 let mut tx = self.begin_write().await?;
+                // The session's row first, as `take` and `append` hold it: transactions that hold the
+                // same rows in one order never deadlock (a task landing while a new owner takes over).
+                sqlx::query(concat!("SELECT 1 FROM ambit_sessions WHERE session_id = $1", $lock))
+                    .bind(session_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
                 let clock = Self::store_clock(&mut tx).await?;
                 let lost = sqlx::query(
                     "UPDATE ambit_session_tasks SET status = 'lost', updated_at = $1 \
@@ -1124,17 +1138,35 @@ impl SqliteSessions {
 #[derive(Debug, Clone)]
 pub struct PgSessions {
     pool: PgPool,
+    /// What a write transaction begins with ([`PG_BEGIN_BOUNDED`] unless the URL sets the bound).
+    begin: &'static str,
 }
+
+/// How long the server lets a session store's transaction sit idle, in ms, before it ends the connection
+/// (`idle_in_transaction_session_timeout`, set for each write transaction). The store's transactions send
+/// their statements back to back; an idle one is a process paused or cut off mid-transaction (SIGSTOP, a
+/// frozen VM, a lost network), and the session row it holds would otherwise keep every new owner out for
+/// as long as the pause lasts. A URL that sets the parameter itself
+/// (`?options[idle_in_transaction_session_timeout]=…`) keeps its own value.
+pub(crate) const PG_IDLE_IN_TRANSACTION_MS: u64 = 30_000;
+
+/// A write transaction's first statement: the idle bound ([`PG_IDLE_IN_TRANSACTION_MS`]) set for it
+/// alone (`SET LOCAL`: no startup parameter, which connection poolers such as PgBouncer refuse), in the
+/// same round trip as `BEGIN`.
+const PG_BEGIN_BOUNDED: &str = "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 30000";
 
 impl PgSessions {
     /// Connects to the PostgreSQL server at `url` and applies the migrations.
     pub async fn open(url: &str, now: i64) -> Result<PgSessions, SessionError> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| SessionError::InvalidArgument(format!("bad PostgreSQL URL: {e}")))?;
-        let connect = crate::migrate::pg_connect_options(connect);
+        let begin = match connect.get_options() {
+            Some(o) if o.contains("idle_in_transaction_session_timeout") => "BEGIN",
+            _ => PG_BEGIN_BOUNDED,
+        };
         let pool = PgPoolOptions::new().max_connections(4).connect_with(connect).await.map_err(store_err)?;
         crate::migrate::postgres(&pool, &MIGRATIONS, now).await.map_err(SessionError::Store)?;
-        Ok(PgSessions { pool })
+        Ok(PgSessions { pool, begin })
     }
 }
 
@@ -1152,7 +1184,7 @@ impl PgSessions {
 
     /// A transaction that may write.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, SessionError> {
-        self.pool.begin().await.map_err(store_err)
+        self.pool.begin_with(self.begin).await.map_err(store_err)
     }
 }
 
@@ -1198,8 +1230,8 @@ impl PgSessions {
 
 /// An owner paused inside a transaction on PostgreSQL (SIGSTOP, a frozen VM, a lost network), holding
 /// its session's row: the next owner waits only until the server ends the paused connection
-/// (`idle_in_transaction_session_timeout`, set on every store's connections by
-/// [`crate::migrate::pg_connect_options`]), never for as long as the pause lasts.
+/// (`idle_in_transaction_session_timeout`, set for each of the store's write
+/// transactions, [`PG_BEGIN_BOUNDED`]), never for as long as the pause lasts.
 #[cfg(test)]
 mod paused_owner_tests {
     use super::*;
@@ -1217,20 +1249,20 @@ mod paused_owner_tests {
         format!("{base}/{db}")
     }
 
-    /// Owner "a" holds session `s` with a lease that already ran out, and is paused inside a
-    /// transaction holding the session's row. Owner "b" then tries to take the session over, waiting at
-    /// most `b_lock_timeout_ms` for the row. Returns b's answer and whether a's commit failed on waking.
+    /// Owner "a" holds session `s` with a lease that already ran out, and is paused inside one of the
+    /// store's write transactions (begun with `a_begin`), holding the session's row. Owner "b" then tries
+    /// to take the session over, waiting at most `b_lock_timeout_ms` for the row. Returns b's answer and
+    /// whether a's commit failed on waking.
     async fn a_paused_owner(
-        a_idle_bound: &str,
+        a_begin: &'static str,
         b_lock_timeout_ms: u64,
         name: &str,
     ) -> (Result<Taken, SessionError>, bool) {
         let url = fresh_database(name).await;
-        let a = PgSessions::open(&format!("{url}?options[idle_in_transaction_session_timeout]={a_idle_bound}"), 0)
-            .await
-            .unwrap();
+        let mut a = PgSessions::open(&url, 0).await.unwrap();
+        a.begin = a_begin;
         assert!(a.create_taken("s", None, "a", 0, -60_000).await.unwrap());
-        let mut paused = a.pool.begin().await.unwrap();
+        let mut paused = a.begin_write().await.unwrap();
         sqlx::query("SELECT 1 FROM ambit_sessions WHERE session_id = 's' FOR UPDATE")
             .execute(&mut *paused)
             .await
@@ -1243,9 +1275,10 @@ mod paused_owner_tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_next_owner_takes_over_once_the_server_cuts_the_paused_owner_off() {
-        // A bound of 1 s, named in the URL as a user would (the default is 30 s); b would give up after a
-        // minute, so a paused owner that is never cut off fails the test instead of hanging it.
-        let (taken, a_cut_off) = a_paused_owner("1000", 60_000, "attack").await;
+        // The store's own begin with a bound of 1 s instead of 30; b would give up after a minute, so a
+        // paused owner that is never cut off fails the test instead of hanging it.
+        let begin = "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 1000";
+        let (taken, a_cut_off) = a_paused_owner(begin, 60_000, "attack").await;
         let taken = taken.expect("b takes the session over");
         assert!(taken.taken_over, "b took over from a");
         assert!(a_cut_off, "a's transaction was ended by the server while it was paused");
@@ -1253,24 +1286,85 @@ mod paused_owner_tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn control_without_the_bound_a_paused_owner_keeps_the_next_owner_out() {
-        // `0` turns the bound off: a holds the row for as long as it stays paused, so b's wait (2 s)
-        // always runs out, however loaded the machine.
-        let (taken, _) = a_paused_owner("0", 2_000, "control").await;
+        // Without the bound a holds the row for as long as it stays paused, so b's wait (2 s) always
+        // runs out, however loaded the machine.
+        let (taken, _) = a_paused_owner("BEGIN", 2_000, "control").await;
         let err = taken.expect_err("b cannot take the row a holds");
         assert!(err.to_string().contains("lock timeout"), "{err}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_store_connection_has_the_bound_unless_the_url_names_its_own() {
+    async fn every_write_transaction_has_the_bound_unless_the_url_names_its_own() {
         let url = fresh_database("default").await;
-        let store = PgSessions::open(&url, 0).await.unwrap();
-        let shown: String =
-            sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&store.pool).await.unwrap();
-        assert_eq!(shown, format!("{}s", crate::migrate::PG_IDLE_IN_TRANSACTION_MS / 1000));
+        let shown = |store: PgSessions| async move {
+            let mut tx = store.begin_write().await.unwrap();
+            let v: String =
+                sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&mut *tx).await.unwrap();
+            v
+        };
+        let default = PgSessions::open(&url, 0).await.unwrap();
+        assert_eq!(shown(default).await, format!("{}s", PG_IDLE_IN_TRANSACTION_MS / 1000));
         let own =
             PgSessions::open(&format!("{url}?options[idle_in_transaction_session_timeout]=5000"), 0).await.unwrap();
-        let shown: String =
-            sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&own.pool).await.unwrap();
-        assert_eq!(shown, "5s");
+        assert_eq!(shown(own).await, "5s");
+    }
+
+    /// A task landing while another transaction holds its session's row (a new owner taking over) waits
+    /// for the session's row before it holds the task's: `take` holds them in that order, so the two
+    /// never deadlock. Checked by the order itself, while the landing waits: the task's row is free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_landing_task_takes_the_session_row_before_the_task_row() {
+        let url = fresh_database("order").await;
+        let store = std::sync::Arc::new(PgSessions::open(&url, 0).await.unwrap());
+        assert!(store.create_taken("s", None, "a", 0, 30_000).await.unwrap());
+        let task_id = store.task_started("s", "fetch", 0).await.unwrap();
+        // Another transaction holds the session's row (what `take` holds first).
+        let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+        sqlx::query("SELECT 1 FROM ambit_sessions WHERE session_id = 's' FOR UPDATE")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let landing = {
+            let (store, task_id) = (store.clone(), task_id.clone());
+            tokio::spawn(async move {
+                let task = TaskSnapshot {
+                    session_id: "s".into(),
+                    task_id,
+                    name: "fetch".into(),
+                    status: crate::agent::background::TaskStatus::Finished,
+                    note: None,
+                    result: Some("done".into()),
+                };
+                let item = Item::Message { message: crate::Message::user("[background task fetch] done") };
+                store.task_landed("s", &task, Some(&item), 1).await
+            })
+        };
+        // Wait (bounded by a count) until the landing is blocked on a lock.
+        let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
+        let mut waiting = 0i64;
+        for _ in 0..10_000 {
+            waiting = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&mut probe)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(waiting, 1, "the landing never waited on the held session row");
+        // The task's row is free while the landing waits: it holds nothing `take` would wait for.
+        sqlx::query("BEGIN").execute(&mut probe).await.unwrap();
+        let free = sqlx::query("SELECT 1 FROM ambit_session_tasks WHERE task_id = $1 FOR UPDATE NOWAIT")
+            .bind(&task_id)
+            .execute(&mut probe)
+            .await;
+        sqlx::query("ROLLBACK").execute(&mut probe).await.unwrap();
+        sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
+        assert!(landing.await.unwrap().unwrap(), "the task landed once the row was let go");
+        assert!(free.is_ok(), "the landing held the task's row while it waited for the session's: {free:?}");
     }
 }
