@@ -37,6 +37,13 @@ pub use types::*;
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
+    /// Whether this clock is the machine's wall clock (true for [`SystemClock`]; false, the default, for
+    /// a clock a test or host moves). A routine runner on the wall clock times its leases and due slots
+    /// by the store's clock, so a machine whose clock is off neither fires early nor finds another
+    /// runner's live run lost; on any other clock, that clock's time is the store's.
+    fn is_wall_clock(&self) -> bool {
+        false
+    }
 }
 
 /// The system's wall clock.
@@ -46,6 +53,9 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    }
+    fn is_wall_clock(&self) -> bool {
+        true
     }
 }
 

@@ -211,6 +211,7 @@ impl RunnerBuilder {
                 max_in_flight: self.max_in_flight,
                 events,
                 inflight,
+                skew: std::sync::atomic::AtomicI64::new(0),
             }),
         })
     }
@@ -229,6 +230,10 @@ struct Inner {
     max_in_flight: usize,
     events: broadcast::Sender<RoutineEvent>,
     inflight: watch::Sender<usize>,
+    /// The store's clock less the routines' clock, measured at each tick when the routines' clock is
+    /// the machine's wall clock (0 on any other clock): what the runner adds to its clock's time for
+    /// every lease it writes and every due or lost judgment it makes.
+    skew: std::sync::atomic::AtomicI64,
 }
 
 /// Fires the due slots of the routines in a store as session runs. Cheap to clone.
@@ -286,6 +291,14 @@ impl Runner {
     pub async fn tick(&self, now: i64) -> Result<TickReport, RoutineError> {
         let inner = &self.inner;
         let store = inner.routines.store();
+        // On the wall clock, time is the store's: a machine whose clock is fast would otherwise fire
+        // slots early and find other runners' live runs lost, and a slow one would keep lost runs alive.
+        let clock = inner.routines.clock();
+        if clock.is_wall_clock() {
+            let skew = store.clock().await? - clock.now_ms();
+            inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
+        }
+        let now = now + self.skew();
         // A lease is written again once a sixth of it has run: a tick every few milliseconds would
         // otherwise rewrite every live run's row each time.
         store.renew(&inner.id, now + inner.lease_ms, now + inner.lease_ms - inner.lease_ms / 6).await?;
@@ -319,6 +332,16 @@ impl Runner {
         }
         report.resumed = self.follow_parked(now).await?;
         Ok(report)
+    }
+
+    /// The store's clock less the routines' clock (see `Inner::skew`).
+    fn skew(&self) -> i64 {
+        self.inner.skew.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The routines' clock's time, on the store's clock.
+    fn now(&self) -> i64 {
+        self.inner.routines.clock().now_ms() + self.skew()
     }
 
     /// [`Runner::tick`] at the routines' clock's now.
@@ -370,7 +393,7 @@ impl Runner {
     /// Starts up to `want` extra runs of a routine for its drain (capped in the store); how many started.
     async fn start_drain(&self, routine_id: &str, want: i64) -> i64 {
         let inner = &self.inner;
-        let now = inner.routines.clock().now_ms();
+        let now = self.now();
         let claimed =
             match inner.routines.store().claim_drain(routine_id, want, &inner.id, now + inner.lease_ms, now).await {
                 Ok(c) => c,
@@ -432,7 +455,6 @@ impl Runner {
     /// Runs one claimed run to its end and records it. Its lease is renewed while it runs.
     async fn execute(&self, routine: Routine, run: RunRecord) {
         let inner = &self.inner;
-        let clock = inner.routines.clock().clone();
         let mut tools = super::tools::routine_tools(inner.routines.clone(), &routine.spec.agent, &run.id);
         if let Some(ledger) = &inner.ledger {
             let limits = RoutineLimits {
@@ -452,12 +474,31 @@ impl Runner {
             }
         }
         let ctx = RunContext { routine: routine.clone(), run: run.clone(), tools };
+        let store = inner.routines.store();
+        // A run marked lost while this process was paused between its claim and here (another runner
+        // judged its lease run out, and may have started the routine's next slot) never starts.
+        match store.renew_run(&run.id, &inner.id, self.now() + inner.lease_ms).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(run = %run.id, "routine run lost before it started: not run");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "routine run's lease could not be renewed: not run");
+                return;
+            }
+        }
+        // The lease is renewed while the run runs. Once the run is no longer this runner's (marked lost:
+        // this process was paused or cut off past its lease), the heartbeat ends, which drops the run's
+        // future: the session run stops there, and lets its session go.
         let heartbeat = async {
             let every = Duration::from_millis((inner.lease_ms / 3).max(1) as u64);
             loop {
                 tokio::time::sleep(every).await;
-                let until = clock.now_ms() + inner.lease_ms;
-                let _ = inner.routines.store().renew(&inner.id, until, until).await;
+                if let Ok(false) = store.renew_run(&run.id, &inner.id, self.now() + inner.lease_ms).await {
+                    tracing::warn!(run = %run.id, "routine run lost while it ran (its lease ran out): stopped");
+                    return;
+                }
             }
         };
         let work = async {
@@ -503,7 +544,7 @@ impl Runner {
                 let _ = inner.routines.store().report_outcome(&run.id, &outcome).await;
             }
         }
-        match inner.routines.store().finish(&run.id, &inner.id, state, &usage, clock.now_ms()).await {
+        match inner.routines.store().finish(&run.id, &inner.id, state, &usage, self.now()).await {
             Ok(Some(record)) => {
                 let event = if state == RunState::Parked {
                     RoutineEvent::RunParked { run: record }

@@ -100,6 +100,11 @@ pub trait RoutineStore: Send + Sync {
     async fn renew(&self, runner: &str, lease_until: i64, renew_before: i64) -> Result<u64, RoutineError>;
     /// Marks `lost` every running run whose lease ran out before `now`.
     async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError>;
+    /// Extends the lease of one run of `runner` to `lease_until`; false when the run is no longer that
+    /// runner's running run (marked `lost`, or ended).
+    async fn renew_run(&self, run_id: &str, runner: &str, lease_until: i64) -> Result<bool, RoutineError>;
+    /// The store's clock, ms since the epoch (PostgreSQL's server clock; SQLite's host's).
+    async fn clock(&self) -> Result<i64, RoutineError>;
     /// Keeps a live run's reported outcome (the latest report wins).
     async fn report_outcome(&self, run_id: &str, outcome: &Outcome) -> Result<(), RoutineError>;
     /// Ends a run of `runner` as `finished` (an unreported outcome becomes `unknown`) or `parked`;
@@ -242,10 +247,13 @@ struct Dialect {
     insert_runs: &'static str,
     /// Moves `next_slot` of the routines of a JSON array (`$1`) of `[id, next_slot]`.
     move_slots: &'static str,
+    /// The store's clock in SQL, ms since the epoch.
+    clock: &'static str,
 }
 
 const SQLITE: Dialect = Dialect {
     begin: "BEGIN IMMEDIATE",
+    clock: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     lock: "",
     lock_due: "",
     lock_skip: "",
@@ -259,6 +267,7 @@ const SQLITE: Dialect = Dialect {
 };
 const POSTGRES: Dialect = Dialect {
     begin: "BEGIN",
+    clock: "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
     lock: " FOR UPDATE",
     lock_due: " FOR UPDATE OF r SKIP LOCKED",
     lock_skip: " FOR UPDATE SKIP LOCKED",
@@ -820,6 +829,22 @@ macro_rules! routine_store {
                     .execute(&self.pool)
                     .await?;
                 Ok(done.rows_affected())
+            }
+
+            async fn renew_run(&self, run_id: &str, runner: &str, lease_until: i64) -> Result<bool, RoutineError> {
+                let done = sqlx::query(
+                    "UPDATE ambit_routine_runs SET lease_until = $3 WHERE id = $1 AND runner = $2 AND state = 'running'",
+                )
+                .bind(run_id)
+                .bind(runner)
+                .bind(lease_until)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn clock(&self) -> Result<i64, RoutineError> {
+                Ok(sqlx::query_scalar(AssertSqlSafe(format!("SELECT {}", $dialect.clock))).fetch_one(&self.pool).await?)
             }
 
             async fn mark_lost(&self, now: i64) -> Result<Vec<RunRecord>, RoutineError> {

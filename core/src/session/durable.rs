@@ -285,32 +285,30 @@ impl Drop for Lease {
             return;
         }
         // Dropped mid-run (a cancelled future, a failed run): the session stays `running` with its
-        // calls as recorded, and the next run takes it over at once. On a multi-threaded runtime the
-        // release is made here, before the drop returns (a host that gives up on a run and exits lets its
-        // session go); otherwise it is spawned, and the next `take` of the session in this process waits
-        // for it.
+        // calls as recorded, and the next run takes it over at once. The release is a task on the
+        // runtime. On a multi-threaded runtime the drop waits for it (at most 10 s), so a host that gives
+        // up on a run and exits lets its session go; a runtime shutting down (a host's runtime dropped
+        // with runs in flight) cancels the task at once, and the drop does not wait: the release would
+        // need the drivers the shutdown stopped. Otherwise the next `take` of the session in this
+        // process waits for it.
         let (store, session_id, owner) = (self.store.clone(), self.session_id.clone(), self.owner.clone());
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            let (store, session_id, owner, handle) = (store.clone(), session_id.clone(), owner.clone(), rt.clone());
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                tokio::task::block_in_place(move || {
-                    handle.block_on(async move {
-                        let release = store.let_go(&session_id, &owner);
-                        let _ = tokio::time::timeout(Duration::from_secs(10), release).await;
-                    })
-                })
-            }));
-            if done.is_ok() {
-                return;
-            }
-        }
+        let (released, wait) = std::sync::mpsc::channel::<()>();
         let task = rt.spawn({
             let session_id = session_id.clone();
             async move {
                 let _ = store.let_go(&session_id, &owner).await;
+                let _ = released.send(());
             }
         });
+        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(|| wait.recv_timeout(Duration::from_secs(10)))
+            }));
+            if let Ok(Ok(())) = waited {
+                return;
+            }
+        }
         releasing().push((session_id, task));
     }
 }

@@ -109,6 +109,12 @@ pub fn waiting_past(now: i64) -> usize {
     WAITING.lock().map_or(0, |w| w.iter().filter(|u| **u > now).count())
 }
 
+/// How many `sim_work` calls wait for the clock to reach exactly `until` (a run started at `t` working
+/// `ms` waits for `t + ms`): one test's calls, apart from another's running beside it.
+pub fn waiting_for(until: i64) -> usize {
+    WAITING.lock().map_or(0, |w| w.iter().filter(|u| **u == until).count())
+}
+
 /// One entry of [`WAITING`], removed when the wait ends or its future is dropped.
 struct Waiting(i64);
 impl Waiting {

@@ -1,0 +1,128 @@
+//! Attacks on a routine run's lease (SPEC §13: never two runs of one routine at once, no slot run
+//! twice), on both stores: a runner on a machine whose clock is off, and a runner paused past its lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ambit::ledger::{Clock, ManualClock, SystemClock};
+use ambit::routine::{RoutineOptions, RoutineSpec, Routines, RunState, Runner};
+use ambit::session::{Item, Sessions};
+
+#[path = "support/routine_agent.rs"]
+mod routine_agent;
+#[path = "support/session_stores.rs"]
+mod session_stores;
+
+const T0: i64 = 1_780_000_000_000; // 2026-05-28, a Thursday
+
+/// The wall clock of a machine whose clock runs `ahead_ms` ahead of the others' (or behind, negative).
+struct OffWallClock {
+    ahead_ms: i64,
+    wall: bool,
+}
+
+impl Clock for OffWallClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + self.ahead_ms
+    }
+    fn is_wall_clock(&self) -> bool {
+        self.wall
+    }
+}
+
+async fn open(url: &str, clock: Arc<dyn Clock>) -> Routines {
+    Routines::open_with(url, RoutineOptions { clock, max_connections: 4 }).await.unwrap()
+}
+
+fn runner(routines: &Routines, sessions: &Sessions, clock: Arc<dyn Clock>, lease: Duration) -> Runner {
+    Runner::builder(routines.clone(), sessions.clone())
+        .agent("tester", move |ctx| routine_agent::agent(ctx, clock.clone()))
+        .lease(lease)
+        .build()
+        .unwrap()
+}
+
+/// Runner B's machine clock is 70 s fast (past A's 60 s lease). Run by the store's clock, B finds A's
+/// live run neither lost nor its routine due again. Control inside: the same 70 s given to B as a clock
+/// the host moves (not the wall clock), which the runner takes as the store's time: B marks A's run lost
+/// and starts the routine's next slot beside it, so the checks can fail. (The runs are still in flight
+/// when the test ends: dropping the runtime under them must not hang, which it did once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_clock_is_fast_neither_fires_early_nor_finds_a_live_run_lost() {
+    for s in session_stores::stores().await {
+        for (wall, control) in [(true, false), (false, true)] {
+            let a_clock: Arc<dyn Clock> = Arc::new(SystemClock);
+            let b_clock: Arc<dyn Clock> = Arc::new(OffWallClock { ahead_ms: 70_000, wall });
+            let a_routines = open(&s.url, a_clock.clone()).await;
+            let b_routines = open(&s.url, b_clock.clone()).await;
+            let sessions = Sessions::open(&s.url).await.unwrap();
+            let r = a_routines
+                .create(RoutineSpec::every("tester", "work=600000 report=success", 60), "alice")
+                .await
+                .unwrap();
+            let a = runner(&a_routines, &sessions, a_clock, Duration::from_secs(60));
+            let b = runner(&b_routines, &sessions, b_clock, Duration::from_secs(60));
+            assert_eq!(a.tick_now().await.unwrap().started.len(), 1, "{}", s.name);
+            let report = b.tick_now().await.unwrap();
+            let (lost, started) = (report.lost.len(), report.started.len());
+            eprintln!(
+                "{} (B's clock {}): B marked {lost} lost, started {started}",
+                s.name,
+                if wall { "wall" } else { "moved" }
+            );
+            if control {
+                // (The wall-clock pass's run, still running, is found lost too.)
+                assert!(lost >= 1 && started == 1, "{}: control: the checks see an overlap", s.name);
+            } else {
+                assert_eq!((lost, started), (0, 0), "{}: a 70 s fast clock overlapped a live run", s.name);
+                let runs = a_routines.runs(Some(&r.id), 10).await.unwrap();
+                assert!(runs.iter().all(|x| x.state == RunState::Running), "{}: {runs:?}", s.name);
+            }
+            a_routines.delete(&r.id, "alice").await.unwrap();
+        }
+    }
+}
+
+/// Runner A is paused past its lease (here: another runner judges at a time past it, the heartbeat
+/// renewing to A's own time): B marks A's run lost and starts the routine's next slot. When A's heartbeat
+/// next runs, it finds its run lost and stops it: A's run does not go on beside B's, and its tool never
+/// returns into its session. (Without the check, A's run ran on: `wait_idle` would time out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_marked_lost_while_its_runner_was_paused_stops() {
+    for s in session_stores::stores().await {
+        let clock = ManualClock::new(T0);
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let routines = open(&s.url, shared.clone()).await;
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let r = routines.create(RoutineSpec::every("tester", "work=600000 report=success", 60), "alice").await.unwrap();
+        let a = runner(&routines, &sessions, shared.clone(), Duration::from_millis(300));
+        let b = runner(&routines, &sessions, shared.clone(), Duration::from_secs(300));
+        let first = a.tick(T0).await.unwrap().started;
+        assert_eq!(first.len(), 1, "{}", s.name);
+        // Until A's run is inside its work (its `sim_work` call waits on the clock): bounded.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while routine_agent::waiting_for(T0 + 600_000) == 0 {
+            assert!(std::time::Instant::now() < deadline, "{}: A's run never reached its work", s.name);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // B judges at T0 + 60 s: A's lease (renewed to T0 + 0.3 s) ran out.
+        let report = b.tick(T0 + 60_000).await.unwrap();
+        assert_eq!(report.lost.len(), 1, "{}: A's run is lost", s.name);
+        assert_eq!(report.started.len(), 1, "{}: B starts the next slot", s.name);
+        // A's heartbeat (every 100 ms) finds the run lost and stops it.
+        let stopped = tokio::time::timeout(Duration::from_secs(120), a.wait_idle()).await;
+        assert!(stopped.is_ok(), "{}: A's lost run went on running", s.name);
+        // The work A's run was doing would now return; its session never gets the result.
+        clock.set(T0 + 20 * 60_000);
+        b.wait_idle().await;
+        let entries = sessions.entries(&first[0].session_id).await.unwrap();
+        let results = entries
+            .iter()
+            .filter(|e| matches!(&e.item, Item::Message { message } if serde_json::to_value(message).unwrap()["role"] == "tool"))
+            .count();
+        assert_eq!(results, 0, "{}: A's run went on after it was lost", s.name);
+        let runs = routines.runs(Some(&r.id), 10).await.unwrap();
+        let lost = runs.iter().filter(|x| x.state == RunState::Lost).count();
+        assert_eq!(lost, 1, "{}: {runs:?}", s.name);
+    }
+}
