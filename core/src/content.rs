@@ -257,21 +257,33 @@ pub fn budget_result(mut parts: Vec<Part>) -> Vec<Part> {
     parts
 }
 
-/// The tool results of one request within its budget ([`REQUEST_TOOL_IMAGES_MAX`] images,
-/// [`REQUEST_TOOL_MEDIA_MAX_BYTES`] bytes): the newest results keep theirs; each image or file of an
-/// older one over the budget is replaced by a text note saying so (and the result's text view follows).
-/// A background task's result delivered as its own user turn counts as a tool result.
+/// The media of one request within its budget ([`REQUEST_TOOL_IMAGES_MAX`] images,
+/// [`REQUEST_TOOL_MEDIA_MAX_BYTES`] bytes), newest first: the tool results, a background task's result
+/// delivered as its own user turn, and the user's earlier turns (a session re-sends them on every turn:
+/// one photo a turn would otherwise pile up past the wire's request cap, and every later turn of the
+/// session would fail). Each image or file over the budget is replaced by a text note saying so (and the
+/// message's text view follows). The newest user turn, the input, is never cut; its media count first.
 /// Returns whether anything was left out.
 pub fn budget_request(messages: &mut [crate::model::Message]) -> bool {
     let (mut images, mut bytes) = (REQUEST_TOOL_IMAGES_MAX, REQUEST_TOOL_MEDIA_MAX_BYTES);
     let what = format!(
-        "one request's budget of {REQUEST_TOOL_IMAGES_MAX} images and {REQUEST_TOOL_MEDIA_MAX_BYTES} bytes from tools"
+        "one request's budget of {REQUEST_TOOL_IMAGES_MAX} images and {REQUEST_TOOL_MEDIA_MAX_BYTES} bytes \
+         from tools and earlier turns"
     );
+    let input =
+        messages.iter().rposition(|m| matches!(m, crate::model::Message::User { parts, .. } if !is_task_report(parts)));
+    if let Some(crate::model::Message::User { parts, .. }) = input.map(|i| &messages[i]) {
+        for p in parts.iter().filter(|p| !matches!(p, Part::Text { .. })) {
+            images = images.saturating_sub(usize::from(!matches!(p, Part::File { .. })));
+            bytes = bytes.saturating_sub(media_bytes(p));
+        }
+    }
     let mut any = false;
-    for m in messages.iter_mut().rev() {
+    for (i, m) in messages.iter_mut().enumerate().rev() {
         let (content, parts) = match m {
+            _ if Some(i) == input => continue,
             crate::model::Message::Tool { content, parts, .. } => (content, parts),
-            crate::model::Message::User { content, parts } if is_task_report(parts) => (content, parts),
+            crate::model::Message::User { content, parts } if has_media(parts) => (content, parts),
             _ => continue,
         };
         let view = text_view(parts);
@@ -552,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn background_task_images_count_in_the_request_budget_and_the_users_own_do_not() {
+    fn background_task_images_and_the_users_earlier_turns_count_in_the_request_budget() {
         use crate::model::Message;
         // Three background reports of 10 images each (a task's result delivered as its own user turn):
         // the newest 20 stay, the oldest report's are left out and its text view says so.
@@ -571,12 +583,40 @@ mod tests {
         assert!(
             matches!(&messages[0], Message::User { content, .. } if content.contains("left out: over one request's budget"))
         );
-        // Control: the user's own images (30 in three turns) are the input, not tool output: untouched.
+        // The user's own images (10 in each of three turns): the newest turn, the input, stays whole and
+        // counts first; the earlier turns share what is left, newest first.
         let own = |_| Message::user_parts(std::iter::once(Part::text("look")).chain(vec![png_of(100); 10]).collect());
         let mut messages: Vec<Message> = (0..3).map(own).collect();
+        assert!(budget_request(&mut messages));
+        assert_eq!(messages.iter().map(images).collect::<Vec<_>>(), [0, 10, 10]);
+        // Control: two turns (20 images) are within the budget: untouched.
+        let mut messages: Vec<Message> = (0..2).map(own).collect();
         let before = messages.clone();
         assert!(!budget_request(&mut messages));
         assert_eq!(messages, before);
+    }
+
+    /// A session that sends one large photo a turn: every request stays within the budget plus the
+    /// newest turn, however long the session (the wire's request cap is never reached by the history).
+    #[test]
+    fn attack_one_large_photo_a_turn_never_piles_up_past_the_budget() {
+        use crate::model::Message;
+        let photo = || png_of(IMAGE_MAX_BYTES - 1024);
+        let mut history: Vec<Message> = Vec::new();
+        for turn in 0..8 {
+            history.push(Message::user_parts(vec![Part::text(format!("turn {turn}")), photo()]));
+            let mut request = history.clone();
+            budget_request(&mut request);
+            let sent: usize = request
+                .iter()
+                .filter_map(|m| match m {
+                    Message::User { parts, .. } => Some(parts.iter().map(media_bytes).sum::<usize>()),
+                    _ => None,
+                })
+                .sum();
+            assert!(sent <= REQUEST_TOOL_MEDIA_MAX_BYTES + IMAGE_MAX_BYTES, "turn {turn}: {sent} bytes of media");
+            history.push(Message::Assistant { content: Some("seen".into()), tool_calls: Vec::new() });
+        }
     }
 
     #[test]

@@ -1142,17 +1142,13 @@ pub struct PgSessions {
     begin: &'static str,
 }
 
-/// How long the server lets a session store's transaction sit idle, in ms, before it ends the connection
-/// (`idle_in_transaction_session_timeout`, set for each write transaction). The store's transactions send
-/// their statements back to back; an idle one is a process paused or cut off mid-transaction (SIGSTOP, a
-/// frozen VM, a lost network), and the session row it holds would otherwise keep every new owner out for
-/// as long as the pause lasts. A URL that sets the parameter itself
-/// (`?options[idle_in_transaction_session_timeout]=…`) keeps its own value.
-pub(crate) const PG_IDLE_IN_TRANSACTION_MS: u64 = 30_000;
-
-/// A write transaction's first statement: the idle bound ([`PG_IDLE_IN_TRANSACTION_MS`]) set for it
-/// alone (`SET LOCAL`: no startup parameter, which connection poolers such as PgBouncer refuse), in the
-/// same round trip as `BEGIN`.
+/// A write transaction's first statement, with the idle bound for it alone: the server ends a
+/// transaction of the session store left idle for 30 s (`idle_in_transaction_session_timeout`). The
+/// store's transactions send their statements back to back; an idle one is a process paused or cut off
+/// mid-transaction (SIGSTOP, a frozen VM, a lost network), and the session row it holds would otherwise
+/// keep every new owner out for as long as the pause lasts. `SET LOCAL` asks connection poolers (such as
+/// PgBouncer) for no startup parameter, and shares `BEGIN`'s round trip. A URL that sets the parameter
+/// itself (`?options[idle_in_transaction_session_timeout]=…`) keeps its own value.
 const PG_BEGIN_BOUNDED: &str = "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 30000";
 
 impl PgSessions {
@@ -1303,7 +1299,7 @@ mod paused_owner_tests {
             v
         };
         let default = PgSessions::open(&url, 0).await.unwrap();
-        assert_eq!(shown(default).await, format!("{}s", PG_IDLE_IN_TRANSACTION_MS / 1000));
+        assert_eq!(shown(default).await, "30s");
         let own =
             PgSessions::open(&format!("{url}?options[idle_in_transaction_session_timeout]=5000"), 0).await.unwrap();
         assert_eq!(shown(own).await, "5s");
