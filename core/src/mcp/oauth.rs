@@ -1229,6 +1229,15 @@ impl Flow {
         } else {
             format!("http://localhost/?{}", back.trim_start_matches('?'))
         };
+        // An authorization server that was refused (RFC 6749 §4.1.2.1) redirects with `error` and no code:
+        // say what it answered (`access_denied`: the user said no), not that the code is missing.
+        if let Ok(redirect) = url::Url::parse(&full)
+            && let Some(error) = redirect.query_pairs().find(|(k, _)| k == "error").map(|(_, v)| v.into_owned())
+        {
+            let error: String = error.chars().filter(|c| c.is_ascii_graphic()).take(64).collect();
+            let why = if error == "access_denied" { "consent was denied" } else { "authorization failed" };
+            return Err(format!("{why}: the authorization server answered '{error}'"));
+        }
         AuthorizationCallback::from_redirect_url(&full).map_err(|e| format!("the redirect from on_authorize: {e}"))
     }
 
