@@ -524,7 +524,9 @@ async fn run_steps(
             continue;
         }
         if step.get("new_agent").and_then(Value::as_bool) == Some(true) {
-            agent = build_agent(scenario, base_url.to_string(), approvals, ledger).await.map_err(|e| format!("{at}: {e}"))?;
+            agent = build_agent(scenario, base_url.to_string(), approvals, ledger)
+                .await
+                .map_err(|e| format!("{at}: {e}"))?;
         }
         if let Some(p) = step.get("with_policy") {
             agent = agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("{at}: with_policy: {e}"))?;
@@ -1156,8 +1158,7 @@ async fn scenario_tooling(scenario: &Value, run: &LedgerAt) -> Result<ambit::Too
             // tests/mcp/oauth_server.py with the scenario's flags, one per run of the file.
             Some("oauth") => {
                 let name = s["name"].as_str().ok_or("an oauth server needs a name")?;
-                let args: Vec<String> =
-                    serde_json::from_value(args).map_err(|e| format!("server_args: {e}"))?;
+                let args: Vec<String> = serde_json::from_value(args).map_err(|e| format!("server_args: {e}"))?;
                 serde_json::json!({"type": "http", "url": run.oauth_server(name, &args).await?})
             }
             Some("everything") => {
@@ -1233,7 +1234,10 @@ struct HeadlessConsent {
 impl ambit::mcp::Authorize for HeadlessConsent {
     async fn authorize(&self, url: String) -> Result<String, String> {
         let url = if self.deny { format!("{url}&consent=deny") } else { url };
-        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
         let answer = http.get(&url).send().await.map_err(|e| e.to_string())?;
         answer
             .headers()
