@@ -63,7 +63,8 @@ put "$debug/ambit-provider" "$art/bin/ambit-provider"
 chmod +x "$art/bin/ambit-provider"
 mkdir -p "$art/scenarios"
 find "$art/scenarios" -name '*.json' -delete
-# AMBIT_SCENARIOS=part: only the files whose name holds `part` (while working on them), as in the Rust suite.
+# AMBIT_SCENARIOS=part: only the files whose name holds `part` (while working on them), as in the Rust suite
+# (aLedgerTimelineFails… then finds no ledger file and fails: filter it out).
 cp "$repo"/tests/scenarios/*"${AMBIT_SCENARIOS:-}"*.json "$art/scenarios/"
 mkdir -p "$art/scenarios/routines"
 cp "$repo"/tests/scenarios/routines/*.json "$art/scenarios/routines/"
