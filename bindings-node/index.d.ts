@@ -726,6 +726,11 @@ export interface OAuthOptions {
    * is refused. Without it, a `clientSecret` goes only to an authorization server on the MCP server's host.
    */
   issuer?: string;
+  /**
+   * The most seconds to wait for the token store's refresh guard (another client refreshing), default 30:
+   * past it the request fails with `refresh_lock_timeout`, naming the lock.
+   */
+  refreshLockTimeout?: number;
   /** A path (a JSON file, mode 0600) or a TokenStore; absent: in memory. */
   tokenStore?: string | TokenStore;
 }

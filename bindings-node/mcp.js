@@ -42,12 +42,24 @@ const OAUTH_KEYS = {
   issuer: 'issuer',
 };
 
+/** `oauth.refreshLockTimeout` (seconds) as the core's `refresh_lock_timeout_ms`. */
+function refreshLockTimeoutMs(value, i) {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new TypeError(`Agent: mcpServers[${i}].oauth.refreshLockTimeout must be a positive number of seconds, got ${describe(value)}`);
+  }
+  return Math.max(1, Math.round(value * 1000));
+}
+
 /** A server's `oauth` as the core's McpOAuth (the callbacks go beside it). */
 function toNativeOAuth(oauth, i) {
   requireObject(oauth, `mcpServers[${i}].oauth`);
   const out = {};
   for (const [key, value] of Object.entries(oauth)) {
     if (value === undefined || key === 'onAuthorize') continue;
+    if (key === 'refreshLockTimeout') {
+      out.refresh_lock_timeout_ms = refreshLockTimeoutMs(value, i);
+      continue;
+    }
     if (key === 'tokenStore') {
       if (typeof value === 'string') out.token_file = value;
       else {

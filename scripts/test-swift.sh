@@ -63,7 +63,9 @@ put "$debug/ambit-provider" "$art/bin/ambit-provider"
 chmod +x "$art/bin/ambit-provider"
 mkdir -p "$art/scenarios"
 find "$art/scenarios" -name '*.json' -delete
-cp "$repo"/tests/scenarios/*.json "$art/scenarios/"
+# AMBIT_SCENARIOS=part: only the files whose name holds `part` (while working on them), as in the Rust suite
+# (aLedgerTimelineFails… then finds no ledger file and fails: filter it out).
+cp "$repo"/tests/scenarios/*"${AMBIT_SCENARIOS:-}"*.json "$art/scenarios/"
 mkdir -p "$art/scenarios/routines"
 cp "$repo"/tests/scenarios/routines/*.json "$art/scenarios/routines/"
 
@@ -115,6 +117,16 @@ for _ in $(seq 400); do [ -s "$gen/oauth.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/oauth.url" || { echo "test-swift: oauth_server.py did not start: $(cat "$gen/oauth.log")" >&2; exit 1; }
 head -n 1 "$gen/oauth.url" >"$art/mcp/oauth.url"
 
+# tests/mcp/oauth_launcher.py: starts a fresh oauth_server.py with a scenario's flags on request (`POST
+# /start`), one per run of an `oauth` scenario file (the root has no Python): its URL in
+# .artifacts/mcp/oauth-launcher.url; it and its servers stop at exit.
+"$mcp_dir/venv/bin/python" "$repo/tests/mcp/oauth_launcher.py" >"$gen/oauth-launcher.url" 2>"$gen/oauth-launcher.log" </dev/null &
+launcher_pid=$!
+trap 'kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" "$launcher_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 400); do [ -s "$gen/oauth-launcher.url" ] && break; sleep 0.05; done
+grep -q '^http://127.0.0.1:' "$gen/oauth-launcher.url" || { echo "test-swift: oauth_launcher.py did not start: $(cat "$gen/oauth-launcher.log")" >&2; exit 1; }
+head -n 1 "$gen/oauth-launcher.url" >"$art/mcp/oauth-launcher.url"
+
 # The OTLP/HTTP receiver for TelemetryTests (tests/otel/receiver.py; it also runs the checker every suite
 # shares, `POST /check`, since Python does not run in the Swift root): its URL in .artifacts/otel.url.
 # Started before llama.cpp's FIFO is opened below, so it holds no copy of it (the server stops on its EOF).
@@ -130,7 +142,7 @@ mkfifo "$llama_in"
 "$AMBIT_PY" "$repo/tests/llama/serve.py" --tiny <"$llama_in" >"$gen/llama.url" 2>"$gen/llama.log" &
 llama_pid=$!
 exec {llama_fd}>"$llama_in"
-trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" "$launcher_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
 for _ in $(seq 600); do [ -s "$gen/llama.url" ] && break; sleep 0.05; done
 grep -q '^http://127.0.0.1:' "$gen/llama.url" || { echo "test-swift: llama.cpp's server did not start: $(tail -5 "$gen/llama.log")" >&2; exit 1; }
 head -n 1 "$gen/llama.url" >"$art/llama.url"
@@ -166,7 +178,7 @@ if [ -x "$py" ] && "$py" -c 'import ambit' 2>/dev/null; then
 JSON
   "$debug/ambit-provider" "$gen/crosslang.json" >"$gen/crosslang.url" </dev/null &
   xl_pid=$!
-  trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
+  trap 'exec {llama_fd}>&-; kill "$otel_pid" 2>/dev/null || true; kill "$mcp_pid" "$dyn_pid" "$quoting_pid" "$oauth_pid" "$launcher_pid" "$xl_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; rm -rf "$gen"' EXIT
   for _ in $(seq 100); do [ -s "$gen/crosslang.url" ] && break; sleep 0.05; done
   head -n 1 "$gen/crosslang.url" >"$xl/provider.url"
   stores=("sqlite://$xl/sessions.db")

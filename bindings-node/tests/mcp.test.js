@@ -197,4 +197,7 @@ test('OAuth settings are checked by name', () => {
   // The authorization-server pin: https (or loopback http) only, named by the core.
   assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', onAuthorize: async (u) => u, issuer: 'http://as.example' } })] }), (e) => e instanceof ConfigError && /oauth\.issuer: refused http:\/\/as\.example\/: plain http/.test(e.message));
   new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', onAuthorize: async (u) => u, issuer: 'https://as.example' } })] });
+  // The bound on the wait for the refresh guard (seconds): a positive number.
+  assert.throws(() => new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', refreshLockTimeout: 0 } })] }), (e) => e instanceof TypeError && /oauth\.refreshLockTimeout must be a positive number of seconds/.test(e.message));
+  new Agent({ model: model(), mcpServers: [http({ oauth: { redirectUri: 'http://x/cb', onAuthorize: async (u) => u, refreshLockTimeout: 0.25 } })] });
 });

@@ -430,7 +430,11 @@ function stepPolicy(policy, approvals) {
  */
 async function runSteps(scenario, agent, approvals, at) {
   if (!scenario.steps) return { agent, input: stepInput(scenario, undefined) };
-  const narrow = (a, step) => (step.with_policy ? a.withPolicy(stepPolicy(step.with_policy, approvals)) : a);
+  const narrow = async (a, step) => {
+    // `new_agent`: a fresh agent built from the file (new MCP connections; the run's OAuth servers).
+    if (step.new_agent) a = await at.rebuild();
+    return step.with_policy ? a.withPolicy(stepPolicy(step.with_policy, approvals)) : a;
+  };
   const earlier = scenario.steps.slice(0, -1);
   const last = scenario.steps[scenario.steps.length - 1];
   let previous;
@@ -439,14 +443,14 @@ async function runSteps(scenario, agent, approvals, at) {
       assert.ok(at.clock, `step ${i + 1}: advance_clock without ledger.clock_ms`);
       at.clock.advance(step.advance_clock);
     } else {
-      agent = narrow(agent, step);
+      agent = await narrow(agent, step);
       const result = await agent.run(stepInput(step, previous), runOptions(scenario));
       if (step.expect && 'output' in step.expect) assert.equal(result.output, step.expect.output, `step ${i + 1}: output`);
       previous = result;
     }
     await checkDrain(scenario, at, step);
   }
-  return { agent: narrow(agent, last), input: stepInput(last, previous) };
+  return { agent: await narrow(agent, last), input: stepInput(last, previous) };
 }
 
 /** `expect.tool_list`: same length as listTools(), each entry's given keys equal. */
@@ -481,28 +485,109 @@ function mcpDir() {
   return mcpDirCache;
 }
 
-/** The scenario's `mcp_servers` and `deferral` as the JS options; `server` names a real server, run over stdio. */
-function scenarioTooling(scenario) {
+/**
+ * The MCP URL of the run's `oauth` server `name` (tests/mcp/oauth_server.py with `args`), started the
+ * first time; `at.oauthProcs` are stopped when the run ends.
+ */
+async function oauthServer(at, name, args) {
+  if (!(name in at.oauth)) {
+    const python = path.join(mcpDir(), 'venv', 'bin', 'python');
+    const child = spawn(python, [path.join(REPO, 'tests', 'mcp', 'oauth_server.py'), ...args], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    at.oauthProcs.push(child);
+    const lines = readline.createInterface({ input: child.stdout });
+    const [url] = await Promise.race([
+      new Promise((resolve) => lines.once('line', (l) => resolve([l]))),
+      new Promise((_, reject) => child.once('exit', (c) => reject(new Error(`oauth_server.py exited: ${c}`)))),
+    ]);
+    lines.close();
+    at.oauth[name] = url.trim();
+  }
+  return at.oauth[name];
+}
+
+/**
+ * The user's consent, headless: fetches the authorization URL with a plain HTTP client (the test server
+ * approves at once, or denies when the URL carries `consent=deny`) and hands back the redirect's URL, as
+ * a browser sent back to the redirect URI would.
+ */
+function headlessConsent(deny) {
+  return async (url) => {
+    const answer = await fetch(deny ? `${url}&consent=deny` : url, { redirect: 'manual' });
+    const location = answer.headers.get('location');
+    if (!location) throw new Error(`the authorization endpoint did not redirect: ${answer.status}`);
+    return location;
+  };
+}
+
+/**
+ * A server's `oauth` field as the JS options: `token_store` `file` is a token file in the run's
+ * directory (shared by every agent of the run), `memory` (default) none; the headless consent.
+ */
+function scenarioOAuth(o, name, at) {
+  assert.ok(['memory', 'file'].includes(o.token_store ?? 'memory'), `oauth.token_store: ${o.token_store}`);
+  assert.ok(['approve', 'deny'].includes(o.consent ?? 'approve'), `oauth.consent: ${o.consent}`);
+  const code = (o.grant ?? 'authorization_code') === 'authorization_code';
+  return {
+    grant: o.grant,
+    clientName: o.client_name,
+    scopes: o.scopes,
+    clientId: o.client_id,
+    clientSecret: o.client_secret,
+    redirectUri: code ? 'http://127.0.0.1:1/callback' : undefined,
+    onAuthorize: code ? headlessConsent(o.consent === 'deny') : undefined,
+    tokenStore: o.token_store === 'file' ? path.join(at.dir, `tokens-${name}.json`) : undefined,
+  };
+}
+
+/** `expect.oauth_stats`: each `oauth` server's counters (`GET /stats`), the keys named, equal. */
+async function checkOAuthStats(scenario, at) {
+  for (const [name, want] of Object.entries(scenario.expect.oauth_stats ?? {})) {
+    assert.ok(name in at.oauth, `oauth_stats: no oauth server '${name}' was started`);
+    const stats = await (await fetch(`${at.oauth[name].replace(/\/mcp$/, '')}/stats`)).json();
+    for (const [k, v] of Object.entries(want)) {
+      assert.deepEqual(stats[k], v, `oauth_stats.${name}.${k} (all: ${JSON.stringify(stats)})`);
+    }
+  }
+}
+
+/**
+ * The scenario's `mcp_servers` and `deferral` as the JS options; `server` names a real server, run over
+ * stdio (`oauth`: over HTTP, one per run of the file).
+ */
+async function scenarioTooling(scenario, at) {
   const out = {};
   if (scenario.mcp_servers) {
-    out.mcpServers = scenario.mcp_servers.map(({ name, server, ...settings }) => {
+    out.mcpServers = [];
+    for (const { name, server, server_args: args, oauth, ...settings } of scenario.mcp_servers) {
       const options = Object.fromEntries(Object.entries(settings).map(([k, v]) => [camelCase(k), v]));
-      if (server === 'dynamic') {
-        // tests/mcp/dynamic_server.py: adds a tool at run time.
-        const script = path.join(REPO, 'tests', 'mcp', 'dynamic_server.py');
-        return McpServer.stdio(name, path.join(mcpDir(), 'venv', 'bin', 'python'), [script], options);
+      if (server === 'oauth') {
+        const url = await oauthServer(at, name, args ?? []);
+        out.mcpServers.push(McpServer.http(name, url, { ...options, oauth: scenarioOAuth(oauth, name, at) }));
+      } else {
+        out.mcpServers.push(plainServer(name, server, options));
       }
-      // A server whose command does not exist.
-      if (server === 'unavailable') return McpServer.stdio(name, '/nonexistent/ambit-mcp-server', [], options);
-      assert.equal(server, 'everything', `unknown MCP server in scenario: ${server}`);
-      const js = path.join(mcpDir(), 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-      return McpServer.stdio(name, 'node', [js, 'stdio'], options);
-    });
+    }
   }
   if (scenario.deferral) {
     out.deferral = Object.fromEntries(Object.entries(scenario.deferral).map(([k, v]) => [camelCase(k), v]));
   }
   return out;
+}
+
+/** A scenario's MCP server of kind `server` (not `oauth`), over stdio. */
+function plainServer(name, server, options) {
+  if (server === 'dynamic') {
+    // tests/mcp/dynamic_server.py: adds a tool at run time.
+    const script = path.join(REPO, 'tests', 'mcp', 'dynamic_server.py');
+    return McpServer.stdio(name, path.join(mcpDir(), 'venv', 'bin', 'python'), [script], options);
+  }
+  // A server whose command does not exist.
+  if (server === 'unavailable') return McpServer.stdio(name, '/nonexistent/ambit-mcp-server', [], options);
+  assert.equal(server, 'everything', `unknown MCP server in scenario: ${server}`);
+  const js = path.join(mcpDir(), 'npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  return McpServer.stdio(name, 'node', [js, 'stdio'], options);
 }
 
 const MODELS = { openai_chat: OpenAIChat, anthropic: Anthropic, openai_responses: OpenAIResponses };
@@ -569,9 +654,17 @@ function ledgerAt(store, scenario = {}) {
   const clock = start == null ? null : new native.TestingClock(start);
   if (store === 'sqlite') {
     const url = `sqlite://${path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-ledger-')), 'ledger.db')}`;
-    return { url, suffix: '', clock };
+    return { url, suffix: '', clock, ...runOwn() };
   }
-  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}`, clock };
+  return { url: process.env.AMBIT_TEST_POSTGRES_URL, suffix: `-${crypto.randomUUID().slice(0, 18)}`, clock, ...runOwn() };
+}
+
+/**
+ * What one run of a file has of its own beside the ledger: its `oauth` servers' URLs by name and their
+ * processes, a directory (token files), and `rebuild` (set by buildAgent: a step's `new_agent`).
+ */
+function runOwn() {
+  return { oauth: {}, oauthProcs: [], dir: fs.mkdtempSync(path.join(os.tmpdir(), 'ambit-run-')), rebuild: null };
 }
 
 /** The ledger at `at`, on its manual clock when it has one. */
@@ -661,6 +754,7 @@ function scenarioHooks(scenario) {
 
 /** The scenario's agent at `baseUrl`, with the host approval handler `approvals`. */
 async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'), model = undefined) {
+  at.rebuild = () => buildAgent(scenario, baseUrl, approvals, at, model);
   const Wire = MODELS[scenario.wire || 'openai_chat'];
   assert.ok(Wire, `unsupported wire: ${scenario.wire}`);
   const cfg = scenario.agent;
@@ -744,7 +838,7 @@ async function buildAgent(scenario, baseUrl, approvals, at = ledgerAt('sqlite'),
         )
       : undefined,
     ...scenarioPolicy(scenario, approvals),
-    ...scenarioTooling(scenario),
+    ...(await scenarioTooling(scenario, at)),
   });
 }
 
@@ -789,6 +883,7 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
         }
         return true;
       });
+      await checkOAuthStats(scenario, at);
       await checkProvider(scenario, provider);
     } else {
       let result;
@@ -806,10 +901,12 @@ async function runScenario(file, mode = 'run', store = 'sqlite') {
       if (expect.approval_requests) checkApprovalRequests(approvals.requests, expect.approval_requests);
       if (expect.tool_list_after) checkToolList(agent.listTools(), expect.tool_list_after);
       await checkDrain(scenario, at);
+      await checkOAuthStats(scenario, at);
       await checkProvider(scenario, provider);
     }
   } finally {
     provider.stop();
+    for (const p of at.oauthProcs) p.kill();
   }
 }
 

@@ -294,3 +294,9 @@ def test_oauth_settings_are_checked_by_name(tmp_path: Path) -> None:
     filed = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp",
                                  oauth=ambit.OAuth(redirect_uri="http://x/cb", token_store=tmp_path / "t.json"))
     assert filed._config()["oauth"]["token_file"] == str(tmp_path / "t.json")
+    # The bound on the wait for the refresh guard: seconds here, milliseconds in the core.
+    with pytest.raises(ambit.ConfigError, match="oauth.refresh_lock_timeout must be a positive number"):
+        ambit.OAuth(redirect_uri="http://x/cb", refresh_lock_timeout=0)
+    bounded = ambit.McpServer.http("h", "http://127.0.0.1:1/mcp",
+                                   oauth=ambit.OAuth(redirect_uri="http://x/cb", refresh_lock_timeout=0.25))
+    assert bounded._config()["oauth"]["refresh_lock_timeout_ms"] == 250

@@ -10,7 +10,7 @@ import json
 import os
 import time
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -258,13 +258,23 @@ def run_steps(scenario: dict[str, Any], agent: ambit.Agent, approvals: ScriptedA
             assert at.clock is not None, f"step {n}: advance_clock without ledger.clock_ms"
             at.clock.advance(step["advance_clock"])
         else:
+            agent = new_agent(agent, step, at)
             agent = step_policy(agent, step, approvals, use_async)
             result = run_one(agent, step_input(step, previous))
             if "output" in step.get("expect", {}):
                 assert result.output == step["expect"]["output"], (f"step {n}", result.output)
             previous = result
         check_drain(scenario, at, step)
-    return step_policy(agent, last, approvals, use_async), step_input(last, previous)
+    return step_policy(new_agent(agent, last, at), last, approvals, use_async), step_input(last, previous)
+
+
+def new_agent(agent: ambit.Agent, step: dict[str, Any], at: LedgerAt) -> ambit.Agent:
+    """A step's `new_agent`: a fresh agent built from the file (new MCP connections; the run's OAuth
+    servers and token files); else the agent itself."""
+    if not step.get("new_agent"):
+        return agent
+    assert at.rebuild is not None, "new_agent without a built agent"
+    return at.rebuild()
 
 
 def run_async(agent: ambit.Agent, text: Any) -> Any:
@@ -291,12 +301,90 @@ def mcp_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def scenario_mcp(scenario: dict[str, Any]) -> list[ambit.McpServer]:
-    """The scenario's MCP servers; `server` names a real one, run here over stdio."""
+def headless_consent(deny: bool) -> Any:
+    """The user's consent, headless: fetches the authorization URL with a plain HTTP client (the test
+    server approves at once, or denies when the URL carries `consent=deny`) and hands back the URL of the
+    redirect, as a browser sent back to the redirect URI would."""
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    def consent(url: str) -> str:
+        try:
+            urllib.request.build_opener(NoRedirect).open(url + ("&consent=deny" if deny else ""), timeout=30)
+        except urllib.error.HTTPError as e:
+            if e.code in (302, 303, 307) and e.headers.get("location"):
+                return str(e.headers["location"])
+            raise
+        raise RuntimeError("the authorization endpoint did not redirect")
+    return consent
+
+
+def scenario_oauth(o: dict[str, Any], name: str, at: LedgerAt) -> ambit.OAuth:
+    """A server's `oauth` field as ``ambit.OAuth``: `token_store` `file` is a token file in the run's
+    directory (shared by every agent of the run), `memory` (default) none; the headless consent."""
+    assert o.get("token_store", "memory") in ("memory", "file"), o
+    assert o.get("consent", "approve") in ("approve", "deny"), o
+    code = o.get("grant", "authorization_code") == "authorization_code"
+    return ambit.OAuth(grant=o.get("grant", "authorization_code"), client_name=o.get("client_name"),
+                       scopes=o.get("scopes", ()), client_id=o.get("client_id"),
+                       client_secret=o.get("client_secret"),
+                       redirect_uri="http://127.0.0.1:1/callback" if code else None,
+                       on_authorize=headless_consent(o.get("consent") == "deny") if code else None,
+                       token_store=str(at.dir / f"tokens-{name}.json") if o.get("token_store") == "file" else None)
+
+
+#: The `oauth` servers (tests/mcp/oauth_server.py) the test started: stopped when it ends.
+OAUTH_SERVERS: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_oauth_servers() -> Any:
+    yield
+    while OAUTH_SERVERS:
+        p = OAUTH_SERVERS.pop()
+        p.kill()
+        p.wait()
+
+
+def oauth_server(at: LedgerAt, name: str, args: list[str]) -> str:
+    """The MCP URL of the run's `oauth` server `name`, started with `args` the first time."""
+    if name not in at.oauth:
+        p = subprocess.Popen([str(mcp_dir() / "venv/bin/python"), str(REPO / "tests/mcp/oauth_server.py"), *args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        OAUTH_SERVERS.append(p)
+        assert p.stdout is not None
+        at.oauth[name] = p.stdout.readline().strip()
+    return at.oauth[name]
+
+
+def check_oauth_stats(scenario: dict[str, Any], at: LedgerAt) -> None:
+    """`expect.oauth_stats`: each `oauth` server's counters (`GET /stats`), the keys named, equal."""
+    import urllib.request
+    for name, want in scenario["expect"].get("oauth_stats", {}).items():
+        base = at.oauth[name].removesuffix("/mcp")
+        with urllib.request.urlopen(f"{base}/stats", timeout=30) as r:
+            stats = json.loads(r.read())
+        for k, v in want.items():
+            assert stats.get(k) == v, (f"oauth_stats.{name}.{k}", v, stats)
+
+
+def scenario_mcp(scenario: dict[str, Any], at: LedgerAt) -> list[ambit.McpServer]:
+    """The scenario's MCP servers; `server` names a real one, run here over stdio (`oauth`: over HTTP,
+    one per run of the file)."""
     servers = []
     for s in scenario.get("mcp_servers", []):
         s = dict(s)
         kind = s.pop("server")
+        if kind == "oauth":
+            name = s.pop("name")
+            url = oauth_server(at, name, s.pop("server_args", []))
+            oauth = scenario_oauth(s.pop("oauth"), name, at)
+            servers.append(ambit.McpServer.http(name, url, oauth=oauth, **s))
+            continue
         if kind == "everything":
             js = mcp_dir() / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
             command, args = "node", [str(js), "stdio"]
@@ -341,6 +429,11 @@ class LedgerAt:
     url: str
     suffix: str
     clock: Any = None
+    #: The run's `oauth` MCP servers' URLs by name, and a directory of the run's own (token files).
+    oauth: dict[str, str] = field(default_factory=dict)
+    dir: Path = field(default_factory=lambda: Path(__import__("tempfile").mkdtemp(prefix="ambit-run-")))
+    #: Builds the run's agent again (a step's `new_agent`).
+    rebuild: Any = None
 
     async def open(self) -> ambit.Ledger:
         if self.clock is None:
@@ -406,6 +499,8 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
                 approvals: ScriptedApprovals | None = None, ledger: LedgerAt | None = None,
                 model: ambit.Model | None = None) -> ambit.Agent:
     cfg = scenario["agent"]
+    at = ledger or ledger_at("sqlite")
+    at.rebuild = lambda: build_agent(scenario, base_url, use_async, approvals, at, model)
     named = scenario_named_agents(scenario, base_url, use_async)
     CONTEXT[:] = [ScenarioContext(scenario["context"])] if "context" in scenario else []
     approvals = approvals or ScriptedApprovals(scenario)
@@ -429,10 +524,10 @@ def build_agent(scenario: dict[str, Any], base_url: str, use_async: bool = False
         scratchpad=cfg.get("scratchpad", False),
         subagents=ambit.Subagents(**cfg["subagents"]) if "subagents" in cfg else None,
         tools=[scenario_tool(t, use_async) for t in scenario["tools"]],
-        mcp=scenario_mcp(scenario),
+        mcp=scenario_mcp(scenario, at),
         deferral=scenario_deferral(scenario),
         builtins=scenario.get("builtins", ()),
-        ledger=scenario_ledger(scenario, ledger or ledger_at("sqlite")),
+        ledger=scenario_ledger(scenario, at),
         memory=memory,
         agent_name=agent_name,
         **scenario_output(cfg),
@@ -650,6 +745,7 @@ def test_scenario_async(path: Path, store: str, start_provider: Any) -> None:
     else:
         check(scenario, lambda: run_async(last, text), agent, approvals, last)
         check_drain(scenario, at)
+        check_oauth_stats(scenario, at)
     state = check_provider(scenario, provider)
     # Every request ambit sent and every answer scripted, against the official openai/anthropic packages.
     assert validate_exchanges(state) == len(scenario["exchanges"])
@@ -692,6 +788,7 @@ def test_scenario_stream(path: Path, store: str, start_provider: Any) -> None:
         return finished.result
 
     check(scenario, run, agent, approvals, last)
+    check_oauth_stats(scenario, at)
     if "error" not in scenario["expect"]:
         # A history's run reports its last user message as its input.
         started = last_input if isinstance(last_input, str) else last_input[-1]
@@ -801,6 +898,7 @@ def test_scenario_sync(path: Path, store: str, start_provider: Any) -> None:
     last, text = run_steps(scenario, agent, approvals, False, lambda a, t: a.run_sync(t, **ctx_kw()), at)
     check(scenario, lambda: last.run_sync(text, **ctx_kw()), agent, approvals, last)
     check_drain(scenario, at)
+    check_oauth_stats(scenario, at)
     check_provider(scenario, provider)
 
 

@@ -319,3 +319,85 @@ async fn attack_two_clients_whose_token_was_rejected_refresh_once() {
     let newest = server.stats().await["last_access_token"].as_str().unwrap().to_string();
     assert_eq!(stored_access_token(&store.load(&server.url).await.unwrap().unwrap()), newest);
 }
+
+/// The outside reader's finding (a): two calls of one client, whose token the server now refuses (it
+/// forgot every access token: `POST /expire`), run at once: one refresh, none refused, no consent; the
+/// second call finds the first one's new token. (That the flag telling the manager's own refresh the
+/// guard is held belongs to the holding task alone, not to the client: the unit test
+/// `attack_another_task_of_the_same_client_waits_for_the_guard` in core/src/mcp/oauth.rs, with its control.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_two_calls_of_one_client_with_an_expired_token_refresh_once() {
+    let server = Server::start(&[]).await;
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
+    let browser = AuthorizeFn(move |url: String| {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        consent(url)
+    });
+    let oauth = McpOAuth::authorization_code(REDIRECT, browser).token_store(MemoryTokenStore::new());
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    hub.refresh().await;
+    let listing = hub.listing();
+    assert!(listing.unavailable.is_empty(), "{:?}", listing.unavailable);
+    let whoami = listing.entries.iter().find(|e| e.tool.spec().name == "mcp__notes__whoami").unwrap().tool.clone();
+    let base = server.url.trim_end_matches("/mcp");
+    reqwest::Client::new().post(format!("{base}/expire")).send().await.unwrap();
+    let (a, b) = tokio::join!(whoami.call(json!({})), whoami.call(json!({})));
+    for answer in [&a, &b] {
+        assert!(answer.as_ref().is_ok_and(|v| v.to_string().contains("notes:read")), "{a:?} {b:?}");
+    }
+    assert_eq!((server.counts().await, asked.load(std::sync::atomic::Ordering::SeqCst)), ((1, 0, 1), 1));
+}
+
+/// The outside reader's finding (b): a holder of the refresh lock that never lets go does not hang the
+/// client. The test holds `<file>.refresh.lock` for good and sets a tiny bound
+/// (`McpOAuth::refresh_lock_timeout`): the client's connection fails with `refresh_lock_timeout` naming
+/// the lock file, having refreshed nothing and asked nobody. The same with the memory store, whose guard
+/// the test takes and keeps (the error names the key). Control: once the lock is let go, the same client
+/// refreshes (once) and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_a_refresh_lock_never_released_fails_within_the_bound_naming_the_lock() {
+    use std::os::fd::AsRawFd;
+    let bound = std::time::Duration::from_millis(100);
+    let server = Server::start(&[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    let store = Arc::new(FileTokenStore::new(&file));
+    authorized_then_expired(&server, store.clone()).await;
+    let lock_path = dir.path().join("tokens.json.refresh.lock");
+    let held = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).unwrap();
+    // SAFETY: flock on a descriptor this test owns; released when `held` is dropped.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let refuse = AuthorizeFn(|_url: String| async { Err::<String, String>("no consent in this test".into()) });
+    let oauth =
+        McpOAuth::authorization_code(REDIRECT, refuse).token_store_arc(store.clone()).refresh_lock_timeout(bound);
+    let hub = McpHub::new(vec![McpServer::http("notes", server.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    hub.refresh().await;
+    let reason = hub.listing().unavailable.first().map(|u| u.reason.clone()).unwrap_or_default();
+    assert!(reason.contains("refresh_lock_timeout"), "{reason}");
+    assert!(reason.contains(&lock_path.display().to_string()) && reason.contains("100ms"), "{reason}");
+    assert_eq!(server.counts().await, (0, 0, 1), "nothing refreshed, nobody asked: {reason}");
+
+    // The memory store (on a server of its own): the test holds its guard for the server's key.
+    let server2 = Server::start(&[]).await;
+    let memory = Arc::new(MemoryTokenStore::new());
+    authorized_then_expired(&server2, memory.clone()).await;
+    let kept = memory.refresh_guard(&server2.url).await.unwrap();
+    let refuse = AuthorizeFn(|_url: String| async { Err::<String, String>("no consent in this test".into()) });
+    let oauth =
+        McpOAuth::authorization_code(REDIRECT, refuse).token_store_arc(memory.clone()).refresh_lock_timeout(bound);
+    let hub2 = McpHub::new(vec![McpServer::http("notes", server2.url.clone()).oauth(oauth)], Deferral::Eager, None);
+    hub2.refresh().await;
+    let reason = hub2.listing().unavailable.first().map(|u| u.reason.clone()).unwrap_or_default();
+    assert!(reason.contains("refresh_lock_timeout") && reason.contains(&server2.url), "{reason}");
+    assert_eq!(server2.counts().await, (0, 0, 1), "{reason}");
+
+    // Control: the locks let go, the same clients refresh (once each) and connect.
+    drop(held);
+    drop(kept);
+    for hub in [&hub, &hub2] {
+        hub.refresh().await;
+        assert!(hub.listing().unavailable.is_empty(), "{:?}", hub.listing().unavailable);
+    }
+    assert_eq!((server.counts().await, server2.counts().await), ((1, 0, 1), (1, 0, 1)));
+}

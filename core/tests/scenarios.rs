@@ -480,7 +480,7 @@ async fn build_agent_with(
         builder = builder.policy(scenario_policy(&policy, approvals)?);
     }
     if scenario.get("mcp_servers").is_some() || scenario.get("deferral").is_some() {
-        builder = builder.tooling(scenario_tooling(scenario)?);
+        builder = builder.tooling(scenario_tooling(scenario, ledger).await?);
     }
     builder = with_hooks(builder, scenario)?;
     builder.build().map_err(|e| e.to_string())
@@ -503,6 +503,7 @@ fn scenario_policy(policy: &Value, approvals: &ScriptedApprovals) -> Result<ambi
 /// and `input`.
 async fn run_steps(
     mut agent: Agent,
+    base_url: &str,
     scenario: &Value,
     approvals: &ScriptedApprovals,
     ledger: &LedgerAt,
@@ -522,6 +523,11 @@ async fn run_steps(
             check_drain(scenario, step, ledger).await.map_err(|e| format!("{at}: {e}"))?;
             continue;
         }
+        if step.get("new_agent").and_then(Value::as_bool) == Some(true) {
+            agent = build_agent(scenario, base_url.to_string(), approvals, ledger)
+                .await
+                .map_err(|e| format!("{at}: {e}"))?;
+        }
         if let Some(p) = step.get("with_policy") {
             agent = agent.with_policy(scenario_policy(p, approvals)?).map_err(|e| format!("{at}: with_policy: {e}"))?;
         }
@@ -538,6 +544,11 @@ async fn run_steps(
         }
         check_drain(scenario, step, ledger).await.map_err(|e| format!("{at}: {e}"))?;
         previous = Some(result);
+    }
+    if last.get("new_agent").and_then(Value::as_bool) == Some(true) {
+        agent = build_agent(scenario, base_url.to_string(), approvals, ledger)
+            .await
+            .map_err(|e| format!("the last step: {e}"))?;
     }
     if let Some(p) = last.get("with_policy") {
         agent =
@@ -562,13 +573,61 @@ struct LedgerAt {
     /// `ledger.clock_ms`: the ledger's manual clock (the test hook), which `advance_clock` steps move;
     /// `None`: the system clock.
     clock: Option<ambit::ledger::ManualClock>,
+    /// The run's `oauth` MCP servers (tests/mcp/oauth_server.py), by the scenario's server name, started
+    /// when an agent is first built: every agent of the run (a `new_agent` step's) reaches the same one.
+    oauth: tokio::sync::Mutex<BTreeMap<String, (String, tokio::process::Child)>>,
 }
 
 impl LedgerAt {
     fn sqlite() -> Result<LedgerAt, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        Ok(LedgerAt { url, suffix: String::new(), dir, clock: None })
+        Ok(LedgerAt { url, suffix: String::new(), dir, clock: None, oauth: Default::default() })
+    }
+
+    /// The MCP URL of the run's `oauth` server `name`, started with `args` the first time.
+    async fn oauth_server(&self, name: &str, args: &[String]) -> Result<String, String> {
+        use tokio::io::AsyncBufReadExt;
+        let mut servers = self.oauth.lock().await;
+        if let Some((url, _)) = servers.get(name) {
+            return Ok(url.clone());
+        }
+        let python = mcp_dir()?.join("venv/bin/python");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/oauth_server.py");
+        let mut child = tokio::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("oauth_server.py: {e}"))?;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let url = lines.next_line().await.map_err(|e| e.to_string())?.ok_or("oauth_server.py printed no URL")?;
+        servers.insert(name.to_string(), (url.clone(), child));
+        Ok(url)
+    }
+
+    /// `expect.oauth_stats`: each `oauth` server's counters (`GET /stats`), the keys named, equal.
+    async fn check_oauth_stats(&self, expect: &Value) -> Result<(), String> {
+        for (name, want) in expect.get("oauth_stats").and_then(Value::as_object).into_iter().flatten() {
+            let url = self.oauth.lock().await.get(name).map(|(u, _)| u.clone());
+            let url = url.ok_or_else(|| format!("oauth_stats: no oauth server '{name}' was started"))?;
+            let stats: Value = reqwest::get(format!("{}/stats", url.trim_end_matches("/mcp")))
+                .await
+                .and_then(|r| r.error_for_status())
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
+            for (k, w) in want.as_object().into_iter().flatten() {
+                if &stats[k] != w {
+                    return Err(format!("oauth_stats.{name}.{k}: expected {w}, got {} (all: {stats})", stats[k]));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The ledger at this store, on the scenario's manual clock when it has one.
@@ -611,7 +670,7 @@ fn ledger_stores(path: &Path, scenario: &Value) -> Result<Vec<(&'static str, Led
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
                 let suffix = format!("-{:x}-{nanos:x}", std::process::id());
                 let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-                stores.push(("postgres", LedgerAt { url, suffix, dir, clock: None }));
+                stores.push(("postgres", LedgerAt { url, suffix, dir, clock: None, oauth: Default::default() }));
             }
             Err(_) => {
                 println!("{}: the ledger not run on PostgreSQL: AMBIT_TEST_POSTGRES_URL is not set", path.display())
@@ -650,7 +709,7 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
         let got = serde_json::to_value(agent.list_tools()).unwrap();
         ambit_test_provider::subset(&Value::Array(want.clone()), &got, "tool_list")?;
     }
-    let (agent, input) = run_steps(agent, &scenario, &approvals, ledger).await?;
+    let (agent, input) = run_steps(agent, &provider.base_url(), &scenario, &approvals, ledger).await?;
     if let Some(cancel) = scenario.get("cancel") {
         let input = match input.map_err(|e| e.to_string())? {
             ambit::Input::Text(t) => t,
@@ -746,11 +805,13 @@ async fn run_scenario_on(path: &Path, scenario: &Value, mode: Mode, ledger: &Led
                 }
             }
         }
+        ledger.check_oauth_stats(expect).await?;
         return check_provider(&provider, &scenario).await;
     }
     let result = outcome.map_err(|e| format!("run failed: {e}"))?;
     check_result(expect, &result, &approvals, &agent)?;
     check_drain(&scenario, &scenario, ledger).await?;
+    ledger.check_oauth_stats(expect).await?;
     check_provider(&provider, &scenario).await
 }
 
@@ -1085,12 +1146,21 @@ fn mcp_dir() -> Result<PathBuf, String> {
 
 /// The scenario's `mcp_servers` and `deferral`: each server's `server` names a real server, run here
 /// over stdio (`everything`: @modelcontextprotocol/server-everything).
-fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
+async fn scenario_tooling(scenario: &Value, run: &LedgerAt) -> Result<ambit::ToolingOptions, String> {
     let mut servers = Vec::new();
+    let mut consents = Vec::new();
     for s in scenario["mcp_servers"].as_array().into_iter().flatten() {
         let mut s = s.clone();
         let kind = s.as_object_mut().and_then(|o| o.remove("server")).unwrap_or(Value::Null);
+        let args = s.as_object_mut().and_then(|o| o.remove("server_args")).unwrap_or_else(|| serde_json::json!([]));
+        let oauth = s.as_object_mut().and_then(|o| o.remove("oauth"));
         let transport = match kind.as_str() {
+            // tests/mcp/oauth_server.py with the scenario's flags, one per run of the file.
+            Some("oauth") => {
+                let name = s["name"].as_str().ok_or("an oauth server needs a name")?;
+                let args: Vec<String> = serde_json::from_value(args).map_err(|e| format!("server_args: {e}"))?;
+                serde_json::json!({"type": "http", "url": run.oauth_server(name, &args).await?})
+            }
             Some("everything") => {
                 let js = mcp_dir()?.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
                 serde_json::json!({"type": "stdio", "command": "node", "args": [js, "stdio"]})
@@ -1106,10 +1176,76 @@ fn scenario_tooling(scenario: &Value) -> Result<ambit::ToolingOptions, String> {
             other => return Err(format!("unknown MCP server {other:?} in the scenario")),
         };
         s["transport"] = transport;
+        if let Some(o) = oauth {
+            let (config, deny) = scenario_oauth(&o, &s, run)?;
+            s["oauth"] = config;
+            consents.push((servers.len(), deny));
+        }
         servers.push(s);
     }
     let options = serde_json::json!({"mcp_servers": servers, "deferral": scenario.get("deferral")});
-    ambit::ToolingOptions::from_json(&options.to_string()).map_err(|e| e.to_string())
+    let mut options = ambit::ToolingOptions::from_json(&options.to_string()).map_err(|e| e.to_string())?;
+    for (i, deny) in consents {
+        if let Some(oauth) = options.mcp_servers[i].oauth.as_mut() {
+            oauth.on_authorize = Some(ambit::mcp::Hook(Arc::new(HeadlessConsent { deny })));
+        }
+    }
+    Ok(options)
+}
+
+/// A server's `oauth` field as the core's settings: `grant`, `scopes`, `client_name`, `client_id` and
+/// `client_secret` (a credential alias) as they are; `token_store`: `memory` (default) or `file` (a token
+/// file in the run's directory, one per server, shared by every agent of the run); the redirect URI the
+/// test server's own `/callback`. Returns them and whether the consent is `deny`.
+fn scenario_oauth(o: &Value, server: &Value, run: &LedgerAt) -> Result<(Value, bool), String> {
+    let mut config = serde_json::Map::new();
+    for key in ["grant", "scopes", "client_name", "client_id", "client_secret"] {
+        if let Some(v) = o.get(key) {
+            config.insert(key.into(), v.clone());
+        }
+    }
+    if o.get("grant").and_then(Value::as_str) != Some("client_credentials") {
+        config.insert("redirect_uri".into(), "http://127.0.0.1:1/callback".into());
+    }
+    match o.get("token_store").and_then(Value::as_str) {
+        None | Some("memory") => {}
+        Some("file") => {
+            let file = run.dir.path().join(format!("tokens-{}.json", server["name"].as_str().unwrap_or("mcp")));
+            config.insert("token_file".into(), file.display().to_string().into());
+        }
+        Some(other) => return Err(format!("oauth.token_store must be memory or file, got {other:?}")),
+    }
+    let deny = match o.get("consent").and_then(Value::as_str) {
+        None | Some("approve") => false,
+        Some("deny") => true,
+        Some(other) => return Err(format!("oauth.consent must be approve or deny, got {other:?}")),
+    };
+    Ok((Value::Object(config), deny))
+}
+
+/// The user's consent, headless: fetches the authorization URL with a plain HTTP client (the test server
+/// approves at once, or denies when the URL carries `consent=deny`) and hands back the redirect's URL,
+/// as a browser sent back to the redirect URI would.
+struct HeadlessConsent {
+    deny: bool,
+}
+
+#[async_trait]
+impl ambit::mcp::Authorize for HeadlessConsent {
+    async fn authorize(&self, url: String) -> Result<String, String> {
+        let url = if self.deny { format!("{url}&consent=deny") } else { url };
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let answer = http.get(&url).send().await.map_err(|e| e.to_string())?;
+        answer
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| format!("the authorization endpoint did not redirect: {}", answer.status()))
+    }
 }
 
 /// `expect.events`: event types that must appear in this order (others may come between),

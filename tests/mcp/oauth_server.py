@@ -10,8 +10,8 @@ with a code, as a browser whose user is logged in and agrees would be sent back.
 Tools: `whoami` answers the token's client and scopes; `leak_token` answers the token itself; `ask_name` asks the user for a name through
 elicitation and answers `hello <name>` (or what the user did instead).
 Refresh tokens rotate: each is used once; a reused one is refused (`invalid_grant`) and counted.
-Test routes: `GET /stats` answers {"authorizations", "codes_exchanged", "refreshes", "refresh_rejected", "registrations",
-"last_access_token", "secrets_received"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /revoke` makes every access and refresh token invalid (a new consent is needed), and
+Test routes: `GET /stats` answers {"authorizations", "denials", "codes_exchanged", "client_credentials", "refreshes",
+"refresh_rejected", "registrations", "last_access_token", "secrets_received", "unauthorized"}; `GET /callback` answers the URL it was reached at (a redirect URI a browser can follow); `POST /revoke` makes every access and refresh token invalid (a new consent is needed), and
 `unauthorized` in /stats counts the MCP endpoint's 401s; `POST /expire` makes every access token invalid (refresh tokens stay), so the next
 request must refresh. The Rust, Python, Node and Swift suites run it.
 
@@ -26,6 +26,13 @@ Hostile modes (the attack tests), as arguments:
                               client_secret_basic); the `leak_client_secret` tool answers it
     --refresh-barrier N       /token holds refresh requests until N have arrived, then answers them all
                               (clients racing to refresh one token, without timing)
+    --token-lifetime N        the tokens a grant issues (a code exchanged, client credentials) say they
+                              live N seconds (`expires_in`; default 3600); refreshed ones 3600. With 0 a
+                              client finds its first token expired and refreshes it once, without timing
+Consent: the authorization endpoint approves at once, unless its URL carries `consent=deny` (the test's
+browser adds it): then it redirects with `error=access_denied` (counted in `denials`).
+Client credentials: /token takes `grant_type=client_credentials` from a registered confidential client
+(HTTP Basic or the form), counted in `client_credentials`.
 A pre-registered confidential client `pre-client` (secret `pre-secret-0123456789`, any loopback redirect)
 is always known; `secrets_received` counts token and registration requests that carried a client secret."""
 
@@ -34,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextvars
 import json
 import secrets
 import socket
@@ -49,6 +57,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
+    AuthorizeError,
     AuthorizationCode,
     AuthorizationParams,
     RefreshToken,
@@ -62,12 +71,15 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 SCOPES = ["notes:read", "notes:write"]
 PRE_CLIENT = "pre-client"
 PRE_SECRET = "pre-secret-0123456789"
+# Set by the middleware for an authorization request whose URL carries `consent=deny`.
+DENY = contextvars.ContextVar("deny", default=False)
 
 
 class Provider:
     """Every client, code and token in memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, token_lifetime: int = 3600) -> None:
+        self.token_lifetime = token_lifetime
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
@@ -75,7 +87,9 @@ class Provider:
         self.last_access_token = ""
         self.stats = {
             "authorizations": 0,
+            "denials": 0,
             "codes_exchanged": 0,
+            "client_credentials": 0,
             "refreshes": 0,
             "refresh_rejected": 0,
             "registrations": 0,
@@ -100,6 +114,10 @@ class Provider:
         self.clients[client_info.client_id] = client_info
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        if DENY.get():
+            # The user said no: redirected back with `error=access_denied` and the state.
+            self.stats["denials"] += 1
+            raise AuthorizeError("access_denied", "the user denied consent")
         self.stats["authorizations"] += 1
         code = secrets.token_urlsafe(24)
         self.codes[code] = AuthorizationCode(
@@ -117,7 +135,7 @@ class Provider:
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
         return self.codes.get(code)
 
-    def issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+    def issue(self, client_id: str, scopes: list[str], resource: str | None, lifetime: int = 3600) -> OAuthToken:
         access = "at-" + secrets.token_urlsafe(24)
         refresh = "rt-" + secrets.token_urlsafe(24)
         self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, resource=resource)
@@ -126,7 +144,7 @@ class Provider:
         return OAuthToken(
             access_token=access,
             token_type="Bearer",
-            expires_in=3600,
+            expires_in=lifetime,
             scope=" ".join(scopes),
             refresh_token=refresh,
         )
@@ -136,7 +154,9 @@ class Provider:
     ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
         self.stats["codes_exchanged"] += 1
-        return self.issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
+        return self.issue(
+            authorization_code.client_id, authorization_code.scopes, authorization_code.resource, self.token_lifetime
+        )
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         found = self.refresh.get(refresh_token)
@@ -167,14 +187,16 @@ class Name(BaseModel):
     name: str
 
 
-def build(port: int, host: str = "127.0.0.1", authorization_server: str | None = None) -> tuple[MCPServer, Provider]:
+def build(
+    port: int, host: str = "127.0.0.1", authorization_server: str | None = None, token_lifetime: int = 3600
+) -> tuple[MCPServer, Provider]:
     # A hostile server names whatever it likes (plain http, another loopback address): the package's own
     # issuer check (https, or localhost and 127.0.0.1 only) is lifted for these modes.
     import mcp.server.auth.routes as routes
 
     routes.validate_issuer_url = lambda url: None  # type: ignore[assignment]
     base = f"http://{host}:{port}"
-    provider = Provider()
+    provider = Provider(token_lifetime)
     server = MCPServer(
         "oauth-notes",
         auth_server_provider=provider,
@@ -287,6 +309,9 @@ class Hostile:
             # Hostile metadata: the authorization endpoint (the URL the host's browser opens) replaced.
             await self.rewrite(scope, receive, send, {"authorization_endpoint": self.args.authorization_endpoint})
             return
+        if path == "/authorize" and b"consent=deny" in scope.get("query_string", b""):
+            DENY.set(True)
+            return await self.app(scope, receive, send)
         if path in ("/token", "/register"):
             body = await receive_all(receive)
             headers = dict(scope["headers"])
@@ -306,6 +331,9 @@ class Hostile:
                 meta["token_endpoint_auth_method"] = "client_secret_basic"
                 body = json.dumps(meta).encode()
             auth = headers.get(b"authorization", b"")
+            if path == "/token" and b"grant_type=client_credentials" in body:
+                await self.client_credentials(send, body, auth)
+                return
             if path == "/token" and auth.lower().startswith(b"basic ") and b"client_id=" not in body:
                 # The package reads client_id from the form even with HTTP Basic (RFC 6749 §2.3.1 allows
                 # it in the header alone): copy it over.
@@ -317,6 +345,27 @@ class Hostile:
             ]
             return await self.app(scope, replay(body), send)
         return await self.app(scope, receive, send)
+
+    async def client_credentials(self, send, body: bytes, auth: bytes) -> None:  # type: ignore[no-untyped-def]
+        """The client-credentials grant (the package has none): a registered client with its secret, by HTTP
+        Basic or in the form, gets a token for the scopes it asks (default `notes:read`)."""
+        from urllib.parse import parse_qs, unquote
+
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        if auth.lower().startswith(b"basic "):
+            client_id, secret = (unquote(p) for p in base64.b64decode(auth[6:]).decode().split(":", 1))
+        client = self.provider.clients.get(client_id or "")
+        if client is None or not client.client_secret or client.client_secret != secret:
+            await respond(send, 401, b'{"error":"invalid_client"}', [])
+            return
+        scopes = form.get("scope", "").split() or ["notes:read"]
+        if any(s not in SCOPES for s in scopes):
+            await respond(send, 400, b'{"error":"invalid_scope"}', [])
+            return
+        self.provider.stats["client_credentials"] += 1
+        token = self.provider.issue(client_id or "", scopes, form.get("resource"), self.provider.token_lifetime)
+        await respond(send, 200, token.model_dump_json(exclude_none=True).encode(), [])
 
     async def rewrite(self, scope, receive, send, fields: dict) -> None:  # type: ignore[no-untyped-def]
         """Answers with the app's JSON answer, `fields` set in it (hostile metadata)."""
@@ -379,13 +428,14 @@ def main() -> None:
     parser.add_argument("--register-error-bytes", type=int, default=0)
     parser.add_argument("--register-secret", action="store_true")
     parser.add_argument("--refresh-barrier", type=int, default=0)
+    parser.add_argument("--token-lifetime", type=int, default=3600)
     args = parser.parse_args()
     bind = "127.0.0.1" if args.host == "localhost" else args.host
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((bind, 0))
     port = sock.getsockname()[1]
-    server, provider = build(port, args.host, args.authorization_server)
+    server, provider = build(port, args.host, args.authorization_server, args.token_lifetime)
     base = f"http://{args.host}:{port}"
     app = Hostile(server.streamable_http_app(), provider, args, base)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

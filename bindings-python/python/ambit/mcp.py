@@ -79,7 +79,10 @@ class OAuth:
 
     ``issuer`` pins the authorization server (its issuer URL): one the MCP server's metadata names
     differently is refused. Without it, a ``client_secret`` goes only to an authorization server on the
-    MCP server's own host."""
+    MCP server's own host.
+
+    ``refresh_lock_timeout`` (seconds, default 30) bounds the wait for the token store's refresh guard
+    (another client refreshing): past it the request fails with ``refresh_lock_timeout``, naming the lock."""
 
     redirect_uri: str | None = None
     on_authorize: Callable[[str], Any] | None = None
@@ -91,6 +94,7 @@ class OAuth:
     grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
     token_store: TokenStore | str | PathLike[str] | None = None
     issuer: str | None = None
+    refresh_lock_timeout: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scopes", tuple(strings("oauth.scopes", self.scopes)))
@@ -100,6 +104,9 @@ class OAuth:
                 raise ConfigError(f"oauth.{what} must be a string, got {type(value).__name__}")
         if self.grant not in ("authorization_code", "client_credentials"):
             raise ConfigError(f"oauth.grant must be 'authorization_code' or 'client_credentials', got {self.grant!r}")
+        bound = self.refresh_lock_timeout
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound > 0):
+            raise ConfigError(f"oauth.refresh_lock_timeout must be a positive number of seconds, got {bound!r}")
         if self.on_authorize is not None and not callable(self.on_authorize):
             raise ConfigError(f"oauth.on_authorize must be callable, got {type(self.on_authorize).__name__}")
         store = self.token_store
@@ -118,6 +125,8 @@ class OAuth:
             config["scopes"] = list(self.scopes)
         if isinstance(self.token_store, (str, PathLike)):
             config["token_file"] = fspath(self.token_store)
+        if self.refresh_lock_timeout is not None:
+            config["refresh_lock_timeout_ms"] = max(1, round(self.refresh_lock_timeout * 1000))
         return config
 
     def _hooks(self, server: str) -> list[tuple[str, str, Callable[[str], str]]]:

@@ -340,7 +340,15 @@ impl ServerConn {
                 }
             }
         }
-        .map_err(|e| format!("could not connect: {e}"))?;
+        .map_err(|e| {
+            // An OAuth failure says what went wrong itself; rmcp's wrapping around it (transport type
+            // names) tells the model and the host nothing more.
+            let text = e.to_string();
+            match text.find("OAuth for MCP server '") {
+                Some(at) => format!("could not connect: {}", &text[at..]),
+                None => format!("could not connect: {text}"),
+            }
+        })?;
         // No response cache: a failed server must never hide behind a stale list.
         service.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
         let listener = self.listen(&service).await;

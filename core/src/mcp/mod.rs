@@ -19,7 +19,8 @@ use std::sync::Arc;
 pub use config::{McpProtocol, McpServer, McpTransport};
 pub use elicit::{Elicit, ElicitFn, ElicitationRequest, ElicitationResponse};
 pub use oauth::{
-    Authorize, AuthorizeFn, FileTokenStore, Hook, McpOAuth, MemoryTokenStore, OAuthGrant, RefreshGuard, TokenStore,
+    Authorize, AuthorizeFn, DEFAULT_REFRESH_LOCK_TIMEOUT, FileTokenStore, Hook, McpOAuth, MemoryTokenStore, OAuthGrant,
+    RefreshGuard, TokenStore,
 };
 pub use tool::{McpTool, exposed_name, result_text, tool_level};
 

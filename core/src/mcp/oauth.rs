@@ -145,7 +145,27 @@ pub trait TokenStore: Send + Sync {
     async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
         Ok(Some(RefreshGuard::new(process_lock(&format!("token-store-key:{key}")).await)))
     }
+
+    /// [`TokenStore::refresh_guard`], waiting at most `timeout` for it (`McpOAuth::refresh_lock_timeout_ms`):
+    /// a holder that never lets go (a hung process holding a lock file) must not hang every client
+    /// sharing the store. Past the bound: an error starting `refresh_lock_timeout:` and naming what was
+    /// waited for. [`FileTokenStore`] overrides it to name its lock file.
+    async fn refresh_guard_within(
+        &self,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RefreshGuard>, String> {
+        match tokio::time::timeout(timeout, self.refresh_guard(key)).await {
+            Ok(guard) => guard,
+            Err(_) => Err(format!(
+                "refresh_lock_timeout: the token store's refresh guard for '{key}' was not released within {timeout:?} (another client holds it)"
+            )),
+        }
+    }
 }
+
+/// The default bound on the wait for a token store's refresh guard.
+pub const DEFAULT_REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Tokens in memory, for the life of the process (the default).
 #[derive(Debug, Default, Clone)]
@@ -367,12 +387,33 @@ impl TokenStore for FileTokenStore {
     /// An exclusive `flock` on `<file>.refresh.lock` (not `<file>.lock`, which every load and save takes),
     /// for every key in the file; clients of this process queue on an async mutex first, so a waiting
     /// one holds no thread.
-    async fn refresh_guard(&self, _key: &str) -> Result<Option<RefreshGuard>, String> {
+    async fn refresh_guard(&self, key: &str) -> Result<Option<RefreshGuard>, String> {
+        self.refresh_guard_within(key, DEFAULT_REFRESH_LOCK_TIMEOUT).await
+    }
+    /// Waits at most `timeout` in all (the queue in this process, then the `flock`); past it, an error
+    /// naming the lock file. The `flock` is waited for on a blocking thread that also holds this process's
+    /// place in the queue: one given up on goes on waiting, and lets both go the moment it gets the lock,
+    /// so a holder that never lets go keeps at most one thread per lock file waiting in this process.
+    async fn refresh_guard_within(
+        &self,
+        _key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RefreshGuard>, String> {
         let lock_path = self.sibling(".refresh.lock");
-        let queued = process_lock(&format!("token-file:{}", lock_path.display())).await;
-        let store = self.clone();
-        let file =
-            tokio::task::spawn_blocking(move || store.lock_file(&lock_path)).await.map_err(|e| self.fail(e))??;
+        let expired = || {
+            self.fail(format!(
+                "refresh_lock_timeout: the refresh lock '{}' was not released within {timeout:?} (another client or process holds it)",
+                lock_path.display()
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let queued = tokio::time::timeout_at(deadline, process_lock(&format!("token-file:{}", lock_path.display())))
+            .await
+            .map_err(|_| expired())?;
+        let (store, path) = (self.clone(), lock_path.clone());
+        let waiting = tokio::task::spawn_blocking(move || store.lock_file(&path).map(|file| (file, queued)));
+        let held = tokio::time::timeout_at(deadline, waiting).await.map_err(|_| expired())?;
+        let (file, queued) = held.map_err(|e| self.fail(e))??;
         Ok(Some(RefreshGuard::new((file, queued))))
     }
     async fn clear(&self, key: &str) -> Result<(), String> {
@@ -443,6 +484,10 @@ pub struct McpOAuth {
     /// authorization server on the MCP server's own host.
     #[serde(default, alias = "authorization_server")]
     pub issuer: Option<String>,
+    /// The most milliseconds a client waits for the token store's refresh guard (another client is
+    /// refreshing) before its request fails with `refresh_lock_timeout` naming the lock; default 30,000.
+    #[serde(default)]
+    pub refresh_lock_timeout_ms: Option<u64>,
     /// The consent step (authorization code): without it, a server that needs the user is unavailable.
     #[serde(skip)]
     pub on_authorize: Option<Hook<dyn Authorize>>,
@@ -463,6 +508,7 @@ impl Default for McpOAuth {
             client_metadata_url: None,
             token_file: None,
             issuer: None,
+            refresh_lock_timeout_ms: None,
             on_authorize: None,
             token_store: None,
         }
@@ -518,6 +564,18 @@ impl McpOAuth {
     pub fn client_metadata_url(mut self, url: impl Into<String>) -> Self {
         self.client_metadata_url = Some(url.into());
         self
+    }
+
+    /// Sets the most a client waits for the token store's refresh guard (default
+    /// [`DEFAULT_REFRESH_LOCK_TIMEOUT`], 30 s).
+    pub fn refresh_lock_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.refresh_lock_timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The bound on the wait for the refresh guard.
+    pub(super) fn refresh_lock_bound(&self) -> std::time::Duration {
+        self.refresh_lock_timeout_ms.map_or(DEFAULT_REFRESH_LOCK_TIMEOUT, std::time::Duration::from_millis)
     }
 
     /// Sets where tokens are kept (default: in memory).
@@ -849,9 +907,19 @@ struct StoreAdapter {
     store: Arc<dyn TokenStore>,
     key: String,
     secrets: Secrets,
-    /// Set while [`Flow::token`] holds the refresh guard (and the manager's lock) and has the manager
-    /// refresh: the manager's own request for the guard is then already answered.
-    guard_held: Arc<std::sync::atomic::AtomicBool>,
+}
+
+tokio::task_local! {
+    /// True inside the refresh [`Flow::token`] has the manager make while it holds the store's refresh
+    /// guard: the manager's own request for the guard (in that task, that refresh) is then already
+    /// answered. Task-local, not per flow: another task of the same client asking for the guard meanwhile
+    /// waits for it as any other client would.
+    static GUARD_HELD: bool;
+}
+
+/// Runs `refresh` as the holder of the refresh guard (see [`GUARD_HELD`]).
+async fn as_guard_holder<T>(refresh: impl std::future::Future<Output = T>) -> T {
+    GUARD_HELD.scope(true, refresh).await
 }
 
 fn store_error(e: impl std::fmt::Display) -> AuthError {
@@ -879,7 +947,7 @@ impl CredentialStore for StoreAdapter {
     }
     /// The store's refresh guard, for the refreshes rmcp starts itself (a token the server rejected).
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
-        if self.guard_held.load(std::sync::atomic::Ordering::SeqCst) {
+        if GUARD_HELD.try_with(|held| *held).unwrap_or(false) {
             return Ok(None);
         }
         let guard = self.store.refresh_guard(&self.key).await.map_err(store_error)?;
@@ -907,15 +975,6 @@ fn access_token(stored: &StoredCredentials) -> Option<String> {
     stored.token_response.as_ref().map(|t| t.access_token().secret().to_string())
 }
 
-/// Clears a flag when dropped (a refresh that panicked or was cancelled included).
-struct Unset(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Unset {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// One server's OAuth state: the settings, the manager (its metadata, client and tokens), and what the
 /// flow needs to authorize again.
 pub(super) struct Flow {
@@ -939,8 +998,6 @@ pub(super) struct Flow {
     refused: std::sync::atomic::AtomicU32,
     /// Values this server's answers fed the redactor (bounded: [`MAX_REMEMBERED`]).
     remembered: Arc<std::sync::atomic::AtomicUsize>,
-    /// Set while [`Flow::token`] holds the store's refresh guard (see [`StoreAdapter`]).
-    guard_held: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A server that refuses every token it is given gets this many authorizations (consents) in a row,
@@ -988,17 +1045,11 @@ impl Flow {
             refusal: Default::default(),
             refused: Default::default(),
             remembered: Default::default(),
-            guard_held: Default::default(),
         }
     }
 
     fn adapter(&self) -> StoreAdapter {
-        StoreAdapter {
-            store: self.store.clone(),
-            key: self.url.clone(),
-            secrets: self.secrets.clone(),
-            guard_held: self.guard_held.clone(),
-        }
+        StoreAdapter { store: self.store.clone(), key: self.url.clone(), secrets: self.secrets.clone() }
     }
 
     /// The access token for the next request, refreshed first when it is expiring, or when the server
@@ -1029,16 +1080,13 @@ impl Flow {
         {
             return Ok(token);
         }
-        let guard = self.store.refresh_guard(&self.url).await.map_err(store_error)?;
+        let guard =
+            self.store.refresh_guard_within(&self.url, self.oauth.refresh_lock_bound()).await.map_err(store_error)?;
         if let Some(token) = usable(&adapter.load().await?) {
             tracing::debug!(server = %self.server, "another client refreshed the token; using the one it stored");
             return Ok(token);
         }
-        let refreshed = {
-            self.guard_held.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _unset = Unset(self.guard_held.clone());
-            manager.refresh_token().await
-        };
+        let refreshed = as_guard_holder(manager.refresh_token()).await;
         drop(guard);
         match refreshed {
             Ok(tokens) => {
@@ -1229,6 +1277,15 @@ impl Flow {
         } else {
             format!("http://localhost/?{}", back.trim_start_matches('?'))
         };
+        // An authorization server that was refused (RFC 6749 §4.1.2.1) redirects with `error` and no code:
+        // say what it answered (`access_denied`: the user said no), not that the code is missing.
+        if let Ok(redirect) = url::Url::parse(&full)
+            && let Some(error) = redirect.query_pairs().find(|(k, _)| k == "error").map(|(_, v)| v.into_owned())
+        {
+            let error: String = error.chars().filter(|c| c.is_ascii_graphic()).take(64).collect();
+            let why = if error == "access_denied" { "consent was denied" } else { "authorization failed" };
+            return Err(format!("{why}: the authorization server answered '{error}'"));
+        }
         AuthorizationCallback::from_redirect_url(&full).map_err(|e| format!("the redirect from on_authorize: {e}"))
     }
 
@@ -1456,6 +1513,56 @@ impl StreamableHttpClient for OAuthHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store that hands out a guard at once, counting them.
+    #[derive(Default)]
+    struct Counting {
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl TokenStore for Counting {
+        async fn load(&self, _key: &str) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+        async fn save(&self, _key: &str, _value: &str) -> Result<(), String> {
+            Ok(())
+        }
+        async fn clear(&self, _key: &str) -> Result<(), String> {
+            Ok(())
+        }
+        async fn refresh_guard(&self, _key: &str) -> Result<Option<RefreshGuard>, String> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Some(RefreshGuard::new(())))
+        }
+    }
+
+    /// The outside reader's finding (a): while one task of a client holds the refresh guard and has the
+    /// manager refresh, another task of the same client (same store adapter) asking for the guard gets it
+    /// from the store (and so waits for the holder), instead of being waved through as the holder. With
+    /// the flag per flow it got none. Control: the holder's own request, inside its refresh, is answered
+    /// without asking the store again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attack_another_task_of_the_same_client_waits_for_the_guard() {
+        let store = Arc::new(Counting::default());
+        let adapter = Arc::new(StoreAdapter {
+            store: store.clone(),
+            key: "https://mcp.example/mcp".into(),
+            secrets: Secrets::new("notes", crate::credentials::Credentials::new()),
+        });
+        let holder = adapter.clone();
+        let other_got_one = as_guard_holder(async move {
+            // Control: the holder's own request (the manager's, within its refresh) is already answered.
+            assert!(holder.acquire_refresh_guard().await.unwrap().is_none());
+            let other = holder.clone();
+            tokio::spawn(async move { other.acquire_refresh_guard().await.unwrap().is_some() }).await.unwrap()
+        })
+        .await;
+        assert!(other_got_one, "another task of the client was waved through while the first one refreshed");
+        assert_eq!(store.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Outside any refresh, the adapter asks the store.
+        assert!(adapter.acquire_refresh_guard().await.unwrap().is_some());
+    }
 
     #[test]
     fn attack_a_localhost_subdomain_is_not_loopback_by_name() {

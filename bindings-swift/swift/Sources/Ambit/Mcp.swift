@@ -80,6 +80,9 @@ public struct McpOAuth: Sendable {
     /// The trusted authorization server (its issuer URL): one the MCP server's metadata names
     /// differently is refused. Without it, a `clientSecret` goes only to the MCP server's own host.
     public var issuer: String?
+    /// The most seconds to wait for the token store's refresh guard (another client refreshing); `nil`:
+    /// 30. Past it the request fails with `refresh_lock_timeout`, naming the lock.
+    public var refreshLockTimeout: Double? = nil
     /// The consent step: gets the authorization URL (open it in a browser) and answers the URL the
     /// authorization server redirected to (or its query string).
     public var onAuthorize: (@Sendable (String) async throws -> String)?
@@ -135,6 +138,7 @@ public struct McpOAuth: Sendable {
             ("issuer", issuer),
         ]
         for (key, value) in optional { if let value { out[key] = value } }
+        if let refreshLockTimeout { out["refresh_lock_timeout_ms"] = max(1, Int((refreshLockTimeout * 1000).rounded())) }
         return out
     }
 }

@@ -206,5 +206,9 @@ import Testing
         // The settings reach the core named as the core names them.
         let text = try #require(try toolingJSON([.http("n", url: url, oauth: McpOAuth(issuer: "https://as.example"))], nil))
         #expect(text.contains("\"issuer\":\"https:\\/\\/as.example\"") || text.contains("\"issuer\":\"https://as.example\""), "\(text)")
+        var bounded = McpOAuth(issuer: "https://as.example")
+        bounded.refreshLockTimeout = 0.25
+        let boundedText = try #require(try toolingJSON([.http("n", url: url, oauth: bounded)], nil))
+        #expect(boundedText.contains("\"refresh_lock_timeout_ms\":250"), "\(boundedText)")
     }
 }

@@ -201,6 +201,97 @@ final class Provider {
     }
 }
 
+/// One run of a file's own: its `oauth` servers' URLs by name (started through the launcher
+/// scripts/test-swift.sh runs), a directory (token files), and `rebuild` (a step's `new_agent`).
+final class RunOwn: @unchecked Sendable {
+    var oauth: [String: String] = [:]
+    let dir: URL = FileManager.default.temporaryDirectory.appendingPathComponent("ambit-run-" + UUID().uuidString)
+    var rebuild: (() async throws -> Agent)? = nil
+}
+
+/// POSTs `body` (JSON) to `url` and answers the JSON object it gets back.
+func postJSON(_ url: String, _ body: [String: Any]) async throws -> [String: Any] {
+    var request = URLRequest(url: try #require(URL(string: url)))
+    request.httpMethod = "POST"
+    request.httpBody = try JSONSerialization.data(withJSONObject: body)
+    request.setValue("application/json", forHTTPHeaderField: "content-type")
+    let data: Data = try await withCheckedThrowingContinuation { continuation in
+        URLSession.shared.dataTask(with: request) { data, _, error in
+            if let data { continuation.resume(returning: data) } else {
+                continuation.resume(throwing: error ?? ScenarioError("no answer from \(url)"))
+            }
+        }.resume()
+    }
+    return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(url): not a JSON object")
+}
+
+/// GETs `url` (following redirects) and answers the body's text.
+func getText(_ url: String) async throws -> String {
+    let target = try #require(URL(string: url), "not a URL: \(url)")
+    return try await withCheckedThrowingContinuation { continuation in
+        URLSession.shared.dataTask(with: target) { data, _, error in
+            if let data { continuation.resume(returning: String(decoding: data, as: UTF8.self)) } else {
+                continuation.resume(throwing: error ?? ScenarioError("no answer from \(url)"))
+            }
+        }.resume()
+    }
+}
+
+/// The MCP URL of the run's `oauth` server `name`: a fresh tests/mcp/oauth_server.py with `args`, started
+/// the first time through the launcher on the host (the root has no Python).
+func oauthServer(_ at: LedgerAt, _ name: String, _ args: [String]) async throws -> String {
+    if let url = at.run.oauth[name] { return url }
+    let answer = try await postJSON(try Paths.mcpURL("oauth-launcher") + "/start", ["args": args])
+    let url = try #require(answer["url"] as? String, "the launcher answered \(answer)")
+    at.run.oauth[name] = url
+    return url
+}
+
+/// The user's consent, headless: the authorization URL fetched with a plain HTTP client, which follows the
+/// redirect to the test server's own `/callback` (the redirect URI here), whose body is the URL it was
+/// reached at: the redirect, handed back. The server approves at once, or denies when the URL carries
+/// `consent=deny`.
+func headlessConsent(deny: Bool) -> @Sendable (String) async throws -> String {
+    { url in try await getText(deny ? url + "&consent=deny" : url) }
+}
+
+/// A server's `oauth` field as `McpOAuth`: `token_store` `file` a token file in the run's directory (shared
+/// by every agent of the run), `memory` (default) none; the headless consent.
+func scenarioOAuth(_ o: [String: Any], _ name: String, _ url: String, _ at: LedgerAt) throws -> McpOAuth {
+    let store = o["token_store"] as? String ?? "memory"
+    let consent = o["consent"] as? String ?? "approve"
+    guard ["memory", "file"].contains(store), ["approve", "deny"].contains(consent) else {
+        throw ScenarioError("oauth: token_store \(store), consent \(consent)")
+    }
+    var tokenFile: String? = nil
+    if store == "file" {
+        try FileManager.default.createDirectory(at: at.run.dir, withIntermediateDirectories: true)
+        tokenFile = at.run.dir.appendingPathComponent("tokens-\(name).json").path
+    }
+    let scopes = o["scopes"] as? [String] ?? []
+    if o["grant"] as? String == "client_credentials" {
+        return .clientCredentials(
+            clientId: o["client_id"] as? String ?? "", clientSecret: o["client_secret"] as? String ?? "",
+            scopes: scopes, tokenFile: tokenFile)
+    }
+    return .authorizationCode(
+        redirectUri: String(url.dropLast("/mcp".count)) + "/callback", clientName: o["client_name"] as? String,
+        scopes: scopes, tokenFile: tokenFile, onAuthorize: headlessConsent(deny: consent == "deny"))
+}
+
+/// `expect.oauth_stats`: each `oauth` server's counters (`GET /stats`), the keys named, equal.
+func checkOAuthStats(_ scenario: [String: Any], _ at: LedgerAt, _ file: String) async throws {
+    let want = (scenario["expect"] as? [String: Any])?["oauth_stats"] as? [String: [String: Any]] ?? [:]
+    for (name, counters) in want {
+        let url = try #require(at.run.oauth[name], "\(file): oauth_stats: no oauth server '\(name)' was started")
+        let text = try await getText(String(url.dropLast("/mcp".count)) + "/stats")
+        let stats = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        for (key, value) in counters {
+            #expect(jsonEqual(stats[key] as Any, value), "\(file): oauth_stats.\(name).\(key): \(text)")
+        }
+    }
+}
+
 /// A ledger store: its URL (a fresh SQLite file, or the shared PostgreSQL database), the suffix a
 /// scenario's scope, routine id and run id get there (none on SQLite; unique on PostgreSQL), and the
 /// manual clock (the test hook) of a scenario with `ledger.clock_ms` (nil: the system clock).
@@ -209,6 +300,8 @@ struct LedgerAt {
     let url: String
     let suffix: String
     var clock: TestingClock? = nil
+    /// What one run of a file has of its own besides the ledger (its `oauth` servers, token files).
+    let run = RunOwn()
 
     static func sqlite() -> LedgerAt { LedgerAt(store: "sqlite", url: ledgerURL(), suffix: "") }
 
@@ -430,7 +523,7 @@ func scenarioGuardrails(_ scenario: [String: Any], _ key: String, reads field: S
     }
 }
 
-func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral?) {
+func scenarioTooling(_ scenario: [String: Any], _ at: LedgerAt) async throws -> ([McpServer], Deferral?) {
     var servers: [McpServer] = []
     for s in scenario["mcp_servers"] as? [[String: Any]] ?? [] {
         let name = s["name"] as? String ?? ""
@@ -439,6 +532,13 @@ func scenarioTooling(_ scenario: [String: Any]) throws -> ([McpServer], Deferral
         let deferral = (s["deferral"] as? String).flatMap(DeferralSetting.init(rawValue:))
         let eager = s["eager_load_tools"] as? [String] ?? []
         switch s["server"] as? String {
+        case "oauth":
+            // tests/mcp/oauth_server.py with the scenario's flags, one per run of the file.
+            let url = try await oauthServer(at, name, s["server_args"] as? [String] ?? [])
+            let oauth = try scenarioOAuth(s["oauth"] as? [String: Any] ?? [:], name, url, at)
+            servers.append(
+                .http(name, url: url, trusted: trusted, levels: levels, deferral: deferral, eagerLoadTools: eager,
+                      oauth: oauth))
         case "everything", "dynamic":
             // server-everything, or tests/mcp/dynamic_server.py (--per-session: each run's session sees
             // only the tools it added), both started on the host by scripts/test-swift.sh.
@@ -733,7 +833,10 @@ func int(_ value: Any?) -> Int? {
         }
         let policy = try scenarioPolicy(scenario, approvals)
 
-        let (mcpServers, deferral) = try scenarioTooling(scenario)
+        let (mcpServers, deferral) = try await scenarioTooling(scenario, at)
+        at.run.rebuild = {
+            try await self.makeAgent(scenario, baseURL: baseURL, approvals: approvals, file, ledger: at, model: override)
+        }
         // `ledger`: the work ledger's four tools at `at`, bound to one run of a routine.
         var ledgerTools: LedgerTools? = nil
         if let l = scenario["ledger"] as? [String: Any] {
@@ -979,6 +1082,7 @@ func int(_ value: Any?) -> Int? {
                     try checkUsage(got, usage, file)
                 }
             }
+            try await checkOAuthStats(scenario, at, file)
             try await provider.check(scenario, file)
             return
         }
@@ -992,6 +1096,7 @@ func int(_ value: Any?) -> Int? {
         }
         try await checkResult(result, expect, approvals, agent, file)
         try await checkDrain(scenario, at, file)
+        try await checkOAuthStats(scenario, at, file)
         try await provider.check(scenario, file)
     }
 
@@ -1063,7 +1168,10 @@ func int(_ value: Any?) -> Int? {
             return (agent, try RunInput(scenario, previous: nil))
         }
         let last = try #require(steps.last, "\(file): steps is empty")
-        func narrowed(_ agent: Agent, _ step: [String: Any]) throws -> Agent {
+        func narrowed(_ agent: Agent, _ step: [String: Any]) async throws -> Agent {
+            // `new_agent`: a fresh agent built from the file (new MCP connections; the run's OAuth servers).
+            var agent = agent
+            if step["new_agent"] as? Bool == true, let rebuild = at.run.rebuild { agent = try await rebuild() }
             guard var fields = step["with_policy"] as? [String: Any] else { return agent }
             let on = fields.removeValue(forKey: "approvals") as? Bool ?? false
             return try agent.withPolicy(
@@ -1076,7 +1184,7 @@ func int(_ value: Any?) -> Int? {
                 let clock = try #require(at.clock, "\(file): step \(n + 1): advance_clock without ledger.clock_ms")
                 _ = try clock.advance(ms: ms)
             } else {
-                agent = try narrowed(agent, step)
+                agent = try await narrowed(agent, step)
                 let result = try await agent.run(try RunInput(step, previous: previous), ScenarioContext(scenario))
                 if let output = (step["expect"] as? [String: Any])?["output"] as? String {
                     #expect(result.output == output, "\(file): step \(n + 1): output")
@@ -1085,7 +1193,7 @@ func int(_ value: Any?) -> Int? {
             }
             try await checkDrain(scenario, at, "\(file): step \(n + 1)", step: step)
         }
-        return (try narrowed(agent, last), try RunInput(last, previous: previous))
+        return (try await narrowed(agent, last), try RunInput(last, previous: previous))
     }
 
     /// `expect` against a finished run's result.
