@@ -196,7 +196,8 @@ impl TokenStore for MemoryTokenStore {
 }
 
 /// Tokens in a JSON file (an object by key), mode 0600: they survive a restart. Every change is a
-/// read-modify-write under an exclusive `flock` on the sibling `<file>.lock`, so stores in several
+/// read-modify-write under an exclusive file lock (`flock`; `LockFileEx` on Windows) on the sibling
+/// `<file>.lock`, so stores in several
 /// servers, agents or processes sharing the file lose no entry; the new content goes to a fresh temp
 /// file in the same directory (created exclusively, never through a link) that is then renamed over
 /// the file. A token file that is a symbolic link is refused: a link planted where the tokens go (the
@@ -318,8 +319,8 @@ impl FileTokenStore {
         std::path::PathBuf::from(path)
     }
 
-    /// Opens (creating it, mode 0600) the lock file at `lock_path` and takes an exclusive `flock` on it,
-    /// blocking until it is free. Refuses a link or anything but a regular file there.
+    /// Opens (creating it, mode 0600) the lock file at `lock_path` and takes an exclusive lock on it
+    /// (`flock`; `LockFileEx` on Windows), blocking until it is free. Refuses a link or anything but a regular file there.
     fn lock_file(&self, lock_path: &std::path::Path) -> Result<std::fs::File, String> {
         self.refuse_link(lock_path)?;
         let mut options = Self::options(true);
@@ -330,24 +331,22 @@ impl FileTokenStore {
             _ => self.fail(e),
         })?;
         self.regular(&lock, lock_path)?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
-            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let busy = std::io::Error::last_os_error();
-                if busy.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                    return Err(self.fail(busy));
-                }
+        // The standard library's file lock: `flock` on Unix, `LockFileEx` on Windows; released when
+        // `lock` closes.
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
                 tracing::debug!(lock = %lock_path.display(), "waiting for another holder of the token file's lock");
-                // SAFETY: as above. A signal interrupting the wait (EINTR) is not a failure: wait again.
-                while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                    let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        return Err(self.fail(e));
+                // A signal interrupting the wait is not a failure: wait again.
+                loop {
+                    match lock.lock() {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(self.fail(e)),
                     }
                 }
             }
+            Err(std::fs::TryLockError::Error(e)) => return Err(self.fail(e)),
         }
         Ok(lock)
     }
