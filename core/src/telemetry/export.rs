@@ -4,16 +4,19 @@
 //! buffer per span, to which every recorded field appends its `KeyValue` (field names are the
 //! callsites' `&'static str`s, values are written once, where they are recorded). At the span's close
 //! its ids, times and name complete the buffer, which goes to a bounded queue (a full queue drops the
-//! span and counts it: the loop never waits for the exporter). A thread of its own gathers the spans
-//! in batches (512, or what came in 5 s), wraps them in an `ExportTraceServiceRequest` and POSTs it
-//! over OTLP/HTTP with protobuf bodies. No OpenTelemetry SDK span objects, no per-attribute strings.
+//! span and counts it: the loop never waits for the exporter). A thread of its own takes the queued
+//! spans when 512 are waiting, every 5 s, or on a flush, wraps them in an `ExportTraceServiceRequest`
+//! and POSTs it over OTLP/HTTP with protobuf bodies. No OpenTelemetry SDK span objects, no
+//! per-attribute strings, and no wake-up of the exporter per span (a span is pushed under a lock; the
+//! exporter is signalled once per batch).
 //!
 //! Protobuf fields may come in any order and, for a scalar field, the last one read wins: a span's
 //! kind is written first as `internal` and an `otel.kind` field written later replaces it; `otel.name`
 //! likewise replaces the callsite's name.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
@@ -32,12 +35,48 @@ const DELAY: Duration = Duration::from_secs(5);
 /// How long one export may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the exporter thread is handed.
+/// What wakes the exporter thread.
 pub(super) enum Msg {
-    /// A finished span: the encoded body of its `Span` message.
-    Span(Vec<u8>),
+    /// A batch of spans is waiting.
+    Batch,
     /// Export what is pending now and answer with how it went.
     Flush(mpsc::Sender<Result<(), String>>),
+}
+
+/// The finished spans waiting for the exporter (each the encoded body of its `Span` message), and the
+/// exporter's wake-up.
+pub(super) struct Queue {
+    spans: Mutex<Vec<Vec<u8>>>,
+    capacity: usize,
+    wake: SyncSender<Msg>,
+}
+
+impl Queue {
+    pub(super) fn new(capacity: usize, wake: SyncSender<Msg>) -> Arc<Queue> {
+        Arc::new(Queue { spans: Mutex::new(Vec::with_capacity(BATCH.min(capacity))), capacity, wake })
+    }
+
+    /// Queues a finished span, or drops and counts it when the queue is full; wakes the exporter when a
+    /// batch is waiting. Never waits for the exporter.
+    fn push(&self, span: Vec<u8>) {
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if spans.len() >= self.capacity {
+            drop(spans);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        spans.push(span);
+        let batch = spans.len() == BATCH.min(self.capacity);
+        drop(spans);
+        if batch {
+            let _ = self.wake.try_send(Msg::Batch);
+        }
+    }
+
+    fn take(&self) -> Vec<Vec<u8>> {
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *spans, Vec::with_capacity(BATCH.min(self.capacity)))
+    }
 }
 
 /// Spans dropped because the queue was full (reported by the next flush).
@@ -55,17 +94,17 @@ struct SpanData {
 
 /// The `tracing` layer recording spans as OTLP protobuf and handing them to the exporter thread.
 pub(super) struct OtlpLayer {
-    tx: SyncSender<Msg>,
+    queue: Arc<Queue>,
     seed: u64,
     next: AtomicU64,
 }
 
 impl OtlpLayer {
-    pub(super) fn new(tx: SyncSender<Msg>) -> OtlpLayer {
+    pub(super) fn new(queue: Arc<Queue>) -> OtlpLayer {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
         let seed = u64::from_le_bytes(seed) | now_nanos();
-        OtlpLayer { tx, seed, next: AtomicU64::new(1) }
+        OtlpLayer { queue, seed, next: AtomicU64::new(1) }
     }
 
     /// A fresh non-zero id, unique in the process: a counter passed through splitmix64's bijective mix
@@ -171,9 +210,7 @@ where
         }
         fixed64_field(body, 7, data.start);
         fixed64_field(body, 8, now_nanos());
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(Msg::Span(data.body)) {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-        }
+        self.queue.push(data.body);
     }
 }
 
@@ -386,8 +423,10 @@ pub(super) fn start(
     url: String,
     headers: reqwest::header::HeaderMap,
     service_name: &str,
-) -> Result<SyncSender<Msg>, String> {
-    let (tx, rx) = mpsc::sync_channel(QUEUE);
+) -> Result<Arc<Queue>, String> {
+    let (wake, rx) = mpsc::sync_channel(4);
+    let queue = Queue::new(QUEUE, wake);
+    let taken = queue.clone();
     let (ready_tx, ready_rx) = mpsc::channel();
     let (resource, scope) = request_parts(service_name);
     std::thread::Builder::new()
@@ -433,71 +472,71 @@ pub(super) fn start(
                     ))
                 })
             };
-            run(rx, post);
+            run(rx, &taken, post);
         })
         .map_err(|e| format!("the exporter thread could not be started: {e}"))?;
     ready_rx.recv().unwrap_or_else(|_| Err("the exporter thread stopped".to_string()))?;
-    Ok(tx)
+    Ok(queue)
 }
 
-/// The exporter thread's loop: batches of finished spans posted when full, when due, or when flushed.
-/// An export that fails in the background is reported by the next flush.
-fn run(rx: Receiver<Msg>, post: impl Fn(&[Vec<u8>]) -> Result<(), String>) {
-    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
+/// The exporter thread's loop: the queued spans posted (in batches of at most 512) when a batch is
+/// waiting, when due, or when flushed. An export that fails in the background is reported by the next
+/// flush.
+fn run(rx: Receiver<Msg>, queue: &Queue, post: impl Fn(&[Vec<u8>]) -> Result<(), String>) {
     let mut failed: Option<String> = None;
     let mut due = Instant::now() + DELAY;
-    let export = |batch: &mut Vec<Vec<u8>>| -> Result<(), String> {
-        let result = if batch.is_empty() { Ok(()) } else { post(batch) };
-        batch.clear();
+    let export = || -> Result<(), String> {
+        let spans = queue.take();
+        let mut result = Ok(());
+        for batch in spans.chunks(BATCH) {
+            if let Err(e) = post(batch) {
+                result = Err(e);
+            }
+        }
         result
     };
     loop {
-        match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
-            Ok(Msg::Span(span)) => {
-                batch.push(span);
-                if batch.len() >= BATCH {
-                    if let Err(e) = export(&mut batch) {
-                        failed = Some(e);
-                    }
-                    due = Instant::now() + DELAY;
-                }
-            }
-            Ok(Msg::Flush(reply)) => {
-                let mut result = export(&mut batch);
-                if let Some(e) = failed.take() {
-                    result = Err(match result {
-                        Ok(()) => format!("an earlier export failed: {e}"),
-                        Err(now) => format!("{now} (and an earlier export failed: {e})"),
-                    });
-                }
-                let dropped = DROPPED.swap(0, Ordering::Relaxed);
-                if dropped > 0 {
-                    let note = format!("{dropped} spans were dropped: the export queue ({QUEUE} spans) was full");
-                    result = Err(match result {
-                        Ok(()) => note,
-                        Err(e) => format!("{e}; {note}"),
-                    });
-                }
-                let _ = reply.send(result);
-            }
+        let reply = match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+            Ok(Msg::Batch) => None,
+            Ok(Msg::Flush(reply)) => Some(reply),
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(e) = export(&mut batch) {
-                    failed = Some(e);
-                }
                 due = Instant::now() + DELAY;
+                None
             }
             Err(RecvTimeoutError::Disconnected) => {
-                let _ = export(&mut batch);
+                let _ = export();
                 return;
             }
+        };
+        let mut result = export();
+        let Some(reply) = reply else {
+            if let Err(e) = result {
+                failed = Some(e);
+            }
+            continue;
+        };
+        if let Some(e) = failed.take() {
+            result = Err(match result {
+                Ok(()) => format!("an earlier export failed: {e}"),
+                Err(now) => format!("{now} (and an earlier export failed: {e})"),
+            });
         }
+        let dropped = DROPPED.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            let note = format!("{dropped} spans were dropped: the export queue ({QUEUE} spans) was full");
+            result = Err(match result {
+                Ok(()) => note,
+                Err(e) => format!("{e}; {note}"),
+            });
+        }
+        let _ = reply.send(result);
     }
 }
 
 /// Exports every span finished before the call and waits for the collector's answer.
-pub(super) fn flush(tx: &SyncSender<Msg>) -> Result<(), String> {
+pub(super) fn flush(queue: &Queue) -> Result<(), String> {
     let (reply, answer) = mpsc::channel();
-    tx.send(Msg::Flush(reply)).map_err(|_| "the exporter thread has stopped".to_string())?;
+    queue.wake.send(Msg::Flush(reply)).map_err(|_| "the exporter thread has stopped".to_string())?;
     answer.recv().unwrap_or_else(|_| Err("the exporter thread has stopped".to_string()))
 }
 
@@ -522,26 +561,31 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_spans_without_blocking() {
         DROPPED.store(0, Ordering::Relaxed);
-        let (tx, rx) = mpsc::sync_channel(3);
-        spans(OtlpLayer::new(tx), 3);
+        let (wake, rx) = mpsc::sync_channel(4);
+        let queue = Queue::new(3, wake);
+        spans(OtlpLayer::new(queue.clone()), 3);
         assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
-        assert_eq!(rx.try_iter().count(), 3);
+        assert_eq!(queue.take().len(), 3);
+        // The exporter was woken once, when the queue held a batch (here, all it can hold).
+        assert_eq!(rx.try_iter().count(), 1);
 
-        // Nobody reads this queue: the second and third spans find it full.
-        let (tx, rx) = mpsc::sync_channel(1);
-        spans(OtlpLayer::new(tx), 3);
+        // Nobody takes from this queue: the second and third spans find it full.
+        let (wake, _rx) = mpsc::sync_channel(4);
+        let queue = Queue::new(1, wake);
+        spans(OtlpLayer::new(queue.clone()), 3);
         assert_eq!(DROPPED.swap(0, Ordering::Relaxed), 2);
-        let Ok(Msg::Span(body)) = rx.try_recv() else { panic!("the first span is queued") };
+        let taken = queue.take();
+        assert_eq!(taken.len(), 1, "the first span is queued");
         // Its body holds its name and its attribute's key.
-        let text = String::from_utf8_lossy(&body);
+        let text = String::from_utf8_lossy(&taken[0]);
         assert!(text.contains("probe") && text.contains("ambit.turn"), "{text:?}");
     }
 
     /// Ids are never zero and never repeat (a counter through a bijective mix).
     #[test]
     fn ids_are_unique_and_not_zero() {
-        let (tx, _rx) = mpsc::sync_channel(1);
-        let layer = OtlpLayer::new(tx);
+        let (wake, _rx) = mpsc::sync_channel(1);
+        let layer = OtlpLayer::new(Queue::new(1, wake));
         let ids: std::collections::HashSet<u64> = (0..10_000).map(|_| layer.id()).collect();
         assert_eq!(ids.len(), 10_000);
         assert!(!ids.contains(&0));

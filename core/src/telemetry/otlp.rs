@@ -1,15 +1,15 @@
 //! The OTLP/HTTP (protobuf) exporter of the loop's spans, and the global `tracing` subscriber that
 //! carries them (cargo feature `otel`).
 
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
 
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{Layer, Registry, filter};
 
-use super::export::{self, Msg, OtlpLayer};
+use super::export::{self, OtlpLayer, Queue};
 use crate::Error;
 
 /// Where and how spans are exported.
@@ -40,7 +40,7 @@ impl OtlpConfig {
 
 struct Global {
     /// The exporter thread's queue.
-    tx: SyncSender<Msg>,
+    queue: Arc<Queue>,
     endpoint: String,
 }
 
@@ -79,18 +79,18 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
     let global = GLOBAL
         .get_or_init(|| {
             let headers = header_map(&config.headers)?;
-            let tx = export::start(endpoint.clone(), headers, &config.service_name)?;
+            let queue = export::start(endpoint.clone(), headers, &config.service_name)?;
             // The conventions' attributes only (no source location, thread, target or busy/idle
             // times), recorded straight into OTLP protobuf by a layer of our own (export.rs). Parents
             // come from `tracing`'s own current span.
-            let layer = OtlpLayer::new(tx.clone())
+            let layer = OtlpLayer::new(queue.clone())
                 .with_filter(filter::filter_fn(|m| ON.load(Ordering::Relaxed) && exported(m)));
             // Events only: without export on, no span is made at all.
             let log = LogForward.with_filter(filter::filter_fn(|m| m.is_event()));
             let subscriber = Registry::default().with(layer).with(log).with(LevelFilter::DEBUG);
             tracing::subscriber::set_global_default(subscriber)
                 .map_err(|e| format!("another tracing subscriber is installed ({e})"))?;
-            Ok(Global { tx, endpoint: endpoint.clone() })
+            Ok(Global { queue, endpoint: endpoint.clone() })
         })
         .as_ref()
         .map_err(|e| Error::Config(format!("telemetry: {e}")))?;
@@ -110,7 +110,7 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
 /// (a `WARN` event of target `ambit::telemetry`), and the spans are dropped.
 pub fn flush() -> Result<(), Error> {
     let Some(Ok(global)) = GLOBAL.get() else { return Ok(()) };
-    if let Err(e) = export::flush(&global.tx) {
+    if let Err(e) = export::flush(&global.queue) {
         tracing::warn!(target: "ambit::telemetry", endpoint = %global.endpoint, "span export failed: {e}");
     }
     Ok(())
