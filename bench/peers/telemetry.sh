@@ -7,6 +7,8 @@
 #   bash bench/peers/telemetry.sh [ROUNDS] [RUNS]      (default 5 rounds of 300 runs, 30 warm-up;
 #                                                      the runs' spans flushed inside the measured window)
 #   BENCH_NO_BUILD=1 bash bench/peers/telemetry.sh …   (the wheel and provider of the last run)
+#   BENCH_WORK=DIR …                                   (the wheel, venv and results in DIR instead of
+#                                                      $AMBIT_CACHE/bench-otel: two sittings side by side)
 #   bash bench/peers/telemetry.sh --instructions [RUNS]  (instructions per run instead of CPU time)
 #
 # `--instructions` counts the runner's instructions under valgrind (cachegrind, no cache simulation:
@@ -20,7 +22,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/scripts/env.sh"
 source "$repo/scripts/llama-env.sh"  # the venv with opentelemetry-proto (the receiver)
 rounds="${1:-5}" runs="${2:-300}" warmup=30
-work="$AMBIT_CACHE/bench-otel"
+work="${BENCH_WORK:-$AMBIT_CACHE/bench-otel}"  # BENCH_WORK: another directory, for two sittings side by side
 mkdir -p "$work"
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
   (cd "$repo" && cargo build -q --release -p ambit-test-provider --bin ambit-bench-provider)

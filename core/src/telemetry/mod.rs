@@ -28,6 +28,8 @@ use tracing::field::Empty;
 use crate::model::{Message, ModelRequest, ModelResponse, StopReason, Usage};
 
 #[cfg(feature = "otel")]
+mod export;
+#[cfg(feature = "otel")]
 mod otlp;
 #[cfg(feature = "otel")]
 pub use otlp::{LogForward, OtlpConfig, Telemetry, flush, init, shutdown};
@@ -176,15 +178,8 @@ pub(crate) fn chat_ended(span: &Span, outcome: Result<&ModelResponse, &crate::Mo
     }
 }
 
-#[cfg(feature = "otel")]
-fn record_finish_reasons(span: &Span, reason: &'static str) {
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    // A string array, as the conventions type it (a `tracing` field cannot hold one).
-    let value = opentelemetry::Value::Array(opentelemetry::Array::String(vec![reason.into()]));
-    span.set_attribute("gen_ai.response.finish_reasons", value);
-}
-
-#[cfg(not(feature = "otel"))]
+/// Records the finish reason; the exporting layer sends it as a string array, as the conventions type
+/// it (a `tracing` field cannot hold one).
 fn record_finish_reasons(span: &Span, reason: &'static str) {
     span.record("gen_ai.response.finish_reasons", reason);
 }
@@ -281,7 +276,7 @@ fn record_usage(span: &Span, usage: &Usage) {
     span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
 }
 
-/// A count as an `i64`: the OpenTelemetry bridge exports `u64` fields as text, `i64` ones as integers.
+/// A count as an `i64`: the exporting layer exports `u64` fields as text, `i64` ones as integers.
 pub(crate) fn int(n: impl TryInto<i64>) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }

@@ -1,16 +1,15 @@
 //! The OTLP/HTTP (protobuf) exporter of the loop's spans, and the global `tracing` subscriber that
 //! carries them (cargo feature `otel`).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{Layer, Registry, filter};
 
+use super::export::{self, OtlpLayer, Queue};
 use crate::Error;
 
 /// Where and how spans are exported.
@@ -40,7 +39,8 @@ impl OtlpConfig {
 }
 
 struct Global {
-    provider: SdkTracerProvider,
+    /// The exporter thread's queue.
+    queue: Arc<Queue>,
     endpoint: String,
 }
 
@@ -78,26 +78,19 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
     let endpoint = traces_url(&config.endpoint)?;
     let global = GLOBAL
         .get_or_init(|| {
-            let provider = build_provider(endpoint.clone(), config.headers.clone(), config.service_name.clone())?;
-            // The conventions' attributes only: no source location, thread, target or busy/idle times.
-            // No OpenTelemetry context activation (on by default): it attaches and detaches an
-            // OpenTelemetry `Context` on every poll of every instrumented future (a run's, its turn's,
-            // its model request's). Parents come from `tracing`'s own current span instead, and nothing
-            // in the process reads the OpenTelemetry context.
-            let layer = tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("ambit"))
-                .with_context_activation(false)
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_tracked_inactivity(false)
+            let headers = header_map(&config.headers)?;
+            let queue = export::start(endpoint.clone(), headers, &config.service_name)?;
+            // The conventions' attributes only (no source location, thread, target or busy/idle
+            // times), recorded straight into OTLP protobuf by a layer of our own (export.rs). Parents
+            // come from `tracing`'s own current span.
+            let layer = OtlpLayer::new(queue.clone())
                 .with_filter(filter::filter_fn(|m| ON.load(Ordering::Relaxed) && exported(m)));
             // Events only: without export on, no span is made at all.
             let log = LogForward.with_filter(filter::filter_fn(|m| m.is_event()));
             let subscriber = Registry::default().with(layer).with(log).with(LevelFilter::DEBUG);
             tracing::subscriber::set_global_default(subscriber)
                 .map_err(|e| format!("another tracing subscriber is installed ({e})"))?;
-            Ok(Global { provider, endpoint: endpoint.clone() })
+            Ok(Global { queue, endpoint: endpoint.clone() })
         })
         .as_ref()
         .map_err(|e| Error::Config(format!("telemetry: {e}")))?;
@@ -117,8 +110,7 @@ pub fn init(config: OtlpConfig) -> Result<Telemetry, Error> {
 /// (a `WARN` event of target `ambit::telemetry`), and the spans are dropped.
 pub fn flush() -> Result<(), Error> {
     let Some(Ok(global)) = GLOBAL.get() else { return Ok(()) };
-    let provider = global.provider.clone();
-    if let Err(e) = off_thread(move || provider.force_flush().map_err(|e| e.to_string())) {
+    if let Err(e) = export::flush(&global.queue) {
         tracing::warn!(target: "ambit::telemetry", endpoint = %global.endpoint, "span export failed: {e}");
     }
     Ok(())
@@ -143,34 +135,17 @@ fn traces_url(endpoint: &str) -> Result<String, Error> {
     Ok(if trimmed.ends_with("/v1/traces") { trimmed.to_string() } else { format!("{trimmed}/v1/traces") })
 }
 
-/// The exporter's blocking HTTP client is made and dropped on a plain thread: reqwest's blocking client
-/// owns a runtime, which may not be made or dropped inside an async context.
-fn off_thread(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<(), Error> {
-    std::thread::spawn(f)
-        .join()
-        .unwrap_or_else(|_| Err("the export thread panicked".to_string()))
-        .map_err(|e| Error::Config(format!("telemetry: {e}")))
-}
-
-fn build_provider(
-    endpoint: String,
-    headers: Vec<(String, String)>,
-    service_name: String,
-) -> Result<SdkTracerProvider, String> {
-    let made = std::thread::spawn(move || {
-        use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(endpoint)
-            .with_headers(headers.into_iter().collect::<HashMap<_, _>>())
-            .build()
-            .map_err(|e| e.to_string())?;
-        let resource = opentelemetry_sdk::Resource::builder().with_service_name(service_name).build();
-        Ok::<_, String>(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
-    });
-    made.join().unwrap_or_else(|_| Err("the exporter could not be made".to_string()))
+/// The configured headers, each checked: a name or value HTTP cannot carry is refused by name.
+fn header_map(headers: &[(String, String)]) -> Result<reqwest::header::HeaderMap, String> {
+    use reqwest::header::{HeaderName, HeaderValue};
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let n =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("the header name {name:?} is not valid"))?;
+        let v = HeaderValue::from_str(value).map_err(|_| format!("the value of the header {name:?} is not valid"))?;
+        map.append(n, v);
+    }
+    Ok(map)
 }
 
 /// What the exporting layer takes: spans at INFO and above, and events at WARN and above (a tool's
