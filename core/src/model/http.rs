@@ -142,18 +142,15 @@ impl Endpoint {
         }
     }
 
-    /// POSTs `body` to `url`, retrying what is worth retrying; returns the first 2xx response.
+    /// POSTs `bytes` (a body from [`encode`]) to `url`, retrying what is worth retrying; returns the
+    /// first 2xx response.
     pub async fn post(
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &(impl serde::Serialize + ?Sized),
+        bytes: &bytes::Bytes,
     ) -> Result<reqwest::Response, ModelError> {
         let client = self.client()?;
-        // Serialized once, sent as often as the retries need.
-        let bytes = bytes::Bytes::from(
-            serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?,
-        );
         // Errors name the URL without its query: a parameter may carry a key (`?key=…`).
         let named = without_query(url);
         let mut attempt = 0;
@@ -227,7 +224,7 @@ impl Endpoint {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &(impl serde::Serialize + ?Sized),
+        body: &bytes::Bytes,
         sink: &TextSink<'_>,
         reader: impl Fn() -> R,
     ) -> Result<R::Answer, ModelError> {
@@ -257,6 +254,14 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// A request body serialized once, to be sent as often as the retries need. The wires encode it before
+/// the request and drop the JSON tree it came from, so an in-flight run holds only these bytes while it
+/// waits (issue 18, RSS per in-flight run).
+pub(crate) fn encode(body: &(impl serde::Serialize + ?Sized)) -> Result<bytes::Bytes, ModelError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?;
+    Ok(bytes::Bytes::from(bytes))
 }
 
 pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {
