@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
 use futures::channel::mpsc;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
