@@ -579,15 +579,18 @@ impl Model for Anthropic {
             headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_string()));
         }
         let url = ep.url("messages");
+        // The JSON tree is dropped once written: only its bytes wait with the request.
+        let sent = super::http::encode(&body)?;
+        drop(body);
         if !ep.stream {
-            let resp = ep.post(&url, &headers, &body).await?;
+            let resp = ep.post(&url, &headers, &sent).await?;
             let reply = parse_reply_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             if let Some(t) = reply.response.text.as_deref().filter(|t| !t.is_empty()) {
                 sink(t);
             }
             return Ok(reply);
         }
-        ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await
+        ep.post_stream(&url, &headers, &sent, sink, || StreamDecoder::new(ep.limits)).await
     }
 }
 

@@ -142,20 +142,22 @@ impl Endpoint {
         }
     }
 
-    /// POSTs `body` to `url`, retrying what is worth retrying; returns the first 2xx response.
+    /// POSTs `bytes` (a body from [`encode`]) to `url`, retrying what is worth retrying; returns the
+    /// first 2xx response.
     pub async fn post(
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &(impl serde::Serialize + ?Sized),
+        bytes: &bytes::Bytes,
     ) -> Result<reqwest::Response, ModelError> {
         let client = self.client()?;
-        // Serialized once, sent as often as the retries need.
-        let bytes = bytes::Bytes::from(
-            serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?,
-        );
         // Errors name the URL without its query: a parameter may carry a key (`?key=…`).
         let named = without_query(url);
+        // The connection a run's previous request just finished with goes back to the client's pool
+        // from another task (hyper-util's idle watcher). One yield lets it get there first, so this
+        // request checks it out instead of opening a new connection raced against it; with many runs
+        // in flight that race left 1.3-1.7 open connections per in-flight request (issue 18).
+        tokio::task::yield_now().await;
         let mut attempt = 0;
         loop {
             let mut http = client.post(url).header("content-type", "application/json").body(bytes.clone());
@@ -227,7 +229,7 @@ impl Endpoint {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &(impl serde::Serialize + ?Sized),
+        body: &bytes::Bytes,
         sink: &TextSink<'_>,
         reader: impl Fn() -> R,
     ) -> Result<R::Answer, ModelError> {
@@ -257,6 +259,14 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// A request body serialized once, to be sent as often as the retries need. The wires encode it before
+/// the request and drop the JSON tree it came from, so an in-flight run holds only these bytes while it
+/// waits (issue 18, RSS per in-flight run).
+pub(crate) fn encode(body: &(impl serde::Serialize + ?Sized)) -> Result<bytes::Bytes, ModelError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| ModelError::InvalidResponse(format!("the request body: {e}")))?;
+    Ok(bytes::Bytes::from(bytes))
 }
 
 pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {

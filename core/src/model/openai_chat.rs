@@ -402,8 +402,11 @@ impl Model for OpenAiChat {
         let offered: Vec<&str> = offered.iter().map(String::as_str).collect();
         let seq = request.messages.len();
         let url = ep.url("chat/completions");
+        // The JSON tree is dropped once written: only its bytes wait with the request.
+        let sent = super::http::encode(&body)?;
+        drop(body);
         if !ep.stream {
-            let resp = ep.post(&url, &headers, &body).await?;
+            let resp = ep.post(&url, &headers, &sent).await?;
             let mut response = parse_response_within(&json_body(resp, ep.limits.max_body_bytes).await?, &ep.limits)?;
             text_calls::recover(&mut response, &offered, seq, ep.limits.max_tool_calls, mode);
             if let Some(t) = response.text.as_deref().filter(|t| !t.is_empty()) {
@@ -412,11 +415,11 @@ impl Model for OpenAiChat {
             return Ok(response);
         }
         if mode == TextToolCalls::Off {
-            return ep.post_stream(&url, &headers, &body, sink, || StreamDecoder::new(ep.limits)).await;
+            return ep.post_stream(&url, &headers, &sent, sink, || StreamDecoder::new(ep.limits)).await;
         }
         let held = text_calls::HeldText::new(sink);
         let hold = |t: &str| held.push(t);
-        let mut response = ep.post_stream(&url, &headers, &body, &hold, || StreamDecoder::new(ep.limits)).await?;
+        let mut response = ep.post_stream(&url, &headers, &sent, &hold, || StreamDecoder::new(ep.limits)).await?;
         let before = response.text.clone();
         let read = text_calls::recover(&mut response, &offered, seq, ep.limits.max_tool_calls, mode);
         held.finish(read, if response.text != before { response.text.as_deref() } else { None });
