@@ -126,3 +126,22 @@ async fn a_run_marked_lost_while_its_runner_was_paused_stops() {
         assert_eq!(lost, 1, "{}: {runs:?}", s.name);
     }
 }
+
+/// A runner on the wall clock, ticked at a routine's creation time, starts its first run: the store's
+/// clock is read to correct for a machine whose clock is off, and a difference of a few ms (the round
+/// trip) is not a skew that makes the slot a few ms early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_runner_ticked_at_the_creation_time_starts_the_first_run() {
+    for s in session_stores::stores().await {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let routines = open(&s.url, clock.clone()).await;
+        let sessions = Sessions::open(&s.url).await.unwrap();
+        let a = runner(&routines, &sessions, clock, Duration::from_secs(60));
+        for i in 0..20 {
+            let r = routines.create(RoutineSpec::every("tester", "report=success", 3600), "alice").await.unwrap();
+            let started = a.tick(r.created_at).await.unwrap().started;
+            assert_eq!(started.len(), 1, "{} ({i}): the first slot did not start", s.name);
+            a.wait_idle().await;
+        }
+    }
+}

@@ -236,6 +236,9 @@ struct Inner {
     skew: std::sync::atomic::AtomicI64,
 }
 
+/// How far a wall-clock runner's clock may be from the store's before the runner corrects for it, in ms.
+const SKEW_TOLERANCE_MS: i64 = 1_000;
+
 /// Fires the due slots of the routines in a store as session runs. Cheap to clone.
 #[derive(Clone)]
 pub struct Runner {
@@ -295,7 +298,13 @@ impl Runner {
         // slots early and find other runners' live runs lost, and a slow one would keep lost runs alive.
         let clock = inner.routines.clock();
         if clock.is_wall_clock() {
-            let skew = store.clock().await? - clock.now_ms();
+            let before = clock.now_ms();
+            let store_now = store.clock().await?;
+            let after = clock.now_ms();
+            let skew = store_now - (before + (after - before) / 2);
+            // Clocks within a second of each other agree: a difference that small is the round trip's
+            // noise (a host ticking at a routine's creation time would otherwise find it a few ms early).
+            let skew = if skew.abs() < SKEW_TOLERANCE_MS { 0 } else { skew };
             inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
         }
         let now = now + self.skew();
