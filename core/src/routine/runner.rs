@@ -238,6 +238,8 @@ struct Inner {
 
 /// How far a wall-clock runner's clock may be from the store's before the runner corrects for it, in ms.
 const SKEW_TOLERANCE_MS: i64 = 1_000;
+/// The largest skew a wall-clock runner corrects for, in ms (a day).
+const MAX_SKEW_MS: i64 = 86_400_000;
 
 /// Fires the due slots of the routines in a store as session runs. Cheap to clone.
 #[derive(Clone)]
@@ -301,11 +303,16 @@ impl Runner {
             let before = clock.now_ms();
             let store_now = store.clock().await?;
             let after = clock.now_ms();
-            let skew = store_now - (before + (after - before) / 2);
-            // Clocks within a second of each other agree: a difference that small is the round trip's
-            // noise (a host ticking at a routine's creation time would otherwise find it a few ms early).
-            let skew = if skew.abs() < SKEW_TOLERANCE_MS { 0 } else { skew };
-            inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
+            // A reading that took longer than the tolerance (a wait for a connection, a process paused
+            // between the two local readings) says nothing about the skew: the last one is kept.
+            if after.saturating_sub(before) <= SKEW_TOLERANCE_MS {
+                let skew = store_now.saturating_sub(before.saturating_add((after - before) / 2));
+                // Clocks within a second of each other agree: a difference that small is the round
+                // trip's noise (a host ticking at a routine's creation time would otherwise find it a few
+                // ms early). A store clock a day or more away is not a skew to follow.
+                let skew = if skew.abs() < SKEW_TOLERANCE_MS { 0 } else { skew.clamp(-MAX_SKEW_MS, MAX_SKEW_MS) };
+                inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         let now = now + self.skew();
         // A lease is written again once a sixth of it has run: a tick every few milliseconds would

@@ -936,6 +936,12 @@ macro_rules! session_store_impl {
                 now: i64,
             ) -> Result<(), SessionError> {
                 let mut tx = self.begin_write().await?;
+                // The session's row first, as `take` holds it before the task rows it updates.
+                sqlx::query(concat!("SELECT 1 FROM ambit_sessions WHERE session_id = $1", $lock))
+                    .bind(session_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_err)?;
                 let clock = Self::store_clock(&mut tx).await?;
                 for (task_id, note) in running {
                     sqlx::query(
