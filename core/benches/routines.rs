@@ -4,7 +4,8 @@
 //! and due at a steady 1,000 a second (the lag says whether the runners keep up with that). Beside it,
 //! the store's own limit: the same slot claims with no run started. `scripts/bench-routines.sh` starts
 //! PostgreSQL for it; `AMBIT_BENCH_ROUTINES` sets how many routines (default 10,000),
-//! `AMBIT_BENCH_ROUTINES_PACE` the steady pace (default 1,000 a second).
+//! `AMBIT_BENCH_ROUTINES_PACE` the steady pace (default 1,000 a second), `AMBIT_BENCH_ROUTINES_ONLY` the rows
+//! (`postgres:4,sqlite:1`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,6 +195,11 @@ async fn main() {
         eprintln!("AMBIT_BENCH_POSTGRES_URL is not set: SQLite only (scripts/bench-routines.sh starts PostgreSQL)");
     }
     configs.push(("sqlite".into(), 1));
+    // AMBIT_BENCH_ROUTINES_ONLY=postgres:4,sqlite:1 runs only those rows (a profile of one row).
+    if let Ok(only) = std::env::var("AMBIT_BENCH_ROUTINES_ONLY") {
+        let keep: Vec<&str> = only.split(',').map(str::trim).collect();
+        configs.retain(|(store, runners)| keep.contains(&format!("{store}:{runners}").as_str()));
+    }
     let pace: usize = std::env::var("AMBIT_BENCH_ROUTINES_PACE").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000);
     println!("routines: {n}; each run a session run of an agent that answers at once");
     println!("burst: all {n} due at once; paced: due {pace} a second");

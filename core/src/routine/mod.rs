@@ -388,6 +388,11 @@ fn fresh_id(prefix: &str) -> String {
     format!("{prefix}_{hex}")
 }
 
+/// How far a wall clock may be from the store's before routines correct for it, in ms.
+pub(crate) const SKEW_TOLERANCE_MS: i64 = 1_000;
+/// The largest skew corrected for, in ms (a day): a store clock further away is not a skew to follow.
+pub(crate) const MAX_SKEW_MS: i64 = 86_400_000;
+
 impl Routines {
     /// Opens `sqlite:///path` (created if missing) or `postgres://…`, applying the migrations.
     pub async fn open(url: &str) -> Result<Routines, RoutineError> {
@@ -420,6 +425,38 @@ impl Routines {
         &self.clock
     }
 
+    /// The store's clock less this one's, read now. On a clock a host or a test moves, 0: such a clock
+    /// is taken as the store's time. On the wall clock, measured against the round trip's midpoint; a
+    /// clock within [`SKEW_TOLERANCE_MS`] of the store's agrees (0; the difference is the round trip's
+    /// noise), a larger skew is clamped to [`MAX_SKEW_MS`]. `None` when the reading took longer than the
+    /// tolerance (a wait for a connection, a pause between the two local readings): it says nothing.
+    pub(crate) async fn measure_skew(&self) -> Result<Option<i64>, RoutineError> {
+        if !self.clock.is_wall_clock() {
+            return Ok(Some(0));
+        }
+        let before = self.clock.now_ms();
+        let store_now = self.store.clock().await?;
+        let after = self.clock.now_ms();
+        if after.saturating_sub(before) > SKEW_TOLERANCE_MS {
+            return Ok(None);
+        }
+        let skew = store_now.saturating_sub(before.saturating_add((after - before) / 2));
+        Ok(Some(if skew.abs() < SKEW_TOLERANCE_MS { 0 } else { skew.clamp(-MAX_SKEW_MS, MAX_SKEW_MS) }))
+    }
+
+    /// Now, on the store's clock (see [`Routines::measure_skew`]): what a definition change times its
+    /// revision and its next slot by, so a machine whose clock is off neither delays nor hurries a new
+    /// routine's first slot.
+    async fn now(&self) -> Result<i64, RoutineError> {
+        // A reading that said nothing (a slow round trip) is taken again, up to three times in all.
+        for _ in 0..3 {
+            if let Some(skew) = self.measure_skew().await? {
+                return Ok(self.clock.now_ms().saturating_add(skew));
+            }
+        }
+        Err(RoutineError::Store("the store's clock could not be read within a second (three tries)".into()))
+    }
+
     /// Creates a routine with a fresh id; it first fires at its next slot (an interval routine on the
     /// next tick, inside its window).
     pub async fn create(&self, spec: RoutineSpec, actor: &str) -> Result<Routine, RoutineError> {
@@ -431,7 +468,7 @@ impl Routines {
         spec::check_name("id", id)?;
         spec::check_name("actor", actor)?;
         let timing = spec.validate()?;
-        let now = self.clock.now_ms();
+        let now = self.now().await?;
         // A schedule that never fires is refused, as 31 February is: by its window when it has one.
         let first = timing.first_slot(now).ok_or_else(|| never_fires(&spec))?;
         let next_slot = spec.enabled.then_some(first);
@@ -472,7 +509,7 @@ impl Routines {
     /// Applies an update: only the fields passed change; a new revision credited to `actor`.
     pub async fn update(&self, id: &str, patch: &RoutinePatch, actor: &str) -> Result<Routine, RoutineError> {
         spec::check_name("actor", actor)?;
-        self.store.update(id, patch, actor, self.clock.now_ms()).await
+        self.store.update(id, patch, actor, self.now().await?).await
     }
 
     /// [`Routines::update`] from JSON: absent fields stay, `null` clears.
@@ -484,7 +521,7 @@ impl Routines {
     /// in progress finishes.
     pub async fn delete(&self, id: &str, actor: &str) -> Result<(), RoutineError> {
         spec::check_name("actor", actor)?;
-        self.store.delete(id, actor, self.clock.now_ms()).await
+        self.store.delete(id, actor, self.now().await?).await
     }
 
     /// The runs of a routine (or of every routine), latest first, at most `limit` (at least 0: a

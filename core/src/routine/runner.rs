@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
@@ -212,6 +212,7 @@ impl RunnerBuilder {
                 events,
                 inflight,
                 skew: std::sync::atomic::AtomicI64::new(0),
+                skew_read: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -234,12 +235,16 @@ struct Inner {
     /// the machine's wall clock (0 on any other clock): what the runner adds to its clock's time for
     /// every lease it writes and every due or lost judgment it makes.
     skew: std::sync::atomic::AtomicI64,
+    /// The last good reading of the skew: the routines' clock's time and the monotonic time then (none
+    /// yet: the first tick reads it).
+    skew_read: std::sync::Mutex<Option<(i64, Instant)>>,
 }
 
-/// How far a wall-clock runner's clock may be from the store's before the runner corrects for it, in ms.
-const SKEW_TOLERANCE_MS: i64 = 1_000;
-/// The largest skew a wall-clock runner corrects for, in ms (a day).
-const MAX_SKEW_MS: i64 = 86_400_000;
+/// How often a runner reads the store's clock again for its skew, in ms.
+const SKEW_REREAD_MS: i64 = 1_000;
+/// How far the routines' clock may move apart from the monotonic clock between two readings of the
+/// store's before the runner takes it as a step and reads the store's clock again, in ms.
+const SKEW_STEP_MS: u64 = 100;
 
 /// Fires the due slots of the routines in a store as session runs. Cheap to clone.
 #[derive(Clone)]
@@ -294,26 +299,12 @@ impl Runner {
     /// One pass at `now`: renews this runner's leases, marks `lost` the runs whose lease ran out, claims
     /// the due slots and starts their runs (in the background; [`Runner::wait_idle`] waits for them).
     pub async fn tick(&self, now: i64) -> Result<TickReport, RoutineError> {
+        let ticked_at = Instant::now();
         let inner = &self.inner;
         let store = inner.routines.store();
         // On the wall clock, time is the store's: a machine whose clock is fast would otherwise fire
         // slots early and find other runners' live runs lost, and a slow one would keep lost runs alive.
-        let clock = inner.routines.clock();
-        if clock.is_wall_clock() {
-            let before = clock.now_ms();
-            let store_now = store.clock().await?;
-            let after = clock.now_ms();
-            // A reading that took longer than the tolerance (a wait for a connection, a process paused
-            // between the two local readings) says nothing about the skew: the last one is kept.
-            if after.saturating_sub(before) <= SKEW_TOLERANCE_MS {
-                let skew = store_now.saturating_sub(before.saturating_add((after - before) / 2));
-                // Clocks within a second of each other agree: a difference that small is the round
-                // trip's noise (a host ticking at a routine's creation time would otherwise find it a few
-                // ms early). A store clock a day or more away is not a skew to follow.
-                let skew = if skew.abs() < SKEW_TOLERANCE_MS { 0 } else { skew.clamp(-MAX_SKEW_MS, MAX_SKEW_MS) };
-                inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
+        self.follow_store_clock().await?;
         let now = now + self.skew();
         // A lease is written again once a sixth of it has run: a tick every few milliseconds would
         // otherwise rewrite every live run's row each time.
@@ -344,10 +335,46 @@ impl Runner {
         }
         for (run, routine) in claimed.runs {
             report.started.push(run.clone());
-            self.spawn_run(routine, run);
+            self.spawn_run(routine, run, ticked_at);
         }
         report.resumed = self.follow_parked(now).await?;
         Ok(report)
+    }
+
+    /// Reads the store's clock for the skew when the last reading is a second old, or when the routines'
+    /// clock stepped since (its time moved apart from the monotonic clock's by more than 100 ms: an NTP
+    /// step, a VM's clock set after a pause), or when there is none yet. A runner ticking every few
+    /// milliseconds would otherwise spend a round trip of each tick on it. Until a reading succeeds, and
+    /// after a step until one does again, the tick fails: no lease and no slot is judged on a skew that
+    /// may be wrong. A reading that merely took too long after an ordinary second keeps the last one.
+    async fn follow_store_clock(&self) -> Result<(), RoutineError> {
+        let inner = &self.inner;
+        let clock = inner.routines.clock();
+        let (stale, trusted) = {
+            let last = inner.skew_read.lock().unwrap_or_else(|e| e.into_inner());
+            match *last {
+                None => (true, false),
+                Some((local_then, at)) => {
+                    let mono = i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX);
+                    let stepped = (clock.now_ms().saturating_sub(local_then)).abs_diff(mono) > SKEW_STEP_MS;
+                    (stepped || mono >= SKEW_REREAD_MS, !stepped)
+                }
+            }
+        };
+        if !stale {
+            return Ok(());
+        }
+        match inner.routines.measure_skew().await? {
+            Some(skew) => {
+                inner.skew.store(skew, std::sync::atomic::Ordering::Relaxed);
+                *inner.skew_read.lock().unwrap_or_else(|e| e.into_inner()) = Some((clock.now_ms(), Instant::now()));
+                Ok(())
+            }
+            None if trusted => Ok(()),
+            None => Err(RoutineError::Store(
+                "the store's clock could not be read within a second: no lease or slot is judged until it is".into(),
+            )),
+        }
     }
 
     /// The store's clock less the routines' clock (see `Inner::skew`).
@@ -392,14 +419,14 @@ impl Runner {
     }
 
     /// Starts a claimed run in the background.
-    fn spawn_run(&self, routine: Routine, run: RunRecord) {
+    fn spawn_run(&self, routine: Routine, run: RunRecord, claimed_at: Instant) {
         let _ = self.inner.events.send(RoutineEvent::RunStarted { run: run.clone() });
         self.inner.inflight.send_modify(|n| *n += 1);
         let this = self.clone();
         let span = tracing::info_span!("routine_run", routine = %routine.id, run = %run.id, kind = %run.kind, slot = run.slot_at);
         tokio::spawn(
             async move {
-                this.execute(routine, run).await;
+                this.execute(routine, run, claimed_at).await;
                 this.inner.inflight.send_modify(|n| *n = n.saturating_sub(1));
             }
             .instrument(span),
@@ -409,6 +436,7 @@ impl Runner {
     /// Starts up to `want` extra runs of a routine for its drain (capped in the store); how many started.
     async fn start_drain(&self, routine_id: &str, want: i64) -> i64 {
         let inner = &self.inner;
+        let claimed_at = Instant::now();
         let now = self.now();
         let claimed =
             match inner.routines.store().claim_drain(routine_id, want, &inner.id, now + inner.lease_ms, now).await {
@@ -423,7 +451,7 @@ impl Runner {
             let _ = inner.events.send(RoutineEvent::DrainStarted { routine_id: routine_id.to_string(), runs: started });
         }
         for (run, routine) in claimed {
-            self.spawn_run(routine, run);
+            self.spawn_run(routine, run, claimed_at);
         }
         started
     }
@@ -469,7 +497,7 @@ impl Runner {
     }
 
     /// Runs one claimed run to its end and records it. Its lease is renewed while it runs.
-    async fn execute(&self, routine: Routine, run: RunRecord) {
+    async fn execute(&self, routine: Routine, run: RunRecord, claimed_at: Instant) {
         let inner = &self.inner;
         let mut tools = super::tools::routine_tools(inner.routines.clone(), &routine.spec.agent, &run.id);
         if let Some(ledger) = &inner.ledger {
@@ -492,16 +520,28 @@ impl Runner {
         let ctx = RunContext { routine: routine.clone(), run: run.clone(), tools };
         let store = inner.routines.store();
         // A run marked lost while this process was paused between its claim and here (another runner
-        // judged its lease run out, and may have started the routine's next slot) never starts.
-        match store.renew_run(&run.id, &inner.id, self.now() + inner.lease_ms).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(run = %run.id, "routine run lost before it started: not run");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(run = %run.id, error = %e, "routine run's lease could not be renewed: not run");
-                return;
+        // judged its lease run out, and may have started the routine's next slot) never starts. Its
+        // lease runs from the claim's time (the run's start); while less than a quarter of it, less the
+        // clocks' tolerance on either side, has passed since, by this runner's clock and by the
+        // monotonic one both, no runner can have judged it lost, and the check's round trip is spared.
+        // Only on the wall clock: a clock a host or a test moves says nothing about the real time
+        // another runner judges leases by.
+        let margin = inner.lease_ms / 4 - 2 * super::SKEW_TOLERANCE_MS;
+        let fresh = margin > 0
+            && inner.routines.clock().is_wall_clock()
+            && i64::try_from(claimed_at.elapsed().as_millis()).unwrap_or(i64::MAX) < margin
+            && self.now().saturating_sub(run.started_at) < margin;
+        if !fresh {
+            match store.renew_run(&run.id, &inner.id, self.now() + inner.lease_ms).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(run = %run.id, "routine run lost before it started: not run");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "routine run's lease could not be renewed: not run");
+                    return;
+                }
             }
         }
         // The lease is renewed while the run runs. Once the run is no longer this runner's (marked lost:

@@ -393,11 +393,17 @@ macro_rules! routine_store {
                 req: &ClaimSlots,
                 lock: &str,
             ) -> Result<Vec<Routine>, RoutineError> {
+                // Whether a routine has a live run is looked up per due routine, by the runs' (routine_id,
+                // state) index (the OFFSET keeps PostgreSQL from turning the lookup into a join): as a
+                // join, planned while the runs table had no statistics yet (its first minute, before
+                // autovacuum's analyze), it read every live run for each due routine (2.7-4.4 s a claim at
+                // 9,000 live runs, where the lookups take well under a millisecond).
                 let holes: Vec<String> = (0..req.agents.len()).map(|i| format!("${}", i + 3)).collect();
                 let sql = format!(
                     "SELECT {ROUTINE_COLUMNS} FROM ambit_routines r WHERE r.next_slot IS NOT NULL AND r.next_slot <= $1 \
                      AND r.enabled = 1 AND r.agent IN ({}) AND NOT EXISTS (SELECT 1 FROM ambit_routine_runs x \
-                     WHERE x.routine_id = r.id AND x.state = 'running') ORDER BY r.next_slot LIMIT $2{lock}",
+                     WHERE x.routine_id = r.id AND x.state = 'running' LIMIT 1 OFFSET 0) ORDER BY r.next_slot \
+                     LIMIT $2{lock}",
                     holes.join(", ")
                 );
                 let mut q = sqlx::query(AssertSqlSafe(sql)).bind(req.now).bind(req.limit);
