@@ -478,10 +478,12 @@ impl NativeRunStream {
     /// `{"ok": true, "done": true}` at the end, or `{"ok": false, "error": {...}}` when the run failed.
     #[napi]
     pub async fn next(&self) -> String {
+        // Awaited in napi's own task: the feed is a channel, and a hop to the core's runtime and back
+        // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
-        let item = match ambit::runtime::runtime().spawn(async move { feed.next().await }).await {
+        let item = match std::panic::AssertUnwindSafe(async move { feed.next().await }).catch_unwind().await {
             Ok(item) => item,
-            Err(e) => return error_envelope(&NativeError::from_core(&join_error(e))).to_string(),
+            Err(payload) => return error_envelope(&NativeError::from_core(&Error::from_panic(&*payload))).to_string(),
         };
         match item {
             Some(Ok(event)) => json!({"ok": true, "event": event}),
