@@ -466,6 +466,9 @@ fn error_envelope(e: &NativeError) -> Value {
     json!({"ok": false, "error": {"code": e.code, "message": e.message, "status": e.status, "details": e.details}})
 }
 
+/// The most events one `NativeRunStream.next` hands over.
+const STREAM_BATCH: usize = 64;
+
 /// The events of one run.
 #[napi]
 pub struct NativeRunStream {
@@ -474,23 +477,29 @@ pub struct NativeRunStream {
 
 #[napi]
 impl NativeRunStream {
-    /// Resolves (never rejects for a core error) to the JSON text of `{"ok": true, "event": Event}`,
-    /// `{"ok": true, "done": true}` at the end, or `{"ok": false, "error": {...}}` when the run failed.
+    /// Resolves (never rejects for a core error) to the JSON text of a list of envelopes, in order: the
+    /// next event and the events already waiting behind it (one crossing for them all), each
+    /// `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}` when the run failed; `[]` once
+    /// the run is over.
     #[napi]
     pub async fn next(&self) -> String {
         // Awaited in napi's own task: the feed is a channel, and a hop to the core's runtime and back
         // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
-        let item = match std::panic::AssertUnwindSafe(async move { feed.next().await }).catch_unwind().await {
-            Ok(item) => item,
-            Err(payload) => return error_envelope(&NativeError::from_core(&Error::from_panic(&*payload))).to_string(),
-        };
-        match item {
-            Some(Ok(event)) => json!({"ok": true, "event": event}),
-            Some(Err(e)) => error_envelope(&NativeError::from_core(&e)),
-            None => json!({"ok": true, "done": true}),
-        }
-        .to_string()
+        let batch =
+            match std::panic::AssertUnwindSafe(async move { feed.next_batch(STREAM_BATCH).await }).catch_unwind().await
+            {
+                Ok(batch) => batch,
+                Err(payload) => {
+                    let e = NativeError::from_core(&Error::from_panic(&*payload));
+                    return Value::Array(vec![error_envelope(&e)]).to_string();
+                }
+            };
+        let envelopes = batch.into_iter().map(|item| match item {
+            Ok(event) => json!({"ok": true, "event": event}),
+            Err(e) => error_envelope(&NativeError::from_core(&e)),
+        });
+        Value::Array(envelopes.collect()).to_string()
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.
