@@ -728,12 +728,16 @@ class Agent {
     try {
       for (;;) {
         if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
-        const envelope = JSON.parse(await feed.next());
+        // The next event and those already waiting behind it, in one crossing; none: the run is over.
+        const batch = JSON.parse(await feed.next());
         // A cancelled feed ends: the abort, not the run, ended it.
         if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
-        if (!envelope.ok) throw toError(envelope.error);
-        if (envelope.done) return;
-        yield toEvent(envelope.event, this.#parseOutput);
+        if (batch.length === 0) return;
+        for (const envelope of batch) {
+          if (!envelope.ok) throw toError(envelope.error);
+          yield toEvent(envelope.event, this.#parseOutput);
+          if (signal?.aborted) throw new CancelledError('the run was cancelled (its AbortSignal was aborted)');
+        }
       }
     } finally {
       signal?.removeEventListener('abort', abort);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ambit::test_model::{HostReplyFunction, ReplyFunction};
 use ambit::{Agent, AgentOptions, Error, ModelError, RunResult, Tool, ToolError, ToolSpec};
 use async_trait::async_trait;
+use futures::FutureExt;
 use napi::Status;
 use napi::bindgen_prelude::{Either, Promise};
 use napi::threadsafe_function::ThreadsafeFunction;
@@ -406,31 +407,30 @@ impl NativeAgent {
     #[napi]
     pub async fn run(&self, input: String, messages: Option<String>, context: Option<u32>) -> String {
         let agent = self.agent.clone();
-        // On napi's own runtime, where this future already runs: a hop to another runtime's threads
-        // and back cost about a fifth of a short run (bench/peers). Spawned, so a panic stays a JoinError.
-        let handle = tokio::spawn(async move {
+        // Polled in napi's own task, on its runtime: a task of its own (to catch a panic as a
+        // JoinError) cost a spawn and a wake per run (bench/peers); a panic is caught here instead.
+        let run = async move {
             let input = run_input(input, messages)?;
             match run_context(context) {
                 Some(c) => agent.run_with_context(input, c).await,
                 None => agent.run(input).await,
             }
-        });
-        let outcome: Result<RunResult, NativeError> = match handle.await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(NativeError::from_core(&e)),
-            Err(e) => Err(NativeError::from_core(&join_error(e))),
         };
-        let envelope = match outcome {
-            Ok(result) => match serde_json::to_value(&result) {
-                Ok(v) => json!({"ok": true, "result": v}),
-                Err(e) => json!({"ok": false, "error": {
+        let outcome = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(payload) => Err(Error::from_panic(&*payload)),
+        };
+        match outcome {
+            // The envelope written straight from the result (no intermediate JSON value).
+            Ok(result) => serde_json::to_string(&RunEnvelope { ok: true, result: &result }).unwrap_or_else(|e| {
+                json!({"ok": false, "error": {
                     "code": "internal",
                     "message": format!("the run result could not be serialized: {e}"),
-                }}),
-            },
-            Err(e) => error_envelope(&e),
-        };
-        envelope.to_string()
+                }})
+                .to_string()
+            }),
+            Err(e) => error_envelope(&NativeError::from_core(&e)).to_string(),
+        }
     }
 
     /// Starts the run as a stream of events; `NativeRunStream.next` hands them out.
@@ -455,9 +455,19 @@ impl NativeAgent {
     }
 }
 
+/// A finished run's envelope, `{"ok": true, "result": RunResult}`.
+#[derive(serde::Serialize)]
+struct RunEnvelope<'a> {
+    ok: bool,
+    result: &'a RunResult,
+}
+
 fn error_envelope(e: &NativeError) -> Value {
     json!({"ok": false, "error": {"code": e.code, "message": e.message, "status": e.status, "details": e.details}})
 }
+
+/// The most events one `NativeRunStream.next` hands over.
+const STREAM_BATCH: usize = 64;
 
 /// The events of one run.
 #[napi]
@@ -467,21 +477,29 @@ pub struct NativeRunStream {
 
 #[napi]
 impl NativeRunStream {
-    /// Resolves (never rejects for a core error) to the JSON text of `{"ok": true, "event": Event}`,
-    /// `{"ok": true, "done": true}` at the end, or `{"ok": false, "error": {...}}` when the run failed.
+    /// Resolves (never rejects for a core error) to the JSON text of a list of envelopes, in order: the
+    /// next event and the events already waiting behind it (one crossing for them all), each
+    /// `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}` when the run failed; `[]` once
+    /// the run is over.
     #[napi]
     pub async fn next(&self) -> String {
+        // Awaited in napi's own task: the feed is a channel, and a hop to the core's runtime and back
+        // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
-        let item = match ambit::runtime::runtime().spawn(async move { feed.next().await }).await {
-            Ok(item) => item,
-            Err(e) => return error_envelope(&NativeError::from_core(&join_error(e))).to_string(),
-        };
-        match item {
-            Some(Ok(event)) => json!({"ok": true, "event": event}),
-            Some(Err(e)) => error_envelope(&NativeError::from_core(&e)),
-            None => json!({"ok": true, "done": true}),
-        }
-        .to_string()
+        let batch =
+            match std::panic::AssertUnwindSafe(async move { feed.next_batch(STREAM_BATCH).await }).catch_unwind().await
+            {
+                Ok(batch) => batch,
+                Err(payload) => {
+                    let e = NativeError::from_core(&Error::from_panic(&*payload));
+                    return Value::Array(vec![error_envelope(&e)]).to_string();
+                }
+            };
+        let envelopes = batch.into_iter().map(|item| match item {
+            Ok(event) => json!({"ok": true, "event": event}),
+            Err(e) => error_envelope(&NativeError::from_core(&e)),
+        });
+        Value::Array(envelopes.collect()).to_string()
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.

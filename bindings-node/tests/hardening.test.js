@@ -95,10 +95,13 @@ describe('panics (item 7)', () => {
       const model = new OpenAIChat('m', { baseUrl: p.baseUrl, apiKey: 'k', maxRetries: 0 });
       const agent = native.createAgent({ model: model.toNative() }, [], native._testingPanickingTools());
       const feed = agent.stream('go');
-      let envelope;
-      do envelope = JSON.parse(await feed.next()); while (envelope.ok && !envelope.done);
-      assert.equal(envelope.ok, false, 'the stream ends with the error, not as a finished run');
-      isInternal(ambit._toError(envelope.error));
+      // Each `next` hands over a list of envelopes (the events waiting); an empty list ends the stream.
+      let failed;
+      for (let batch = JSON.parse(await feed.next()); batch.length > 0 && !failed; batch = JSON.parse(await feed.next())) {
+        failed = batch.find((envelope) => !envelope.ok);
+      }
+      assert.ok(failed, 'the stream ends with the error, not as a finished run');
+      isInternal(ambit._toError(failed.error));
     } finally {
       p.stop();
     }

@@ -35,5 +35,15 @@ const agent = new Agent({
 });
 process.stdout.write('READY\n');
 
-const runOnce = async () => (await agent.run('weather in Paris?')).output;
+// `BENCH_EVENTS=1`: the run through `agent.stream`, iterated to its `run_finished` event (the events'
+// plumbing from the core to JS), instead of `agent.run`.
+const runOnce = env.BENCH_EVENTS === '1'
+  ? async () => {
+    let output;
+    for await (const event of agent.stream('weather in Paris?')) {
+      if (event.type === 'run_finished') output = event.result.output;
+    }
+    return output;
+  }
+  : async () => (await agent.run('weather in Paris?')).output;
 measure('ambit_node.js', runOnce, () => calls);
