@@ -5,11 +5,17 @@ runners and calls this; see bench/peers/README.md for the protocol.
     python3 driver.py --provider BIN --runners runners.json [--rounds 3] [--runs 200] [--warmup 20]
                       [--only SUBSTRING] [--out results.json] [--markdown results.md]
                       [--phase weather|concurrent] [--concurrency 10,100,1000,10000] [--latency 0,50,500]
+                      [--transport plain|tls|plain,tls]
 
 ``--phase concurrent`` (issue 18): the runners marked ``concurrent`` run N weather jobs in flight at once
 in one process (``BENCH_CONCURRENCY=N``: asyncio.gather, Promise.all, tokio tasks) against a provider
 that answers each model request after ``BENCH_LATENCY_MS``; for each latency, N ascending, the runners
 interleaved; a runner that fails at some N is not run at larger N (the table says what stopped it).
+
+``--transport tls`` (``run.sh --tls``): the provider serves HTTPS as the hosted APIs do (``--tls``: a CA
+made at start, HTTP/2 or HTTP/1.1 by ALPN) and every runner trusts its CA the standard way for its stack
+(``SSL_CERT_FILE``: Python's httpx and ambit's core; ``NODE_EXTRA_CA_CERTS``: Node). ``plain,tls`` runs
+both, interleaved runner by runner; TLS rows are labelled "over TLS".
 """
 from __future__ import annotations
 
@@ -20,19 +26,53 @@ import platform
 import statistics
 import subprocess
 import sys
+import ssl
+import tempfile
 import time
 import urllib.request
 from typing import Any
 
 
-def provider_call(base: str, path: str, method: str = "GET") -> dict[str, Any]:
+class Provider:
+    """One ``ambit-bench-provider``, plain HTTP or (``tls``) HTTPS with a CA of its own."""
+
+    def __init__(self, binary: str, tls: bool, latency_ms: int | None = None) -> None:
+        env = dict(os.environ) if latency_ms is None else dict(os.environ, BENCH_LATENCY_MS=str(latency_ms))
+        self.tls = tls
+        self.dir = tempfile.TemporaryDirectory(prefix="ambit-bench-")
+        self.ca: str | None = os.path.join(self.dir.name, "ca.pem") if tls else None
+        argv = [binary] + (["--tls", "--ca-file", self.ca] if self.ca else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        if tls:
+            self.proc.stdout.readline()  # ca=PATH
+        self.suffix = " over TLS" if tls else ""
+
+    def env(self) -> dict[str, str]:
+        """What a runner needs to trust this provider."""
+        return {"SSL_CERT_FILE": self.ca, "NODE_EXTRA_CA_CERTS": self.ca} if self.ca else {}
+
+    def call(self, path: str, method: str = "GET") -> dict[str, Any]:
+        return provider_call(self.base_url, path, method, self.ca)
+
+    def close(self, timeout: float) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=timeout)
+        self.dir.cleanup()
+
+
+def provider_call(base: str, path: str, method: str = "GET", ca: str | None = None) -> dict[str, Any]:
     req = urllib.request.Request(base.removesuffix("/v1") + path, method=method, data=b"" if method == "POST" else None)
-    with urllib.request.urlopen(req, timeout=10) as r:
+    context = ssl.create_default_context(cafile=ca) if ca else None
+    with urllib.request.urlopen(req, timeout=10, context=context) as r:
         return json.loads(r.read())
 
 
-def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> dict[str, Any]:
-    env = dict(os.environ)
+def run_one(runner: dict[str, Any], prov: Provider, runs: int, warmup: int) -> dict[str, Any]:
+    base_url = prov.base_url
+    env = dict(os.environ, **prov.env())
     settings = {"BENCH_BASE_URL": base_url, "BENCH_WIRE": runner.get("wire", "chat"),
                 "BENCH_STREAM": "1" if runner.get("stream") else "0", "BENCH_RUNS": str(runs),
                 "BENCH_WARMUP": str(warmup), "BENCH_TOOLS": runner.get("tools", ""),
@@ -40,7 +80,7 @@ def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> di
     env.update(settings)
     env.update(runner.get("env", {}))
     argv = [a.format(**settings) for a in runner["argv"]]
-    provider_call(base_url, "/__bench/reset", "POST")
+    prov.call("/__bench/reset", "POST")
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=runner.get("cwd"))
@@ -57,7 +97,7 @@ def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> di
     code = proc.wait()
     if code != 0 or result is None or startup is None:
         raise RuntimeError(f"{runner['label']}: exit {code}, ready={startup is not None}: {err.strip()[-2000:]}")
-    stats = provider_call(base_url, "/__bench/stats")
+    stats = prov.call("/__bench/stats")
     total = warmup + runs
     if stats["requests"] != 2 * total:
         raise RuntimeError(f"{runner['label']}: the provider saw {stats['requests']} requests for {total} runs "
@@ -66,16 +106,17 @@ def run_one(runner: dict[str, Any], base_url: str, runs: int, warmup: int) -> di
             "rss_mb": result["maxrss_kb"] / 1024, "startup_ms": startup, "bytes": stats["bytes"] / total}
 
 
-def run_concurrent(runner: dict[str, Any], base_url: str, n: int, latency_ms: int, warmup: int,
+def run_concurrent(runner: dict[str, Any], prov: Provider, n: int, latency_ms: int, warmup: int,
                    timeout: float) -> dict[str, Any]:
-    env = dict(os.environ)
+    base_url = prov.base_url
+    env = dict(os.environ, **prov.env())
     settings = {"BENCH_BASE_URL": base_url, "BENCH_WIRE": runner.get("wire", "chat"), "BENCH_STREAM": "0",
                 "BENCH_RUNS": str(n), "BENCH_WARMUP": str(warmup), "BENCH_TOOLS": "", "BENCH_DEFER": "0",
                 "BENCH_CONCURRENCY": str(n)}
     env.update(settings)
     env.update(runner.get("env", {}))
     argv = [a.format(**settings) for a in runner["argv"]]
-    provider_call(base_url, "/__bench/reset", "POST")
+    prov.call("/__bench/reset", "POST")
     load = os.getloadavg()[0]
     try:
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=runner.get("cwd"), timeout=timeout)
@@ -87,7 +128,7 @@ def run_concurrent(runner: dict[str, Any], base_url: str, n: int, latency_ms: in
     if proc.returncode != 0 or result is None:
         lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
         raise RuntimeError(f"exit {proc.returncode}: {' / '.join(lines[-3:])[-600:]}")
-    stats = provider_call(base_url, "/__bench/stats")
+    stats = prov.call("/__bench/stats")
     if stats["requests"] != 2 * (warmup + n):
         raise RuntimeError(f"the provider saw {stats['requests']} requests for {warmup + n} runs")
     cpu_s = result["cpu_ms"] / 1000
@@ -105,18 +146,16 @@ def concurrent_phase(args: argparse.Namespace, runners: list[dict[str, Any]]) ->
     rows: list[tuple[dict[str, Any], dict[str, Any] | str]] = []
     started = time.time()
     for latency in [int(x) for x in args.latency.split(",")]:
-        penv = dict(os.environ, BENCH_LATENCY_MS=str(latency))
-        provider = subprocess.Popen([args.provider], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=penv)
-        assert provider.stdout is not None
-        base_url = provider.stdout.readline().strip()
+        provs = [Provider(args.provider, t == "tls", latency) for t in args.transport.split(",")]
         stopped: dict[str, str] = {}
         try:
             for n in ns:
-                for r in runners:
+                for r0, prov in [(r, p) for r in runners for p in provs]:
+                    r = dict(r0, label=r0["label"] + prov.suffix)
                     if r["label"] in stopped:
                         continue
                     try:
-                        res: dict[str, Any] | str = run_concurrent(r, base_url, n, latency, args.warmup, args.timeout)
+                        res: dict[str, Any] | str = run_concurrent(r, prov, n, latency, args.warmup, args.timeout)
                     except RuntimeError as e:
                         res = f"failed at {n:,} in flight: {e}"
                         stopped[r["label"]] = str(res)
@@ -130,9 +169,8 @@ def concurrent_phase(args: argparse.Namespace, runners: list[dict[str, Any]]) ->
                               f"{res['p99_over_ms']:7.1f} ms  fds {res['fds_peak']}  load {res['load']:.1f}",
                               file=sys.stderr, flush=True)
         finally:
-            if provider.stdin:
-                provider.stdin.close()
-            provider.wait(timeout=30)
+            for prov in provs:
+                prov.close(timeout=30)
     header = (f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} on {platform.node()}: "
               f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; "
               f"--phase concurrent, N runs in flight at once after {args.warmup} warm-up runs, one run each, "
@@ -217,6 +255,7 @@ def main() -> None:
     ap.add_argument("--concurrency", default="10,100,1000,10000", help="runs in flight (--phase concurrent)")
     ap.add_argument("--latency", default="0,50,500", help="the provider's answer delays in ms (--phase concurrent)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds one concurrent runner may take")
+    ap.add_argument("--transport", default="plain", help="plain, tls (HTTPS, HTTP/2 by ALPN) or plain,tls (interleaved)")
     args = ap.parse_args()
     with open(args.runners) as f:
         runners = [r for r in json.load(f) if any(o in r["label"] or o in r["group"] for o in args.only.split("|"))]
@@ -225,9 +264,12 @@ def main() -> None:
             args.warmup = 3
         concurrent_phase(args, runners)
         return
-    provider = subprocess.Popen([args.provider], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert provider.stdout is not None
-    base_url = provider.stdout.readline().strip()
+    if args.transport not in ("plain", "tls"):
+        ap.error("the weather phase takes --transport plain or tls")
+    provider = Provider(args.provider, args.transport == "tls")
+    if provider.tls:
+        runners = [dict(r, label=r["label"] + provider.suffix,
+                        compare=[(o + provider.suffix, m, g) for o, m, g in r.get("compare", [])]) for r in runners]
     results: dict[str, list[dict[str, Any]]] = {r["label"]: [] for r in runners}
     failures: list[str] = []
     started = time.time()
@@ -235,7 +277,7 @@ def main() -> None:
         for rnd in range(args.rounds):
             for r in runners:
                 try:
-                    res = run_one(r, base_url, args.runs, args.warmup)
+                    res = run_one(r, provider, args.runs, args.warmup)
                 except RuntimeError as e:
                     failures.append(f"round {rnd + 1}: {e}")
                     print(f"FAILED {e}", file=sys.stderr, flush=True)
@@ -245,9 +287,7 @@ def main() -> None:
                       f"wall {res['wall_ms']:8.3f} ms/run  rss {res['rss_mb']:6.0f} MB  "
                       f"start {res['startup_ms']:6.0f} ms  {res['bytes']:>9,.0f} B/run", file=sys.stderr, flush=True)
     finally:
-        if provider.stdin:
-            provider.stdin.close()
-        provider.wait(timeout=10)
+        provider.close(timeout=10)
     header = (f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} on {platform.node()}: "
               f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
               f"Python {platform.python_version()}; {args.rounds} interleaved rounds of {args.runs} runs after "

@@ -6,9 +6,13 @@
 #   bash bench/peers/run.sh [--quick] [--rounds N] [--runs N] [--warmup N] [--only TEXT]
 #   bash bench/peers/run.sh --phase concurrent [--concurrency 10,100,1000,10000] [--latency 0,50,500] [--only TEXT]
 #   bash bench/peers/run.sh --phase long-sessions
+#   ... --tls (or --transport plain,tls): HTTPS with HTTP/2 by ALPN, as the hosted APIs serve
 #
 # `--phase concurrent` (issue 18): N weather jobs in flight at once in one process, per runner; it skips
 # the Swift runner and the binding-call figures.
+# `--tls`: the provider serves HTTPS (a CA made at start, HTTP/2 or HTTP/1.1 by ALPN) and every runner
+# trusts the CA the standard way for its stack (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS); `--transport
+# plain,tls` runs both, interleaved runner by runner.
 # Results: $AMBIT_CACHE/bench/results.{md,json}. Idempotent; a second run rebuilds only what changed.
 set -euo pipefail
 
@@ -23,6 +27,7 @@ phase=weather
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) args+=(--rounds 1 --runs 20 --warmup 3) ;;
+    --tls) args+=(--transport tls) ;;
     --phase) phase="$2"; args+=(--phase "$2"); shift ;;
     *) args+=("$1") ;;
   esac

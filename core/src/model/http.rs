@@ -191,10 +191,18 @@ impl Endpoint {
                     )),
                     None,
                 ),
-                Err(e) if e.is_connect() || e.is_request() => {
-                    (ModelError::Transport(format!("{} ({named})", e.without_url())), None)
+                // A certificate the client does not trust is not retried: it will not change.
+                Err(e) if refused_certificate(&e) => {
+                    return Err(ModelError::Transport(format!(
+                        "the server's TLS certificate was refused: {} ({named}); a private CA is trusted \
+                         through SSL_CERT_FILE or SSL_CERT_DIR",
+                        causes(e)
+                    )));
                 }
-                Err(e) => return Err(ModelError::Transport(format!("{} ({named})", e.without_url()))),
+                Err(e) if e.is_connect() || e.is_request() => {
+                    (ModelError::Transport(format!("{} ({named})", causes(e))), None)
+                }
+                Err(e) => return Err(ModelError::Transport(format!("{} ({named})", causes(e)))),
             };
             if attempt >= self.retry.max_retries {
                 return Err(err);
@@ -203,6 +211,40 @@ impl Endpoint {
             attempt += 1;
         }
     }
+}
+
+/// A request error's text with what caused it: reqwest's own says only "error sending request", the
+/// causes say what failed (refused, reset, a certificate not trusted). Each cause once, without the URL.
+pub(crate) fn causes(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Whether a request failed because the server's certificate was refused: rustls's error, found in the
+/// causes directly or inside the I/O errors that carry it (nested, and hidden from `source()`).
+fn refused_certificate(e: &reqwest::Error) -> bool {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let mut inner: &(dyn std::error::Error + 'static) = c;
+        while let Some(io) = inner.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            inner = io;
+        }
+        if matches!(inner.downcast_ref::<rustls::Error>(), Some(rustls::Error::InvalidCertificate(_))) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// `url` without its query (`?…` and what follows), for an error's text.

@@ -10,6 +10,8 @@
 #[path = "../../../core/src/test_model/wires.rs"]
 pub mod wires;
 
+pub mod tls;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -99,6 +101,8 @@ struct State {
     responses: Vec<Value>,
     /// The requests (1-based) whose client hung up before their answer was sent.
     abandoned: Vec<usize>,
+    /// Each scripted request's HTTP version, as negotiated: `HTTP/1.1` or `HTTP/2.0`.
+    versions: Vec<String>,
     /// When the last answer was sent (for `expect.waited_ms`).
     last_answer: Option<std::time::Instant>,
 }
@@ -126,32 +130,50 @@ pub struct Provider {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
+    https: bool,
 }
 
 impl Provider {
     /// Starts serving `script` on a free loopback port, on the current tokio runtime.
     pub async fn start(script: Script) -> std::io::Result<Provider> {
+        Provider::start_with(script, None).await
+    }
+
+    /// As [`Provider::start`], over HTTPS with a certificate signed by `tls`'s CA (HTTP/2 or HTTP/1.1 by
+    /// ALPN); [`Provider::base_url`] is then `https://127.0.0.1:PORT/v1`.
+    pub async fn start_tls(script: Script, tls: tls::Tls) -> std::io::Result<Provider> {
+        Provider::start_with(script, Some(tls)).await
+    }
+
+    async fn start_with(script: Script, tls: Option<tls::Tls>) -> std::io::Result<Provider> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
         let script = Arc::new(script);
         let st = state.clone();
+        let https = tls.is_some();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                let (script, st) = (script.clone(), st.clone());
+                let (script, st, tls) = (script.clone(), st.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, script.clone(), st.clone()));
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let service = move |req| handle(req, script.clone(), st.clone());
+                    match tls {
+                        Some(tls) => tls.serve(stream, service).await,
+                        None => {
+                            let service = service_fn(service);
+                            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                        }
+                    }
                 });
             }
         });
-        Ok(Provider { addr, state, task })
+        Ok(Provider { addr, state, task, https })
     }
 
     /// The base URL a client puts before `/chat/completions`, `/messages` or `/responses`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}://{}/v1", if self.https { "https" } else { "http" }, self.addr)
     }
 
     /// How many scripted exchanges were answered, and every mismatch seen.
@@ -163,6 +185,11 @@ impl Provider {
     /// Every request seen, in order: `{path, body}`.
     pub fn requests(&self) -> Vec<Value> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).requests.clone()
+    }
+
+    /// Each scripted request's HTTP version as negotiated, in order: `HTTP/1.1` or `HTTP/2.0`.
+    pub fn http_versions(&self) -> Vec<String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).versions.clone()
     }
 
     /// The requests (1-based) whose client hung up before their answer was sent.
@@ -203,6 +230,7 @@ async fn handle(
         })
         .unwrap_or_default();
     let method = req.method().clone();
+    let version = format!("{:?}", req.version());
     let headers: Map<String, Value> = req
         .headers()
         .iter()
@@ -235,6 +263,7 @@ async fn handle(
     let (index, since_answer) = {
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         s.requests.push(json!({"path": path, "body": body}));
+        s.versions.push(version);
         let i = s.served;
         s.served += 1;
         (i, s.last_answer.map(|t| t.elapsed()))

@@ -12,11 +12,19 @@
 //! would, so that many runs pile up in flight (bench/peers `--phase concurrent`). It takes as many
 //! connections as its open-file limit allows (raised to the hard limit at start); when accepting fails
 //! (the limit reached) it waits 10 ms and tries again rather than spinning.
+//!
+//! `--tls [--ca-file PATH]` serves HTTPS as the hosted APIs do: a CA and a certificate for 127.0.0.1 and
+//! localhost made at start, HTTP/2 or HTTP/1.1 chosen by ALPN, up to 100,000 streams at once on one
+//! HTTP/2 connection. The base URL is then `https://127.0.0.1:PORT/v1`; the CA's PEM is written to PATH
+//! (by default a file in the temporary directory) and its path printed as the second line,
+//! `ca=PATH`, for the clients to trust (`SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`). Without `--tls`,
+//! plain HTTP/1.1 as before.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ambit_test_provider::tls::Tls;
 use ambit_test_provider::wires;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -165,6 +173,26 @@ fn raise_fd_limit() {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     raise_fd_limit();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let tls = args.iter().any(|a| a == "--tls");
+    let ca_file =
+        args.iter().position(|a| a == "--ca-file").and_then(|i| args.get(i + 1)).map(std::path::PathBuf::from);
+    let tls = if tls {
+        let tls = Tls::generate().unwrap_or_else(|e| {
+            eprintln!("ambit-bench-provider: {e}");
+            std::process::exit(1);
+        });
+        let path = ca_file.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("ambit-bench-provider-{}-ca.pem", std::process::id()))
+        });
+        if let Err(e) = std::fs::write(&path, &tls.ca_pem) {
+            eprintln!("ambit-bench-provider: cannot write the CA to {}: {e}", path.display());
+            std::process::exit(1);
+        }
+        Some((tls, path))
+    } else {
+        None
+    };
     let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
         Ok(l) => l,
         Err(e) => {
@@ -174,7 +202,14 @@ async fn main() {
     };
     let addr = listener.local_addr().expect("a bound listener has an address");
     let mut out = std::io::stdout();
-    let _ = writeln!(out, "http://{addr}/v1");
+    match &tls {
+        Some((_, path)) => {
+            let _ = writeln!(out, "https://{addr}/v1\nca={}", path.display());
+        }
+        None => {
+            let _ = writeln!(out, "http://{addr}/v1");
+        }
+    }
     let _ = out.flush();
     std::thread::spawn(|| {
         let mut buf = [0u8; 256];
@@ -182,6 +217,7 @@ async fn main() {
         while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
         std::process::exit(0);
     });
+    let tls = tls.map(|(tls, _)| tls);
     let stats = Arc::new(Stats::default());
     let latency = std::time::Duration::from_millis(
         std::env::var("BENCH_LATENCY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
@@ -197,9 +233,15 @@ async fn main() {
         };
         let _ = stream.set_nodelay(true);
         let stats = stats.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| handle(req, stats.clone(), latency));
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            let service = move |req| handle(req, stats.clone(), latency);
+            match tls {
+                Some(tls) => tls.serve(stream, service).await,
+                None => {
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(service)).await;
+                }
+            }
         });
     }
 }
