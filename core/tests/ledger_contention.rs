@@ -84,7 +84,8 @@ struct Workload {
 }
 
 /// 10 candidates from a hot set of 200 subjects, 3 granted at most.
-const HOT: Workload = Workload { scope: "hot", candidates: 10, limit: 3, key: |rng| format!("H{:03}", rng.below(HOT_SET)) };
+const HOT: Workload =
+    Workload { scope: "hot", candidates: 10, limit: 3, key: |rng| format!("H{:03}", rng.below(HOT_SET)) };
 
 /// Every candidate can be granted (limit = candidates: the claim's fresh-subject path, migration 0004),
 /// drawn from a window of 24 keys that slides to new keys every 10 ms: every writer claims the same
