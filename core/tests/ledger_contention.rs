@@ -72,20 +72,45 @@ fn overlaps(holds: &[Hold]) -> Vec<(Hold, Hold)> {
 }
 
 /// The correct claim: the ledger's.
-async fn writer(url: String, id: usize, until: Instant) -> Vec<Hold> {
+/// What a writer claims: its scope, how many candidates per claim, the limit, and the subjects they are
+/// drawn from.
+#[derive(Clone, Copy)]
+struct Workload {
+    scope: &'static str,
+    candidates: usize,
+    limit: usize,
+    /// The subject key for a random number: a fixed hot set, or a window sliding over new keys.
+    key: fn(&mut Rng) -> String,
+}
+
+/// 10 candidates from a hot set of 200 subjects, 3 granted at most.
+const HOT: Workload =
+    Workload { scope: "hot", candidates: 10, limit: 3, key: |rng| format!("H{:03}", rng.below(HOT_SET)) };
+
+/// Every candidate can be granted (limit = candidates: the claim's fresh-subject path, migration 0004),
+/// drawn from a window of 24 keys that slides to new keys every 10 ms: every writer claims the same
+/// new subjects at about the same moment, beside subjects that exist and are held or cooling.
+const FRESH: Workload = Workload {
+    scope: "fresh",
+    candidates: 4,
+    limit: 4,
+    key: |rng| format!("F{:09}", (now_ms() / 10) as usize + rng.below(24)),
+};
+
+async fn writer(url: String, id: usize, until: Instant, w: Workload) -> Vec<Hold> {
     let ledger = Ledger::open(&url).await.unwrap();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1));
     let mut holds = Vec::new();
     while Instant::now() < until {
         let mut candidates: Vec<Candidate> = Vec::new();
-        while candidates.len() < 10 {
-            let key = format!("H{:03}", rng.below(HOT_SET));
+        while candidates.len() < w.candidates {
+            let key = (w.key)(&mut rng);
             if candidates.iter().all(|c| c.subject_key != key) {
                 // A fingerprint that changes now and then lets cooling subjects back in.
                 candidates.push(Candidate::with_fingerprint(key, format!("v{}", rng.below(4))));
             }
         }
-        let mut req = ClaimRequest::new("hot", candidates, 3).run_id(format!("w{id}"));
+        let mut req = ClaimRequest::new(w.scope, candidates, w.limit).run_id(format!("w{id}"));
         req.lease_ms = LEASE_MS;
         let claim = ledger.claim(req).await.unwrap();
         let acked = now_ms();
@@ -109,7 +134,7 @@ async fn writer(url: String, id: usize, until: Instant) -> Vec<Hold> {
                 }
             }
             // A record can be stale when its lease ran out and another writer took the subject.
-            match ledger.record("hot", Some(&format!("w{id}")), records).await {
+            match ledger.record(w.scope, Some(&format!("w{id}")), records).await {
                 Ok(_) => {}
                 Err(LedgerError::StaleToken { .. }) => {}
                 Err(e) => panic!("writer {id}: {e}"),
@@ -178,14 +203,14 @@ async fn broken_writer(url: String, id: usize, until: Instant) -> Vec<Hold> {
 
 /// The grant log (attempts table): every grant a writer saw is there, once, numbered consecutively
 /// per subject.
-async fn check_log(store: &TestStore, holds: &[Hold]) -> usize {
-    let sql = "SELECT subject_key, token, run_id, claim_secret FROM ambit_ledger_attempts WHERE scope = 'hot' ORDER BY subject_key, token";
+async fn check_log(store: &TestStore, scope: &str, holds: &[Hold]) -> usize {
+    let sql = "SELECT subject_key, token, run_id, claim_secret FROM ambit_ledger_attempts WHERE scope = $1 ORDER BY subject_key, token";
     let rows: Vec<(String, i64, Option<String>, i64)> = if store.is_sqlite() {
         let mut c = sqlx::SqliteConnection::connect(&store.url).await.unwrap();
-        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+        sqlx::query_as(sql).bind(scope).fetch_all(&mut c).await.unwrap()
     } else {
         let mut c = sqlx::PgConnection::connect(&store.url).await.unwrap();
-        sqlx::query_as(sql).fetch_all(&mut c).await.unwrap()
+        sqlx::query_as(sql).bind(scope).fetch_all(&mut c).await.unwrap()
     };
     let mut logged: HashMap<(String, i64), String> = HashMap::new();
     let mut last: HashMap<String, i64> = HashMap::new();
@@ -209,12 +234,12 @@ async fn eight_writers_on_a_hot_set_never_hold_one_subject_at_once() {
         // Migrations first, once.
         drop(Ledger::open(&store.url).await.unwrap());
         let until = Instant::now() + Duration::from_secs(secs);
-        let tasks: Vec<_> = (0..WRITERS).map(|id| tokio::spawn(writer(store.url.clone(), id, until))).collect();
+        let tasks: Vec<_> = (0..WRITERS).map(|id| tokio::spawn(writer(store.url.clone(), id, until, HOT))).collect();
         let mut holds = Vec::new();
         for t in tasks {
             holds.extend(t.await.unwrap());
         }
-        let logged = check_log(&store, &holds).await;
+        let logged = check_log(&store, "hot", &holds).await;
         let found = overlaps(&holds);
         eprintln!(
             "contention {}: {WRITERS} writers, {HOT_SET} subjects, {secs} s: {} grants ({} logged), {} overlapping holds",
@@ -246,5 +271,41 @@ async fn eight_writers_on_a_hot_set_never_hold_one_subject_at_once() {
             caught.len()
         );
         assert!(!caught.is_empty(), "{}: the checker must catch the broken claim", store.name);
+    }
+}
+
+/// The claim's fresh-subject path (migration 0004: a claim that can grant every candidate inserts a new
+/// subject's row already granted): 8 writers claim 4 candidates each with limit 4 from a window sliding
+/// over new keys, so new subjects are claimed by several writers at once beside existing, held and
+/// cooling ones. No claim fails (a deadlock would), every grant is logged once and numbered
+/// consecutively, and no two writers hold one subject at once. The negative control is the same checker
+/// catching `broken_writer` in the test above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_writers_claiming_new_subjects_at_once_never_hold_one_twice() {
+    let secs: u64 = std::env::var("AMBIT_LEDGER_CONTENTION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    for store in stores().await {
+        drop(Ledger::open(&store.url).await.unwrap());
+        let until = Instant::now() + Duration::from_secs(secs);
+        let tasks: Vec<_> = (0..WRITERS).map(|id| tokio::spawn(writer(store.url.clone(), id, until, FRESH))).collect();
+        let mut holds = Vec::new();
+        for t in tasks {
+            holds.extend(t.await.unwrap());
+        }
+        let logged = check_log(&store, FRESH.scope, &holds).await;
+        let found = overlaps(&holds);
+        let regranted = {
+            let mut seen = std::collections::HashSet::new();
+            holds.iter().filter(|h| !seen.insert(h.subject.clone())).count()
+        };
+        eprintln!(
+            "fresh contention {}: {WRITERS} writers, {secs} s: {} grants ({} logged, {regranted} of subjects granted before), {} overlapping holds",
+            store.name,
+            holds.len(),
+            logged,
+            found.len()
+        );
+        assert!(holds.len() > 100, "{}: the writers made progress ({} grants)", store.name, holds.len());
+        assert!(regranted > 0, "{}: existing subjects were claimed beside new ones", store.name);
+        assert!(found.is_empty(), "{}: overlapping holds: {:?}", store.name, &found[..found.len().min(5)]);
     }
 }

@@ -1,8 +1,8 @@
 //! The PostgreSQL store, for many machines sharing one ledger. A claim is one READ COMMITTED
-//! transaction and one round trip (the function `ambit_ledger_claim`, migration 0003): placeholder rows
-//! for new subjects (`ON CONFLICT DO NOTHING`, keys sorted), then one statement that picks eligible rows
-//! in candidate order `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE, updates them (re-checking the
-//! lease in the UPDATE), logs the grants and returns every candidate.
+//! transaction and one round trip (the function `ambit_ledger_claim`, migrations 0003 and 0004): rows
+//! for new subjects (`ON CONFLICT DO NOTHING`, keys sorted; inserted already granted, and logged, when
+//! the limit lets every candidate be granted, else as placeholders), then in candidate order each
+//! existing eligible row locked `FOR UPDATE SKIP LOCKED`, updated and logged; every candidate returned.
 //! Batched writes lock rows in key order, so concurrent batches never deadlock.
 
 use std::collections::HashMap;

@@ -74,6 +74,10 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(Duration::from_secs(60))
+            // No ping on acquire: the connection is a file opened in this process, with nothing at the
+            // other end to hang up, and the ping is one more trip to the connection's worker thread
+            // inside the write lock of every claim (issue 18: under load each trip waits for a CPU).
+            .test_before_acquire(false)
             .connect_with(connect)
             .await?;
         crate::migrate::sqlite(&pool, &super::migrate::PLAN, options.clock.now_ms())
