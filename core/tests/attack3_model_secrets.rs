@@ -77,3 +77,23 @@ fn debug_output_never_shows_a_secret() {
     let shown = format!("{model:?}");
     assert!(!shown.contains(SECRET), "{shown}");
 }
+
+/// Hole (fixed, outside review attack8): a password in the base URL (`https://user:pass@gateway/v1`, which
+/// reqwest sends as basic auth) was named, with the URL, in every transport error and in the `Debug` of a
+/// model and a model config. Control: the error and the `Debug` still name the host and the path.
+#[tokio::test]
+async fn a_password_in_the_base_url_is_not_echoed_by_an_error_or_a_debug() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let base = format!("http://gateway-user:{SECRET}@127.0.0.1:{port}/v1");
+    let e = model_at(&base, 30.0).respond(&request()).await.unwrap_err();
+    let shown = e.to_string();
+    assert!(!shown.contains(SECRET) && !shown.contains("gateway-user"), "the password was echoed: {shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}/v1")), "{shown}");
+    let config = serde_json::json!({"wire": "openai_chat", "model": "m", "base_url": base});
+    let config = ModelConfig::from_json(&config.to_string()).unwrap();
+    let shown = format!("{config:?} {:?}", ambit::OpenAiChat::new("m").base_url(base.clone()));
+    assert!(!shown.contains(SECRET), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}/v1")), "{shown}");
+}

@@ -49,7 +49,7 @@ DECLARE
     r_fingerprint text;
     reason text;
     new_number bigint;
-    fresh_keys text[] := '{}';
+    fresh_at boolean[] := '{}';  -- by candidate position: granted fresh by the insert above
 BEGIN
     IF p_routine_id IS NOT NULL THEN
         INSERT INTO ambit_ledger_routines (routine_id, scope, pinned_at) VALUES (p_routine_id, p_scope, p_now)
@@ -78,7 +78,10 @@ BEGIN
               FROM ins JOIN unnest(p_keys, p_secrets) AS u(k, s) ON u.k = ins.subject_key
             RETURNING subject_key
         )
-        SELECT coalesce(array_agg(subject_key), '{}') INTO fresh_keys FROM logged;
+        -- One pass over the candidates (a lookup per candidate in a list of the fresh keys was quadratic:
+        -- 4.8 s for 20,000 candidates).
+        SELECT coalesce(array_agg(l.subject_key IS NOT NULL ORDER BY u.i), '{}') INTO fresh_at
+          FROM unnest(p_keys) WITH ORDINALITY AS u(k, i) LEFT JOIN logged l ON l.subject_key = u.k;
     ELSE
         INSERT INTO ambit_ledger_items (scope, subject_key)
             SELECT p_scope, u.k FROM unnest(p_keys) AS u(k) ORDER BY u.k ON CONFLICT DO NOTHING;
@@ -91,7 +94,7 @@ BEGIN
         token := NULL;
         grant_reason := NULL;
         r_attempts := NULL;
-        IF k = ANY(fresh_keys) THEN
+        IF coalesce(fresh_at[i], false) THEN
             granted_count := granted_count + 1;
             token := p_secrets[i];
             grant_reason := 'fresh';

@@ -139,7 +139,7 @@ impl std::fmt::Debug for ModelConfig {
         f.debug_struct("ModelConfig")
             .field("wire", &self.wire)
             .field("model", &self.model)
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.base_url.as_deref().map(super::http::shown_url))
             .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
             .field("stream", &self.stream)
             .field("timeout_secs", &self.timeout_secs)

@@ -43,7 +43,7 @@ impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("model", &self.model)
-            .field("base_url", &self.base_url)
+            .field("base_url", &shown_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
@@ -151,8 +151,9 @@ impl Endpoint {
         bytes: &bytes::Bytes,
     ) -> Result<reqwest::Response, ModelError> {
         let client = self.client()?;
-        // Errors name the URL without its query: a parameter may carry a key (`?key=…`).
-        let named = without_query(url);
+        // Errors name the URL without its query (a parameter may carry a key, `?key=…`) or its user
+        // information (a password).
+        let named = shown_url(url);
         // The connection a run's previous request just finished with goes back to the client's pool
         // from another task (hyper-util's idle watcher). One yield lets it get there first, so this
         // request checks it out instead of opening a new connection raced against it; with many runs
@@ -247,9 +248,18 @@ fn refused_certificate(e: &reqwest::Error) -> bool {
     false
 }
 
-/// `url` without its query (`?…` and what follows), for an error's text.
-fn without_query(url: &str) -> &str {
-    url.split_once('?').map_or(url, |(before, _)| before)
+/// `url` as an error or a `Debug` may show it: without its query (`?…`: a parameter may carry a key),
+/// its fragment, or its user information (`user:password@`, which reqwest sends as basic auth).
+pub(crate) fn shown_url(url: &str) -> String {
+    let url = url.split_once(['?', '#']).map_or(url, |(before, _)| before);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let host = rest[..end].rsplit_once('@').map_or(&rest[..end], |(_, host)| host);
+            format!("{scheme}://{host}{}", &rest[end..])
+        }
+        None => url.to_string(),
+    }
 }
 
 /// A wire's reader of a streamed answer, one event at a time (each wire's `StreamDecoder`).
