@@ -301,3 +301,38 @@ impl Drop for EventFeed {
         self.cancel();
     }
 }
+
+#[cfg(test)]
+mod feed_tests {
+    use super::*;
+
+    /// `next_batch` hands over what is waiting in order, at most `max` at a time, without losing an item
+    /// at a batch's edge, then waits for the next; once the run is over, empty. (The Node binding's
+    /// stream crosses to JS one batch at a time.)
+    #[tokio::test]
+    async fn batches_keep_every_event_in_order_across_their_edges() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let feed = EventFeed { rx: tokio::sync::Mutex::new(rx), task: std::sync::Mutex::new(None) };
+        for turn in 0..150u32 {
+            tx.send(Ok(Event::ModelRequest { turn })).unwrap();
+        }
+        let mut seen = Vec::new();
+        for want in [64, 64, 22] {
+            let batch = feed.next_batch(64).await;
+            assert_eq!(batch.len(), want);
+            seen.extend(batch.into_iter().map(|e| match e {
+                Ok(Event::ModelRequest { turn }) => turn,
+                other => panic!("{other:?}"),
+            }));
+        }
+        assert_eq!(seen, (0..150).collect::<Vec<_>>());
+        // A batch waits for the next item rather than answering empty while the run goes on.
+        let waiting = tokio::spawn(async move {
+            let batch = feed.next_batch(64).await;
+            (batch.len(), feed.next_batch(64).await.len())
+        });
+        tx.send(Ok(Event::ModelRequest { turn: 150 })).unwrap();
+        drop(tx);
+        assert_eq!(waiting.await.unwrap(), (1, 0));
+    }
+}
