@@ -193,10 +193,16 @@ impl Endpoint {
                     None,
                 ),
                 // A certificate the client does not trust is not retried: it will not change.
-                Err(e) if refused_certificate(&e) => {
+                Err(e) if let Some(unknown_issuer) = refused_certificate(&e) => {
+                    // Only a certificate of an issuer not trusted is a matter of trust; an expired one or
+                    // one for another name is the server's to fix.
+                    let hint = if unknown_issuer {
+                        "; a private CA is trusted through SSL_CERT_FILE or SSL_CERT_DIR"
+                    } else {
+                        ""
+                    };
                     return Err(ModelError::Transport(format!(
-                        "the server's TLS certificate was refused: {} ({named}); a private CA is trusted \
-                         through SSL_CERT_FILE or SSL_CERT_DIR",
+                        "the server's TLS certificate was refused: {} ({named}){hint}",
                         causes(e)
                     )));
                 }
@@ -231,21 +237,22 @@ pub(crate) fn causes(e: reqwest::Error) -> String {
     text
 }
 
-/// Whether a request failed because the server's certificate was refused: rustls's error, found in the
-/// causes directly or inside the I/O errors that carry it (nested, and hidden from `source()`).
-fn refused_certificate(e: &reqwest::Error) -> bool {
+/// Whether a request failed because the server's certificate was refused (`Some`, and whether for an
+/// issuer not trusted): rustls's error, found in the causes directly or inside the I/O errors that carry
+/// it (nested, and hidden from `source()`).
+fn refused_certificate(e: &reqwest::Error) -> Option<bool> {
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
         let mut inner: &(dyn std::error::Error + 'static) = c;
         while let Some(io) = inner.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
             inner = io;
         }
-        if matches!(inner.downcast_ref::<rustls::Error>(), Some(rustls::Error::InvalidCertificate(_))) {
-            return true;
+        if let Some(rustls::Error::InvalidCertificate(why)) = inner.downcast_ref::<rustls::Error>() {
+            return Some(matches!(why, rustls::CertificateError::UnknownIssuer));
         }
         cause = c.source();
     }
-    false
+    None
 }
 
 /// `url` as an error or a `Debug` may show it: without its query (`?…`: a parameter may carry a key),
