@@ -152,8 +152,8 @@ impl Endpoint {
     ) -> Result<reqwest::Response, ModelError> {
         let client = self.client()?;
         // Errors name the URL without its query (a parameter may carry a key, `?key=…`) or its user
-        // information (a password).
-        let named = shown_url(url);
+        // information (a password); written only when there is an error to name it in.
+        let named = || shown_url(url);
         // The connection a run's previous request just finished with goes back to the client's pool
         // from another task (hyper-util's idle watcher). One yield lets it get there first, so this
         // request checks it out instead of opening a new connection raced against it; with many runs
@@ -187,8 +187,9 @@ impl Endpoint {
                 // reqwest's own text for a timeout does not say so: the message names it.
                 Err(e) if e.is_timeout() => (
                     ModelError::Transport(format!(
-                        "no answer within the per-request timeout of {} s ({named})",
-                        self.timeout.as_secs_f64()
+                        "no answer within the per-request timeout of {} s ({})",
+                        self.timeout.as_secs_f64(),
+                        named()
                     )),
                     None,
                 ),
@@ -202,14 +203,15 @@ impl Endpoint {
                         ""
                     };
                     return Err(ModelError::Transport(format!(
-                        "the server's TLS certificate was refused: {} ({named}){hint}",
-                        causes(e)
+                        "the server's TLS certificate was refused: {} ({}){hint}",
+                        causes(e),
+                        named()
                     )));
                 }
                 Err(e) if e.is_connect() || e.is_request() => {
-                    (ModelError::Transport(format!("{} ({named})", causes(e))), None)
+                    (ModelError::Transport(format!("{} ({})", causes(e), named())), None)
                 }
-                Err(e) => return Err(ModelError::Transport(format!("{} ({named})", causes(e)))),
+                Err(e) => return Err(ModelError::Transport(format!("{} ({})", causes(e), named()))),
             };
             if attempt >= self.retry.max_retries {
                 return Err(err);
