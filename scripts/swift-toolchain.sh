@@ -10,9 +10,25 @@ set -euo pipefail
 cache="${AMBIT_CACHE:-$HOME/.cache/ambit}"
 root="$cache/swift-root"
 mirror="${AMBIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# What the root holds beside its base system; the ready mark records it. git: SwiftPM clones a package
+# taken by URL with it (test-swift.sh's package by URL), and Debian's swiftlang does not always pull it in.
+packages="swiftlang libc6-dev ca-certificates git"
+
+# Installs $packages inside the root (what it has already is kept).
+install_packages() {
+  inroot / sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >/dev/null && apt-get clean" \
+    >"$cache/swiftlang.log" 2>&1 || { tail -30 "$cache/swiftlang.log" >&2; exit 1; }
+  printf '%s' "$packages" >"$root/.ambit-ready"
+}
 
 ensure() {
-  if [ -f "$root/.ambit-ready" ]; then return 0; fi
+  if [ -f "$root/.ambit-ready" ]; then
+    [ "$(cat "$root/.ambit-ready")" = "$packages" ] && return 0
+    # A root made with fewer packages (an older mark): add what it lacks rather than start again.
+    echo "swift-toolchain: adding to the root: $packages" >&2
+    install_packages
+    return 0
+  fi
   if ! command -v debootstrap >/dev/null; then
     echo "swift-toolchain: installing debootstrap" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
@@ -22,10 +38,8 @@ ensure() {
   echo "swift-toolchain: debootstrap trixie into $root (one time, a few minutes)" >&2
   debootstrap --variant=minbase trixie "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 \
     || { tail -30 "$cache/debootstrap.log" >&2; exit 1; }
-  echo "swift-toolchain: installing swiftlang inside the root" >&2
-  inroot / sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends swiftlang libc6-dev ca-certificates >/dev/null && apt-get clean' \
-    >"$cache/swiftlang.log" 2>&1 || { tail -30 "$cache/swiftlang.log" >&2; exit 1; }
-  touch "$root/.ambit-ready"
+  echo "swift-toolchain: installing $packages inside the root" >&2
+  install_packages
 }
 
 # inroot DIR CMD…: run CMD in the root under a private mount namespace, /proc mounted (swiftc needs it to
