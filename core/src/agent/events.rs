@@ -148,25 +148,68 @@ pub enum Event {
     },
 }
 
+/// How many events a run's stream may hold unread before the run waits for its consumer: at the start
+/// of each turn and before each tool call, a run whose stream holds this many waits until one is taken.
+/// (Events within a turn are not held back: a turn's own events are bounded by its answer and its calls.)
+pub const STREAM_BOUND: usize = 64;
+
+/// The count of a stream's events sent and not yet taken, and the wake-up of a run waiting for room.
+#[derive(Debug, Default)]
+struct Queue {
+    held: std::sync::atomic::AtomicUsize,
+    room: tokio::sync::Notify,
+}
+
+impl Queue {
+    /// One event was taken from the stream.
+    fn taken(&self) {
+        use std::sync::atomic::Ordering;
+        if self.held.fetch_sub(1, Ordering::SeqCst) == STREAM_BOUND {
+            self.room.notify_waiters();
+        }
+    }
+}
+
 /// Where the loop sends events; a run without a listener sends nowhere.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Emitter {
-    tx: Option<mpsc::UnboundedSender<Event>>,
+    tx: Option<(mpsc::UnboundedSender<Event>, std::sync::Arc<Queue>)>,
 }
 
 impl Emitter {
-    pub fn new(tx: mpsc::UnboundedSender<Event>) -> Self {
-        Emitter { tx: Some(tx) }
+    /// An emitter sending to a [`RunStream`] (see [`RunStream::channel`]).
+    fn new(tx: mpsc::UnboundedSender<Event>, queue: std::sync::Arc<Queue>) -> Self {
+        Emitter { tx: Some((tx, queue)) }
     }
 
     pub fn emit(&self, event: Event) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(event);
+        if let Some((tx, queue)) = &self.tx {
+            queue.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if tx.send(event).is_err() {
+                queue.held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 
     pub fn is_on(&self) -> bool {
         self.tx.is_some()
+    }
+
+    /// Waits while the stream holds [`STREAM_BOUND`] events or more not yet taken: a consumer that far
+    /// behind makes the run wait (backpressure). At once without a listener.
+    pub async fn room(&self) {
+        use std::sync::atomic::Ordering;
+        let Some((tx, queue)) = &self.tx else { return };
+        loop {
+            let notified = queue.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // A stream dropped takes nothing more: nothing to wait for.
+            if queue.held.load(Ordering::SeqCst) < STREAM_BOUND || tx.is_closed() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -178,6 +221,7 @@ type RunFuture = Pin<Box<dyn Future<Output = Result<RunResult, Error>> + Send>>;
 pub struct RunStream {
     run: Option<RunFuture>,
     rx: mpsc::UnboundedReceiver<Event>,
+    queue: std::sync::Arc<Queue>,
     end: Option<Result<RunResult, Error>>,
     done: bool,
 }
@@ -189,15 +233,18 @@ impl std::fmt::Debug for RunStream {
 }
 
 impl RunStream {
-    pub(crate) fn new(run: RunFuture, rx: mpsc::UnboundedReceiver<Event>) -> Self {
-        RunStream { run: Some(run), rx, end: None, done: false }
+    /// A stream of the run `make` builds with the emitter it sends its events through.
+    pub(crate) fn channel(make: impl FnOnce(Emitter) -> RunFuture) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queue = std::sync::Arc::new(Queue::default());
+        let run = make(Emitter::new(tx, queue.clone()));
+        RunStream { run: Some(run), rx, queue, end: None, done: false }
     }
 
     /// A stream whose run failed before it started (a binding's input the core refused): its only item
     /// is `error`.
     pub fn failed(error: Error) -> Self {
-        let (_tx, rx) = mpsc::unbounded_channel();
-        RunStream::new(Box::pin(async move { Err(error) }), rx)
+        RunStream::channel(|_| Box::pin(async move { Err(error) }))
     }
 }
 
@@ -216,12 +263,16 @@ impl Stream for RunStream {
             this.end = Some(outcome);
         }
         match this.rx.poll_recv(cx) {
-            Poll::Ready(Some(e)) => return Poll::Ready(Some(Ok(e))),
+            Poll::Ready(Some(e)) => {
+                this.queue.taken();
+                return Poll::Ready(Some(Ok(e)));
+            }
             Poll::Ready(None) | Poll::Pending if this.run.is_none() => {}
             _ => return Poll::Pending,
         }
         // The run is over and every event it sent has been handed out.
         if let Ok(e) = this.rx.try_recv() {
+            this.queue.taken();
             return Poll::Ready(Some(Ok(e)));
         }
         this.done = true;
@@ -235,10 +286,16 @@ impl Stream for RunStream {
 
 type Spawned = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// How many items a feed holds for its consumer: once it is this far behind, the run waits (its task
+/// stops polling the run) until the consumer takes one. A consumer that stops reading holds at most
+/// this many events, not every event the run would go on to produce.
+pub const FEED_BOUND: usize = 256;
+
 /// A run's stream driven by a task of its own, for the bindings: each language awaits [`EventFeed::next`]
 /// from its own event loop, and [`EventFeed::cancel`] stops the run, its HTTP request and its tools.
+/// The feed holds at most [`FEED_BOUND`] items: a consumer that far behind makes the run wait.
 pub struct EventFeed {
-    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Result<Event, Error>>>,
+    rx: tokio::sync::Mutex<mpsc::Receiver<Result<Event, Error>>>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -253,10 +310,11 @@ impl EventFeed {
     /// needs, e.g. with its language's task locals).
     pub fn start(mut stream: RunStream, spawn: impl FnOnce(Spawned) -> tokio::task::JoinHandle<()>) -> Self {
         use futures::StreamExt;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(FEED_BOUND);
         let task = spawn(Box::pin(async move {
+            // The run is polled only through `stream.next()`: while `send` waits for room, the run waits.
             while let Some(item) = stream.next().await {
-                if tx.send(item).is_err() {
+                if tx.send(item).await.is_err() {
                     break;
                 }
             }
@@ -274,13 +332,32 @@ impl EventFeed {
     /// most `max` in all), in order: a binding hands them over in one crossing instead of one each.
     /// Empty once the run is over (or cancelled).
     pub async fn next_batch(&self, max: usize) -> Vec<Result<Event, Error>> {
+        self.next_batch_within(max, usize::MAX, |item| (item, 0)).await
+    }
+
+    /// As [`EventFeed::next_batch`], each item encoded by `encode` as the binding hands it over, which
+    /// also tells its size (in the binding's unit, e.g. bytes of JSON text): no further item is taken
+    /// once the batch's size reaches `max_size`. The first item is always taken, whatever its size, so
+    /// a batch is at most `max_size` plus one item; the items not taken stay, in order, for the next
+    /// batch.
+    pub async fn next_batch_within<T>(
+        &self,
+        max: usize,
+        max_size: usize,
+        mut encode: impl FnMut(Result<Event, Error>) -> (T, usize),
+    ) -> Vec<T> {
         let mut rx = self.rx.lock().await;
         let mut out = Vec::new();
         if let Some(first) = rx.recv().await {
+            let (first, mut size) = encode(first);
             out.push(first);
-            while out.len() < max {
+            while out.len() < max && size < max_size {
                 match rx.try_recv() {
-                    Ok(item) => out.push(item),
+                    Ok(item) => {
+                        let (item, n) = encode(item);
+                        out.push(item);
+                        size = size.saturating_add(n);
+                    }
                     Err(_) => break,
                 }
             }
@@ -311,10 +388,10 @@ mod feed_tests {
     /// stream crosses to JS one batch at a time.)
     #[tokio::test]
     async fn batches_keep_every_event_in_order_across_their_edges() {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(FEED_BOUND);
         let feed = EventFeed { rx: tokio::sync::Mutex::new(rx), task: std::sync::Mutex::new(None) };
         for turn in 0..150u32 {
-            tx.send(Ok(Event::ModelRequest { turn })).unwrap();
+            tx.try_send(Ok(Event::ModelRequest { turn })).unwrap();
         }
         let mut seen = Vec::new();
         for want in [64, 64, 22] {
@@ -331,8 +408,110 @@ mod feed_tests {
             let batch = feed.next_batch(64).await;
             (batch.len(), feed.next_batch(64).await.len())
         });
-        tx.send(Ok(Event::ModelRequest { turn: 150 })).unwrap();
+        tx.send(Ok(Event::ModelRequest { turn: 150 })).await.unwrap();
         drop(tx);
         assert_eq!(waiting.await.unwrap(), (1, 0));
+    }
+
+    fn text(n: usize) -> Result<Event, Error> {
+        Ok(Event::TextDelta { text: "x".repeat(n) })
+    }
+
+    /// `next_batch_within` stops taking items once the batch's size reaches the bound: small items fill a
+    /// batch up to it, a large one ends its batch, one larger than the bound alone is a batch of its own,
+    /// and nothing is lost or reordered at the edges. (The Node binding bounds the JSON text of a batch so
+    /// that many large events never make one string past V8's limit.)
+    #[tokio::test]
+    async fn a_batch_stops_at_its_size_bound_and_always_takes_one_item() {
+        let (tx, rx) = mpsc::channel(FEED_BOUND);
+        let feed = EventFeed { rx: tokio::sync::Mutex::new(rx), task: std::sync::Mutex::new(None) };
+        // Sizes: four of 30 (the fourth passes 100), one of 500 (alone), two of 60 (the second passes 100),
+        // one of 10 (the rest).
+        for n in [30, 30, 30, 30, 500, 60, 60, 10] {
+            tx.try_send(text(n)).unwrap();
+        }
+        drop(tx);
+        let size = |item: Result<Event, Error>| match item {
+            Ok(Event::TextDelta { text }) => (text.len(), text.len()),
+            other => panic!("{other:?}"),
+        };
+        let mut batches = Vec::new();
+        loop {
+            let batch = feed.next_batch_within(64, 100, size).await;
+            if batch.is_empty() {
+                break;
+            }
+            batches.push(batch);
+        }
+        assert_eq!(batches, [vec![30, 30, 30, 30], vec![500], vec![60, 60], vec![10]]);
+    }
+
+    /// Backpressure: a consumer that reads nothing while a run produces many large events holds at most
+    /// FEED_BOUND of them in the feed (and the run's stream at most STREAM_BOUND and one turn's more);
+    /// the run waits (its tool is not called again) until the consumer reads, then goes on, and every
+    /// event arrives in order. Observed by counts (the feed's length, the tool's calls), not by time: the
+    /// run is given every chance to go on (the test yields to it many times), and the bound holds however
+    /// the tasks are scheduled. Negative controls: with `Emitter::room` returning at once, the run (whose
+    /// model and tool never wait) ran all 180 calls in one poll, its events held in the stream's
+    /// unbounded channel, while nothing was read ("the run stopped early, after 180 of 180 calls"); the
+    /// same with the feed's channel unbounded as it was.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_consumer_that_reads_nothing_makes_the_run_wait_at_the_bound() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use crate::test_model::{Reply, TestModel};
+
+        const TURNS: usize = 180;
+        const RESULT_BYTES: usize = 4096;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let tool = crate::tools::tool_fn(
+            "big",
+            "Returns a large result.",
+            serde_json::json!({"type": "object", "properties": {}}),
+            move |_: Value| {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                async move { Ok::<_, String>(format!("{n:05}{}", "x".repeat(RESULT_BYTES))) }
+            },
+        );
+        let mut replies: Vec<Reply> = (0..TURNS).map(|_| Reply::tool_call("big", serde_json::json!({}))).collect();
+        replies.push(Reply::text("done"));
+        let agent = crate::Agent::builder()
+            .model(TestModel::new(replies))
+            .tool(tool)
+            .max_turns(u32::try_from(TURNS).unwrap() + 1)
+            .build()
+            .unwrap();
+        let feed = EventFeed::start(agent.stream("go"), |run| tokio::spawn(run));
+        let held = || feed.rx.try_lock().expect("nothing else reads the feed").len();
+
+        // Nothing is read: the run goes on until the feed is full (or, unbounded, past it).
+        while held() < FEED_BOUND && calls.load(Ordering::SeqCst) < TURNS {
+            tokio::task::yield_now().await;
+        }
+        let waiting_at = calls.load(Ordering::SeqCst);
+        for _ in 0..2000 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(held(), FEED_BOUND, "the feed holds at most FEED_BOUND events for a consumer that reads none");
+        assert_eq!(calls.load(Ordering::SeqCst), waiting_at, "the run waits while the feed is full");
+        assert!(waiting_at < TURNS / 2, "the run stopped early, after {waiting_at} of {TURNS} calls");
+
+        // Reading resumes the run: every event arrives, in order, the last the run's end.
+        let mut results = Vec::new();
+        let mut last = None;
+        while let Some(item) = feed.next().await {
+            match item.expect("the run succeeds") {
+                Event::ToolFinished { result, is_error: false, .. } => {
+                    assert_eq!(result.len(), 5 + RESULT_BYTES);
+                    results.push(result[..5].parse::<usize>().unwrap());
+                }
+                Event::ToolFinished { result, .. } => panic!("{result}"),
+                other => last = Some(other),
+            }
+        }
+        assert_eq!(results, (0..TURNS).collect::<Vec<_>>());
+        assert!(matches!(last, Some(Event::RunFinished { .. })), "{last:?}");
     }
 }
