@@ -312,6 +312,20 @@ export declare class OutputInvalidError extends AmbitError {
   readonly usage: Usage;
 }
 /**
+ * A streamed event too large for a JavaScript string (code "event_too_large", Node only): its JSON text
+ * passes V8's string limit (about 512 MiB). The stream ends with it, after every event before it.
+ */
+export declare class EventTooLargeError extends AmbitError {
+  readonly code: 'event_too_large';
+  /** The event's type (`tool_finished`, …). */
+  readonly event: string;
+  /** The length of the event's JSON text, in UTF-16 units. */
+  readonly size: number;
+  /** The most one event's text may have. */
+  readonly limit: number;
+}
+
+/**
  * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
  * their arguments are incomplete, so none of them ran.
  */

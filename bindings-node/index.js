@@ -50,6 +50,21 @@ class BudgetError extends AmbitError {
 }
 
 /**
+ * A streamed event too large for a JavaScript string (code "event_too_large", Node only): its JSON text
+ * passes V8's string limit (about 512 MiB). The stream ends with it, after every event before it; the
+ * run is cancelled. `event` is the event's type, `size` its text's length, `limit` the most one may have.
+ */
+class EventTooLargeError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'event_too_large', options);
+    this.name = 'EventTooLargeError';
+    this.event = details.event;
+    this.size = details.size;
+    this.limit = details.limit;
+  }
+}
+
+/**
  * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
  * none of them ran. `tools` names their tools; `usage` is what the run used.
  */
@@ -143,6 +158,8 @@ function toError(e) {
       return new BudgetError(message, details);
     case 'output_truncated':
       return new OutputTruncatedError(message, details);
+    case 'event_too_large':
+      return new EventTooLargeError(message, details);
     case 'output_invalid':
       return new OutputInvalidError(message, details);
     case 'invalid_message':
@@ -961,6 +978,7 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  EventTooLargeError,
   OutputInvalidError,
   CancelledError,
   InternalError,

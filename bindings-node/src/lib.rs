@@ -469,6 +469,75 @@ fn error_envelope(e: &NativeError) -> Value {
 /// The most events one `NativeRunStream.next` hands over.
 const STREAM_BATCH: usize = 64;
 
+/// The JSON text one `NativeRunStream.next` gathers before it stops taking events (the last one taken
+/// may pass it): many large events (tool results of megabytes) cross in batches of about this size, never
+/// as one string past V8's limit.
+const STREAM_BATCH_BYTES: usize = 1 << 20;
+
+/// V8's longest string, in UTF-16 units (`v8::String::kMaxLength` on 64-bit: 2^29 − 24).
+const V8_MAX_STRING: usize = (1 << 29) - 24;
+
+/// The longest envelope of one event, in UTF-16 units: a batch is at most `STREAM_BATCH_BYTES` of text
+/// before its last event, its commas and brackets, and that event, so it always fits in a V8 string.
+const MAX_EVENT_TEXT: usize = V8_MAX_STRING - STREAM_BATCH_BYTES - STREAM_BATCH - 2;
+
+/// A test build's lower `MAX_EVENT_TEXT` (0: none), so a test reaches the refusal without half a gigabyte.
+#[cfg(feature = "test-hooks")]
+static TEST_MAX_EVENT_TEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn max_event_text() -> usize {
+    #[cfg(feature = "test-hooks")]
+    {
+        let n = TEST_MAX_EVENT_TEXT.load(std::sync::atomic::Ordering::SeqCst);
+        if n > 0 {
+            return n;
+        }
+    }
+    MAX_EVENT_TEXT
+}
+
+/// An event's envelope, `{"ok": true, "event": Event}`, written straight from the event.
+#[derive(serde::Serialize)]
+struct EventEnvelope<'a> {
+    ok: bool,
+    event: &'a ambit::Event,
+}
+
+/// One item of a stream as the JSON text of its envelope, and that text's length in bytes (its size in
+/// a batch). An event whose envelope would not fit in a JS string becomes the error `event_too_large`,
+/// naming its type and size: the stream ends with it, after the events before it.
+fn encode_item(item: Result<ambit::Event, Error>) -> (String, usize) {
+    let text = match item {
+        Ok(event) => serde_json::to_string(&EventEnvelope { ok: true, event: &event }).unwrap_or_else(|e| {
+            let e = Error::Internal(format!("an event could not be serialized: {e}"));
+            error_envelope(&NativeError::from_core(&e)).to_string()
+        }),
+        Err(e) => error_envelope(&NativeError::from_core(&e)).to_string(),
+    };
+    let size = text.len();
+    let limit = max_event_text();
+    // UTF-16 units are at most UTF-8 bytes: counted only for a text whose bytes pass the limit.
+    if size > limit {
+        let units = text.encode_utf16().count();
+        if units > limit {
+            // `{"ok":true,"event":{"type":"…"` begins the text of every event.
+            let kind = match text.strip_prefix(r#"{"ok":true,"event":{"type":""#) {
+                Some(rest) => rest.split('"').next().unwrap_or("unknown").to_string(),
+                None => "error".to_string(),
+            };
+            drop(text);
+            let message = format!(
+                "the {kind} event is too large for a JavaScript string: its JSON text is {units} characters, \
+                 the most one event may have is {limit} (V8's string limit); the stream ends here"
+            );
+            let details = json!({"event": kind, "size": units, "limit": limit}).to_string();
+            let e = NativeError { code: "event_too_large".into(), message, status: None, details: Some(details) };
+            return (error_envelope(&e).to_string(), size);
+        }
+    }
+    (text, size)
+}
+
 /// The events of one run.
 #[napi]
 pub struct NativeRunStream {
@@ -478,28 +547,37 @@ pub struct NativeRunStream {
 #[napi]
 impl NativeRunStream {
     /// Resolves (never rejects for a core error) to the JSON text of a list of envelopes, in order: the
-    /// next event and the events already waiting behind it (one crossing for them all), each
-    /// `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}` when the run failed; `[]` once
+    /// next event and the events already waiting behind it (one crossing for them all, up to about
+    /// `STREAM_BATCH_BYTES` of text), each `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}`
+    /// when the run failed (or an event is too large for a JS string, code `event_too_large`); `[]` once
     /// the run is over.
     #[napi]
     pub async fn next(&self) -> String {
         // Awaited in napi's own task: the feed is a channel, and a hop to the core's runtime and back
         // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
-        let batch =
-            match std::panic::AssertUnwindSafe(async move { feed.next_batch(STREAM_BATCH).await }).catch_unwind().await
-            {
-                Ok(batch) => batch,
-                Err(payload) => {
-                    let e = NativeError::from_core(&Error::from_panic(&*payload));
-                    return Value::Array(vec![error_envelope(&e)]).to_string();
-                }
-            };
-        let envelopes = batch.into_iter().map(|item| match item {
-            Ok(event) => json!({"ok": true, "event": event}),
-            Err(e) => error_envelope(&NativeError::from_core(&e)),
-        });
-        Value::Array(envelopes.collect()).to_string()
+        let batch = std::panic::AssertUnwindSafe(async move {
+            feed.next_batch_within(STREAM_BATCH, STREAM_BATCH_BYTES, encode_item).await
+        })
+        .catch_unwind()
+        .await;
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(payload) => {
+                let e = NativeError::from_core(&Error::from_panic(&*payload));
+                return Value::Array(vec![error_envelope(&e)]).to_string();
+            }
+        };
+        let mut out = String::with_capacity(batch.iter().map(|t| t.len() + 1).sum::<usize>() + 2);
+        out.push('[');
+        for (i, text) in batch.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(text);
+        }
+        out.push(']');
+        out
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.
@@ -745,4 +823,19 @@ pub async fn testing_open_routines(url: String, clock: &TestingClock) -> napi::R
 #[napi(js_name = "_testingPanickingTools")]
 pub fn testing_panicking_tools() -> napi::Result<ledger::NativeLedgerTools> {
     guard(|| ledger::NativeLedgerTools { tools: vec![ambit::testing::panicking_tool()] })
+}
+
+/// Hooks of a test build only (cargo feature `test-hooks`, which `scripts/test-node.sh` builds with; the
+/// release addon has none of them): a lower limit for one event's text.
+#[cfg(feature = "test-hooks")]
+pub mod testing_hooks {
+    use std::sync::atomic::Ordering;
+
+    use napi_derive::napi;
+
+    /// Test hook: the most UTF-16 units one streamed event's text may have (0: V8's own limit).
+    #[napi(js_name = "_testingSetMaxEventText")]
+    pub fn testing_set_max_event_text(units: u32) {
+        super::TEST_MAX_EVENT_TEXT.store(units as usize, Ordering::SeqCst);
+    }
 }
