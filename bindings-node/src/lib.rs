@@ -410,6 +410,8 @@ impl NativeAgent {
         // Polled in napi's own task, on its runtime: a task of its own (to catch a panic as a
         // JoinError) cost a spawn and a wake per run (bench/peers); a panic is caught here instead.
         let run = async move {
+            #[cfg(feature = "test-hooks")]
+            testing_hooks::maybe_panic();
             let input = run_input(input, messages)?;
             match run_context(context) {
                 Some(c) => agent.run_with_context(input, c).await,
@@ -557,6 +559,8 @@ impl NativeRunStream {
         // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
         let batch = std::panic::AssertUnwindSafe(async move {
+            #[cfg(feature = "test-hooks")]
+            testing_hooks::maybe_panic();
             feed.next_batch_within(STREAM_BATCH, STREAM_BATCH_BYTES, encode_item).await
         })
         .catch_unwind()
@@ -826,12 +830,30 @@ pub fn testing_panicking_tools() -> napi::Result<ledger::NativeLedgerTools> {
 }
 
 /// Hooks of a test build only (cargo feature `test-hooks`, which `scripts/test-node.sh` builds with; the
-/// release addon has none of them): a lower limit for one event's text.
+/// release addon has none of them): a panic where only the binding's own `catch_unwind` catches it, and a
+/// lower limit for one event's text.
 #[cfg(feature = "test-hooks")]
 pub mod testing_hooks {
-    use std::sync::atomic::Ordering;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use napi_derive::napi;
+
+    static PANIC_NEXT: AtomicBool = AtomicBool::new(false);
+
+    /// Panics once after `_testingPanicNext`: called first thing inside the futures of `NativeAgent.run`
+    /// and `NativeRunStream.next`, outside the core, so the binding's own catch is what catches it.
+    pub(crate) fn maybe_panic() {
+        if PANIC_NEXT.swap(false, Ordering::SeqCst) {
+            ambit::testing::force_panic()
+        }
+    }
+
+    /// Test hook: the next `NativeAgent.run` or `NativeRunStream.next` panics in the binding, before the
+    /// core is reached.
+    #[napi(js_name = "_testingPanicNext")]
+    pub fn testing_panic_next() {
+        PANIC_NEXT.store(true, Ordering::SeqCst);
+    }
 
     /// Test hook: the most UTF-16 units one streamed event's text may have (0: V8's own limit).
     #[napi(js_name = "_testingSetMaxEventText")]
