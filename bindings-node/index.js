@@ -53,6 +53,8 @@ class BudgetError extends AmbitError {
  * A streamed event too large for a JavaScript string (code "event_too_large", Node only): its JSON text
  * passes V8's string limit (about 512 MiB). The stream ends with it, after every event before it; the
  * run is cancelled. `event` is the event's type, `size` its text's length, `limit` the most one may have.
+ * `Agent.run` rejects with it too when its result's text would not fit (`event`: "run result"); a
+ * run's error too long keeps its own class, its message shortened.
  */
 class EventTooLargeError extends AmbitError {
   constructor(message, details = {}, options) {
@@ -766,7 +768,8 @@ class Agent {
   /**
    * Runs the agent from one user message to the final answer. Aborting `options.signal` (an
    * AbortSignal) cancels the run, its HTTP request and its tools; the promise rejects with a
-   * CancelledError.
+   * CancelledError. A result (or, with a signal, any of the run's events) whose JSON text would pass
+   * V8's string limit (about 512 MiB) rejects with EventTooLargeError.
    * @param {string} input
    * @param {{signal?: AbortSignal}} [options]
    */

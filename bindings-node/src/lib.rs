@@ -424,14 +424,25 @@ impl NativeAgent {
         };
         match outcome {
             // The envelope written straight from the result (no intermediate JSON value).
-            Ok(result) => serde_json::to_string(&RunEnvelope { ok: true, result: &result }).unwrap_or_else(|e| {
-                json!({"ok": false, "error": {
+            Ok(result) => match serde_json::to_string(&RunEnvelope { ok: true, result: &result }) {
+                // A result whose text would not fit in a JS string is a typed error, not napi's own.
+                Ok(text) => match too_long_for_js(&text, max_text(V8_MAX_STRING)) {
+                    Some(units) => {
+                        drop(text);
+                        error_envelope(&too_large("run result", units, max_text(V8_MAX_STRING), "")).to_string()
+                    }
+                    None => text,
+                },
+                Err(e) => json!({"ok": false, "error": {
                     "code": "internal",
                     "message": format!("the run result could not be serialized: {e}"),
                 }})
-                .to_string()
-            }),
-            Err(e) => error_envelope(&NativeError::from_core(&e)).to_string(),
+                .to_string(),
+            },
+            Err(e) => {
+                let e = NativeError::from_core(&e);
+                limit_error(error_envelope(&e).to_string(), &e)
+            }
         }
     }
 
@@ -488,6 +499,11 @@ const MAX_EVENT_TEXT: usize = V8_MAX_STRING - STREAM_BATCH_BYTES - STREAM_BATCH 
 static TEST_MAX_EVENT_TEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn max_event_text() -> usize {
+    max_text(MAX_EVENT_TEXT)
+}
+
+/// `limit`, or a test build's lower one.
+fn max_text(limit: usize) -> usize {
     #[cfg(feature = "test-hooks")]
     {
         let n = TEST_MAX_EVENT_TEXT.load(std::sync::atomic::Ordering::SeqCst);
@@ -495,7 +511,7 @@ fn max_event_text() -> usize {
             return n;
         }
     }
-    MAX_EVENT_TEXT
+    limit
 }
 
 /// An event's envelope, `{"ok": true, "event": Event}`, written straight from the event.
@@ -514,30 +530,70 @@ fn encode_item(item: Result<ambit::Event, Error>) -> (String, usize) {
             let e = Error::Internal(format!("an event could not be serialized: {e}"));
             error_envelope(&NativeError::from_core(&e)).to_string()
         }),
-        Err(e) => error_envelope(&NativeError::from_core(&e)).to_string(),
+        Err(e) => {
+            // The run's error keeps its code even when its text is too long (its message is shortened).
+            let e = NativeError::from_core(&e);
+            let text = limit_error(error_envelope(&e).to_string(), &e);
+            let size = text.len();
+            return (text, size);
+        }
     };
     let size = text.len();
     let limit = max_event_text();
-    // UTF-16 units are at most UTF-8 bytes: counted only for a text whose bytes pass the limit.
-    if size > limit {
-        let units = text.encode_utf16().count();
-        if units > limit {
-            // `{"ok":true,"event":{"type":"…"` begins the text of every event.
-            let kind = match text.strip_prefix(r#"{"ok":true,"event":{"type":""#) {
-                Some(rest) => rest.split('"').next().unwrap_or("unknown").to_string(),
-                None => "error".to_string(),
-            };
-            drop(text);
-            let message = format!(
-                "the {kind} event is too large for a JavaScript string: its JSON text is {units} characters, \
-                 the most one event may have is {limit} (V8's string limit); the stream ends here"
-            );
-            let details = json!({"event": kind, "size": units, "limit": limit}).to_string();
-            let e = NativeError { code: "event_too_large".into(), message, status: None, details: Some(details) };
-            return (error_envelope(&e).to_string(), size);
-        }
+    if let Some(units) = too_long_for_js(&text, limit) {
+        // `{"ok":true,"event":{"type":"…"` begins the text of every event.
+        let kind = match text.strip_prefix(r#"{"ok":true,"event":{"type":""#) {
+            Some(rest) => format!("{} event", rest.split('"').next().unwrap_or("unknown")),
+            None => "error".to_string(),
+        };
+        drop(text);
+        let e = too_large(&kind, units, limit, "; the stream ends here");
+        return (error_envelope(&e).to_string(), size);
     }
     (text, size)
+}
+
+/// The length of `text` in UTF-16 units when it passes `limit` (V8 counts a string in them).
+fn too_long_for_js(text: &str, limit: usize) -> Option<usize> {
+    // UTF-16 units are at most UTF-8 bytes: counted only for a text whose bytes pass the limit.
+    if text.len() <= limit {
+        return None;
+    }
+    let units = text.encode_utf16().count();
+    (units > limit).then_some(units)
+}
+
+/// The error `event_too_large` for `what` (`tool_finished event`, `run result`): its JSON text is `units`
+/// long, more than `limit`. `details.event` names the event's type (or `what`).
+fn too_large(what: &str, units: usize, limit: usize, tail: &str) -> NativeError {
+    let message = format!(
+        "the {what} is too large for a JavaScript string: its JSON text is {units} characters, the most it \
+         may have is {limit} (V8's string limit){tail}"
+    );
+    let event = what.strip_suffix(" event").unwrap_or(what);
+    let details = json!({"event": event, "size": units, "limit": limit}).to_string();
+    NativeError { code: "event_too_large".into(), message, status: None, details: Some(details) }
+}
+
+/// An error's envelope `text`, or, when it would not fit in a JS string, the same error (its code and
+/// status kept) with its message shortened and its details left out.
+fn limit_error(text: String, e: &NativeError) -> String {
+    const KEEP: usize = 64 * 1024;
+    if too_long_for_js(&text, max_event_text()).is_none() {
+        return text;
+    }
+    drop(text);
+    let mut end = KEEP.min(e.message.len());
+    while !e.message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let message = format!(
+        "{}… (shortened: the error's text is {} bytes, too long for a JavaScript string)",
+        &e.message[..end],
+        e.message.len()
+    );
+    let short = NativeError { code: e.code.clone(), message, status: e.status, details: None };
+    error_envelope(&short).to_string()
 }
 
 /// The events of one run.

@@ -70,6 +70,9 @@ test('a streamed run whose tool returns megabytes: every event arrives, in order
 
 // Negative control: with the byte bound off (STREAM_BATCH_BYTES = usize::MAX in bindings-node/src/lib.rs),
 // the first batch read after the run asked its model again held all eight results (16 MiB in one string).
+// (The control relies on the feed's task having moved those events into the feed before the first
+// `next`, which it does at once but which nothing here waits for: the bound itself is checked whatever
+// the timing; only the control could, on a very slow machine, pass without the bound.)
 test('events waiting in the feed cross in batches of about 1 MiB of text, never all at once', async () => {
   const { model, askedAgain } = bigModel();
   const big = {
@@ -147,4 +150,62 @@ test('an event too large for a JS string ends the stream with EventTooLargeError
   } finally {
     native._testingSetMaxEventText(0);
   }
+});
+
+// A failed run's error whose text is too long for a JS string keeps its own code (its message is
+// shortened), in a stream and from `run`. Negative control: with `encode_item` treating an error like an
+// event, the stream's error became EventTooLargeError ("event_too_large" !== the model's code).
+test('a run error too long for a JS string keeps its code, shortened', async () => {
+  const failing = (text) => new FunctionModel(() => {
+    throw new Error(text);
+  });
+  // The code of the same error, short.
+  let code;
+  await assert.rejects(new Agent({ model: failing('short') }).run('go'), (e) => {
+    code = e.code;
+    return true;
+  });
+  assert.ok(code && code !== 'event_too_large', code);
+  native._testingSetMaxEventText(100_000);
+  try {
+    const long = 'y'.repeat(200_000);
+    const agent = new Agent({ model: failing(long) });
+    const check = (e) => {
+      assert.ok(!(e instanceof EventTooLargeError), e.stack);
+      assert.equal(e.code, code);
+      assert.match(e.message, /shortened: the error's text is \d+ bytes, too long for a JavaScript string/);
+      assert.ok(e.message.length < 100_000, `${e.message.length}`);
+      return true;
+    };
+    await assert.rejects((async () => {
+      for await (const _ of agent.stream('go'));
+    })(), check);
+    await assert.rejects(agent.run('go'), check);
+  } finally {
+    native._testingSetMaxEventText(0);
+  }
+});
+
+// `run` (without a signal: the native run, not the stream) whose result's text would not fit in a JS
+// string rejects with EventTooLargeError naming the size, not napi's untyped Error. Negative control:
+// without the check in `NativeAgent.run`, the test build's lower limit did not apply and the run
+// resolved (with V8's real limit, napi's "Failed to convert rust `String` into napi `string`").
+test('a run result too large for a JS string is EventTooLargeError', async () => {
+  native._testingSetMaxEventText(100_000);
+  try {
+    const agent = new Agent({ model: new FunctionModel(() => 'z'.repeat(200_000)) });
+    await assert.rejects(agent.run('go'), (e) => {
+      assert.ok(e instanceof EventTooLargeError, e.stack);
+      assert.equal(e.event, 'run result');
+      assert.equal(e.limit, 100_000);
+      assert.ok(e.size > 200_000, `size ${e.size}`);
+      assert.match(e.message, /the run result is too large for a JavaScript string/);
+      return true;
+    });
+  } finally {
+    native._testingSetMaxEventText(0);
+  }
+  // With V8's own limit, the same run succeeds.
+  const ok = await new Agent({ model: new FunctionModel(() => 'z'.repeat(200_000)) }).run('go');
+  assert.equal(ok.output.length, 200_000);
 });
