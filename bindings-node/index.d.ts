@@ -312,6 +312,22 @@ export declare class OutputInvalidError extends AmbitError {
   readonly usage: Usage;
 }
 /**
+ * A streamed event too large for a JavaScript string (code "event_too_large", Node only): its JSON text
+ * passes V8's string limit (about 512 MiB). The stream ends with it, after every event before it; the
+ * run is cancelled. `Agent.run` rejects with it too when its result's text would not fit (`event`:
+ * "run result"); a run's error too long keeps its own class, its message shortened.
+ */
+export declare class EventTooLargeError extends AmbitError {
+  readonly code: 'event_too_large';
+  /** The event's type (`tool_finished`, …), or `run result` (from `Agent.run`). */
+  readonly event: string;
+  /** The length of the event's JSON text, in UTF-16 units. */
+  readonly size: number;
+  /** The most one event's text may have. */
+  readonly limit: number;
+}
+
+/**
  * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
  * their arguments are incomplete, so none of them ran.
  */
@@ -915,7 +931,8 @@ export declare class Agent<Ctx = unknown> {
   /**
    * Runs the agent from one user message to the final answer. Rejects with a ModelError,
    * MaxTurnsError or CancelledError (all AmbitError); aborting `options.signal` cancels the run, its
-   * HTTP request and its tools (CancelledError).
+   * HTTP request and its tools (CancelledError). A result (or, with a signal, any of the run's events)
+   * whose JSON text would pass V8's string limit (about 512 MiB) rejects with EventTooLargeError.
    */
   run(input: string | Message[] | Part[], options?: RunOptions<Ctx>): Promise<RunResult>;
   /**

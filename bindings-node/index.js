@@ -50,6 +50,23 @@ class BudgetError extends AmbitError {
 }
 
 /**
+ * A streamed event too large for a JavaScript string (code "event_too_large", Node only): its JSON text
+ * passes V8's string limit (about 512 MiB). The stream ends with it, after every event before it; the
+ * run is cancelled. `event` is the event's type, `size` its text's length, `limit` the most one may have.
+ * `Agent.run` rejects with it too when its result's text would not fit (`event`: "run result"); a
+ * run's error too long keeps its own class, its message shortened.
+ */
+class EventTooLargeError extends AmbitError {
+  constructor(message, details = {}, options) {
+    super(message, 'event_too_large', options);
+    this.name = 'EventTooLargeError';
+    this.event = details.event;
+    this.size = details.size;
+    this.limit = details.limit;
+  }
+}
+
+/**
  * The model's output token limit cut its answer in the middle of tool calls (code "output_truncated"):
  * none of them ran. `tools` names their tools; `usage` is what the run used.
  */
@@ -143,6 +160,8 @@ function toError(e) {
       return new BudgetError(message, details);
     case 'output_truncated':
       return new OutputTruncatedError(message, details);
+    case 'event_too_large':
+      return new EventTooLargeError(message, details);
     case 'output_invalid':
       return new OutputInvalidError(message, details);
     case 'invalid_message':
@@ -749,7 +768,8 @@ class Agent {
   /**
    * Runs the agent from one user message to the final answer. Aborting `options.signal` (an
    * AbortSignal) cancels the run, its HTTP request and its tools; the promise rejects with a
-   * CancelledError.
+   * CancelledError. A result (or, with a signal, any of the run's events) whose JSON text would pass
+   * V8's string limit (about 512 MiB) rejects with EventTooLargeError.
    * @param {string} input
    * @param {{signal?: AbortSignal}} [options]
    */
@@ -961,6 +981,7 @@ module.exports = {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  EventTooLargeError,
   OutputInvalidError,
   CancelledError,
   InternalError,

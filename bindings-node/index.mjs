@@ -27,6 +27,7 @@ export const {
   ModelError,
   MaxTurnsError,
   OutputTruncatedError,
+  EventTooLargeError,
   OutputInvalidError,
   InvalidMessageError,
   HookFailedError,

@@ -13,7 +13,8 @@ if [ -f package-lock.json ]; then
 else
   npm install --no-audit --no-fund
 fi
-npm run build
+# The test build: the addon with its test-only hooks (cargo feature test-hooks).
+npm run build:test
 (cd "$ROOT" && cargo build -p ambit-test-provider)
 # The virtualenv with llama.cpp's server for tests/llama.test.js (sets AMBIT_PY).
 source "$ROOT/scripts/llama-env.sh"

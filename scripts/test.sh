@@ -30,6 +30,8 @@ step llamaenv bash -c 'source "$0/scripts/llama-env.sh"' "$here"
 export AMBIT_PY="$AMBIT_CACHE/venv/bin/python"
 step fmt cargo fmt --all --check
 step clippy cargo clippy -q --workspace --all-targets -- -D warnings
+# The Node addon's test build (cargo feature test-hooks, which the Node suite builds) is linted too.
+step clippy-test-hooks cargo clippy -q -p ambit-node --features test-hooks --all-targets -- -D warnings
 step rust cargo test -q
 # Telemetry (cargo feature `otel`): the scenario files with `telemetry` exported to the OTLP receiver of
 # tests/otel/ (the venv above has its opentelemetry-proto).

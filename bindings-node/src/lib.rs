@@ -410,6 +410,8 @@ impl NativeAgent {
         // Polled in napi's own task, on its runtime: a task of its own (to catch a panic as a
         // JoinError) cost a spawn and a wake per run (bench/peers); a panic is caught here instead.
         let run = async move {
+            #[cfg(feature = "test-hooks")]
+            testing_hooks::maybe_panic();
             let input = run_input(input, messages)?;
             match run_context(context) {
                 Some(c) => agent.run_with_context(input, c).await,
@@ -422,14 +424,25 @@ impl NativeAgent {
         };
         match outcome {
             // The envelope written straight from the result (no intermediate JSON value).
-            Ok(result) => serde_json::to_string(&RunEnvelope { ok: true, result: &result }).unwrap_or_else(|e| {
-                json!({"ok": false, "error": {
+            Ok(result) => match serde_json::to_string(&RunEnvelope { ok: true, result: &result }) {
+                // A result whose text would not fit in a JS string is a typed error, not napi's own.
+                Ok(text) => match too_long_for_js(&text, max_text(V8_MAX_STRING)) {
+                    Some(units) => {
+                        drop(text);
+                        error_envelope(&too_large("run result", units, max_text(V8_MAX_STRING), "")).to_string()
+                    }
+                    None => text,
+                },
+                Err(e) => json!({"ok": false, "error": {
                     "code": "internal",
                     "message": format!("the run result could not be serialized: {e}"),
                 }})
-                .to_string()
-            }),
-            Err(e) => error_envelope(&NativeError::from_core(&e)).to_string(),
+                .to_string(),
+            },
+            Err(e) => {
+                let e = NativeError::from_core(&e);
+                limit_error(error_envelope(&e).to_string(), &e)
+            }
         }
     }
 
@@ -469,6 +482,120 @@ fn error_envelope(e: &NativeError) -> Value {
 /// The most events one `NativeRunStream.next` hands over.
 const STREAM_BATCH: usize = 64;
 
+/// The JSON text one `NativeRunStream.next` gathers before it stops taking events (the last one taken
+/// may pass it): many large events (tool results of megabytes) cross in batches of about this size, never
+/// as one string past V8's limit.
+const STREAM_BATCH_BYTES: usize = 1 << 20;
+
+/// V8's longest string, in UTF-16 units (`v8::String::kMaxLength` on 64-bit: 2^29 − 24).
+const V8_MAX_STRING: usize = (1 << 29) - 24;
+
+/// The longest envelope of one event, in UTF-16 units: a batch is at most `STREAM_BATCH_BYTES` of text
+/// before its last event, its commas and brackets, and that event, so it always fits in a V8 string.
+const MAX_EVENT_TEXT: usize = V8_MAX_STRING - STREAM_BATCH_BYTES - STREAM_BATCH - 2;
+
+/// A test build's lower `MAX_EVENT_TEXT` (0: none), so a test reaches the refusal without half a gigabyte.
+#[cfg(feature = "test-hooks")]
+static TEST_MAX_EVENT_TEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn max_event_text() -> usize {
+    max_text(MAX_EVENT_TEXT)
+}
+
+/// `limit`, or a test build's lower one.
+fn max_text(limit: usize) -> usize {
+    #[cfg(feature = "test-hooks")]
+    {
+        let n = TEST_MAX_EVENT_TEXT.load(std::sync::atomic::Ordering::SeqCst);
+        if n > 0 {
+            return n;
+        }
+    }
+    limit
+}
+
+/// An event's envelope, `{"ok": true, "event": Event}`, written straight from the event.
+#[derive(serde::Serialize)]
+struct EventEnvelope<'a> {
+    ok: bool,
+    event: &'a ambit::Event,
+}
+
+/// One item of a stream as the JSON text of its envelope, and that text's length in bytes (its size in
+/// a batch). An event whose envelope would not fit in a JS string becomes the error `event_too_large`,
+/// naming its type and size: the stream ends with it, after the events before it.
+fn encode_item(item: Result<ambit::Event, Error>) -> (String, usize) {
+    let text = match item {
+        Ok(event) => serde_json::to_string(&EventEnvelope { ok: true, event: &event }).unwrap_or_else(|e| {
+            let e = Error::Internal(format!("an event could not be serialized: {e}"));
+            error_envelope(&NativeError::from_core(&e)).to_string()
+        }),
+        Err(e) => {
+            // The run's error keeps its code even when its text is too long (its message is shortened).
+            let e = NativeError::from_core(&e);
+            let text = limit_error(error_envelope(&e).to_string(), &e);
+            let size = text.len();
+            return (text, size);
+        }
+    };
+    let size = text.len();
+    let limit = max_event_text();
+    if let Some(units) = too_long_for_js(&text, limit) {
+        // `{"ok":true,"event":{"type":"…"` begins the text of every event.
+        let kind = match text.strip_prefix(r#"{"ok":true,"event":{"type":""#) {
+            Some(rest) => format!("{} event", rest.split('"').next().unwrap_or("unknown")),
+            None => "error".to_string(),
+        };
+        drop(text);
+        let e = too_large(&kind, units, limit, "; the stream ends here");
+        return (error_envelope(&e).to_string(), size);
+    }
+    (text, size)
+}
+
+/// The length of `text` in UTF-16 units when it passes `limit` (V8 counts a string in them).
+fn too_long_for_js(text: &str, limit: usize) -> Option<usize> {
+    // UTF-16 units are at most UTF-8 bytes: counted only for a text whose bytes pass the limit.
+    if text.len() <= limit {
+        return None;
+    }
+    let units = text.encode_utf16().count();
+    (units > limit).then_some(units)
+}
+
+/// The error `event_too_large` for `what` (`tool_finished event`, `run result`): its JSON text is `units`
+/// long, more than `limit`. `details.event` names the event's type (or `what`).
+fn too_large(what: &str, units: usize, limit: usize, tail: &str) -> NativeError {
+    let message = format!(
+        "the {what} is too large for a JavaScript string: its JSON text is {units} characters, the most it \
+         may have is {limit} (V8's string limit){tail}"
+    );
+    let event = what.strip_suffix(" event").unwrap_or(what);
+    let details = json!({"event": event, "size": units, "limit": limit}).to_string();
+    NativeError { code: "event_too_large".into(), message, status: None, details: Some(details) }
+}
+
+/// An error's envelope `text`, or, when it would not fit in a JS string, the same error (its code and
+/// status kept) with its message shortened and its details left out.
+fn limit_error(text: String, e: &NativeError) -> String {
+    const KEEP: usize = 64 * 1024;
+    if too_long_for_js(&text, max_event_text()).is_none() {
+        return text;
+    }
+    drop(text);
+    let mut end = KEEP.min(e.message.len());
+    while !e.message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let message = format!(
+        "{}… (shortened: the error's text is {} bytes, too long for a JavaScript string)",
+        &e.message[..end],
+        e.message.len()
+    );
+    let short = NativeError { code: e.code.clone(), message, status: e.status, details: None };
+    error_envelope(&short).to_string()
+}
+
 /// The events of one run.
 #[napi]
 pub struct NativeRunStream {
@@ -478,28 +605,39 @@ pub struct NativeRunStream {
 #[napi]
 impl NativeRunStream {
     /// Resolves (never rejects for a core error) to the JSON text of a list of envelopes, in order: the
-    /// next event and the events already waiting behind it (one crossing for them all), each
-    /// `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}` when the run failed; `[]` once
+    /// next event and the events already waiting behind it (one crossing for them all, up to about
+    /// `STREAM_BATCH_BYTES` of text), each `{"ok": true, "event": Event}`; `{"ok": false, "error": {...}}`
+    /// when the run failed (or an event is too large for a JS string, code `event_too_large`); `[]` once
     /// the run is over.
     #[napi]
     pub async fn next(&self) -> String {
         // Awaited in napi's own task: the feed is a channel, and a hop to the core's runtime and back
         // cost a spawn and two wakes per event (bench/peers). A panic is caught here, as in `run`.
         let feed = self.feed.clone();
-        let batch =
-            match std::panic::AssertUnwindSafe(async move { feed.next_batch(STREAM_BATCH).await }).catch_unwind().await
-            {
-                Ok(batch) => batch,
-                Err(payload) => {
-                    let e = NativeError::from_core(&Error::from_panic(&*payload));
-                    return Value::Array(vec![error_envelope(&e)]).to_string();
-                }
-            };
-        let envelopes = batch.into_iter().map(|item| match item {
-            Ok(event) => json!({"ok": true, "event": event}),
-            Err(e) => error_envelope(&NativeError::from_core(&e)),
-        });
-        Value::Array(envelopes.collect()).to_string()
+        let batch = std::panic::AssertUnwindSafe(async move {
+            #[cfg(feature = "test-hooks")]
+            testing_hooks::maybe_panic();
+            feed.next_batch_within(STREAM_BATCH, STREAM_BATCH_BYTES, encode_item).await
+        })
+        .catch_unwind()
+        .await;
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(payload) => {
+                let e = NativeError::from_core(&Error::from_panic(&*payload));
+                return Value::Array(vec![error_envelope(&e)]).to_string();
+            }
+        };
+        let mut out = String::with_capacity(batch.iter().map(|t| t.len() + 1).sum::<usize>() + 2);
+        out.push('[');
+        for (i, text) in batch.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(text);
+        }
+        out.push(']');
+        out
     }
 
     /// Stops the run: its HTTP request and its tools are dropped.
@@ -745,4 +883,37 @@ pub async fn testing_open_routines(url: String, clock: &TestingClock) -> napi::R
 #[napi(js_name = "_testingPanickingTools")]
 pub fn testing_panicking_tools() -> napi::Result<ledger::NativeLedgerTools> {
     guard(|| ledger::NativeLedgerTools { tools: vec![ambit::testing::panicking_tool()] })
+}
+
+/// Hooks of a test build only (cargo feature `test-hooks`, which `scripts/test-node.sh` builds with; the
+/// release addon has none of them): a panic where only the binding's own `catch_unwind` catches it, and a
+/// lower limit for one event's text.
+#[cfg(feature = "test-hooks")]
+pub mod testing_hooks {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use napi_derive::napi;
+
+    static PANIC_NEXT: AtomicBool = AtomicBool::new(false);
+
+    /// Panics once after `_testingPanicNext`: called first thing inside the futures of `NativeAgent.run`
+    /// and `NativeRunStream.next`, outside the core, so the binding's own catch is what catches it.
+    pub(crate) fn maybe_panic() {
+        if PANIC_NEXT.swap(false, Ordering::SeqCst) {
+            ambit::testing::force_panic()
+        }
+    }
+
+    /// Test hook: the next `NativeAgent.run` or `NativeRunStream.next` panics in the binding, before the
+    /// core is reached.
+    #[napi(js_name = "_testingPanicNext")]
+    pub fn testing_panic_next() {
+        PANIC_NEXT.store(true, Ordering::SeqCst);
+    }
+
+    /// Test hook: the most UTF-16 units one streamed event's text may have (0: V8's own limit).
+    #[napi(js_name = "_testingSetMaxEventText")]
+    pub fn testing_set_max_event_text(units: u32) {
+        super::TEST_MAX_EVENT_TEXT.store(units as usize, Ordering::SeqCst);
+    }
 }

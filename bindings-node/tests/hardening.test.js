@@ -14,7 +14,7 @@ const { spawn, spawnSync } = require('node:child_process');
 
 const ambit = require('..');
 const native = require('../native.js');
-const { Agent, OpenAIChat, tool, ConfigError, InternalError, AmbitError } = ambit;
+const { Agent, OpenAIChat, FunctionModel, tool, ConfigError, InternalError, AmbitError } = ambit;
 
 const offline = new OpenAIChat('m', { baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', maxRetries: 0 });
 
@@ -105,6 +105,46 @@ describe('panics (item 7)', () => {
     } finally {
       p.stop();
     }
+  });
+
+  // The tests above panic in a tool, which the core catches itself. These reach the binding's own catch
+  // (`catch_unwind` around the polled run in `NativeAgent.run`, and around the batch in
+  // `NativeRunStream.next`): a panic there, outside the core, by the test build's `_testingPanicNext`
+  // (cargo feature test-hooks; the release addon has no such switch). Negative control: with the catch
+  // in `NativeAgent.run` removed, napi-rs's own catch rejected the run with a plain Error ("Panic in
+  // async function"), not InternalError, and the first test failed.
+  test('a panic in the binding around a run is InternalError, and the process goes on', async () => {
+    const model = new FunctionModel(() => 'fine');
+    const agent = native.createAgent({ model: model.toNative() }, []);
+    native._testingPanicNext();
+    const envelope = JSON.parse(await agent.run('go'));
+    assert.equal(envelope.ok, false);
+    const e = ambit._toError(envelope.error);
+    assert.ok(e instanceof InternalError, e.stack);
+    assert.match(e.message, /a panic forced by a test/);
+    // The process lives, and so does the agent: the next run answers.
+    const again = JSON.parse(await agent.run('go'));
+    assert.equal(again.ok, true, JSON.stringify(again));
+    assert.equal(again.result.output, 'fine');
+  });
+
+  test('a panic in the binding around a stream batch is InternalError, and the process goes on', async () => {
+    const model = new FunctionModel(() => 'fine');
+    const agent = new Agent({ model });
+    native._testingPanicNext();
+    await assert.rejects(
+      (async () => {
+        for await (const _ of agent.stream('go'));
+      })(),
+      (e) => {
+        assert.ok(e instanceof InternalError, e.stack);
+        assert.match(e.message, /a panic forced by a test/);
+        return true;
+      },
+    );
+    const events = [];
+    for await (const event of agent.stream('go')) events.push(event);
+    assert.equal(events.at(-1).result.output, 'fine');
   });
 });
 

@@ -2,7 +2,8 @@
 //! the core's HTTP client trusts the certificates in `SSL_CERT_FILE` (or the directories in
 //! `SSL_CERT_DIR`), read when a client is built, and speaks HTTP/2 when the server offers it by ALPN.
 //! Negative control: the same run without the CA fails with the typed transport error naming the
-//! certificate problem, and is not retried.
+//! certificate problem, and is not retried: the server sees one connection (one TLS handshake), where
+//! the client's default two retries would make three.
 //!
 //! One test in this binary: it sets the process environment, which nothing else here reads meanwhile.
 
@@ -44,6 +45,9 @@ async fn a_run_trusts_the_ca_in_ssl_cert_file_and_fails_naming_the_certificate_w
     assert!(shown.contains("certificate was refused") && shown.contains("UnknownIssuer"), "{shown}");
     assert!(shown.contains("SSL_CERT_FILE"), "the error says how to trust a private CA: {shown}");
     assert_eq!(untrusted.report().0, 0, "no request got through");
+    // The handshake fails before any request the provider counts: only its accepted connections show a
+    // retry (the client's default is two retries, three attempts).
+    assert_eq!(untrusted.connections(), 1, "a refused certificate is not retried");
 
     // With the CA in SSL_CERT_FILE: the run succeeds, over HTTP/2.
     // SAFETY: as above.

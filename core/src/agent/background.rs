@@ -70,7 +70,9 @@ impl TaskHandle {
         let note = note.into();
         *self.shared.last_beat.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         *self.shared.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note.clone());
-        self.shared.events.emit(Event::BackgroundTaskProgress { task_id: self.shared.id.clone(), note });
+        // A consumer far behind does not get every note: while the stream is at its bound, notes are left
+        // out (the latest stays in `task_list`), so a task reporting in a loop cannot grow it.
+        self.shared.events.emit_unless_full(Event::BackgroundTaskProgress { task_id: self.shared.id.clone(), note });
     }
 
     /// Whether the task was asked to stop. A tool checks it at its checkpoints and unwinds.

@@ -111,7 +111,9 @@ impl Agent {
             from_text: call.from_text,
         };
         if background {
-            let (agent, ev, st, c, save) = (self.clone(), events.clone(), state.clone(), call.clone(), save_as.clone());
+            // Background work never waits for a consumer behind (its heartbeat would count the wait).
+            let ev = events.in_background();
+            let (agent, st, c, save) = (self.clone(), state.clone(), call.clone(), save_as.clone());
             let started = state.tasks.spawn(&call.name, events, async move {
                 let (_, result, is_error) =
                     st.clone().scope(scratchpad::with_saving(save.is_some(), agent.dispatch(&c, &ev))).await;

@@ -610,22 +610,19 @@ impl Agent {
     }
 
     fn stream_with(&self, input: Input, context: Option<RunContextValue>) -> RunStream {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let agent = self.clone();
         let span = crate::telemetry::run_span(self.inner.model.name());
-        RunStream::new(
+        RunStream::channel(|events| {
             Box::pin(async move {
                 if let Input::Messages(m) = &input {
                     input::validate(m)?;
                 }
                 let context = context.or_else(context::current);
-                let outcome =
-                    context::scope(context, agent.run_inner(input, Emitter::new(tx))).instrument(span.clone()).await;
+                let outcome = context::scope(context, agent.run_inner(input, events)).instrument(span.clone()).await;
                 crate::telemetry::run_ended(&span, &outcome);
                 outcome
-            }),
-            rx,
-        )
+            })
+        })
     }
 
     async fn run_inner(&self, input: Input, events: Emitter) -> Result<RunResult, Error> {
@@ -827,6 +824,8 @@ impl Agent {
                     request.messages = serde_json::from_value(p["messages"].clone()).unwrap_or_default();
                 }
             }
+            // A consumer far behind (the stream's bound) makes the run wait here, between turns.
+            events.room().await;
             events.emit(Event::ModelRequest { turn });
             let sent = request.messages.len();
             let sink = |t: &str| events.emit(Event::TextDelta { text: t.to_string() });
@@ -1272,6 +1271,8 @@ impl Agent {
     /// Runs one call through the gate; every failure becomes an error result the model sees.
     /// A tool's result and error text pass the credential redactor in the gate (`gate::Session::run`).
     async fn dispatch_gated(&self, call: &ToolCall, events: &Emitter) -> (Value, String, bool) {
+        // ... and before each tool call (a call's result may be large).
+        events.room().await;
         let span = crate::telemetry::tool_span(&call.name, &call.id);
         let outcome = self.dispatch_in(call, events, &span).await;
         let redact = crate::telemetry::Redact(self.inner.session.credentials.as_ref());

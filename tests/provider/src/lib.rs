@@ -105,6 +105,8 @@ struct State {
     versions: Vec<String>,
     /// When the last answer was sent (for `expect.waited_ms`).
     last_answer: Option<std::time::Instant>,
+    /// The TCP connections accepted (each a TLS handshake over HTTPS), whether or not a request followed.
+    connections: usize,
 }
 
 /// Records a request as abandoned when its handler is dropped (the client hung up) before it answered.
@@ -155,6 +157,7 @@ impl Provider {
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                st.lock().unwrap_or_else(|p| p.into_inner()).connections += 1;
                 let (script, st, tls) = (script.clone(), st.clone(), tls.clone());
                 tokio::spawn(async move {
                     let service = move |req| handle(req, script.clone(), st.clone());
@@ -190,6 +193,12 @@ impl Provider {
     /// Each scripted request's HTTP version as negotiated, in order: `HTTP/1.1` or `HTTP/2.0`.
     pub fn http_versions(&self) -> Vec<String> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).versions.clone()
+    }
+
+    /// How many TCP connections were accepted (each a TLS handshake attempt over HTTPS), counted before
+    /// any handshake or request: a client's attempt that fails the handshake is counted too.
+    pub fn connections(&self) -> usize {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).connections
     }
 
     /// The requests (1-based) whose client hung up before their answer was sent.
