@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::events::{Emitter, Event};
+use super::events::Emitter;
 use super::run_state::RunState;
 use crate::error::ToolError;
 use crate::permission::Level;
@@ -70,9 +70,8 @@ impl TaskHandle {
         let note = note.into();
         *self.shared.last_beat.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         *self.shared.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note.clone());
-        // A consumer far behind does not get every note: while the stream is at its bound, notes are left
-        // out (the latest stays in `task_list`), so a task reporting in a loop cannot grow it.
-        self.shared.events.emit_unless_full(Event::BackgroundTaskProgress { task_id: self.shared.id.clone(), note });
+        // Coalesced: a task reporting in a loop holds one note in the stream, which reads as its latest.
+        self.shared.events.progress(&self.shared.id, note);
     }
 
     /// Whether the task was asked to stop. A tool checks it at its checkpoints and unwinds.

@@ -153,20 +153,30 @@ pub enum Event {
 /// (Events within a turn are not held back: a turn's own events are bounded by its answer and its calls.)
 pub const STREAM_BOUND: usize = 64;
 
-/// The count of a stream's events sent and not yet taken, and the wake-up of a run waiting for room.
+/// The count of a stream's events sent and not yet taken, and the wake-up of a run waiting for room;
+/// and, for each background task with a progress note not yet taken, the note it has given since (the
+/// note taken is the latest one: see [`Emitter::progress`]).
 #[derive(Debug, Default)]
 struct Queue {
     held: std::sync::atomic::AtomicUsize,
     room: tokio::sync::Notify,
+    notes: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
 }
 
 impl Queue {
-    /// One event was taken from the stream.
-    fn taken(&self) {
+    /// One event was taken from the stream: counted, and a progress note given as its task's latest.
+    fn take(&self, mut event: Event) -> Event {
         use std::sync::atomic::Ordering;
+        if let Event::BackgroundTaskProgress { task_id, note } = &mut event
+            && let Some(latest) = self.notes.lock().unwrap_or_else(|p| p.into_inner()).remove(task_id.as_str())
+            && let Some(latest) = latest
+        {
+            *note = latest;
+        }
         if self.held.fetch_sub(1, Ordering::SeqCst) == STREAM_BOUND {
             self.room.notify_waiters();
         }
+        event
     }
 }
 
@@ -187,22 +197,26 @@ impl Emitter {
     /// This emitter for background work: it sends to the same stream but [`Emitter::room`] returns at
     /// once. A background task waiting for a consumer would look silent to its heartbeat and be failed as
     /// dead; its events are bounded instead by the run, which waits at its own turns and tool calls, and
-    /// its progress notes are coalesced ([`Emitter::emit_unless_full`]).
+    /// its progress notes are coalesced ([`Emitter::progress`]).
     pub fn in_background(&self) -> Self {
         Emitter { tx: self.tx.clone(), no_wait: true }
     }
 
-    /// Sends `event` unless the stream holds [`STREAM_BOUND`] events or more not yet taken; false when it
-    /// was left out. For events only the latest of which matters (a background task's progress note,
-    /// which `task_list` keeps): a consumer far behind gets no more than the bound of them.
-    pub fn emit_unless_full(&self, event: Event) -> bool {
-        if let Some((_, queue)) = &self.tx
-            && queue.held.load(std::sync::atomic::Ordering::SeqCst) >= STREAM_BOUND
+    /// Sends a background task's progress note, coalesced: while the task has a note in the stream not
+    /// yet taken, a new one replaces what that note will say when it is taken instead of adding an event.
+    /// A task holds at most one note in the stream however often it reports, and the consumer always
+    /// reads its latest.
+    pub fn progress(&self, task_id: &str, note: String) {
+        let Some((_, queue)) = &self.tx else { return };
         {
-            return false;
+            let mut notes = queue.notes.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(pending) = notes.get_mut(task_id) {
+                *pending = Some(note);
+                return;
+            }
+            notes.insert(task_id.to_string(), None);
         }
-        self.emit(event);
-        true
+        self.emit(Event::BackgroundTaskProgress { task_id: task_id.to_string(), note });
     }
 
     pub fn emit(&self, event: Event) {
@@ -314,17 +328,13 @@ impl Stream for RunStream {
         }
         let _ = this.poll_run(cx);
         match this.rx.poll_recv(cx) {
-            Poll::Ready(Some(e)) => {
-                this.queue.taken();
-                return Poll::Ready(Some(Ok(e)));
-            }
+            Poll::Ready(Some(e)) => return Poll::Ready(Some(Ok(this.queue.take(e)))),
             Poll::Ready(None) | Poll::Pending if this.run.is_none() => {}
             _ => return Poll::Pending,
         }
         // The run is over and every event it sent has been handed out.
         if let Ok(e) = this.rx.try_recv() {
-            this.queue.taken();
-            return Poll::Ready(Some(Ok(e)));
+            return Poll::Ready(Some(Ok(this.queue.take(e))));
         }
         this.done = true;
         match this.end.take() {
@@ -663,13 +673,13 @@ mod feed_tests {
     }
 
     /// A background tool reporting progress in a tight loop (10 000 notes, never waiting) does not grow
-    /// the run's stream without bound: while the stream holds STREAM_BOUND events not taken, notes are left
-    /// out (the latest stays in `task_list`). The stream is driven without taking an event
-    /// (`RunStream::poll_run`, as a feed does while its consumer is behind) until the run waits for its
-    /// consumer; then every event is read. Counted, not timed. Negative control: with `progress` calling
-    /// `emit` as it did, all 10 000 notes were held and then read.
+    /// the run's stream: a task holds one note in it, which reads as the task's latest when taken. The
+    /// stream is driven without taking an event (`RunStream::poll_run`, as a feed does while its consumer
+    /// is behind) until the tool is done; then every event is read. Counted, not timed. Negative
+    /// controls: with `progress` calling `emit` as it did, all 10 000 notes were held and then read; with
+    /// notes left out while the stream was at its bound, the note read was not the latest.
     #[tokio::test(flavor = "current_thread")]
-    async fn progress_notes_are_coalesced_while_the_stream_is_at_its_bound() {
+    async fn progress_notes_are_coalesced_to_the_latest() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -717,15 +727,16 @@ mod feed_tests {
             }
         }
         assert!(done.load(Ordering::SeqCst), "the tool ran while the consumer was away");
-        let (mut notes, mut reported, mut last) = (0, None, None);
+        let (mut notes, mut reported, mut last) = (Vec::new(), None, None);
         while let Some(item) = futures::StreamExt::next(&mut stream).await {
             match item.expect("the run succeeds") {
-                Event::BackgroundTaskProgress { .. } => notes += 1,
+                Event::BackgroundTaskProgress { note, .. } => notes.push(note),
                 Event::BackgroundTaskReported { result, is_error, .. } => reported = Some((result, is_error)),
                 other => last = Some(other),
             }
         }
-        assert!(notes > 0 && notes <= STREAM_BOUND, "{notes} of {NOTES} progress notes were held for the consumer");
+        // One note held for the task, reading as its latest.
+        assert_eq!(notes, [format!("step {}", NOTES - 1)], "{} of {NOTES} progress notes were held", notes.len());
         assert_eq!(reported, Some(("finished".to_string(), false)));
         assert!(matches!(last, Some(Event::RunFinished { .. })), "{last:?}");
     }
@@ -794,5 +805,139 @@ mod feed_tests {
         }
         assert_eq!(reported, vec![("worked".to_string(), false); CALLS]);
         assert!(matches!(last, Some(Event::RunFinished { .. })), "{last:?}");
+    }
+}
+
+#[cfg(test)]
+mod feed_edge_tests {
+    use super::*;
+
+    /// A consumer that reads every event as soon as the stream has it gets each background task's only
+    /// progress note, though the turn that starts 40 background calls puts more than STREAM_BOUND events
+    /// in the stream in one poll and the tasks report in that same poll (outside review attack10: notes
+    /// were left out while the stream was at its bound; "0 of 40 tasks' only progress note reached a
+    /// consumer that never fell behind").
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_fast_consumer_gets_every_tasks_only_progress_note() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use crate::test_model::{FunctionModel, Reply};
+
+        const CALLS: usize = 40;
+        let asked = Arc::new(AtomicUsize::new(0));
+        let model = FunctionModel::new(move |_| {
+            Ok(if asked.fetch_add(1, Ordering::SeqCst) == 0 {
+                (1..CALLS).fold(Reply::tool_call("work", serde_json::json!({"background": true})), |r, _| {
+                    r.with_tool_call("work", serde_json::json!({"background": true}))
+                })
+            } else {
+                Reply::text("done")
+            })
+        });
+        let tool = crate::tools::tool_fn(
+            "work",
+            "Works.",
+            serde_json::json!({"type": "object"}),
+            move |_: Value| async move {
+                let task = crate::agent::background::TaskHandle::current().expect("a background call");
+                task.progress("the only note: phase 2 of 3");
+                Ok::<_, String>("worked")
+            },
+        );
+        let agent = crate::Agent::builder()
+            .model(model)
+            .tool(tool)
+            .background(true)
+            .max_turns(u32::try_from(CALLS).unwrap() + 5)
+            .build()
+            .unwrap();
+        let mut stream = agent.stream("go");
+        let mut notes = 0;
+        while let Some(item) = futures::StreamExt::next(&mut stream).await {
+            if let Event::BackgroundTaskProgress { note, .. } = item.expect("the run succeeds") {
+                assert_eq!(note, "the only note: phase 2 of 3");
+                notes += 1;
+            }
+        }
+        assert_eq!(
+            notes, CALLS,
+            "{notes} of {CALLS} tasks' only progress note reached a consumer that never fell behind"
+        );
+    }
+
+    struct Deltas {
+        n: usize,
+        fail: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::model::Model for Deltas {
+        fn name(&self) -> &str {
+            "deltas"
+        }
+        async fn respond(
+            &self,
+            _: &crate::model::ModelRequest,
+        ) -> Result<crate::model::ModelResponse, crate::error::ModelError> {
+            unreachable!()
+        }
+        async fn respond_streaming(
+            &self,
+            _: &crate::model::ModelRequest,
+            sink: &crate::model::TextSink<'_>,
+        ) -> Result<crate::model::ModelResponse, crate::error::ModelError> {
+            let mut text = String::new();
+            for i in 0..self.n {
+                let d = format!("d{i};");
+                sink(&d);
+                text.push_str(&d);
+                if i % 50 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            if self.fail {
+                return Err(crate::error::ModelError::Transport("attack10 fails after its deltas".into()));
+            }
+            Ok(crate::model::ModelResponse {
+                id: String::new(),
+                text: Some(text),
+                tool_calls: vec![],
+                stop: Default::default(),
+                usage: Default::default(),
+            })
+        }
+    }
+
+    /// The run ends while the feed is full (the feed's `over` branch), succeeding or failing: every
+    /// delta arrives once, in order, then the end, then nothing (outside review attack10).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_run_that_ends_while_the_feed_is_full_loses_nothing() {
+        for fail in [false, true] {
+            const N: usize = 900;
+            let agent = crate::Agent::builder().model(Deltas { n: N, fail }).build().unwrap();
+            let feed = EventFeed::start(agent.stream("go"), |run| tokio::spawn(run));
+            for _ in 0..5000 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(feed.rx.try_lock().unwrap().len(), FEED_BOUND);
+            let mut deltas = Vec::new();
+            let mut after_end = 0;
+            let mut end = None;
+            while let Some(item) = feed.next().await {
+                if end.is_some() {
+                    after_end += 1;
+                }
+                match item {
+                    Ok(Event::TextDelta { text }) => deltas.push(text),
+                    Ok(e @ Event::RunFinished { .. }) => end = Some(Ok(e)),
+                    Err(e) => end = Some(Err(e)),
+                    Ok(_) => {}
+                }
+            }
+            assert_eq!(deltas, (0..N).map(|i| format!("d{i};")).collect::<Vec<_>>());
+            assert_eq!(after_end, 0);
+            assert_eq!(end.as_ref().map(|e| e.is_ok()), Some(!fail), "{end:?}");
+        }
     }
 }
