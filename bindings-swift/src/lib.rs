@@ -602,6 +602,61 @@ impl From<ambit::RunResult> for RunResult {
     }
 }
 
+type AbortableRun = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Result<ambit::RunResult, ambit::Error>, futures::future::Aborted>>
+            + Send,
+    >,
+>;
+
+/// One run started by [`CoreAgent::start_run`]: its result, awaited once, or its cancellation.
+#[derive(uniffi::Object)]
+pub struct CoreRun {
+    run: std::sync::Mutex<Option<AbortableRun>>,
+    abort: futures::future::AbortHandle,
+}
+
+/// Polls `F` inside the core's runtime (its IO driver, timers and spawns), in the caller's task: no
+/// task of its own per run and no hop between threads to hand the result back.
+struct InCoreRuntime<F>(F);
+
+impl<F: std::future::Future + Unpin> std::future::Future for InCoreRuntime<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let _entered = ambit::runtime::runtime().enter();
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+#[uniffi::export]
+impl CoreRun {
+    /// The run's result, polled in the awaiting task; its error; `CoreError::Cancelled` once
+    /// [`CoreRun::cancel`] was called (or the result was already taken).
+    pub async fn result(&self) -> Result<RunResult, CoreError> {
+        let run = self.run.lock().unwrap_or_else(|p| p.into_inner()).take();
+        guard_async(async move {
+            let Some(run) = run else {
+                return Err(ambit::Error::Cancelled.into());
+            };
+            match InCoreRuntime(run).await {
+                Ok(outcome) => Ok(outcome?.into()),
+                Err(futures::future::Aborted) => Err(ambit::Error::Cancelled.into()),
+            }
+        })
+        .await
+    }
+
+    /// Stops the run: its HTTP request and its tools are dropped, and [`CoreRun::result`] answers
+    /// `CoreError::Cancelled`.
+    pub fn cancel(&self) -> Result<(), CoreError> {
+        guard(|| {
+            self.abort.abort();
+            Ok(())
+        })
+    }
+}
+
 /// Adapts a Swift tool to the core's [`ambit::Tool`].
 struct SwiftTool {
     spec: ambit::ToolSpec,
@@ -671,6 +726,17 @@ impl CoreAgent {
     /// Runs the agent from one user message to the final answer.
     pub async fn run(&self, input: String) -> Result<RunResult, CoreError> {
         guard_async(async { Ok(self.inner.run(input).await?.into()) }).await
+    }
+
+    /// Starts the run on `input` without its events: the Swift facade's `Agent.run` awaits its
+    /// [`CoreRun::result`] (one crossing per run, not one per event) and cancels it with
+    /// [`CoreRun::cancel`] when its `Task` is cancelled.
+    pub fn start_run(&self, input: String) -> Result<Arc<CoreRun>, CoreError> {
+        guard(|| {
+            let agent = self.inner.clone();
+            let (run, abort) = futures::future::abortable(async move { agent.run(input).await });
+            Ok(Arc::new(CoreRun { run: std::sync::Mutex::new(Some(Box::pin(run))), abort }))
+        })
     }
 
     /// Starts the run as a stream of events.

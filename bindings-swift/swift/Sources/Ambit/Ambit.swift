@@ -659,20 +659,19 @@ public final class Agent: Sendable {
     /// Runs the agent from one user message to the final answer. Cancelling the Swift `Task` that awaits
     /// it cancels the run, its HTTP request and its tools, and throws `AmbitError.cancelled`.
     public func run(_ input: String) async throws -> RunResult {
-        // The stream's run, to its result: ending its iteration (as a cancelled Task does) cancels it.
-        // Iterated to its end, not left at `.runFinished`: leaving would cancel what the run still winds
-        // down (its background tasks' cooperative cancellation).
-        var finished: RunResult?
+        // One crossing for the whole run (`CoreRun.result`), not one per event: the run is polled in
+        // this call's Rust future, and the result comes back as it is. A cancelled Task cancels it.
         do {
-            for try await event in stream(input) {
-                if case let .runFinished(_, result) = event { finished = result }
+            let run = try core.startRun(input: input)
+            return try await withTaskCancellationHandler {
+                try await run.result()
+            } onCancel: {
+                // Nobody is left to hear a failure to cancel (a bug in ambit); the run then ends on its own.
+                try? run.cancel()
             }
         } catch {
             throw AmbitError(error)
         }
-        if let finished { return finished }
-        throw AmbitError.cancelled(
-            message: Task.isCancelled ? "the run was cancelled (its Task was cancelled)" : "the run ended without a result")
     }
 }
 

@@ -648,6 +648,13 @@ public protocol CoreAgentProtocol: AnyObject, Sendable {
     func run(input: String) async throws  -> RunResult
     
     /**
+     * Starts the run on `input` without its events: the Swift facade's `Agent.run` awaits its
+     * [`CoreRun::result`] (one crossing per run, not one per event) and cancels it with
+     * [`CoreRun::cancel`] when its `Task` is cancelled.
+     */
+    func startRun(input: String) throws  -> CoreRun
+    
+    /**
      * Starts the run as a stream of events.
      */
     func stream(input: String) throws  -> CoreRunStream
@@ -769,6 +776,21 @@ open func run(input: String)async throws  -> RunResult  {
             liftFunc: FfiConverterTypeRunResult_lift,
             errorHandler: FfiConverterTypeCoreError_lift
         )
+}
+    
+    /**
+     * Starts the run on `input` without its events: the Swift facade's `Agent.run` awaits its
+     * [`CoreRun::result`] (one crossing per run, not one per event) and cancels it with
+     * [`CoreRun::cancel`] when its `Task` is cancelled.
+     */
+open func startRun(input: String)throws  -> CoreRun  {
+    return try  FfiConverterTypeCoreRun_lift(try rustCallWithError(FfiConverterTypeCoreError_lift) {
+        uniffiCallStatus in
+    uniffi_ambit_swift_fn_method_coreagent_start_run(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(input),uniffiCallStatus
+    )
+})
 }
     
     /**
@@ -2093,6 +2115,162 @@ public func FfiConverterTypeCoreRoutines_lift(_ handle: UInt64) throws -> CoreRo
 #endif
 public func FfiConverterTypeCoreRoutines_lower(_ value: CoreRoutines) -> UInt64 {
     return FfiConverterTypeCoreRoutines.lower(value)
+}
+
+
+
+
+
+
+/**
+ * One run started by [`CoreAgent::start_run`]: its result, awaited once, or its cancellation.
+ */
+public protocol CoreRunProtocol: AnyObject, Sendable {
+    
+    /**
+     * Stops the run: its HTTP request and its tools are dropped, and [`CoreRun::result`] answers
+     * `CoreError::Cancelled`.
+     */
+    func cancel() throws 
+    
+    /**
+     * The run's result, polled in the awaiting task; its error; `CoreError::Cancelled` once
+     * [`CoreRun::cancel`] was called (or the result was already taken).
+     */
+    func result() async throws  -> RunResult
+    
+}
+/**
+ * One run started by [`CoreAgent::start_run`]: its result, awaited once, or its cancellation.
+ */
+open class CoreRun: CoreRunProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_ambit_swift_fn_clone_corerun(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_ambit_swift_fn_free_corerun(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Stops the run: its HTTP request and its tools are dropped, and [`CoreRun::result`] answers
+     * `CoreError::Cancelled`.
+     */
+open func cancel()throws   {try rustCallWithError(FfiConverterTypeCoreError_lift) {
+        uniffiCallStatus in
+    uniffi_ambit_swift_fn_method_corerun_cancel(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The run's result, polled in the awaiting task; its error; `CoreError::Cancelled` once
+     * [`CoreRun::cancel`] was called (or the result was already taken).
+     */
+open func result()async throws  -> RunResult  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_ambit_swift_fn_method_corerun_result(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_ambit_swift_rust_future_poll_rust_buffer,
+            completeFunc: ffi_ambit_swift_rust_future_complete_rust_buffer,
+            freeFunc: ffi_ambit_swift_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeRunResult_lift,
+            errorHandler: FfiConverterTypeCoreError_lift
+        )
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCoreRun: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = CoreRun
+
+    public static func lift(_ handle: UInt64) throws -> CoreRun {
+        return CoreRun(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: CoreRun) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CoreRun {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: CoreRun, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCoreRun_lift(_ handle: UInt64) throws -> CoreRun {
+    return try FfiConverterTypeCoreRun.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCoreRun_lower(_ value: CoreRun) -> UInt64 {
+    return FfiConverterTypeCoreRun.lower(value)
 }
 
 
@@ -11168,6 +11346,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_ambit_swift_checksum_method_coreagent_run() != 17794) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_ambit_swift_checksum_method_coreagent_start_run() != 3655) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_ambit_swift_checksum_method_coreagent_stream() != 36455) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -11184,6 +11365,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_ambit_swift_checksum_method_coreagent_with_policy() != 25585) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_ambit_swift_checksum_method_corerun_cancel() != 30349) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_ambit_swift_checksum_method_corerun_result() != 53006) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_ambit_swift_checksum_method_hostcredentials_fetch() != 17288) {

@@ -323,6 +323,11 @@ uint64_t uniffi_ambit_swift_fn_constructor_coreagent_new(RustBuffer config, Rust
 uint64_t uniffi_ambit_swift_fn_method_coreagent_run(uint64_t ptr, RustBuffer input
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_START_RUN
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_START_RUN
+uint64_t uniffi_ambit_swift_fn_method_coreagent_start_run(uint64_t ptr, RustBuffer input, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_STREAM
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_STREAM
 uint64_t uniffi_ambit_swift_fn_method_coreagent_stream(uint64_t ptr, RustBuffer input, RustCallStatus *_Nonnull out_status
@@ -351,6 +356,26 @@ RustBuffer uniffi_ambit_swift_fn_method_coreagent_list_tools(uint64_t ptr, RustC
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_WITH_POLICY
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_COREAGENT_WITH_POLICY
 uint64_t uniffi_ambit_swift_fn_method_coreagent_with_policy(uint64_t ptr, RustBuffer policy, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_CLONE_CORERUN
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_CLONE_CORERUN
+uint64_t uniffi_ambit_swift_fn_clone_corerun(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FREE_CORERUN
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_FREE_CORERUN
+void uniffi_ambit_swift_fn_free_corerun(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORERUN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORERUN_CANCEL
+void uniffi_ambit_swift_fn_method_corerun_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORERUN_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_METHOD_CORERUN_RESULT
+uint64_t uniffi_ambit_swift_fn_method_corerun_result(uint64_t ptr
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_FN_CLONE_HOSTCREDENTIALS
@@ -1226,6 +1251,12 @@ uint16_t uniffi_ambit_swift_checksum_method_coreagent_run(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_START_RUN
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_START_RUN
+uint16_t uniffi_ambit_swift_checksum_method_coreagent_start_run(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_STREAM
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_STREAM
 uint16_t uniffi_ambit_swift_checksum_method_coreagent_stream(void
@@ -1259,6 +1290,18 @@ uint16_t uniffi_ambit_swift_checksum_method_coreagent_list_tools(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_WITH_POLICY
 #define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_COREAGENT_WITH_POLICY
 uint16_t uniffi_ambit_swift_checksum_method_coreagent_with_policy(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_CORERUN_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_CORERUN_CANCEL
+uint16_t uniffi_ambit_swift_checksum_method_corerun_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_CORERUN_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_AMBIT_SWIFT_CHECKSUM_METHOD_CORERUN_RESULT
+uint16_t uniffi_ambit_swift_checksum_method_corerun_result(void
     
 );
 #endif
