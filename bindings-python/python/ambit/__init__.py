@@ -35,19 +35,42 @@ from .policy import Approve, ApprovalRequest, Deny, Later, Level, Policy, Revise
 from .mcp import Deferral, ElicitationAnswer, ElicitationRequest, McpServer, OAuth, TokenStore
 from .subagents import NamedAgent, Subagents, subagents_config
 from .session import SESSION_TOOLS, Deliveries, Delivery, Sessions, TaskSnapshot
-from . import ledger
-from .ledger import Ledger, LedgerError, RoutineLedger
-from . import memory
 from . import telemetry
-from .memory import Memory
-from . import skills
-from .skills import Skills
-from . import knowledge
-from .knowledge import Knowledge
-from . import routines
-from .routines import Routines, Runner, RunContext
-from . import testmodel
-from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
+
+if typing.TYPE_CHECKING:
+    from . import knowledge, ledger, memory, routines, skills, testmodel
+    from .knowledge import Knowledge
+    from .ledger import Ledger, LedgerError, RoutineLedger
+    from .memory import Memory
+    from .routines import Routines, Runner, RunContext
+    from .skills import Skills
+    from .testmodel import FunctionModel, Reply, ReplyCall, TestModel, TestRequest
+
+# Imported when first used (PEP 562): a program that never touches the ledger, routines, memory, skills,
+# knowledge or the test models does not pay for defining them at start-up (about a third of `import ambit`).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    **{m: (m, None) for m in ("knowledge", "ledger", "memory", "routines", "skills", "testmodel")},
+    "Knowledge": ("knowledge", "Knowledge"),
+    "Ledger": ("ledger", "Ledger"), "LedgerError": ("ledger", "LedgerError"),
+    "RoutineLedger": ("ledger", "RoutineLedger"),
+    "Memory": ("memory", "Memory"),
+    "Routines": ("routines", "Routines"), "Runner": ("routines", "Runner"), "RunContext": ("routines", "RunContext"),
+    "Skills": ("skills", "Skills"),
+    **{n: ("testmodel", n) for n in ("FunctionModel", "Reply", "ReplyCall", "TestModel", "TestRequest")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'ambit' has no attribute {name!r}") from None
+    import importlib
+    value = importlib.import_module(f".{module}", __name__)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
 from . import hooks
 from .hooks import Guardrail, GuardrailVerdict, Hook, HookContext, HookPoint, HookResult, Refuse, Replace
 from .errors import GuardrailTripped, HookFailed
@@ -426,11 +449,13 @@ def _ledger_tools(routine: RoutineLedger | None, run: RunContext | None = None) 
     """The native tools of ``Agent(ledger=..., routine=...)``."""
     tools = None
     if routine is not None:
+        from .ledger import RoutineLedger
         if not isinstance(routine, RoutineLedger):
             raise TypeError(f"ledger must be the tools of a routine's run (ledger.for_routine(...)), "
                             f"got {type(routine).__name__}")
         tools = routine._native
     if run is not None:
+        from .routines import RunContext
         if not isinstance(run, RunContext):
             raise TypeError(f"routine must be the RunContext an agent factory was given, got {type(run).__name__}")
         tools = run._tools if tools is None else tools.join(run._tools)
@@ -620,16 +645,19 @@ class Agent:
                 raise TypeError(f"deferral must be an ambit.Deferral, got {type(deferral).__name__}")
             options["deferral"] = deferral._config()
         if memory is not None or agent_name is not None:
+            from .memory import Memory
             if not isinstance(memory, Memory):
                 raise ConfigError(f"memory must be an ambit.Memory (with agent_name), got {type(memory).__name__}")
             if not isinstance(agent_name, str):
                 raise ConfigError(f"agent_name must name the agent in its memory store, got {agent_name!r}")
             options["memory"] = {"url": memory.url, "agent": agent_name}
         if skills is not None:
+            from .skills import Skills
             if not isinstance(skills, Skills):
                 raise TypeError(f"skills must be an ambit.Skills, got {type(skills).__name__}")
             options["skills"] = skills._config()
         if knowledge is not None:
+            from .knowledge import Knowledge
             if not isinstance(knowledge, Knowledge):
                 raise TypeError(f"knowledge must be an ambit.Knowledge, got {type(knowledge).__name__}")
             options["knowledge"] = knowledge._config()
