@@ -461,6 +461,25 @@ impl Drop for EventFeed {
 mod feed_tests {
     use super::*;
 
+    /// A model whose first answer starts `calls` background calls of the tool `work`, then says "done".
+    pub(super) fn background_calls(calls: usize) -> crate::test_model::FunctionModel {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use crate::test_model::{FunctionModel, Reply};
+
+        let asked = Arc::new(AtomicUsize::new(0));
+        FunctionModel::new(move |_| {
+            Ok(if asked.fetch_add(1, Ordering::SeqCst) == 0 {
+                (1..calls).fold(Reply::tool_call("work", serde_json::json!({"background": true})), |r, _| {
+                    r.with_tool_call("work", serde_json::json!({"background": true}))
+                })
+            } else {
+                Reply::text("done")
+            })
+        })
+    }
+
     /// `next_batch` hands over what is waiting in order, at most `max` at a time, without losing an item
     /// at a batch's edge, then waits for the next; once the run is over, empty. (The Node binding's
     /// stream crosses to JS one batch at a time.)
@@ -754,19 +773,8 @@ mod feed_tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
 
-        use crate::test_model::{FunctionModel, Reply};
-
         const CALLS: usize = 40;
-        let asked = Arc::new(AtomicUsize::new(0));
-        let model = FunctionModel::new(move |_| {
-            Ok(if asked.fetch_add(1, Ordering::SeqCst) == 0 {
-                (1..CALLS).fold(Reply::tool_call("work", serde_json::json!({"background": true})), |r, _| {
-                    r.with_tool_call("work", serde_json::json!({"background": true}))
-                })
-            } else {
-                Reply::text("done")
-            })
-        });
+        let model = super::feed_tests::background_calls(CALLS);
         let started = Arc::new(AtomicUsize::new(0));
         let counted = started.clone();
         let tool = crate::tools::tool_fn("work", "Works.", serde_json::json!({"type": "object"}), move |_: Value| {
@@ -819,22 +827,8 @@ mod feed_edge_tests {
     /// consumer that never fell behind").
     #[tokio::test(flavor = "current_thread")]
     async fn a_fast_consumer_gets_every_tasks_only_progress_note() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-
-        use crate::test_model::{FunctionModel, Reply};
-
         const CALLS: usize = 40;
-        let asked = Arc::new(AtomicUsize::new(0));
-        let model = FunctionModel::new(move |_| {
-            Ok(if asked.fetch_add(1, Ordering::SeqCst) == 0 {
-                (1..CALLS).fold(Reply::tool_call("work", serde_json::json!({"background": true})), |r, _| {
-                    r.with_tool_call("work", serde_json::json!({"background": true}))
-                })
-            } else {
-                Reply::text("done")
-            })
-        });
+        let model = super::feed_tests::background_calls(CALLS);
         let tool = crate::tools::tool_fn(
             "work",
             "Works.",
